@@ -1,0 +1,1 @@
+//! Shared helpers for the benchmark and demo programs.

@@ -1,0 +1,1 @@
+//! loom models (see `tests/`); empty without `--cfg loom`.

@@ -1,0 +1,225 @@
+//! The doorbell: how a sleeping predicate thread learns that there is work.
+//!
+//! One thread waits on a doorbell (the node's predicate thread); anyone may ring it: a
+//! peer whose one-sided write just landed (for `shm` the peer process itself, through
+//! the futex word in our mapped header), the tcp receiver after applying frames, or an
+//! application thread that queued a send.
+//!
+//! The word holds `epoch << 1 | sleeping`. The protocol, which the loom model
+//! `doorbell_no_lost_wakeup` checks:
+//!
+//! ```text
+//!   waiter                                   ringer
+//!   t = prepare()      (set sleeping bit,    publish work (Release stores)
+//!                       read epoch)          old = fetch_add(2)   (new epoch)
+//!   look for work; if any: cancel()          if old has sleeping bit: futex_wake
+//!   else wait(t)       (sleeps only while
+//!                       the word still == t)
+//! ```
+//!
+//! A ring after `prepare` changes the word, so `wait` returns at once; a ring before
+//! `prepare` is seen by the work check, because `prepare`'s `SeqCst` read-modify-write
+//! reads the ringer's increment and so acquires the work published before it. Looking
+//! for work *before* `prepare` loses wake-ups (the buggy variant the model catches).
+//! Ringing costs one atomic add; the `futex_wake` system call is paid only when the
+//! waiter has announced it may sleep.
+
+use crate::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+const SLEEPING: u32 = 1;
+const EPOCH: u32 = 2;
+
+/// A wake-up word for one waiter and any number of ringers (see the module docs).
+pub struct Doorbell {
+    #[cfg(not(loom))]
+    seg: crate::sync::Arc<crate::region::Segment>,
+    #[cfg(not(loom))]
+    off: usize,
+    #[cfg(loom)]
+    word: AtomicU32,
+    #[cfg(loom)]
+    futex: crate::sync::Mutex<()>,
+    #[cfg(loom)]
+    cv: crate::sync::Condvar,
+}
+
+impl std::fmt::Debug for Doorbell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Doorbell").field("word", &self.word().load(Ordering::Relaxed)).finish()
+    }
+}
+
+/// Proof that [`Doorbell::prepare`] ran; spend it with [`Doorbell::wait`] or
+/// [`Doorbell::cancel`].
+#[derive(Debug)]
+#[must_use = "a prepared doorbell must be waited on or cancelled"]
+pub struct Ticket(u32);
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Doorbell {
+    /// A doorbell in private memory (for waiters rung only by threads of this process).
+    pub fn new() -> Doorbell {
+        #[cfg(not(loom))]
+        {
+            Doorbell { seg: crate::sync::Arc::new(crate::region::Segment::heap(64)), off: 0 }
+        }
+        #[cfg(loom)]
+        {
+            Doorbell {
+                word: AtomicU32::new(0),
+                futex: crate::sync::Mutex::new(()),
+                cv: crate::sync::Condvar::new(),
+            }
+        }
+    }
+
+    /// A doorbell whose word lives at `off` in `seg` (a mapped header that other
+    /// processes ring directly).
+    #[cfg(not(loom))]
+    pub(crate) fn in_segment(seg: crate::sync::Arc<crate::region::Segment>, off: usize) -> Doorbell {
+        let _ = seg.u32_at(off); // validates the offset once
+        Doorbell { seg, off }
+    }
+
+    #[inline]
+    fn word(&self) -> &AtomicU32 {
+        #[cfg(not(loom))]
+        {
+            self.seg.u32_at(self.off)
+        }
+        #[cfg(loom)]
+        {
+            &self.word
+        }
+    }
+
+    /// Wakes the waiter if it sleeps or is about to. Call after publishing the work.
+    #[inline]
+    pub fn ring(&self) {
+        let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
+        if old & SLEEPING != 0 {
+            self.futex_wake();
+        }
+    }
+
+    /// Announces that the waiter may sleep. Look for work after this, then `wait`.
+    #[inline]
+    pub fn prepare(&self) -> Ticket {
+        Ticket(self.word().fetch_or(SLEEPING, Ordering::SeqCst) | SLEEPING)
+    }
+
+    /// Withdraws a `prepare` (work was found after all).
+    #[inline]
+    pub fn cancel(&self, _ticket: Ticket) {
+        self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
+    }
+
+    /// Sleeps until a ring after `prepare`, or `timeout`. Returns at once if a ring
+    /// already came. Spurious returns are possible; callers re-check for work.
+    pub fn wait(&self, ticket: Ticket, timeout: Option<Duration>) {
+        if self.word().load(Ordering::SeqCst) == ticket.0 {
+            self.futex_wait(ticket.0, timeout);
+        }
+        self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
+    }
+
+    /// How many times the doorbell has been rung (wraps); for statistics and tests.
+    pub fn rings(&self) -> u32 {
+        self.word().load(Ordering::Relaxed) >> 1
+    }
+
+    #[cfg(not(loom))]
+    fn futex_wait(&self, expected: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|d| libc::timespec {
+            tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        });
+        let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+        // SAFETY: FUTEX_WAIT reads the 4-byte aligned word (alive for the call, as
+        // `self` borrows the segment) and the optional timespec on our stack. The
+        // shared (non-private) futex is keyed by the physical page, so it also works
+        // when the word is rung by another process through its own mapping.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.word() as *const AtomicU32,
+                libc::FUTEX_WAIT,
+                expected,
+                ts_ptr,
+                std::ptr::null::<u32>(),
+                0u32,
+            );
+        }
+    }
+
+    #[cfg(not(loom))]
+    fn futex_wake(&self) {
+        // SAFETY: FUTEX_WAKE only uses the word's address as a key; it does not access
+        // memory beyond checking the mapping.
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.word() as *const AtomicU32, libc::FUTEX_WAKE, i32::MAX);
+        }
+    }
+
+    // Under loom the futex is a mutex and condvar: `wait` checks the word under the
+    // lock and `wake` notifies under it, which is exactly FUTEX_WAIT's atomicity.
+    #[cfg(loom)]
+    fn futex_wait(&self, expected: u32, _timeout: Option<Duration>) {
+        let g = crate::sync::lock(&self.futex);
+        if self.word.load(Ordering::SeqCst) == expected {
+            drop(self.cv.wait(g));
+        }
+    }
+
+    #[cfg(loom)]
+    fn futex_wake(&self) {
+        let _g = crate::sync::lock(&self.futex);
+        self.cv.notify_all();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::sync::{thread, Arc};
+    use std::time::Instant;
+
+    #[test]
+    fn ring_before_wait_returns_immediately() {
+        let d = Doorbell::new();
+        let t = d.prepare();
+        d.ring();
+        let start = Instant::now();
+        d.wait(t, Some(Duration::from_secs(5)));
+        assert!(start.elapsed() < Duration::from_secs(4));
+    }
+
+    #[test]
+    fn ring_from_other_thread_wakes_sleeper() {
+        let d = Arc::new(Doorbell::new());
+        let d2 = d.clone();
+        let t = d.prepare();
+        let h = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(20));
+            d2.ring();
+        });
+        d.wait(t, Some(Duration::from_secs(10)));
+        h.join().unwrap();
+        assert!(d.rings() >= 1);
+    }
+
+    #[test]
+    fn wait_honours_timeout() {
+        let d = Doorbell::new();
+        let t = d.prepare();
+        let start = Instant::now();
+        d.wait(t, Some(Duration::from_millis(30)));
+        assert!(start.elapsed() >= Duration::from_millis(25));
+    }
+}

@@ -1,0 +1,192 @@
+//! Heartbeats and the failure detector.
+//!
+//! Each node advances a heartbeat counter column on a timer and pushes it to its
+//! peers. The [`Detector`] (a sans-IO core: time is passed in) suspects a peer whose
+//! counter has not moved for `timeout`, or at once when the transport reports the
+//! connection broken. Suspicion is never retracted and is reported once per peer;
+//! `views` consumes the reports.
+//!
+//! [`install`] wires a detector into a [`PredicateThread`]: a timer trigger that beats
+//! and checks, and a transport-event handler.
+
+use crate::predicate::{PredicateThread, Pushes};
+use crate::sync::{lock, Arc, Mutex};
+use crate::table::{Counter, LocalRow};
+use crate::transport::{NodeId, PeerEvent};
+use std::time::{Duration, Instant};
+
+/// Heartbeat timing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeartbeatConfig {
+    /// How often this node beats (and checks its peers).
+    pub period: Duration,
+    /// A peer silent this long is suspected.
+    pub timeout: Duration,
+}
+
+impl Default for HeartbeatConfig {
+    fn default() -> Self {
+        HeartbeatConfig { period: Duration::from_millis(100), timeout: Duration::from_secs(1) }
+    }
+}
+
+/// Why a peer is suspected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reason {
+    /// Its heartbeat did not move for this long.
+    Silent(Duration),
+    /// The transport reported the connection broken.
+    Broken(String),
+}
+
+/// A newly suspected peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Suspicion {
+    /// The peer.
+    pub peer: NodeId,
+    /// Why.
+    pub reason: Reason,
+}
+
+#[derive(Debug)]
+struct Watch {
+    node: NodeId,
+    last: u64,
+    since: Instant,
+    suspected: bool,
+}
+
+/// Suspects peers whose heartbeat stops (see the module docs).
+#[derive(Debug)]
+pub struct Detector {
+    timeout: Duration,
+    peers: Vec<Watch>,
+}
+
+impl Detector {
+    /// Watches `peers` from `now`.
+    pub fn new(peers: &[NodeId], now: Instant, timeout: Duration) -> Detector {
+        let peers = peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false }).collect();
+        Detector { timeout, peers }
+    }
+
+    /// Records `peer`'s heartbeat `value` seen at `now`; returns a suspicion the first
+    /// time the peer has been silent for the timeout. Unknown peers are ignored.
+    pub fn observe(&mut self, now: Instant, peer: NodeId, value: u64) -> Option<Suspicion> {
+        let w = self.peers.iter_mut().find(|w| w.node == peer)?;
+        if w.suspected {
+            return None;
+        }
+        if value != w.last {
+            w.last = value;
+            w.since = now;
+            return None;
+        }
+        let silent = now.saturating_duration_since(w.since);
+        if silent >= self.timeout {
+            w.suspected = true;
+            return Some(Suspicion { peer, reason: Reason::Silent(silent) });
+        }
+        None
+    }
+
+    /// The transport says the link to `peer` broke; returns a suspicion if new.
+    pub fn broken(&mut self, peer: NodeId, why: &str) -> Option<Suspicion> {
+        let w = self.peers.iter_mut().find(|w| w.node == peer)?;
+        if w.suspected {
+            return None;
+        }
+        w.suspected = true;
+        Some(Suspicion { peer, reason: Reason::Broken(why.to_owned()) })
+    }
+
+    /// True once `peer` is suspected.
+    pub fn is_suspected(&self, peer: NodeId) -> bool {
+        self.peers.iter().any(|w| w.node == peer && w.suspected)
+    }
+}
+
+/// Wires heartbeats into `pt`: every `cfg.period`, raise this node's `column` in the
+/// row `row(state)` and push it to the other members, then check every member's
+/// counter; transport breaks are reported at once. `on_suspect` runs on the predicate
+/// thread (with the state lock held) once per suspected peer.
+pub fn install<S, R, F>(pt: &PredicateThread<S>, cfg: HeartbeatConfig, row: R, column: Counter, on_suspect: F)
+where
+    S: Send + 'static,
+    R: Fn(&S) -> &LocalRow + Send + Sync + 'static,
+    F: FnMut(&mut S, Suspicion, &mut Pushes) + Send + 'static,
+{
+    let row = Arc::new(row);
+    let on_suspect = Arc::new(Mutex::new(on_suspect));
+    let detector: Arc<Mutex<Option<Detector>>> = Arc::new(Mutex::new(None));
+    {
+        let (row, det, cb) = (row.clone(), detector.clone(), on_suspect.clone());
+        pt.every(cfg.period, move |s, pushes| {
+            let now = Instant::now();
+            let local = row(s);
+            local.increment(column);
+            pushes.push(local.push(column.range()));
+            let table = local.table().clone();
+            let mut det = lock(&det);
+            let d = det.get_or_insert_with(|| {
+                let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
+                Detector::new(&others, now, cfg.timeout)
+            });
+            let found: Vec<Suspicion> = (0..table.rows())
+                .filter(|r| *r != table.my_rank())
+                .filter_map(|r| d.observe(now, table.members()[r], table.counter(r, column)))
+                .collect();
+            drop(det);
+            let mut cb = lock(&cb);
+            for sus in found {
+                cb(s, sus, pushes);
+            }
+        });
+    }
+    pt.on_event(move |s, ev, pushes| {
+        let PeerEvent::Broken { peer, reason } = ev;
+        let table = row(s).table().clone();
+        let mut det = lock(&detector);
+        let d = det.get_or_insert_with(|| {
+            let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
+            Detector::new(&others, Instant::now(), cfg.timeout)
+        });
+        let sus = d.broken(*peer, reason);
+        drop(det);
+        if let Some(sus) = sus {
+            lock(&on_suspect)(s, sus, pushes);
+        }
+    });
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silent_peer_is_suspected_once_after_timeout() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut d = Detector::new(&[NodeId(1), NodeId(2)], t0, ms(100));
+        assert_eq!(d.observe(t0 + ms(50), NodeId(1), 1), None);
+        assert_eq!(d.observe(t0 + ms(50), NodeId(2), 1), None);
+        assert_eq!(d.observe(t0 + ms(120), NodeId(1), 2), None, "moving heartbeat");
+        assert_eq!(d.observe(t0 + ms(140), NodeId(2), 1), None, "90 ms silent");
+        let s = d.observe(t0 + ms(151), NodeId(2), 1).expect("suspected at 101 ms");
+        assert_eq!(s.peer, NodeId(2));
+        assert!(matches!(s.reason, Reason::Silent(x) if x >= ms(100)));
+        assert_eq!(d.observe(t0 + ms(500), NodeId(2), 1), None, "reported once");
+        assert_eq!(d.observe(t0 + ms(500), NodeId(2), 9), None, "never retracted");
+        assert!(d.is_suspected(NodeId(2)));
+        assert!(!d.is_suspected(NodeId(1)));
+    }
+
+    #[test]
+    fn broken_link_is_immediate_and_once() {
+        let t0 = Instant::now();
+        let mut d = Detector::new(&[NodeId(1)], t0, Duration::from_secs(60));
+        assert!(matches!(d.broken(NodeId(1), "reset"), Some(Suspicion { reason: Reason::Broken(_), .. })));
+        assert_eq!(d.broken(NodeId(1), "again"), None);
+        assert_eq!(d.broken(NodeId(7), "unknown"), None);
+    }
+}

@@ -1,0 +1,455 @@
+//! The predicate thread: one per node, evaluating registered predicates over shared
+//! state and running their triggers (Spindle §2.4, §3.2, §3.4).
+//!
+//! ```text
+//!   application threads ── with_state(...) + notify() ──┐
+//!   peers' writes land ── doorbell ─────────────────────┤
+//!                                                        ▼
+//!   loop: lock state ─ evaluate predicates ─ run triggers (collect Pushes)
+//!         unlock ─ post the pushes ─ flush ─ work done? spin : park on doorbell/timer
+//! ```
+//!
+//! Rules this thread keeps:
+//! - triggers never touch the network: they return [`Pushes`], which are posted after
+//!   the state lock is released (Spindle §3.4), so an application thread waiting for
+//!   the lock never waits for a write;
+//! - each pass takes whatever is ready; it never waits to fill a batch (§3.2);
+//! - it spins while there is work and for `spin` after the last work, then parks on
+//!   the doorbell until a peer's write lands, an application thread calls `notify`, or
+//!   the next timer is due. An idle node costs only its timers (heartbeats).
+//!
+//! Predicate kinds: [`Kind::Recurrent`] (trigger whenever true), [`Kind::OneTime`]
+//! (the first time true, then removed), [`Kind::Transition`] (each time it goes from
+//! false to true) and timers ([`PredicateThread::every`]).
+//!
+//! Triggers run with the state lock held and must not call back into
+//! [`PredicateThread::with_state`] (that would deadlock).
+
+use crate::doorbell::Doorbell;
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::{lock, Arc, Mutex};
+use crate::table::Push;
+use crate::transport::{PeerEvent, Transport, WriteOp};
+use std::time::{Duration, Instant};
+
+/// Idle policy and naming of a predicate thread.
+#[derive(Debug, Clone)]
+pub struct PollConfig {
+    /// How long to keep spinning after the last work before parking. Spinning buys
+    /// latency (no ~35 µs wake-up) at the price of a core; with several nodes per core
+    /// a long spin starves the others, so the default is short.
+    pub spin: Duration,
+    /// Longest park when no timer is due (a safety net; doorbells wake it sooner).
+    pub max_park: Duration,
+    /// How often to run the transport's liveness probe ([`Transport::check_peers`]).
+    pub probe_every: Duration,
+    /// Thread name.
+    pub name: String,
+}
+
+impl Default for PollConfig {
+    fn default() -> Self {
+        PollConfig {
+            spin: Duration::from_micros(DEFAULT_SPIN_US),
+            max_park: Duration::from_millis(200),
+            probe_every: Duration::from_millis(100),
+            name: "sst-predicates".into(),
+        }
+    }
+}
+
+/// Default spin budget in µs (see the README's sst_bench table for what it buys).
+pub const DEFAULT_SPIN_US: u64 = 100;
+
+/// When a predicate's trigger runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// On every pass where the predicate holds.
+    Recurrent,
+    /// The first time the predicate holds; then the predicate is removed.
+    OneTime,
+    /// Each time the predicate goes from false to true.
+    Transition,
+}
+
+/// Identifies a registered predicate, for [`PredicateThread::remove`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PredicateId(u64);
+
+/// Pushes collected by triggers, posted after the state lock is released.
+#[derive(Debug, Default)]
+pub struct Pushes {
+    list: Vec<Push>,
+}
+
+impl Pushes {
+    /// Queues a push.
+    pub fn push(&mut self, p: Push) {
+        self.list.push(p);
+    }
+    /// Queues several pushes, in order.
+    pub fn extend(&mut self, ps: impl IntoIterator<Item = Push>) {
+        self.list.extend(ps);
+    }
+    /// Number queued.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    /// True when none are queued.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
+type Cond<S> = Box<dyn FnMut(&S) -> bool + Send>;
+type Action<S> = Box<dyn FnMut(&mut S, &mut Pushes) + Send>;
+type OnEvent<S> = Box<dyn FnMut(&mut S, &PeerEvent, &mut Pushes) + Send>;
+
+struct Entry<S> {
+    id: PredicateId,
+    cond: Option<Cond<S>>,
+    kind: Kind,
+    timer: Option<(Duration, Option<Instant>)>,
+    last: bool,
+    action: Action<S>,
+}
+
+struct Incoming<S> {
+    add: Vec<Entry<S>>,
+    remove: Vec<PredicateId>,
+    handlers: Vec<OnEvent<S>>,
+}
+
+/// Counters of a predicate thread, for benchmarks and tests.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Passes over the predicates.
+    pub passes: u64,
+    /// Triggers run.
+    pub fired: u64,
+    /// Times the thread parked on its doorbell.
+    pub parks: u64,
+    /// Writes posted to the transport.
+    pub writes: u64,
+    /// Writes the transport refused (disconnected peers and the like).
+    pub write_errors: u64,
+}
+
+#[derive(Default)]
+struct AtomicStats {
+    passes: AtomicU64,
+    fired: AtomicU64,
+    parks: AtomicU64,
+    writes: AtomicU64,
+    write_errors: AtomicU64,
+}
+
+struct Inner<S> {
+    state: Mutex<S>,
+    transport: Arc<dyn Transport>,
+    incoming: Mutex<Incoming<S>>,
+    has_incoming: AtomicBool,
+    stop: AtomicBool,
+    next_id: AtomicU64,
+    stats: AtomicStats,
+}
+
+/// A running predicate thread over state `S` (see the module docs).
+///
+/// ```
+/// use sst::predicate::{Kind, PollConfig, PredicateThread};
+/// use sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// let fabric = MemFabric::new();
+/// let t = fabric.join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(1)).unwrap();
+/// let pt = PredicateThread::spawn(0u64, Arc::new(t), PollConfig::default()).unwrap();
+/// pt.register(Kind::OneTime, |n: &u64| *n == 1, |n, _pushes| *n = 2);
+/// pt.with_state(|n| *n = 1);
+/// pt.notify();
+/// let deadline = std::time::Instant::now() + Duration::from_secs(5);
+/// while pt.with_state(|n| *n) != 2 && std::time::Instant::now() < deadline {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
+/// assert_eq!(pt.with_state(|n| *n), 2);
+/// ```
+pub struct PredicateThread<S> {
+    inner: Arc<Inner<S>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl<S: Send + 'static> std::fmt::Debug for PredicateThread<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PredicateThread").field("stats", &self.stats()).finish()
+    }
+}
+
+impl<S: Send + 'static> PredicateThread<S> {
+    /// Starts the thread over `state`, posting through `transport`.
+    pub fn spawn(state: S, transport: Arc<dyn Transport>, cfg: PollConfig) -> std::io::Result<Self> {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            transport,
+            incoming: Mutex::new(Incoming { add: Vec::new(), remove: Vec::new(), handlers: Vec::new() }),
+            has_incoming: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            next_id: AtomicU64::new(0),
+            stats: AtomicStats::default(),
+        });
+        let i2 = inner.clone();
+        let thread = std::thread::Builder::new().name(cfg.name.clone()).spawn(move || run(&i2, &cfg))?;
+        Ok(PredicateThread { inner, thread: Some(thread) })
+    }
+
+    fn add(&self, cond: Option<Cond<S>>, kind: Kind, timer: Option<Duration>, action: Action<S>) -> PredicateId {
+        let id = PredicateId(self.inner.next_id.fetch_add(1, Ordering::Relaxed));
+        let e = Entry { id, cond, kind, timer: timer.map(|p| (p, None)), last: false, action };
+        lock(&self.inner.incoming).add.push(e);
+        self.inner.has_incoming.store(true, Ordering::Release);
+        self.notify();
+        id
+    }
+
+    /// Registers a predicate and its trigger.
+    pub fn register(
+        &self,
+        kind: Kind,
+        cond: impl FnMut(&S) -> bool + Send + 'static,
+        action: impl FnMut(&mut S, &mut Pushes) + Send + 'static,
+    ) -> PredicateId {
+        self.add(Some(Box::new(cond)), kind, None, Box::new(action))
+    }
+
+    /// Registers a timer: `action` runs every `period` (first at the next pass).
+    pub fn every(&self, period: Duration, action: impl FnMut(&mut S, &mut Pushes) + Send + 'static) -> PredicateId {
+        self.add(None, Kind::Recurrent, Some(period), Box::new(action))
+    }
+
+    /// Registers a handler for transport events ([`PeerEvent`]).
+    pub fn on_event(&self, handler: impl FnMut(&mut S, &PeerEvent, &mut Pushes) + Send + 'static) {
+        lock(&self.inner.incoming).handlers.push(Box::new(handler));
+        self.inner.has_incoming.store(true, Ordering::Release);
+        self.notify();
+    }
+
+    /// Removes a predicate or timer (no-op if it already ran as a one-time predicate).
+    pub fn remove(&self, id: PredicateId) {
+        lock(&self.inner.incoming).remove.push(id);
+        self.inner.has_incoming.store(true, Ordering::Release);
+        self.notify();
+    }
+
+    /// Runs `f` on the state under its lock. Call [`PredicateThread::notify`] after a
+    /// change the predicates should see promptly.
+    pub fn with_state<R>(&self, f: impl FnOnce(&mut S) -> R) -> R {
+        f(&mut lock(&self.inner.state))
+    }
+
+    /// Wakes the thread (an application thread queued work).
+    pub fn notify(&self) {
+        self.inner.transport.doorbell().ring();
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> &Arc<dyn Transport> {
+        &self.inner.transport
+    }
+
+    /// Counters so far (updated at least once per park and every few thousand passes).
+    pub fn stats(&self) -> Stats {
+        let s = &self.inner.stats;
+        Stats {
+            passes: s.passes.load(Ordering::Relaxed),
+            fired: s.fired.load(Ordering::Relaxed),
+            parks: s.parks.load(Ordering::Relaxed),
+            writes: s.writes.load(Ordering::Relaxed),
+            write_errors: s.write_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Stops the thread and waits for it. Also done on drop.
+    pub fn stop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.notify();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl<S> Drop for PredicateThread<S> {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        self.inner.transport.doorbell().ring();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The thread's private working set.
+struct Worker<S> {
+    entries: Vec<Entry<S>>,
+    handlers: Vec<OnEvent<S>>,
+    pushes: Pushes,
+    events: Vec<PeerEvent>,
+    local: Stats,
+}
+
+impl<S> Worker<S> {
+    fn take_incoming(&mut self, inner: &Inner<S>) {
+        let mut inc = lock(&inner.incoming);
+        self.entries.append(&mut inc.add);
+        self.handlers.append(&mut inc.handlers);
+        let removed = std::mem::take(&mut inc.remove);
+        drop(inc);
+        if !removed.is_empty() {
+            self.entries.retain(|e| !removed.contains(&e.id));
+        }
+    }
+
+    /// One pass; returns true if any trigger ran.
+    fn pass(&mut self, inner: &Inner<S>, now: Instant) -> bool {
+        if inner.has_incoming.load(Ordering::Acquire) {
+            inner.has_incoming.store(false, Ordering::Relaxed);
+            self.take_incoming(inner);
+        }
+        inner.transport.drain_events(&mut self.events);
+        let mut fired = 0u64;
+        let mut done_once = false;
+        {
+            let mut st = lock(&inner.state);
+            for ev in self.events.drain(..) {
+                for h in &mut self.handlers {
+                    h(&mut st, &ev, &mut self.pushes);
+                    fired += 1;
+                }
+            }
+            for e in &mut self.entries {
+                let run = match (&mut e.timer, &mut e.cond) {
+                    (Some((period, due)), _) => {
+                        let d = due.get_or_insert(now);
+                        if now >= *d {
+                            *d = now + *period;
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    (None, Some(cond)) => {
+                        let v = cond(&st);
+                        let run = match e.kind {
+                            Kind::Recurrent => v,
+                            Kind::OneTime => v && !e.last,
+                            Kind::Transition => v && !e.last,
+                        };
+                        if e.kind == Kind::OneTime {
+                            e.last |= v;
+                            done_once |= v;
+                        } else {
+                            e.last = v;
+                        }
+                        run
+                    }
+                    (None, None) => false,
+                };
+                if run {
+                    (e.action)(&mut st, &mut self.pushes);
+                    fired += 1;
+                }
+            }
+        }
+        if done_once {
+            self.entries.retain(|e| !(e.kind == Kind::OneTime && e.last && e.timer.is_none()));
+        }
+        // The state lock is released: now post.
+        let t = &inner.transport;
+        for p in self.pushes.list.drain(..) {
+            for peer in p.targets() {
+                match t.post_write(peer, WriteOp::same(p.region, p.offset, p.len)) {
+                    Ok(_) => self.local.writes += 1,
+                    Err(_) => self.local.write_errors += 1,
+                }
+            }
+        }
+        t.flush();
+        self.local.passes += 1;
+        self.local.fired += fired;
+        fired > 0
+    }
+
+    fn next_due(&self) -> Option<Instant> {
+        self.entries.iter().filter_map(|e| e.timer.and_then(|(_, d)| d)).min()
+    }
+
+    fn publish(&mut self, s: &AtomicStats) {
+        s.passes.fetch_add(std::mem::take(&mut self.local.passes), Ordering::Relaxed);
+        s.fired.fetch_add(std::mem::take(&mut self.local.fired), Ordering::Relaxed);
+        s.parks.fetch_add(std::mem::take(&mut self.local.parks), Ordering::Relaxed);
+        s.writes.fetch_add(std::mem::take(&mut self.local.writes), Ordering::Relaxed);
+        s.write_errors.fetch_add(std::mem::take(&mut self.local.write_errors), Ordering::Relaxed);
+    }
+}
+
+/// Passes between clock reads while busy or spinning.
+const CLOCK_EVERY: u32 = 32;
+
+fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
+    let mut w = Worker { entries: Vec::new(), handlers: Vec::new(), pushes: Pushes::default(), events: Vec::new(), local: Stats::default() };
+    let bell: &Doorbell = inner.transport.doorbell();
+    let mut now = Instant::now();
+    let mut idle_since: Option<Instant> = None;
+    let mut next_probe = now + cfg.probe_every;
+    let mut tick: u32 = 0;
+    while !inner.stop.load(Ordering::Acquire) {
+        tick = tick.wrapping_add(1);
+        if tick % CLOCK_EVERY == 0 {
+            now = Instant::now();
+            if now >= next_probe {
+                inner.transport.check_peers();
+                next_probe = now + cfg.probe_every;
+            }
+        }
+        if tick % 4096 == 0 {
+            w.publish(&inner.stats);
+        }
+        if w.pass(inner, now) {
+            idle_since = None;
+            continue;
+        }
+        if tick % CLOCK_EVERY != 0 {
+            crate::sync::spin_loop();
+            continue;
+        }
+        let since = *idle_since.get_or_insert(now);
+        if now.duration_since(since) < cfg.spin {
+            crate::sync::spin_loop();
+            continue;
+        }
+        // Park: announce, look for work once more, then sleep until rung or due.
+        let ticket = bell.prepare();
+        if inner.stop.load(Ordering::Acquire) || w.pass(inner, Instant::now()) {
+            bell.cancel(ticket);
+            idle_since = None;
+            continue;
+        }
+        let wake_by = w.next_due().map_or(now + cfg.max_park, |d| d.min(now + cfg.max_park)).min(next_probe);
+        w.local.parks += 1;
+        w.publish(&inner.stats);
+        let now2 = Instant::now();
+        if wake_by > now2 {
+            bell.wait(ticket, Some(wake_by - now2));
+        } else {
+            bell.cancel(ticket);
+        }
+        now = Instant::now();
+        if now >= next_probe {
+            inner.transport.check_peers();
+            next_probe = now + cfg.probe_every;
+        }
+        idle_since = None;
+        // Make the first pass after waking look idle-fresh: spin again before parking.
+        tick = 0;
+    }
+    w.publish(&inner.stats);
+}

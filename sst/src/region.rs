@@ -1,0 +1,366 @@
+//! Registered memory: page-aligned byte regions made of atomic words.
+//!
+//! Region memory is written concurrently by peers (a one-sided write lands while the
+//! owner reads), so no `&[u8]` or `&mut [u8]` is ever formed over it. All access goes
+//! through the word operations of this module:
+//!
+//! - payload words are loaded and stored `Relaxed`;
+//! - a one-sided write that lands here ([`Region::apply_write`], [`Region::copy_to`])
+//!   starts with a `Release` fence, so everything written before it (every earlier
+//!   write from the same source) is visible to a reader that observes any of its
+//!   words with an `Acquire` load;
+//! - the word that publishes (a guard, a counter that proves data arrived) is polled
+//!   with `Acquire` ([`Region::load`] with `Ordering::Acquire`).
+//!
+//! Offsets and lengths are in bytes and must be multiples of 8 (one word). This module
+//! and [`crate::doorbell`] hold the only pointer arithmetic on shared memory in the
+//! workspace.
+
+use crate::sync::atomic::{fence, AtomicU64, Ordering};
+use thiserror::Error;
+
+/// Bytes in a region word.
+pub const WORD: usize = 8;
+/// Regions are allocated in whole pages.
+pub const PAGE: usize = 4096;
+
+/// A byte range that does not fit a region, or is not word-aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("range {offset}+{len} is not a word-aligned range inside a region of {region_len} bytes")]
+pub struct RangeError {
+    /// Requested start, in bytes.
+    pub offset: u64,
+    /// Requested length, in bytes.
+    pub len: u64,
+    /// Size of the region, in bytes.
+    pub region_len: u64,
+}
+
+#[cfg(not(loom))]
+pub(crate) use segment::Segment;
+
+#[cfg(not(loom))]
+mod segment {
+    use crate::sync::atomic::{AtomicU32, AtomicU64};
+    use std::alloc::Layout;
+    use std::ptr::NonNull;
+
+    enum Backing {
+        Heap(Layout),
+        Mapped(#[allow(dead_code)] memmap2::MmapMut),
+    }
+
+    /// Page-aligned, zero-initialised memory that peers write into: a heap allocation
+    /// (`mem` transport) or a shared file mapping (`shm` transport).
+    pub(crate) struct Segment {
+        ptr: NonNull<u8>,
+        len: usize,
+        backing: Backing,
+    }
+
+    // SAFETY: the segment is plain memory that is only ever accessed through atomic
+    // operations (see `words` and `u32_at`), so sharing it between threads is sound.
+    unsafe impl Send for Segment {}
+    // SAFETY: as above: every access is atomic.
+    unsafe impl Sync for Segment {}
+
+    impl std::fmt::Debug for Segment {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            let kind = match self.backing {
+                Backing::Heap(_) => "heap",
+                Backing::Mapped(_) => "mapped",
+            };
+            f.debug_struct("Segment").field("len", &self.len).field("kind", &kind).finish()
+        }
+    }
+
+    impl Segment {
+        /// Allocates `len` zeroed bytes (rounded up to whole pages) on the heap.
+        pub(crate) fn heap(len: usize) -> Segment {
+            let len = super::round_up(len.max(1), super::PAGE);
+            let layout = Layout::from_size_align(len, super::PAGE).expect("segment layout");
+            // SAFETY: `layout` has a non-zero size.
+            let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+            let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+            Segment { ptr, len, backing: Backing::Heap(layout) }
+        }
+
+        /// Wraps a shared file mapping. The mapping is page-aligned by construction.
+        pub(crate) fn mapped(mut map: memmap2::MmapMut) -> Segment {
+            let len = map.len();
+            let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
+            Segment { ptr, len, backing: Backing::Mapped(map) }
+        }
+
+        pub(crate) fn len(&self) -> usize {
+            self.len
+        }
+
+        /// The words `[byte_off, byte_off + 8 * n)` as atomics.
+        ///
+        /// Panics if the range is outside the segment or not word-aligned.
+        pub(crate) fn words(&self, byte_off: usize, n: usize) -> &[AtomicU64] {
+            assert!(byte_off % super::WORD == 0, "unaligned segment offset {byte_off}");
+            let end = n.checked_mul(super::WORD).and_then(|b| b.checked_add(byte_off));
+            assert!(end.is_some_and(|e| e <= self.len), "segment range out of bounds");
+            // SAFETY: the range is inside the allocation and 8-byte aligned (the base is
+            // page-aligned, the offset a multiple of 8). `AtomicU64` has the size and
+            // alignment of `u64`, and the memory is only accessed atomically (by this
+            // process through these references, by peers through their own atomic
+            // mappings), so a shared slice of atomics over it is sound for the
+            // segment's lifetime, which bounds the returned borrow.
+            unsafe {
+                std::slice::from_raw_parts(self.ptr.as_ptr().add(byte_off).cast::<AtomicU64>(), n)
+            }
+        }
+
+        /// The 32-bit word at `byte_off`, for futexes.
+        ///
+        /// Panics if outside the segment or not 4-byte aligned.
+        pub(crate) fn u32_at(&self, byte_off: usize) -> &AtomicU32 {
+            assert!(byte_off % 4 == 0 && byte_off + 4 <= self.len, "bad u32 offset {byte_off}");
+            // SAFETY: in bounds and 4-byte aligned (page-aligned base); accessed only
+            // atomically, and never also as part of an `AtomicU64` (callers reserve the
+            // surrounding word for this use).
+            unsafe { &*self.ptr.as_ptr().add(byte_off).cast::<AtomicU32>() }
+        }
+    }
+
+    impl Drop for Segment {
+        fn drop(&mut self) {
+            if let Backing::Heap(layout) = self.backing {
+                // SAFETY: allocated in `heap` with this exact layout and not freed since;
+                // no borrow of the memory can outlive `self`.
+                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
+            }
+        }
+    }
+}
+
+pub(crate) fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+/// A registered byte region: the unit a transport writes into.
+///
+/// The SST table is one region; Tailwind's log buffers will be others. Cloning the
+/// `Arc` that holds it is cheap; the memory lives as long as any holder.
+pub struct Region {
+    #[cfg(not(loom))]
+    seg: crate::sync::Arc<Segment>,
+    #[cfg(not(loom))]
+    base: usize,
+    #[cfg(loom)]
+    mem: Box<[AtomicU64]>,
+    len_words: usize,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region").field("len", &self.len()).finish()
+    }
+}
+
+impl Region {
+    /// A zeroed heap region of at least `len` bytes (rounded up to a whole word).
+    pub fn new(len: usize) -> Region {
+        let len_words = len.div_ceil(WORD);
+        #[cfg(not(loom))]
+        {
+            Region { seg: crate::sync::Arc::new(Segment::heap(len_words * WORD)), base: 0, len_words }
+        }
+        #[cfg(loom)]
+        {
+            Region { mem: (0..len_words).map(|_| AtomicU64::new(0)).collect(), len_words }
+        }
+    }
+
+    /// A region over `[base, base + len)` of `seg`.
+    #[cfg(not(loom))]
+    pub(crate) fn in_segment(seg: crate::sync::Arc<Segment>, base: usize, len: usize) -> Region {
+        assert!(base % PAGE == 0 && len % WORD == 0 && base + len <= seg.len());
+        Region { seg, base, len_words: len / WORD }
+    }
+
+    #[inline]
+    fn words(&self) -> &[AtomicU64] {
+        #[cfg(not(loom))]
+        {
+            self.seg.words(self.base, self.len_words)
+        }
+        #[cfg(loom)]
+        {
+            &self.mem
+        }
+    }
+
+    /// Size in bytes.
+    pub fn len(&self) -> usize {
+        self.len_words * WORD
+    }
+
+    /// True for a zero-sized region.
+    pub fn is_empty(&self) -> bool {
+        self.len_words == 0
+    }
+
+    /// Checks that `[offset, offset + len)` is word-aligned and inside the region.
+    /// Every offset that came from the network passes through here first.
+    pub fn check_range(&self, offset: u64, len: u64) -> Result<(), RangeError> {
+        let err = RangeError { offset, len, region_len: self.len() as u64 };
+        let aligned = offset % WORD as u64 == 0 && len % WORD as u64 == 0;
+        match offset.checked_add(len) {
+            Some(end) if aligned && end <= self.len() as u64 => Ok(()),
+            _ => Err(err),
+        }
+    }
+
+    #[inline]
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset % WORD == 0, "unaligned region offset {offset}");
+        &self.words()[offset / WORD]
+    }
+
+    /// Loads the word at byte `offset`. Poll a publishing word with `Acquire`.
+    #[inline]
+    pub fn load(&self, offset: usize, order: Ordering) -> u64 {
+        self.word(offset).load(order)
+    }
+
+    /// Stores the word at byte `offset`. Publish with `Release`.
+    #[inline]
+    pub fn store(&self, offset: usize, value: u64, order: Ordering) {
+        self.word(offset).store(value, order)
+    }
+
+    /// Raises the word at `offset` to at least `value`; returns the previous value.
+    #[inline]
+    pub fn fetch_max(&self, offset: usize, value: u64, order: Ordering) -> u64 {
+        self.word(offset).fetch_max(value, order)
+    }
+
+    /// Copies words starting at `offset` into `dst` (`Relaxed` loads).
+    pub fn read_words(&self, offset: usize, dst: &mut [u64]) {
+        let words = &self.words()[offset / WORD..offset / WORD + dst.len()];
+        for (d, w) in dst.iter_mut().zip(words) {
+            *d = w.load(Ordering::Relaxed);
+        }
+    }
+
+    /// Writes `src` at `offset` as one landed one-sided write: a `Release` fence, then
+    /// `Relaxed` stores. A reader that `Acquire`-loads any word of this write sees every
+    /// earlier write from the same writer in full.
+    pub fn apply_write(&self, offset: usize, src: &[u64]) {
+        fence(Ordering::Release);
+        let words = &self.words()[offset / WORD..offset / WORD + src.len()];
+        for (w, s) in words.iter().zip(src) {
+            w.store(*s, Ordering::Relaxed);
+        }
+    }
+
+    /// Applies little-endian `bytes` (a multiple of 8 long) at `offset` as one landed
+    /// write, like [`Region::apply_write`]. The tcp receiver uses it on frame payloads.
+    pub fn apply_write_bytes(&self, offset: usize, bytes: &[u8]) {
+        fence(Ordering::Release);
+        let words = &self.words()[offset / WORD..offset / WORD + bytes.len() / WORD];
+        for (w, chunk) in words.iter().zip(bytes.chunks_exact(WORD)) {
+            let mut b = [0u8; WORD];
+            b.copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+        }
+    }
+
+    /// Appends `len` bytes from `offset` to `out` as little-endian words (`Relaxed`
+    /// loads): the tcp sender's copy of a write's source range.
+    pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
+        out.reserve(len);
+        for w in &self.words()[offset / WORD..(offset + len) / WORD] {
+            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+    }
+
+    /// Copies `len` bytes from `self[src_off..]` into `dst[dst_off..]` as one landed
+    /// write (see [`Region::apply_write`]). This is the `mem`/`shm` one-sided write.
+    pub fn copy_to(&self, src_off: usize, dst: &Region, dst_off: usize, len: usize) {
+        fence(Ordering::Release);
+        let n = len / WORD;
+        let src = &self.words()[src_off / WORD..src_off / WORD + n];
+        let out = &dst.words()[dst_off / WORD..dst_off / WORD + n];
+        for (d, s) in out.iter().zip(src) {
+            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+    }
+
+    /// Stores `bytes` at `offset` packed little-endian into words (`Relaxed`); the tail
+    /// of the last word is zero-filled.
+    pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
+        let words = &self.words()[offset / WORD..offset / WORD + bytes.len().div_ceil(WORD)];
+        for (w, chunk) in words.iter().zip(bytes.chunks(WORD)) {
+            let mut b = [0u8; WORD];
+            b[..chunk.len()].copy_from_slice(chunk);
+            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+        }
+    }
+
+    /// Loads `dst.len()` bytes from `offset` (`Relaxed`), the inverse of `write_bytes`.
+    pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) {
+        let words = &self.words()[offset / WORD..offset / WORD + dst.len().div_ceil(WORD)];
+        for (w, chunk) in words.iter().zip(dst.chunks_mut(WORD)) {
+            let b = w.load(Ordering::Relaxed).to_le_bytes();
+            chunk.copy_from_slice(&b[..chunk.len()]);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_region_is_zeroed_and_word_sized() {
+        let r = Region::new(13);
+        assert_eq!(r.len(), 16);
+        assert_eq!(r.load(0, Ordering::Relaxed), 0);
+        assert_eq!(r.load(8, Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn check_range_rejects_unaligned_and_out_of_bounds() {
+        let r = Region::new(64);
+        assert!(r.check_range(0, 64).is_ok());
+        assert!(r.check_range(56, 8).is_ok());
+        assert!(r.check_range(60, 8).is_err());
+        assert!(r.check_range(64, 8).is_err());
+        assert!(r.check_range(8, 3).is_err());
+        assert!(r.check_range(u64::MAX - 7, 16).is_err());
+    }
+
+    #[test]
+    fn bytes_round_trip_through_words() {
+        let r = Region::new(64);
+        let msg = b"hello, shared state";
+        r.write_bytes(8, msg);
+        let mut out = [0u8; 19];
+        r.read_bytes(8, &mut out);
+        assert_eq!(&out, msg);
+    }
+
+    #[test]
+    fn copy_to_moves_exact_range() {
+        let a = Region::new(64);
+        let b = Region::new(64);
+        a.apply_write(0, &[1, 2, 3, 4, 5, 6, 7, 8]);
+        a.copy_to(16, &b, 8, 24);
+        let mut out = [0u64; 8];
+        b.read_words(0, &mut out);
+        assert_eq!(out, [0, 3, 4, 5, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn fetch_max_never_lowers() {
+        let r = Region::new(8);
+        assert_eq!(r.fetch_max(0, 5, Ordering::Relaxed), 0);
+        assert_eq!(r.fetch_max(0, 3, Ordering::Relaxed), 5);
+        assert_eq!(r.load(0, Ordering::Relaxed), 5);
+    }
+}

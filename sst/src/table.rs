@@ -1,0 +1,550 @@
+//! The shared state table: one row per member, columns declared with a layout builder.
+//!
+//! Every member holds a copy of every row. A member writes only its own row, through
+//! the [`LocalRow`] handle that [`Table::create`] gives to the owner alone, and then
+//! pushes byte ranges of it to chosen peers ([`Push`]). Reading a peer's state is a
+//! local load. Spindle §2.2 describes the structure; Derecho's SST is the origin.
+//!
+//! Columns are monotonic, and the types say so:
+//! - [`Counter`]: a `u64` that only grows ([`LocalRow::advance`] refuses to go back);
+//! - [`Flag`]: false, then true forever;
+//! - [`CounterVec`]: a fixed-size vector of counters;
+//! - [`Guarded`]: a byte field followed by a guard counter. The owner writes the data,
+//!   then raises the guard; pushes send them as two writes, data first
+//!   ([`LocalRow::push_guarded`]). A reader that sees guard `g` sees data at least as
+//!   new as the write that `g` published (never older).
+//!
+//! Rows are padded to 64 bytes so that rows written by different peers never share a
+//! cache line.
+
+use crate::region::{Region, WORD};
+use crate::sync::atomic::Ordering;
+use crate::sync::Arc;
+use crate::transport::{NodeId, RegionId};
+use thiserror::Error;
+
+/// Rows are padded to this many bytes.
+pub const ROW_ALIGN: usize = 64;
+/// A table has at most this many rows (push targets are a 64-bit rank mask).
+pub const MAX_ROWS: usize = 64;
+
+/// A counter column: a `u64` that only grows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Counter {
+    off: usize,
+}
+
+/// A flag column: goes from false to true, never back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Flag {
+    off: usize,
+}
+
+/// A fixed-size vector of counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CounterVec {
+    off: usize,
+    len: usize,
+}
+
+/// A byte field published by a guard counter stored after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Guarded {
+    off: usize,
+    cap: usize,
+    guard: usize,
+}
+
+impl Counter {
+    /// Byte range of this column within a row.
+    pub fn range(&self) -> ColumnRange {
+        ColumnRange { off: self.off, len: WORD }
+    }
+}
+impl Flag {
+    /// Byte range of this column within a row.
+    pub fn range(&self) -> ColumnRange {
+        ColumnRange { off: self.off, len: WORD }
+    }
+}
+impl CounterVec {
+    /// Number of counters.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True when the vector has no counters.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Byte range of this column within a row.
+    pub fn range(&self) -> ColumnRange {
+        ColumnRange { off: self.off, len: self.len * WORD }
+    }
+}
+impl Guarded {
+    /// Capacity of the data area, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.cap
+    }
+    /// Byte range of the data area within a row.
+    pub fn data_range(&self) -> ColumnRange {
+        ColumnRange { off: self.off, len: self.cap.div_ceil(WORD) * WORD }
+    }
+    /// Byte range of the guard within a row.
+    pub fn guard_range(&self) -> ColumnRange {
+        ColumnRange { off: self.guard, len: WORD }
+    }
+}
+
+/// A byte range within a row: `[off, off + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnRange {
+    /// Offset from the start of the row.
+    pub off: usize,
+    /// Length in bytes (a multiple of 8).
+    pub len: usize,
+}
+
+impl ColumnRange {
+    /// The smallest range covering `self` and `other`.
+    pub fn join(self, other: ColumnRange) -> ColumnRange {
+        let off = self.off.min(other.off);
+        let end = (self.off + self.len).max(other.off + other.len);
+        ColumnRange { off, len: end - off }
+    }
+}
+
+/// Declares the columns of a row. Column offsets are fixed in declaration order.
+///
+/// ```
+/// use sst::table::LayoutBuilder;
+/// let mut b = LayoutBuilder::new();
+/// let sent = b.counter("sent");
+/// let received = b.counters("received", 3);
+/// let layout = b.build();
+/// assert_eq!(layout.row_bytes(), 64);
+/// assert_eq!(received.len(), 3);
+/// # let _ = sent;
+/// ```
+#[derive(Debug, Default)]
+pub struct LayoutBuilder {
+    words: usize,
+    names: Vec<(String, usize)>,
+}
+
+impl LayoutBuilder {
+    /// An empty layout.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    fn take(&mut self, name: &str, words: usize) -> usize {
+        let off = self.words * WORD;
+        self.names.push((name.to_owned(), off));
+        self.words += words;
+        off
+    }
+    /// Adds a counter column.
+    pub fn counter(&mut self, name: &str) -> Counter {
+        Counter { off: self.take(name, 1) }
+    }
+    /// Adds a flag column.
+    pub fn flag(&mut self, name: &str) -> Flag {
+        Flag { off: self.take(name, 1) }
+    }
+    /// Adds a vector of `len` counters.
+    pub fn counters(&mut self, name: &str, len: usize) -> CounterVec {
+        CounterVec { off: self.take(name, len), len }
+    }
+    /// Adds a guarded byte field of `capacity` bytes (padded to whole words), followed
+    /// by its guard counter.
+    pub fn guarded(&mut self, name: &str, capacity: usize) -> Guarded {
+        let off = self.take(name, capacity.div_ceil(WORD) + 1);
+        Guarded { off, cap: capacity, guard: off + capacity.div_ceil(WORD) * WORD }
+    }
+    /// Finishes the layout; the row size is padded to [`ROW_ALIGN`].
+    pub fn build(self) -> Layout {
+        let row_bytes = (self.words * WORD).div_ceil(ROW_ALIGN).max(1) * ROW_ALIGN;
+        Layout { row_bytes, names: self.names }
+    }
+}
+
+/// A finished row layout.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    row_bytes: usize,
+    names: Vec<(String, usize)>,
+}
+
+impl Layout {
+    /// Bytes per row (a multiple of [`ROW_ALIGN`]).
+    pub fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
+    /// Region size needed for a table of `rows` rows.
+    pub fn table_bytes(&self, rows: usize) -> usize {
+        self.row_bytes * rows
+    }
+    /// Column names and their byte offsets, in declaration order.
+    pub fn columns(&self) -> impl Iterator<Item = (&str, usize)> {
+        self.names.iter().map(|(n, o)| (n.as_str(), *o))
+    }
+    /// The whole row.
+    pub fn row_range(&self) -> ColumnRange {
+        ColumnRange { off: 0, len: self.row_bytes }
+    }
+}
+
+/// Errors building a table.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum TableError {
+    /// `me` is not among the members.
+    #[error("node {0:?} is not a member of the table")]
+    NotMember(NodeId),
+    /// Too many or too few rows.
+    #[error("a table needs 1..={MAX_ROWS} rows, got {0}")]
+    Rows(usize),
+    /// A member appears twice.
+    #[error("node {0:?} appears twice in the member list")]
+    Duplicate(NodeId),
+    /// The region cannot hold the table.
+    #[error("region of {have} bytes cannot hold a table of {need} bytes")]
+    RegionTooSmall {
+        /// Bytes needed.
+        need: usize,
+        /// Bytes in the region.
+        have: usize,
+    },
+}
+
+/// A write that would move a monotonic column backwards; the column is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("monotonic column would go back from {current} to {requested}")]
+pub struct Regress {
+    /// The column's value, which stays.
+    pub current: u64,
+    /// The refused value.
+    pub requested: u64,
+}
+
+/// Errors writing a guarded field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum GuardedError {
+    /// The data does not fit the field.
+    #[error("{len} bytes do not fit a guarded field of {cap} bytes")]
+    TooLong {
+        /// Bytes offered.
+        len: usize,
+        /// Field capacity.
+        cap: usize,
+    },
+    /// The guard must grow with every write.
+    #[error(transparent)]
+    Regress(#[from] Regress),
+}
+
+/// A table over a set of members, stored in one region.
+#[derive(Debug)]
+pub struct Table {
+    layout: Layout,
+    members: Arc<[NodeId]>,
+    my_rank: usize,
+    region_id: RegionId,
+    region: Arc<Region>,
+}
+
+impl Table {
+    /// Builds the table of `members` (row `i` belongs to `members[i]`) in `region`,
+    /// and hands the owner of row `me` its [`LocalRow`].
+    pub fn create(
+        layout: Layout,
+        members: &[NodeId],
+        me: NodeId,
+        region_id: RegionId,
+        region: Arc<Region>,
+    ) -> Result<LocalRow, TableError> {
+        if members.is_empty() || members.len() > MAX_ROWS {
+            return Err(TableError::Rows(members.len()));
+        }
+        for (i, m) in members.iter().enumerate() {
+            if members[..i].contains(m) {
+                return Err(TableError::Duplicate(*m));
+            }
+        }
+        let my_rank = members.iter().position(|m| *m == me).ok_or(TableError::NotMember(me))?;
+        let need = layout.table_bytes(members.len());
+        if region.len() < need {
+            return Err(TableError::RegionTooSmall { need, have: region.len() });
+        }
+        let table = Arc::new(Table { layout, members: members.into(), my_rank, region_id, region });
+        Ok(LocalRow { table })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    /// Members in row order.
+    pub fn members(&self) -> &[NodeId] {
+        &self.members
+    }
+    /// Number of rows.
+    pub fn rows(&self) -> usize {
+        self.members.len()
+    }
+    /// This node's row.
+    pub fn my_rank(&self) -> usize {
+        self.my_rank
+    }
+    /// Row of `node`, if a member.
+    pub fn rank_of(&self, node: NodeId) -> Option<usize> {
+        self.members.iter().position(|m| *m == node)
+    }
+    /// The region id the table lives in.
+    pub fn region_id(&self) -> RegionId {
+        self.region_id
+    }
+
+    #[inline]
+    fn at(&self, rank: usize, off: usize) -> usize {
+        assert!(rank < self.members.len(), "row {rank} out of range");
+        rank * self.layout.row_bytes + off
+    }
+
+    /// Reads a counter of row `rank` (`Acquire`: data it guards is visible).
+    #[inline]
+    pub fn counter(&self, rank: usize, c: Counter) -> u64 {
+        self.region.load(self.at(rank, c.off), Ordering::Acquire)
+    }
+    /// Reads a flag of row `rank`.
+    #[inline]
+    pub fn flag(&self, rank: usize, f: Flag) -> bool {
+        self.region.load(self.at(rank, f.off), Ordering::Acquire) != 0
+    }
+    /// Reads counter `i` of a vector column of row `rank`.
+    #[inline]
+    pub fn counter_at(&self, rank: usize, v: CounterVec, i: usize) -> u64 {
+        assert!(i < v.len, "index {i} outside a vector of {}", v.len);
+        self.region.load(self.at(rank, v.off + i * WORD), Ordering::Acquire)
+    }
+    /// The minimum over all rows of a counter (the typical stability test).
+    pub fn min_counter(&self, c: Counter) -> u64 {
+        (0..self.rows()).map(|r| self.counter(r, c)).min().unwrap_or(0)
+    }
+    /// Reads a guarded field of row `rank`: loads the guard (`Acquire`), then copies
+    /// `out.len()` data bytes. Returns the guard. The data is at least as new as the
+    /// write the guard published.
+    pub fn guarded(&self, rank: usize, g: Guarded, out: &mut [u8]) -> u64 {
+        assert!(out.len() <= g.cap, "read of {} bytes from a {}-byte field", out.len(), g.cap);
+        let guard = self.region.load(self.at(rank, g.guard), Ordering::Acquire);
+        self.region.read_bytes(self.at(rank, g.off), out);
+        guard
+    }
+}
+
+/// Write access to this node's row. Only the owner holds it (it is not `Clone`);
+/// readers use [`LocalRow::table`] or any `Arc<Table>`.
+///
+/// Writes are atomic-max operations, so several local threads may share the handle
+/// (behind an `Arc`) and a column still never goes back.
+#[derive(Debug)]
+pub struct LocalRow {
+    table: Arc<Table>,
+}
+
+impl LocalRow {
+    /// The table (all rows, read-only).
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    #[inline]
+    fn my(&self, off: usize) -> usize {
+        self.table.at(self.table.my_rank, off)
+    }
+
+    /// Raises counter `c` to `value`. Equal is a no-op; lower is refused.
+    #[inline]
+    pub fn advance(&self, c: Counter, value: u64) -> Result<(), Regress> {
+        let cur = self.table.region.fetch_max(self.my(c.off), value, Ordering::Release);
+        if cur > value {
+            Err(Regress { current: cur, requested: value })
+        } else {
+            Ok(())
+        }
+    }
+    /// Raises counter `c` by one; returns the new value.
+    #[inline]
+    pub fn increment(&self, c: Counter) -> u64 {
+        // Only the owner writes its row, but local threads may share the handle:
+        // retry on a concurrent raise rather than lose it.
+        loop {
+            let cur = self.get(c);
+            if self.advance(c, cur + 1).is_ok() {
+                return cur + 1;
+            }
+        }
+    }
+    /// This row's current value of `c`.
+    #[inline]
+    pub fn get(&self, c: Counter) -> u64 {
+        self.table.region.load(self.my(c.off), Ordering::Relaxed)
+    }
+    /// Sets flag `f` (idempotent).
+    pub fn set(&self, f: Flag) {
+        self.table.region.store(self.my(f.off), 1, Ordering::Release);
+    }
+    /// Raises counter `i` of vector `v` to `value`.
+    pub fn advance_at(&self, v: CounterVec, i: usize, value: u64) -> Result<(), Regress> {
+        assert!(i < v.len, "index {i} outside a vector of {}", v.len);
+        let cur = self.table.region.fetch_max(self.my(v.off + i * WORD), value, Ordering::Release);
+        if cur > value {
+            Err(Regress { current: cur, requested: value })
+        } else {
+            Ok(())
+        }
+    }
+    /// Writes `data` into guarded field `g`, then raises its guard to `guard`, which
+    /// must exceed the current guard.
+    pub fn write_guarded(&self, g: Guarded, data: &[u8], guard: u64) -> Result<(), GuardedError> {
+        if data.len() > g.cap {
+            return Err(GuardedError::TooLong { len: data.len(), cap: g.cap });
+        }
+        let cur = self.table.region.load(self.my(g.guard), Ordering::Relaxed);
+        if guard <= cur {
+            return Err(Regress { current: cur, requested: guard }.into());
+        }
+        self.table.region.write_bytes(self.my(g.off), data);
+        self.table.region.fetch_max(self.my(g.guard), guard, Ordering::Release);
+        Ok(())
+    }
+
+    /// A push of `range` of this row to every other member.
+    pub fn push(&self, range: ColumnRange) -> Push {
+        let all = if self.table.rows() == 64 { u64::MAX } else { (1u64 << self.table.rows()) - 1 };
+        self.push_to(range, all)
+    }
+    /// A push of `range` of this row to the members whose ranks are set in `ranks`
+    /// (this node's own bit is ignored).
+    pub fn push_to(&self, range: ColumnRange, ranks: u64) -> Push {
+        assert!(range.off + range.len <= self.table.layout.row_bytes, "range outside the row");
+        Push {
+            region: self.table.region_id,
+            offset: self.my(range.off),
+            len: range.len,
+            members: self.table.members.clone(),
+            ranks: ranks & !(1u64 << self.table.my_rank),
+        }
+    }
+    /// The two pushes that publish guarded field `g` to every other member: the data,
+    /// then the guard. Post them in this order.
+    pub fn push_guarded(&self, g: Guarded) -> [Push; 2] {
+        [self.push(g.data_range()), self.push(g.guard_range())]
+    }
+}
+
+/// A byte range of this node's row to be written to the same offsets at some peers.
+/// Triggers return pushes; the predicate thread posts them after releasing the state
+/// lock.
+#[derive(Debug, Clone)]
+pub struct Push {
+    /// Region of the table.
+    pub region: RegionId,
+    /// Byte offset in the region (same at source and destination).
+    pub offset: usize,
+    /// Length in bytes.
+    pub len: usize,
+    /// Members of the table (rank order).
+    pub members: Arc<[NodeId]>,
+    /// Bit `i` set: push to `members[i]`.
+    pub ranks: u64,
+}
+
+impl Push {
+    /// The target nodes.
+    pub fn targets(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.members.iter().enumerate().filter(|(i, _)| self.ranks & (1 << i) != 0).map(|(_, n)| *n)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    fn table(n: u32, me: u32) -> (LocalRow, Counter, Flag, CounterVec, Guarded) {
+        let mut b = LayoutBuilder::new();
+        let c = b.counter("c");
+        let f = b.flag("f");
+        let v = b.counters("v", 3);
+        let g = b.guarded("g", 12);
+        let layout = b.build();
+        let members: Vec<NodeId> = (0..n).map(NodeId).collect();
+        let region = Arc::new(Region::new(layout.table_bytes(n as usize)));
+        (Table::create(layout, &members, NodeId(me), RegionId(0), region).unwrap(), c, f, v, g)
+    }
+
+    #[test]
+    fn layout_offsets_and_padding() {
+        let (row, c, f, v, g) = table(2, 0);
+        assert_eq!(c.range(), ColumnRange { off: 0, len: 8 });
+        assert_eq!(f.range(), ColumnRange { off: 8, len: 8 });
+        assert_eq!(v.range(), ColumnRange { off: 16, len: 24 });
+        assert_eq!(g.data_range(), ColumnRange { off: 40, len: 16 });
+        assert_eq!(g.guard_range(), ColumnRange { off: 56, len: 8 });
+        assert_eq!(row.table().layout().row_bytes(), 64);
+    }
+
+    #[test]
+    fn counters_refuse_to_go_back() {
+        let (row, c, _, v, _) = table(2, 1);
+        row.advance(c, 5).unwrap();
+        assert_eq!(row.advance(c, 3), Err(Regress { current: 5, requested: 3 }));
+        assert_eq!(row.table().counter(1, c), 5);
+        row.advance(c, 5).unwrap();
+        assert_eq!(row.increment(c), 6);
+        row.advance_at(v, 2, 9).unwrap();
+        assert!(row.advance_at(v, 2, 1).is_err());
+        assert_eq!(row.table().counter_at(1, v, 2), 9);
+        assert_eq!(row.table().counter(0, c), 0, "other rows untouched");
+    }
+
+    #[test]
+    fn flags_and_guarded_fields() {
+        let (row, _, f, _, g) = table(3, 2);
+        assert!(!row.table().flag(2, f));
+        row.set(f);
+        assert!(row.table().flag(2, f));
+        row.write_guarded(g, b"hello world!", 1).unwrap();
+        let mut out = [0u8; 12];
+        assert_eq!(row.table().guarded(2, g, &mut out), 1);
+        assert_eq!(&out, b"hello world!");
+        assert!(matches!(row.write_guarded(g, b"x", 1), Err(GuardedError::Regress(_))));
+        assert!(matches!(row.write_guarded(g, &[0; 13], 2), Err(GuardedError::TooLong { .. })));
+    }
+
+    #[test]
+    fn table_construction_errors() {
+        let layout = LayoutBuilder::new().build();
+        let region = Arc::new(Region::new(64));
+        let t = |m: &[u32], me| {
+            let members: Vec<NodeId> = m.iter().copied().map(NodeId).collect();
+            Table::create(layout.clone(), &members, NodeId(me), RegionId(0), region.clone()).err()
+        };
+        assert_eq!(t(&[], 0), Some(TableError::Rows(0)));
+        assert_eq!(t(&[1, 2], 0), Some(TableError::NotMember(NodeId(0))));
+        assert_eq!(t(&[1, 1], 1), Some(TableError::Duplicate(NodeId(1))));
+        assert_eq!(t(&[1, 2], 1), Some(TableError::RegionTooSmall { need: 128, have: 64 }));
+        assert_eq!(t(&[1], 1), None);
+    }
+
+    #[test]
+    fn pushes_target_others_only_at_row_offsets() {
+        let (row, c, _, _, g) = table(3, 1);
+        let p = row.push(c.range());
+        assert_eq!(p.offset, 64);
+        assert_eq!(p.targets().collect::<Vec<_>>(), vec![NodeId(0), NodeId(2)]);
+        let p = row.push_to(c.range(), 0b110);
+        assert_eq!(p.targets().collect::<Vec<_>>(), vec![NodeId(2)]);
+        let [d, gd] = row.push_guarded(g);
+        assert_eq!((d.offset, d.len, gd.offset, gd.len), (64 + 40, 16, 64 + 56, 8));
+    }
+}

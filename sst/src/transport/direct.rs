@@ -1,0 +1,297 @@
+//! The write path shared by `mem` and `shm`: a node's memory is one segment (a heap
+//! block or a mapped file) holding a header and its regions, and a peer writes into it
+//! directly.
+//!
+//! Header layout (bytes):
+//! ```text
+//!   0 magic   8 version   16 pid   24 region count
+//!   32 + 24*i  region i: id, offset, length          (i < MAX_REGIONS)
+//!   512        doorbell futex word
+//!   1024 + 64*w  gate of writer w: busy word, cut word   (w < MAX_NODE_ID)
+//! ```
+//!
+//! The gate makes [`Transport::disconnect`] real for writers that can store into our
+//! memory at will. A writer stores `busy = 1` and then loads `cut` (both `SeqCst`),
+//! writes, and stores `busy = 0`; `disconnect` stores `cut = 1` and then waits for
+//! `busy == 0`. By the single total order of `SeqCst` operations, either the writer
+//! sees `cut` and stops, or its write finished before `disconnect` returns (Dekker).
+//! A writer is cooperative code of this crate: a process that maps the file with other
+//! code could ignore the gate, which RDMA's revocable keys would prevent.
+
+use super::{check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp};
+use crate::doorbell::Doorbell;
+use crate::region::{round_up, Region, Segment, PAGE, WORD};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SPNDLSST");
+pub(crate) const VERSION: u64 = 1;
+pub(crate) const MAX_REGIONS: usize = 16;
+/// Node ids of `mem` and `shm` nodes must be below this (one gate per writer).
+pub const MAX_NODE_ID: u32 = 1024;
+const REGIONS_OFF: usize = 32;
+const DOORBELL_OFF: usize = 512;
+const GATES_OFF: usize = 1024;
+const GATE_STRIDE: usize = 64;
+pub(crate) const HEADER_BYTES: usize = (GATES_OFF + GATE_STRIDE * MAX_NODE_ID as usize).div_ceil(PAGE) * PAGE;
+/// How long `disconnect` waits for a writer that is inside a write.
+const CUT_WAIT: Duration = Duration::from_secs(1);
+
+/// Bytes a node's segment needs for `regions`.
+pub(crate) fn segment_bytes(regions: &[RegionSpec]) -> usize {
+    HEADER_BYTES + regions.iter().map(|r| round_up(r.len, PAGE)).sum::<usize>()
+}
+
+/// A node's memory: header (doorbell, gates) and regions.
+#[derive(Debug)]
+pub(crate) struct NodeMem {
+    seg: Arc<Segment>,
+    regions: Vec<(RegionId, Arc<Region>)>,
+    doorbell: Arc<Doorbell>,
+    pid: u64,
+}
+
+impl NodeMem {
+    /// Lays out a fresh (zeroed) segment and writes the header.
+    pub(crate) fn create(seg: Segment, regions: &[RegionSpec]) -> Result<NodeMem, SetupError> {
+        super::check_regions(regions)?;
+        if regions.len() > MAX_REGIONS {
+            return Err(SetupError::Invalid(format!("at most {MAX_REGIONS} regions")));
+        }
+        let seg = Arc::new(seg);
+        let hdr = seg.words(0, HEADER_BYTES / WORD);
+        let pid = std::process::id() as u64;
+        hdr[1].store(VERSION, Ordering::Relaxed);
+        hdr[2].store(pid, Ordering::Relaxed);
+        hdr[3].store(regions.len() as u64, Ordering::Relaxed);
+        let mut off = HEADER_BYTES;
+        let mut out = Vec::new();
+        for (i, r) in regions.iter().enumerate() {
+            let len = round_up(r.len, WORD);
+            let e = REGIONS_OFF / WORD + 3 * i;
+            hdr[e].store(r.id.0 as u64, Ordering::Relaxed);
+            hdr[e + 1].store(off as u64, Ordering::Relaxed);
+            hdr[e + 2].store(len as u64, Ordering::Relaxed);
+            out.push((r.id, Arc::new(Region::in_segment(seg.clone(), off, len))));
+            off += round_up(len, PAGE);
+        }
+        // The magic goes last: a peer that sees it sees a complete header.
+        hdr[0].store(MAGIC, Ordering::Release);
+        let doorbell = Arc::new(Doorbell::in_segment(seg.clone(), DOORBELL_OFF));
+        Ok(NodeMem { seg, regions: out, doorbell, pid })
+    }
+
+    /// Reads and validates the header of a peer's segment (its file may be anything).
+    pub(crate) fn attach(seg: Segment, peer: NodeId) -> Result<NodeMem, SetupError> {
+        let bad = |why: String| SetupError::Mismatch { peer, why };
+        if seg.len() < HEADER_BYTES {
+            return Err(bad(format!("segment of {} bytes has no full header", seg.len())));
+        }
+        let seg = Arc::new(seg);
+        let hdr = seg.words(0, HEADER_BYTES / WORD);
+        if hdr[0].load(Ordering::Acquire) != MAGIC {
+            return Err(bad("bad magic".into()));
+        }
+        let version = hdr[1].load(Ordering::Relaxed);
+        if version != VERSION {
+            return Err(bad(format!("protocol version {version}, we speak {VERSION}")));
+        }
+        let pid = hdr[2].load(Ordering::Relaxed);
+        let n = hdr[3].load(Ordering::Relaxed) as usize;
+        if n > MAX_REGIONS {
+            return Err(bad(format!("{n} regions")));
+        }
+        let mut regions = Vec::new();
+        for i in 0..n {
+            let e = REGIONS_OFF / WORD + 3 * i;
+            let id = hdr[e].load(Ordering::Relaxed);
+            let off = hdr[e + 1].load(Ordering::Relaxed);
+            let len = hdr[e + 2].load(Ordering::Relaxed);
+            let fits = off.checked_add(len).is_some_and(|end| end <= seg.len() as u64);
+            if id > u16::MAX as u64 || off % PAGE as u64 != 0 || len % WORD as u64 != 0 || !fits || off < HEADER_BYTES as u64 {
+                return Err(bad(format!("region entry {i} is invalid")));
+            }
+            regions.push((RegionId(id as u16), Arc::new(Region::in_segment(seg.clone(), off as usize, len as usize))));
+        }
+        let doorbell = Arc::new(Doorbell::in_segment(seg.clone(), DOORBELL_OFF));
+        Ok(NodeMem { seg, regions, doorbell, pid })
+    }
+
+    pub(crate) fn region(&self, id: RegionId) -> Option<&Arc<Region>> {
+        self.regions.iter().find(|(r, _)| *r == id).map(|(_, r)| r)
+    }
+
+    pub(crate) fn pid(&self) -> u64 {
+        self.pid
+    }
+
+    /// The (busy, cut) words of writer `w`'s gate.
+    fn gate(&self, w: NodeId) -> (&AtomicU64, &AtomicU64) {
+        let g = self.seg.words(GATES_OFF + GATE_STRIDE * w.0 as usize, 2);
+        (&g[0], &g[1])
+    }
+
+    /// Checks that our regions match a peer's (same ids and sizes).
+    pub(crate) fn same_regions(&self, other: &NodeMem) -> Result<(), String> {
+        for (id, r) in &self.regions {
+            match other.region(*id) {
+                Some(o) if o.len() == r.len() => {}
+                Some(o) => return Err(format!("region {id:?} is {} bytes there, {} here", o.len(), r.len())),
+                None => return Err(format!("region {id:?} is missing there")),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct DirectPeer {
+    id: NodeId,
+    mem: Arc<NodeMem>,
+    posted: AtomicU64,
+    cut: AtomicBool,
+    ring: AtomicBool,
+}
+
+/// Which flavour of direct transport this is.
+#[derive(Debug)]
+pub(crate) enum Flavor {
+    Mem,
+    Shm { path: std::path::PathBuf },
+}
+
+/// The `mem`/`shm` transport: writes go straight into peers' memory.
+#[derive(Debug)]
+pub struct DirectTransport {
+    me: NodeId,
+    local: Arc<NodeMem>,
+    peers: Vec<DirectPeer>,
+    events: EventQueue,
+    flavor: Flavor,
+}
+
+impl DirectTransport {
+    pub(crate) fn new(me: NodeId, local: Arc<NodeMem>, peers: Vec<(NodeId, Arc<NodeMem>)>, flavor: Flavor) -> Result<Self, SetupError> {
+        let ids: Vec<NodeId> = peers.iter().map(|(id, _)| *id).collect();
+        check_peers(me, &ids)?;
+        for (id, mem) in &peers {
+            local.same_regions(mem).map_err(|why| SetupError::Mismatch { peer: *id, why })?;
+        }
+        let mut peers: Vec<DirectPeer> = peers
+            .into_iter()
+            .map(|(id, mem)| DirectPeer { id, mem, posted: AtomicU64::new(0), cut: AtomicBool::new(false), ring: AtomicBool::new(false) })
+            .collect();
+        peers.sort_by_key(|p| p.id);
+        Ok(DirectTransport { me, local, peers, events: EventQueue::default(), flavor })
+    }
+
+    fn peer(&self, id: NodeId) -> Option<&DirectPeer> {
+        self.peers.binary_search_by_key(&id, |p| p.id).ok().map(|i| &self.peers[i])
+    }
+
+    fn report(&self, p: &DirectPeer, reason: &str) {
+        if !p.cut.swap(true, Ordering::AcqRel) {
+            tracing::warn!(node = %self.me, peer = %p.id, reason, "peer connection broken");
+            self.events.push(PeerEvent::Broken { peer: p.id, reason: reason.into() }, &self.local.doorbell);
+        }
+    }
+}
+
+impl Transport for DirectTransport {
+    fn local_id(&self) -> NodeId {
+        self.me
+    }
+
+    fn peers(&self) -> Vec<NodeId> {
+        self.peers.iter().map(|p| p.id).collect()
+    }
+
+    fn region(&self, id: RegionId) -> Option<&Arc<Region>> {
+        self.local.region(id)
+    }
+
+    fn post_write(&self, peer: NodeId, op: WriteOp) -> Result<u64, WriteError> {
+        let p = self.peer(peer).ok_or(WriteError::UnknownPeer(peer))?;
+        if p.cut.load(Ordering::Relaxed) {
+            return Err(WriteError::Disconnected(peer));
+        }
+        let src = self.local.region(op.region).ok_or(WriteError::UnknownRegion(op.region))?;
+        let dst = p.mem.region(op.region).ok_or(WriteError::UnknownRegion(op.region))?;
+        src.check_range(op.src_offset as u64, op.len as u64)?;
+        dst.check_range(op.dst_offset as u64, op.len as u64)?;
+        let (busy, cut) = p.mem.gate(self.me);
+        busy.store(1, Ordering::SeqCst);
+        if cut.load(Ordering::SeqCst) != 0 {
+            busy.store(0, Ordering::Release);
+            self.report(p, "the peer cut this node off");
+            return Err(WriteError::Disconnected(peer));
+        }
+        src.copy_to(op.src_offset, dst, op.dst_offset, op.len);
+        busy.store(0, Ordering::Release);
+        p.ring.store(true, Ordering::Relaxed);
+        Ok(p.posted.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+
+    fn flush(&self) {
+        for p in &self.peers {
+            if p.ring.load(Ordering::Relaxed) && p.ring.swap(false, Ordering::Relaxed) {
+                p.mem.doorbell.ring();
+            }
+        }
+    }
+
+    fn completed(&self, peer: NodeId) -> u64 {
+        // Writes are applied before `post_write` returns.
+        self.peer(peer).map_or(0, |p| p.posted.load(Ordering::Relaxed))
+    }
+
+    fn disconnect(&self, peer: NodeId) {
+        let Some(p) = self.peer(peer) else { return };
+        p.cut.store(true, Ordering::Release);
+        let (busy, cut) = self.local.gate(peer);
+        cut.store(1, Ordering::SeqCst);
+        let start = Instant::now();
+        while busy.load(Ordering::SeqCst) != 0 {
+            if start.elapsed() > CUT_WAIT {
+                // The writer died inside a write (a torn write; it will write no more)
+                // or is stopped; either way we cannot wait for it forever.
+                tracing::warn!(node = %self.me, %peer, "peer still inside a write after cut-off");
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    fn doorbell(&self) -> &Arc<Doorbell> {
+        &self.local.doorbell
+    }
+
+    fn drain_events(&self, out: &mut Vec<PeerEvent>) {
+        self.events.drain(out)
+    }
+
+    fn check_peers(&self) {
+        if !matches!(self.flavor, Flavor::Shm { .. }) {
+            return;
+        }
+        for p in &self.peers {
+            if p.cut.load(Ordering::Relaxed) || p.mem.pid == 0 {
+                continue;
+            }
+            // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
+            let rc = unsafe { libc::kill(p.mem.pid as libc::pid_t, 0) };
+            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+                self.report(p, "peer process exited");
+            }
+        }
+    }
+}
+
+impl Drop for DirectTransport {
+    fn drop(&mut self) {
+        if let Flavor::Shm { path } = &self.flavor {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

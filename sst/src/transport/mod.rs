@@ -1,0 +1,225 @@
+//! Transports: one-sided writes from this node's registered regions into the same
+//! region ids at peers.
+//!
+//! The [`Transport`] trait is shaped so that an RDMA RC implementation could satisfy
+//! it: regions are registered up front and named by a [`RegionId`] (the remote key),
+//! whose sizes peers learn at connection setup; [`Transport::post_write`] is an RDMA
+//! WRITE; [`Transport::completed`] reports work completions of signaled writes;
+//! [`Transport::disconnect`] is tearing down the queue pair.
+//!
+//! # The ordering guarantee
+//! Every transport gives what RDMA RC gives Derecho: writes from one node to one peer
+//! are applied in the order posted, and a write is wholly visible before any later
+//! write from the same node to the same peer becomes visible. Inside one write no order
+//! is promised. So data and the counter that proves it arrived go in separate writes,
+//! data first, and readers load the counter with `Acquire`. A writer that dies
+//! mid-write may leave any part of that one write applied, and nothing after it.
+//!
+//! | transport | nodes are | a write is | the peer learns by |
+//! |---|---|---|---|
+//! | [`mem`] | threads of one process | word copies into the peer's heap region | its doorbell, rung at `flush` |
+//! | [`shm`] | processes on one host | word copies into the peer's mapped `/dev/shm` file | the futex doorbell in that file |
+//! | [`tcp`] | processes on any hosts | a frame applied in order by the peer's receiver thread | the receiver rings it after applying |
+
+use crate::doorbell::Doorbell;
+use crate::region::{RangeError, Region};
+use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::{lock, Arc, Mutex};
+use std::fmt;
+use thiserror::Error;
+
+#[cfg(not(loom))]
+pub(crate) mod direct;
+#[cfg(not(loom))]
+pub mod frame;
+#[cfg(not(loom))]
+pub mod mem;
+#[cfg(not(loom))]
+pub mod shm;
+#[cfg(not(loom))]
+pub mod tcp;
+
+/// A node's identity, unique in a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NodeId(pub u32);
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "n{}", self.0)
+    }
+}
+
+/// A registered region's name, the same on every node (the "remote key").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RegionId(pub u16);
+
+/// A region to register: its id and size in bytes (rounded up to a word).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionSpec {
+    /// The region's id.
+    pub id: RegionId,
+    /// Size in bytes.
+    pub len: usize,
+}
+
+/// One one-sided write: `len` bytes at `src_offset` of local region `region` go to
+/// `dst_offset` of the peer's region with the same id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteOp {
+    /// Region id (same at both ends).
+    pub region: RegionId,
+    /// Offset in the local region.
+    pub src_offset: usize,
+    /// Offset in the peer's region.
+    pub dst_offset: usize,
+    /// Bytes (a multiple of 8).
+    pub len: usize,
+    /// Ask for a completion (see [`Transport::completed`]).
+    pub signaled: bool,
+}
+
+impl WriteOp {
+    /// A write of `[offset, offset + len)` to the same offsets at the peer (an SST push).
+    pub fn same(region: RegionId, offset: usize, len: usize) -> WriteOp {
+        WriteOp { region, src_offset: offset, dst_offset: offset, len, signaled: false }
+    }
+}
+
+/// Why a write could not be posted.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum WriteError {
+    /// Not a peer of this transport.
+    #[error("{0} is not a peer")]
+    UnknownPeer(NodeId),
+    /// The connection to the peer is gone (cut off, failed, or closed).
+    #[error("{0} is disconnected")]
+    Disconnected(NodeId),
+    /// The region is not registered here or at the peer.
+    #[error("region {0:?} is not registered at both ends")]
+    UnknownRegion(RegionId),
+    /// The range does not fit the local or the remote region.
+    #[error(transparent)]
+    Range(#[from] RangeError),
+}
+
+/// Something that happened to a peer's connection; drained by the predicate thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerEvent {
+    /// The connection broke: reset, closed, a bad frame, a dead peer process, or this
+    /// node cut the peer off. An immediate failure signal for the failure detector.
+    Broken {
+        /// The peer.
+        peer: NodeId,
+        /// What happened, for the log.
+        reason: String,
+    },
+}
+
+/// One-sided writes between nodes (see the module docs for the ordering guarantee).
+pub trait Transport: Send + Sync + fmt::Debug {
+    /// This node.
+    fn local_id(&self) -> NodeId;
+    /// The peers this transport connects to (sorted, without this node).
+    fn peers(&self) -> Vec<NodeId>;
+    /// A registered local region.
+    fn region(&self, id: RegionId) -> Option<&Arc<Region>>;
+    /// Posts a write to `peer`; returns its sequence number on that link (1, 2, ...).
+    /// `mem` and `shm` apply it before returning; the peer is told at [`Transport::flush`].
+    fn post_write(&self, peer: NodeId, op: WriteOp) -> Result<u64, WriteError>;
+    /// Sends everything posted and rings the peers that got writes.
+    fn flush(&self);
+    /// The sequence number of the last signaled write to `peer` known to be applied
+    /// there (and therefore every write before it); 0 if none.
+    fn completed(&self, peer: NodeId) -> u64;
+    /// Cuts `peer` off: after this returns no more writes from it are applied here and
+    /// none are sent to it. Idempotent.
+    fn disconnect(&self, peer: NodeId);
+    /// The doorbell rung when a peer's write lands or an event is queued.
+    fn doorbell(&self) -> &Arc<Doorbell>;
+    /// Moves queued peer events into `out`. Cheap when there are none.
+    fn drain_events(&self, out: &mut Vec<PeerEvent>);
+    /// A cheap liveness probe the predicate thread calls on its timer (the `shm`
+    /// transport checks that peer processes still exist). Queues events.
+    fn check_peers(&self) {}
+}
+
+/// A queue of [`PeerEvent`]s with a lock-free emptiness check.
+#[derive(Debug, Default)]
+pub(crate) struct EventQueue {
+    pending: AtomicBool,
+    events: Mutex<Vec<PeerEvent>>,
+}
+
+impl EventQueue {
+    pub(crate) fn push(&self, ev: PeerEvent, bell: &Doorbell) {
+        lock(&self.events).push(ev);
+        self.pending.store(true, Ordering::Release);
+        bell.ring();
+    }
+    pub(crate) fn drain(&self, out: &mut Vec<PeerEvent>) {
+        if self.pending.load(Ordering::Acquire) {
+            self.pending.store(false, Ordering::Relaxed);
+            out.append(&mut lock(&self.events));
+        }
+    }
+}
+
+/// Errors setting a transport up.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    /// A peer did not show up before the deadline.
+    #[error("timed out waiting for peers {0:?}")]
+    Timeout(Vec<NodeId>),
+    /// Bad arguments (duplicate ids, this node among its peers, ...).
+    #[error("invalid setup: {0}")]
+    Invalid(String),
+    /// A peer's memory or handshake did not match ours.
+    #[error("peer {peer}: {why}")]
+    Mismatch {
+        /// The peer.
+        peer: NodeId,
+        /// What differed.
+        why: String,
+    },
+    /// An operating-system error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What we were doing.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl SetupError {
+    pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
+        let context = context.into();
+        move |source| SetupError::Io { context, source }
+    }
+}
+
+/// Checks a peer list: sorted copy, without duplicates or `me`.
+pub(crate) fn check_peers(me: NodeId, peers: &[NodeId]) -> Result<Vec<NodeId>, SetupError> {
+    let mut p = peers.to_vec();
+    p.sort();
+    if p.windows(2).any(|w| w[0] == w[1]) {
+        return Err(SetupError::Invalid("duplicate peer id".into()));
+    }
+    if p.contains(&me) {
+        return Err(SetupError::Invalid(format!("{me} is listed as its own peer")));
+    }
+    Ok(p)
+}
+
+/// Checks region specs: no duplicate ids, non-zero sizes.
+pub(crate) fn check_regions(regions: &[RegionSpec]) -> Result<(), SetupError> {
+    for (i, r) in regions.iter().enumerate() {
+        if r.len == 0 {
+            return Err(SetupError::Invalid(format!("region {:?} has size 0", r.id)));
+        }
+        if regions[..i].iter().any(|o| o.id == r.id) {
+            return Err(SetupError::Invalid(format!("region {:?} registered twice", r.id)));
+        }
+    }
+    Ok(())
+}

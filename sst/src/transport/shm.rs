@@ -1,0 +1,152 @@
+//! The `shm` transport: nodes are processes on one host.
+//!
+//! Each node keeps its header and regions in one file, `/dev/shm/spindle-<group>-<id>`,
+//! which every peer maps shared. A write is a word copy straight into the peer's
+//! mapping: a real one-sided write, the target's CPU does nothing. The doorbell is a
+//! futex word in the file, which peers ring through their own mapping.
+//!
+//! A node creates its file under a temporary name and renames it into place when the
+//! header is complete, so peers never map a half-written header; a file left behind by
+//! a dead process (its pid no longer exists) is ignored. Each node unlinks its own file
+//! when its transport is dropped; [`remove_group_files`] removes what killed processes
+//! left behind.
+
+use super::direct::{segment_bytes, DirectTransport, Flavor, NodeMem, MAX_NODE_ID};
+use super::{check_peers, NodeId, RegionSpec, SetupError};
+use crate::region::Segment;
+use crate::sync::Arc;
+use std::fs::OpenOptions;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+const DIR: &str = "/dev/shm";
+
+/// How to join an `shm` group.
+#[derive(Debug, Clone)]
+pub struct ShmConfig {
+    /// The group's name, shared by its nodes; letters, digits, `_`, `-` and `.` only.
+    pub group: String,
+    /// This node.
+    pub me: NodeId,
+    /// The other nodes.
+    pub peers: Vec<NodeId>,
+    /// Regions to register (the same on every node).
+    pub regions: Vec<RegionSpec>,
+    /// How long to wait for peers' files.
+    pub timeout: Duration,
+}
+
+fn check_group(group: &str) -> Result<(), SetupError> {
+    let ok = !group.is_empty()
+        && group.len() <= 100
+        && group.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SetupError::Invalid(format!("bad shm group name {group:?}")))
+    }
+}
+
+/// The file of node `node` in `group`.
+pub fn path_for(group: &str, node: NodeId) -> PathBuf {
+    PathBuf::from(format!("{DIR}/spindle-{group}-{}", node.0))
+}
+
+/// Removes every file of `group` under /dev/shm (after its processes were killed);
+/// returns how many were removed.
+pub fn remove_group_files(group: &str) -> usize {
+    if check_group(group).is_err() {
+        return 0;
+    }
+    let prefix = format!("spindle-{group}-");
+    let Ok(dir) = std::fs::read_dir(DIR) else { return 0 };
+    dir.flatten()
+        .filter(|e| e.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)))
+        .filter(|e| std::fs::remove_file(e.path()).is_ok())
+        .count()
+}
+
+fn pid_alive(pid: u64) -> bool {
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+fn map_file(path: &PathBuf, create_len: Option<usize>) -> std::io::Result<memmap2::MmapMut> {
+    let file = OpenOptions::new().read(true).write(true).create(create_len.is_some()).truncate(create_len.is_some()).open(path)?;
+    if let Some(len) = create_len {
+        file.set_len(len as u64)?;
+    }
+    // SAFETY: the file is shared with peer processes that write it concurrently; the
+    // mapping is only ever accessed through atomic word operations (`Segment`), which
+    // is what makes concurrent modification sound. Truncation by another process
+    // would fault; our files are only truncated before they are renamed into place.
+    unsafe { memmap2::MmapMut::map_mut(&file) }
+}
+
+/// Creates this node's file and maps every peer's, waiting up to `cfg.timeout`.
+pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
+    check_group(&cfg.group)?;
+    let peers = check_peers(cfg.me, &cfg.peers)?;
+    if cfg.me.0 >= MAX_NODE_ID || peers.iter().any(|p| p.0 >= MAX_NODE_ID) {
+        return Err(SetupError::Invalid(format!("shm node ids must be below {MAX_NODE_ID}")));
+    }
+    super::check_regions(&cfg.regions)?;
+    let path = path_for(&cfg.group, cfg.me);
+    let tmp = PathBuf::from(format!("{}.tmp{}", path.display(), std::process::id()));
+    let map = map_file(&tmp, Some(segment_bytes(&cfg.regions))).map_err(SetupError::io(format!("create {}", tmp.display())))?;
+    let local = match NodeMem::create(Segment::mapped(map), &cfg.regions) {
+        Ok(m) => Arc::new(m),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    std::fs::rename(&tmp, &path).map_err(SetupError::io(format!("publish {}", path.display())))?;
+    // From here on the transport (or this guard) owns the file.
+    let cleanup = FileGuard(Some(path.clone()));
+
+    let deadline = Instant::now() + cfg.timeout;
+    let mut found: Vec<(NodeId, Arc<NodeMem>)> = Vec::new();
+    let mut missing = peers.clone();
+    while !missing.is_empty() {
+        let mut still = Vec::new();
+        for p in missing {
+            let ppath = path_for(&cfg.group, p);
+            match map_file(&ppath, None) {
+                Ok(map) => {
+                    let mem = NodeMem::attach(Segment::mapped(map), p)?;
+                    if mem_pid_alive(&mem) {
+                        found.push((p, Arc::new(mem)));
+                    } else {
+                        still.push(p); // a stale file of a dead process
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => still.push(p),
+                Err(e) => return Err(SetupError::io(format!("map {}", ppath.display()))(e)),
+            }
+        }
+        missing = still;
+        if !missing.is_empty() {
+            if Instant::now() >= deadline {
+                return Err(SetupError::Timeout(missing));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    let t = DirectTransport::new(cfg.me, local, found, Flavor::Shm { path })?;
+    std::mem::forget(cleanup);
+    Ok(t)
+}
+
+fn mem_pid_alive(mem: &NodeMem) -> bool {
+    pid_alive(mem.pid())
+}
+
+struct FileGuard(Option<PathBuf>);
+impl Drop for FileGuard {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
