@@ -279,12 +279,28 @@ impl Transport for DirectTransport {
             if p.cut.load(Ordering::Relaxed) || p.mem.pid == 0 {
                 continue;
             }
-            // SAFETY: kill with signal 0 sends nothing; it only checks that the pid exists.
-            let rc = unsafe { libc::kill(p.mem.pid as libc::pid_t, 0) };
-            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) {
+            if !process_alive(p.mem.pid) {
                 self.report(p, "peer process exited");
             }
         }
+    }
+}
+
+/// True if process `pid` exists and is not a zombie (an exited child that its parent
+/// has not reaped yet still answers `kill(pid, 0)`).
+pub(crate) fn process_alive(pid: u64) -> bool {
+    if pid == 0 || pid > i32::MAX as u64 {
+        return false;
+    }
+    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
+    let rc = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    if rc != 0 {
+        return std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH);
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the first field after the command name's closing parenthesis.
+        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X')),
+        Err(_) => false,
     }
 }
 

@@ -66,11 +66,6 @@ pub fn remove_group_files(group: &str) -> usize {
         .count()
 }
 
-fn pid_alive(pid: u64) -> bool {
-    // SAFETY: signal 0 sends nothing; it only checks that the process exists.
-    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
-}
-
 fn map_file(path: &PathBuf, create_len: Option<usize>) -> std::io::Result<memmap2::MmapMut> {
     let file = OpenOptions::new().read(true).write(true).create(create_len.is_some()).truncate(create_len.is_some()).open(path)?;
     if let Some(len) = create_len {
@@ -139,7 +134,7 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
 }
 
 fn mem_pid_alive(mem: &NodeMem) -> bool {
-    pid_alive(mem.pid())
+    super::direct::process_alive(mem.pid())
 }
 
 struct FileGuard(Option<PathBuf>);
