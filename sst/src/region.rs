@@ -137,6 +137,7 @@ mod segment {
     }
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn round_up(n: usize, to: usize) -> usize {
     n.div_ceil(to) * to
 }

@@ -246,7 +246,7 @@ pub enum GuardedError {
 #[derive(Debug)]
 pub struct Table {
     layout: Layout,
-    members: Arc<[NodeId]>,
+    members: Arc<Vec<NodeId>>,
     my_rank: usize,
     region_id: RegionId,
     region: Arc<Region>,
@@ -275,7 +275,7 @@ impl Table {
         if region.len() < need {
             return Err(TableError::RegionTooSmall { need, have: region.len() });
         }
-        let table = Arc::new(Table { layout, members: members.into(), my_rank, region_id, region });
+        let table = Arc::new(Table { layout, members: Arc::new(members.to_vec()), my_rank, region_id, region });
         Ok(LocalRow { table })
     }
 
@@ -454,7 +454,7 @@ pub struct Push {
     /// Length in bytes.
     pub len: usize,
     /// Members of the table (rank order).
-    pub members: Arc<[NodeId]>,
+    pub members: Arc<Vec<NodeId>>,
     /// Bit `i` set: push to `members[i]`.
     pub ranks: u64,
 }

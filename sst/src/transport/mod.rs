@@ -144,12 +144,14 @@ pub trait Transport: Send + Sync + fmt::Debug {
 }
 
 /// A queue of [`PeerEvent`]s with a lock-free emptiness check.
+#[cfg_attr(loom, allow(dead_code))]
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
     pending: AtomicBool,
     events: Mutex<Vec<PeerEvent>>,
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl EventQueue {
     pub(crate) fn push(&self, ev: PeerEvent, bell: &Doorbell) {
         lock(&self.events).push(ev);
@@ -191,6 +193,7 @@ pub enum SetupError {
     },
 }
 
+#[cfg_attr(loom, allow(dead_code))]
 impl SetupError {
     pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> SetupError {
         let context = context.into();
@@ -199,6 +202,7 @@ impl SetupError {
 }
 
 /// Checks a peer list: sorted copy, without duplicates or `me`.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn check_peers(me: NodeId, peers: &[NodeId]) -> Result<Vec<NodeId>, SetupError> {
     let mut p = peers.to_vec();
     p.sort();
@@ -212,6 +216,7 @@ pub(crate) fn check_peers(me: NodeId, peers: &[NodeId]) -> Result<Vec<NodeId>, S
 }
 
 /// Checks region specs: no duplicate ids, non-zero sizes.
+#[cfg_attr(loom, allow(dead_code))]
 pub(crate) fn check_regions(regions: &[RegionSpec]) -> Result<(), SetupError> {
     for (i, r) in regions.iter().enumerate() {
         if r.len == 0 {
