@@ -42,6 +42,8 @@
 //! Linux only: the doorbell is a futex and `shm` lives in `/dev/shm`.
 
 #[cfg(not(loom))]
+pub mod cluster;
+#[cfg(not(loom))]
 pub mod heartbeat;
 #[cfg(not(loom))]
 pub mod predicate;

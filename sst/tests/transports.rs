@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{eventually, group, wait_broken, ChildSet, Kind};
+use common::{children, eventually, group, wait_broken, Kind};
 use sst::heartbeat::{self, HeartbeatConfig, Reason, Suspicion};
 use sst::predicate::{Kind as PKind, PollConfig, PredicateThread};
 use sst::sync::atomic::Ordering;
@@ -143,9 +143,9 @@ fn ordering_hammer_3_nodes(kind: Kind) {
 fn ordering_hammer_across_processes(kind: Kind) {
     let n = 3;
     let iters = hammer_iters(kind);
-    let mut kids = ChildSet::start("child_hammer", kind, n, &[("SST_HAMMER_ITERS", iters.to_string())], DEADLINE);
-    let out = kids.expect_lines("RESULT ", &[0, 1, 2]);
-    kids.wait_all();
+    let mut kids = children("child_hammer", kind, n, &[("SST_HAMMER_ITERS", iters.to_string())], DEADLINE);
+    let out = kids.expect_lines("RESULT ", &[0, 1, 2]).unwrap();
+    assert!(kids.wait_all_but(&[]).unwrap(), "a child failed");
     assert_eq!(out[0], "writer done");
     for r in &out[1..] {
         let fresh: u64 = r.strip_prefix("ok fresh=").unwrap_or_else(|| panic!("reader failed: {r}")).parse().unwrap();
@@ -240,7 +240,7 @@ fn layout() -> (sst::table::Layout, Counter, Counter, Counter) {
     (b.build(), ping, pong, beat)
 }
 
-fn start_nodes(kind: Kind, n: usize, hb: Option<HeartbeatConfig>) -> (common::Group, Vec<PredicateThread<Node>>) {
+fn start_nodes(kind: Kind, n: usize, hb: Option<HeartbeatConfig>) -> (sst::cluster::LocalGroup, Vec<PredicateThread<Node>>) {
     let (l, ping, pong, beat) = layout();
     let g = group(kind, n, &regions(l.table_bytes(n)));
     let members = common::ids(n);
@@ -329,12 +329,12 @@ fn heartbeat_suspects_stopped_node(kind: Kind) {
 }
 
 fn heartbeat_across_processes(kind: Kind) {
-    let mut kids = ChildSet::start("child_heartbeat", kind, 3, &[], DEADLINE);
-    kids.expect_lines("RUNNING", &[0, 1, 2]);
+    let mut kids = children("child_heartbeat", kind, 3, &[], DEADLINE);
+    kids.expect_lines("RUNNING", &[0, 1, 2]).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     kids.kill(2);
-    let out = kids.expect_lines("RESULT ", &[0, 1]);
-    kids.wait_all_but(&[2]);
+    let out = kids.expect_lines("RESULT ", &[0, 1]).unwrap();
+    assert!(kids.wait_all_but(&[2]).unwrap(), "a survivor failed");
     for r in out {
         assert!(r.starts_with("suspect=n2 "), "survivor reported {r}");
     }
