@@ -237,9 +237,15 @@ impl ChildSet {
 
     /// Writes one line to every child's stdin.
     pub fn tell_all(&mut self, line: &str) -> Result<(), ClusterError> {
-        for s in &mut self.stdins {
-            writeln!(s, "{line}")?;
+        for i in 0..self.stdins.len() {
+            self.tell(i, line)?;
         }
+        Ok(())
+    }
+
+    /// Writes one line to child `i`'s stdin.
+    pub fn tell(&mut self, i: usize, line: &str) -> Result<(), ClusterError> {
+        writeln!(self.stdins[i], "{line}")?;
         Ok(())
     }
 
@@ -338,6 +344,15 @@ pub fn is_child() -> bool {
     std::env::var_os("SPINDLE_CHILD_ME").is_some()
 }
 
+/// In a child: blocks until the parent writes a line (or closes stdin); returns it.
+/// Children that report results wait here, so that no peer sees them exit while
+/// the parent is still collecting.
+pub fn wait_for_parent() -> String {
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
+    line.trim().to_string()
+}
+
 /// In a child: builds this node's transport from the environment and the parent's
 /// stdio protocol; returns (this node, group size, transport). Tcp setup uses a
 /// connection timeout of `timeout`.
@@ -418,4 +433,29 @@ pub fn die_with_parent() {
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
     }
+}
+
+/// Whose CPU time [`cpu_time`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuClock {
+    /// The calling thread (a `mem` node is one thread of a shared process).
+    Thread,
+    /// The whole process (an `shm` or `tcp` node is a process).
+    Process,
+}
+
+/// CPU time (user + system) used so far by the calling thread or this process, with
+/// nanosecond resolution.
+pub fn cpu_time(clock: CpuClock) -> Duration {
+    let id = match clock {
+        CpuClock::Thread => libc::CLOCK_THREAD_CPUTIME_ID,
+        CpuClock::Process => libc::CLOCK_PROCESS_CPUTIME_ID,
+    };
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec for the duration of the call.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    if rc != 0 {
+        return Duration::ZERO;
+    }
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }

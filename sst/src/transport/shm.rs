@@ -66,6 +66,41 @@ pub fn remove_group_files(group: &str) -> usize {
         .count()
 }
 
+/// Removes every `/dev/shm/spindle-*` file whose creating process no longer exists
+/// (left behind when a group was killed with -9); returns how many were removed.
+/// Files of live processes, and files that are not ours, are left alone.
+pub fn remove_stale_files() -> usize {
+    let Ok(dir) = std::fs::read_dir(DIR) else { return 0 };
+    let mut removed = 0;
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !name.starts_with("spindle-") {
+            continue;
+        }
+        // A temporary file names its creator; a published one stores it in its header.
+        let pid = match name.rsplit_once(".tmp") {
+            Some((_, pid)) => pid.parse::<u64>().ok(),
+            None => header_pid(&e.path()),
+        };
+        if let Some(pid) = pid {
+            if !super::direct::process_alive(pid) && std::fs::remove_file(e.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// The creator pid from a published file's header, if it has our magic.
+fn header_pid(path: &std::path::Path) -> Option<u64> {
+    use std::io::Read;
+    let mut head = [0u8; 24];
+    std::fs::File::open(path).ok()?.read_exact(&mut head).ok()?;
+    let word = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+    (word(0) == super::direct::MAGIC).then(|| word(2))
+}
+
 fn map_file(path: &PathBuf, create_len: Option<usize>) -> std::io::Result<memmap2::MmapMut> {
     let file = OpenOptions::new().read(true).write(true).create(create_len.is_some()).truncate(create_len.is_some()).open(path)?;
     if let Some(len) = create_len {
@@ -143,5 +178,47 @@ impl Drop for FileGuard {
         if let Some(p) = self.0.take() {
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_file(name: &str, pid: u64) -> PathBuf {
+        let path = PathBuf::from(format!("{DIR}/{name}"));
+        let mut head = Vec::new();
+        head.extend_from_slice(&super::super::direct::MAGIC.to_le_bytes());
+        head.extend_from_slice(&1u64.to_le_bytes());
+        head.extend_from_slice(&pid.to_le_bytes());
+        std::fs::write(&path, head).unwrap();
+        path
+    }
+
+    #[test]
+    fn stale_files_of_dead_processes_are_removed_live_ones_kept() {
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as u64;
+        child.wait().unwrap();
+        let me = std::process::id();
+        let stale = fake_file(&format!("spindle-stale{me}-0"), dead);
+        let live = fake_file(&format!("spindle-live{me}-0"), me as u64);
+        let stale_tmp = PathBuf::from(format!("{DIR}/spindle-tmp{me}-0.tmp{dead}"));
+        std::fs::write(&stale_tmp, b"partial").unwrap();
+        let foreign = PathBuf::from(format!("{DIR}/spindle-foreign{me}"));
+        std::fs::write(&foreign, [0u8; 24]).unwrap();
+        remove_stale_files();
+        assert!(!stale.exists() && !stale_tmp.exists(), "files of a dead process are removed");
+        assert!(live.exists(), "a live process's file is kept");
+        assert!(foreign.exists(), "a file without our magic is kept");
+        std::fs::remove_file(live).unwrap();
+        std::fs::remove_file(foreign).unwrap();
+    }
+
+    #[test]
+    fn group_names_are_checked() {
+        let cfg = ShmConfig { group: "../etc".into(), me: NodeId(0), peers: vec![], regions: vec![], timeout: Duration::ZERO };
+        assert!(matches!(join(&cfg), Err(SetupError::Invalid(_))));
+        assert_eq!(remove_group_files("a/b"), 0);
     }
 }
