@@ -18,9 +18,9 @@
 //! files; [`interrupted`] lets a parent notice Ctrl-C and clean up the same way, and
 //! [`die_with_parent`] makes a child exit if its parent is killed.
 
-use crate::transport::{mem::MemFabric, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use crate::sync::Arc;
+use crate::transport::{mem::MemFabric, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -121,7 +121,12 @@ impl Drop for LocalGroup {
 
 /// Sets up `n` nodes of `kind` in this process (each joins on its own thread, as
 /// separate processes would).
-pub fn local_group(kind: TransportKind, n: usize, regions: &[RegionSpec], timeout: Duration) -> Result<LocalGroup, SetupError> {
+pub fn local_group(
+    kind: TransportKind,
+    n: usize,
+    regions: &[RegionSpec],
+    timeout: Duration,
+) -> Result<LocalGroup, SetupError> {
     type Join = Box<dyn FnOnce() -> Result<Arc<dyn Transport>, SetupError> + Send>;
     let mut shm_group = None;
     let joins: Vec<Join> = match kind {
@@ -130,7 +135,8 @@ pub fn local_group(kind: TransportKind, n: usize, regions: &[RegionSpec], timeou
             (0..n as u32)
                 .map(|i| {
                     let (f, r, me) = (fabric.clone(), regions.to_vec(), NodeId(i));
-                    Box::new(move || f.join(me, &others(me, n), &r, timeout).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
+                    Box::new(move || f.join(me, &others(me, n), &r, timeout).map(|t| Arc::new(t) as Arc<dyn Transport>))
+                        as Join
                 })
                 .collect()
         }
@@ -140,14 +146,21 @@ pub fn local_group(kind: TransportKind, n: usize, regions: &[RegionSpec], timeou
             (0..n as u32)
                 .map(|i| {
                     let me = NodeId(i);
-                    let cfg = shm::ShmConfig { group: g.clone(), me, peers: others(me, n), regions: regions.to_vec(), timeout };
+                    let cfg = shm::ShmConfig {
+                        group: g.clone(),
+                        me,
+                        peers: others(me, n),
+                        regions: regions.to_vec(),
+                        timeout,
+                    };
                     Box::new(move || shm::join(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
                 })
                 .collect()
         }
         TransportKind::Tcp => {
             let listeners = (0..n).map(|_| tcp::bind(loopback())).collect::<Result<Vec<_>, _>>()?;
-            let addrs: Vec<(NodeId, SocketAddr)> = listeners.iter().enumerate().map(|(i, l)| (NodeId(i as u32), l.local_addr())).collect();
+            let addrs: Vec<(NodeId, SocketAddr)> =
+                listeners.iter().enumerate().map(|(i, l)| (NodeId(i as u32), l.local_addr())).collect();
             listeners
                 .into_iter()
                 .enumerate()
@@ -194,10 +207,16 @@ impl ChildSet {
     /// Starts `n` children, `command(i)` for child `i`, with the `SPINDLE_CHILD_*`
     /// environment set, and runs the setup protocol (see the module docs). All
     /// waiting is bounded by `deadline` from now.
-    pub fn start(command: impl Fn(usize) -> Command, kind: TransportKind, n: usize, deadline: Duration) -> Result<ChildSet, ClusterError> {
+    pub fn start(
+        command: impl Fn(usize) -> Command,
+        kind: TransportKind,
+        n: usize,
+        deadline: Duration,
+    ) -> Result<ChildSet, ClusterError> {
         let group = unique_group("run");
         let (tx, rx) = std::sync::mpsc::channel();
-        let mut set = ChildSet { kids: Vec::new(), stdins: Vec::new(), lines: rx, start: Instant::now(), deadline, group };
+        let mut set =
+            ChildSet { kids: Vec::new(), stdins: Vec::new(), lines: rx, start: Instant::now(), deadline, group };
         for i in 0..n {
             let mut cmd = command(i);
             cmd.env("SPINDLE_CHILD_KIND", kind.name())
@@ -356,8 +375,12 @@ pub fn wait_for_parent() -> String {
 /// In a child: builds this node's transport from the environment and the parent's
 /// stdio protocol; returns (this node, group size, transport). Tcp setup uses a
 /// connection timeout of `timeout`.
-pub fn child_transport(regions: &[RegionSpec], timeout: Duration) -> Result<(NodeId, usize, Arc<dyn Transport>), SetupError> {
-    let env = |k: &str| std::env::var(k).map_err(|_| SetupError::Invalid(format!("{k} is not set; not started by ChildSet")));
+pub fn child_transport(
+    regions: &[RegionSpec],
+    timeout: Duration,
+) -> Result<(NodeId, usize, Arc<dyn Transport>), SetupError> {
+    let env =
+        |k: &str| std::env::var(k).map_err(|_| SetupError::Invalid(format!("{k} is not set; not started by ChildSet")));
     let kind: TransportKind = env("SPINDLE_CHILD_KIND")?.parse().map_err(SetupError::Invalid)?;
     let me = NodeId(env("SPINDLE_CHILD_ME")?.parse().map_err(|_| SetupError::Invalid("bad SPINDLE_CHILD_ME".into()))?);
     let n: usize = env("SPINDLE_CHILD_N")?.parse().map_err(|_| SetupError::Invalid("bad SPINDLE_CHILD_N".into()))?;

@@ -71,11 +71,7 @@ impl Doorbell {
         }
         #[cfg(loom)]
         {
-            Doorbell {
-                word: AtomicU32::new(0),
-                futex: crate::sync::Mutex::new(()),
-                cv: crate::sync::Condvar::new(),
-            }
+            Doorbell { word: AtomicU32::new(0), futex: crate::sync::Mutex::new(()), cv: crate::sync::Condvar::new() }
         }
     }
 

@@ -125,11 +125,14 @@ where
             let now = Instant::now();
             let local = row(s);
             local.increment(column);
-            pushes.push(local.push(column.range()));
+            // Quiet: peers read heartbeats on their own timers; waking them for each
+            // beat would cost an idle node one wake-up per peer per period.
+            pushes.push(local.push(column.range()).quiet());
             let table = local.table().clone();
             let mut det = lock(&det);
             let d = det.get_or_insert_with(|| {
-                let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
+                let others: Vec<NodeId> =
+                    table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
                 Detector::new(&others, now, cfg.timeout)
             });
             let found: Vec<Suspicion> = (0..table.rows())
@@ -148,7 +151,8 @@ where
         let table = row(s).table().clone();
         let mut det = lock(&detector);
         let d = det.get_or_insert_with(|| {
-            let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
+            let others: Vec<NodeId> =
+                table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
             Detector::new(&others, Instant::now(), cfg.timeout)
         });
         let sus = d.broken(*peer, reason);

@@ -366,7 +366,8 @@ impl<S> Worker<S> {
         let t = &inner.transport;
         for p in self.pushes.list.drain(..) {
             for peer in p.targets() {
-                match t.post_write(peer, WriteOp::same(p.region, p.offset, p.len)) {
+                let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
+                match t.post_write(peer, op) {
                     Ok(_) => self.local.writes += 1,
                     Err(_) => self.local.write_errors += 1,
                 }
@@ -395,7 +396,13 @@ impl<S> Worker<S> {
 const CLOCK_EVERY: u32 = 32;
 
 fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
-    let mut w = Worker { entries: Vec::new(), handlers: Vec::new(), pushes: Pushes::default(), events: Vec::new(), local: Stats::default() };
+    let mut w = Worker {
+        entries: Vec::new(),
+        handlers: Vec::new(),
+        pushes: Pushes::default(),
+        events: Vec::new(),
+        local: Stats::default(),
+    };
     let bell: &Doorbell = inner.transport.doorbell();
     let mut now = Instant::now();
     let mut idle_since: Option<Instant> = None;
@@ -417,9 +424,14 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
             idle_since = None;
             continue;
         }
-        if tick % CLOCK_EVERY != 0 {
+        // A zero budget parks after the first idle pass; otherwise the clock is read
+        // every CLOCK_EVERY passes to see whether the budget is spent.
+        if tick % CLOCK_EVERY != 0 && !cfg.spin.is_zero() {
             crate::sync::spin_loop();
             continue;
+        }
+        if tick % CLOCK_EVERY != 0 {
+            now = Instant::now();
         }
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < cfg.spin {
@@ -433,7 +445,10 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
             idle_since = None;
             continue;
         }
-        let wake_by = w.next_due().map_or(now + cfg.max_park, |d| d.min(now + cfg.max_park)).min(next_probe);
+        // Wake for the next timer; the liveness probe rides on timer wake-ups (it only
+        // gets a wake-up of its own when no timer is registered), so an idle node
+        // with heartbeats wakes once per heartbeat period, not twice.
+        let wake_by = w.next_due().unwrap_or(next_probe).min(now + cfg.max_park);
         w.local.parks += 1;
         w.publish(&inner.stats);
         let now2 = Instant::now();

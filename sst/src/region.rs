@@ -109,9 +109,7 @@ mod segment {
             // process through these references, by peers through their own atomic
             // mappings), so a shared slice of atomics over it is sound for the
             // segment's lifetime, which bounds the returned borrow.
-            unsafe {
-                std::slice::from_raw_parts(self.ptr.as_ptr().add(byte_off).cast::<AtomicU64>(), n)
-            }
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(byte_off).cast::<AtomicU64>(), n) }
         }
 
         /// The 32-bit word at `byte_off`, for futexes.

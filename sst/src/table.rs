@@ -433,6 +433,7 @@ impl LocalRow {
             len: range.len,
             members: self.table.members.clone(),
             ranks: ranks & !(1u64 << self.table.my_rank),
+            wake: true,
         }
     }
     /// The two pushes that publish guarded field `g` to every other member: the data,
@@ -457,9 +458,18 @@ pub struct Push {
     pub members: Arc<Vec<NodeId>>,
     /// Bit `i` set: push to `members[i]`.
     pub ranks: u64,
+    /// Ring the targets' doorbells (see [`crate::transport::WriteOp::wake`]).
+    pub wake: bool,
 }
 
 impl Push {
+    /// The same push without waking the targets: for state nobody waits on (the
+    /// targets read it on their own timers, as with heartbeats).
+    pub fn quiet(mut self) -> Push {
+        self.wake = false;
+        self
+    }
+
     /// The target nodes.
     pub fn targets(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.members.iter().enumerate().filter(|(i, _)| self.ranks & (1 << i) != 0).map(|(_, n)| *n)

@@ -36,7 +36,10 @@ fn link_works(from: &TcpTransport, to: &TcpTransport, off: usize, v: u64) {
     from.region(R).unwrap().apply_write(off, &[v]);
     from.post_write(to.local_id(), WriteOp::same(R, off, 8)).unwrap();
     from.flush();
-    assert!(eventually(DEADLINE, || to.region(R).unwrap().load(off, Ordering::Acquire) == v), "write {from:?} -> {to:?} did not land");
+    assert!(
+        eventually(DEADLINE, || to.region(R).unwrap().load(off, Ordering::Acquire) == v),
+        "write {from:?} -> {to:?} did not land"
+    );
 }
 
 #[test]
@@ -95,7 +98,7 @@ fn group_with_fake() -> (TcpTransport, TcpTransport, TcpStream, TcpStream) {
 
 fn write_frame(region: RegionId, offset: u64, data: &[u8]) -> Vec<u8> {
     let mut b = Vec::new();
-    frame::encode_write_header(&mut b, region, offset, data.len(), false);
+    frame::encode_write_header(&mut b, region, offset, data.len(), frame::WriteFlags::default());
     b.extend_from_slice(data);
     b
 }
@@ -112,7 +115,10 @@ fn hostile(bad: Vec<u8>, close_after: bool) {
     }
     assert!(wait_broken(&n0, NodeId(2), DEADLINE), "node 0 cut the bad peer off");
     assert_eq!(n0.region(R).unwrap().load(128, Ordering::Acquire), 42, "frames before the bad one were applied");
-    assert_eq!(n0.post_write(NodeId(2), WriteOp::same(R, 0, 8)), Err(sst::transport::WriteError::Disconnected(NodeId(2))));
+    assert_eq!(
+        n0.post_write(NodeId(2), WriteOp::same(R, 0, 8)),
+        Err(sst::transport::WriteError::Disconnected(NodeId(2)))
+    );
     // The node and its other link keep working, both ways.
     link_works(&n0, &n1, 0, 1);
     link_works(&n1, &n0, 8, 2);

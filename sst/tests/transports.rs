@@ -43,7 +43,8 @@ fn hammer_iters(kind: Kind) -> u64 {
 fn hammer_write(t: &dyn Transport, readers: &[NodeId], iters: u64) {
     let r = t.region(R).unwrap().clone();
     // Start once every reader polls, so the stream overlaps their checks.
-    let all_ready = eventually(DEADLINE, || readers.iter().all(|p| r.load(READY + 8 * (p.0 as usize - 1), Ordering::Acquire) == 1));
+    let all_ready =
+        eventually(DEADLINE, || readers.iter().all(|p| r.load(READY + 8 * (p.0 as usize - 1), Ordering::Acquire) == 1));
     assert!(all_ready, "readers did not start");
     for v in 1..=iters {
         r.apply_write(DATA, &[v; DATA_WORDS]);
@@ -122,7 +123,8 @@ fn ordering_hammer(kind: Kind, n: usize) {
     let g = group(kind, n, &regions(HAMMER_BYTES));
     let readers: Vec<NodeId> = (1..n as u32).map(NodeId).collect();
     let results: Vec<Result<u64, String>> = std::thread::scope(|s| {
-        let hs: Vec<_> = g.nodes[1..].iter().map(|t| s.spawn(move || hammer_read(t.as_ref(), iters, DEADLINE))).collect();
+        let hs: Vec<_> =
+            g.nodes[1..].iter().map(|t| s.spawn(move || hammer_read(t.as_ref(), iters, DEADLINE))).collect();
         hammer_write(g.nodes[0].as_ref(), &readers, iters);
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
@@ -180,7 +182,7 @@ fn writes_land_and_complete(kind: Kind) {
     let (a, b, c) = (&g.nodes[0], &g.nodes[1], &g.nodes[2]);
     let pattern: Vec<u64> = (100..116).collect();
     a.region(R).unwrap().apply_write(64, &pattern);
-    let op = WriteOp { region: R, src_offset: 64, dst_offset: 128, len: 128, signaled: true };
+    let op = WriteOp { region: R, src_offset: 64, dst_offset: 128, len: 128, signaled: true, wake: true };
     let sb = a.post_write(NodeId(1), op).unwrap();
     let sc = a.post_write(NodeId(2), op).unwrap();
     a.flush();
@@ -201,6 +203,23 @@ fn writes_land_and_complete(kind: Kind) {
     assert!(matches!(a.post_write(NodeId(1), WriteOp::same(R, 4, 8)), Err(WriteError::Range(_))));
     assert_eq!(a.post_write(NodeId(1), WriteOp::same(RegionId(5), 0, 8)), Err(WriteError::UnknownRegion(RegionId(5))));
     assert_eq!(a.peers(), vec![NodeId(1), NodeId(2)]);
+}
+
+fn quiet_writes_land_without_ringing(kind: Kind) {
+    let g = group(kind, 2, &regions(64));
+    let (a, b) = (&g.nodes[0], &g.nodes[1]);
+    let before = b.doorbell().rings();
+    a.region(R).unwrap().apply_write(0, &[9]);
+    a.post_write(NodeId(1), WriteOp { wake: false, ..WriteOp::same(R, 0, 8) }).unwrap();
+    a.flush();
+    assert!(eventually(DEADLINE, || b.region(R).unwrap().load(0, Ordering::Acquire) == 9));
+    std::thread::sleep(Duration::from_millis(20)); // a wrongful ring would come right after
+    assert_eq!(b.doorbell().rings(), before, "a quiet write does not ring the doorbell");
+    a.region(R).unwrap().apply_write(8, &[10]);
+    a.post_write(NodeId(1), WriteOp::same(R, 8, 8)).unwrap();
+    a.flush();
+    assert!(eventually(DEADLINE, || b.doorbell().rings() > before), "a normal write rings");
+    assert_eq!(b.region(R).unwrap().load(8, Ordering::Acquire), 10, "the ring comes after the write landed");
 }
 
 fn disconnect_stops_writes(kind: Kind) {
@@ -240,7 +259,11 @@ fn layout() -> (sst::table::Layout, Counter, Counter, Counter) {
     (b.build(), ping, pong, beat)
 }
 
-fn start_nodes(kind: Kind, n: usize, hb: Option<HeartbeatConfig>) -> (sst::cluster::LocalGroup, Vec<PredicateThread<Node>>) {
+fn start_nodes(
+    kind: Kind,
+    n: usize,
+    hb: Option<HeartbeatConfig>,
+) -> (sst::cluster::LocalGroup, Vec<PredicateThread<Node>>) {
     let (l, ping, pong, beat) = layout();
     let g = group(kind, n, &regions(l.table_bytes(n)));
     let members = common::ids(n);
@@ -287,15 +310,16 @@ fn table_ping_pong(kind: Kind) {
     // A one-time predicate and a transition predicate on node 2, which only watches.
     let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let s2 = seen.clone();
-    pts[2].register(PKind::OneTime, |s: &Node| s.row.table().counter(1, s.pong) >= 100, move |_, _| {
-        s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    });
+    pts[2].register(
+        PKind::OneTime,
+        |s: &Node| s.row.table().counter(1, s.pong) >= 100,
+        move |_, _| {
+            s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        },
+    );
     pts[0].with_state(|s| s.target = 500);
     pts[0].notify();
-    assert!(
-        eventually(DEADLINE, || pts[0].with_state(|s| s.row.table().counter(1, s.pong)) == 500),
-        "500 round trips"
-    );
+    assert!(eventually(DEADLINE, || pts[0].with_state(|s| s.row.table().counter(1, s.pong)) == 500), "500 round trips");
     assert!(eventually(DEADLINE, || pts[2].with_state(|s| s.row.table().counter(0, s.ping)) == 500));
     assert!(eventually(DEADLINE, || seen.load(std::sync::atomic::Ordering::SeqCst) == 1));
     std::thread::sleep(Duration::from_millis(20));
@@ -356,7 +380,8 @@ fn child_heartbeat() {
     heartbeat::install(&pt, hb, |s: &Node| &s.row, beat, |s, sus, _| s.suspects.push(sus));
     println!("RUNNING");
     let found = eventually(DEADLINE, || pt.with_state(|s| !s.suspects.is_empty()));
-    let report = pt.with_state(|s| s.suspects.iter().map(|x| format!("{} {:?}", x.peer, x.reason)).collect::<Vec<_>>().join(";"));
+    let report = pt
+        .with_state(|s| s.suspects.iter().map(|x| format!("{} {:?}", x.peer, x.reason)).collect::<Vec<_>>().join(";"));
     if found {
         println!("RESULT suspect={report}");
     } else {
@@ -372,11 +397,11 @@ macro_rules! per_transport {
 }
 
 mod mem {
-    per_transport!(Mem: writes_land_and_complete, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node);
+    per_transport!(Mem: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node);
 }
 mod shm {
-    per_transport!(Shm: writes_land_and_complete, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
+    per_transport!(Shm: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
 }
 mod tcp {
-    per_transport!(Tcp: writes_land_and_complete, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
+    per_transport!(Tcp: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
 }

@@ -134,10 +134,14 @@ fn start_node(t: Arc<dyn Transport>, n: usize, spin: Duration, clock: CpuClock) 
     let cfg = PollConfig { spin, name: format!("sst-pred-{}", me.0), ..PollConfig::default() };
     let pt = PredicateThread::spawn(node, t, cfg).expect("spawn predicate thread");
     if rank == 0 {
-        pt.register(Kind::Recurrent, |s: &Node| s.want_phase > s.row.get(s.c.phase), |s, p| {
-            s.row.advance(s.c.phase, s.want_phase).expect("phase only grows");
-            p.push(s.row.push(s.c.phase.range()));
-        });
+        pt.register(
+            Kind::Recurrent,
+            |s: &Node| s.want_phase > s.row.get(s.c.phase),
+            |s, p| {
+                s.row.advance(s.c.phase, s.want_phase).expect("phase only grows");
+                p.push(s.row.push(s.c.phase.range()));
+            },
+        );
         pt.register(
             Kind::Recurrent,
             |s: &Node| s.rtt_active && s.row.table().counter(1, s.c.pong) == s.row.get(s.c.ping),
@@ -155,43 +159,65 @@ fn start_node(t: Arc<dyn Transport>, n: usize, spin: Duration, clock: CpuClock) 
                 }
             },
         );
-        pt.register(Kind::Recurrent, |s: &Node| s.row.get(s.c.flood) < s.flood_limit, |s, p| {
-            s.row.increment(s.c.flood);
-            p.push(s.row.push(s.c.flood.range()));
-        });
+        pt.register(
+            Kind::Recurrent,
+            |s: &Node| s.row.get(s.c.flood) < s.flood_limit,
+            |s, p| {
+                s.row.increment(s.c.flood);
+                p.push(s.row.push(s.c.flood.range()));
+            },
+        );
     } else {
         if rank == 1 {
-            pt.register(Kind::Recurrent, |s: &Node| s.row.table().counter(0, s.c.ping) > s.row.get(s.c.pong), |s, p| {
-                let v = s.row.table().counter(0, s.c.ping);
-                s.row.advance(s.c.pong, v).expect("pong only grows");
-                p.push(s.row.push_to(s.c.pong.range(), NODE0));
-            });
+            pt.register(
+                Kind::Recurrent,
+                |s: &Node| s.row.table().counter(0, s.c.ping) > s.row.get(s.c.pong),
+                |s, p| {
+                    let v = s.row.table().counter(0, s.c.ping);
+                    s.row.advance(s.c.pong, v).expect("pong only grows");
+                    p.push(s.row.push_to(s.c.pong.range(), NODE0));
+                },
+            );
         }
-        pt.register(Kind::Recurrent, |s: &Node| s.row.table().counter(0, s.c.flood) > s.row.get(s.c.flood_ack), |s, p| {
-            let v = s.row.table().counter(0, s.c.flood);
-            s.row.advance(s.c.flood_ack, v).expect("ack only grows");
-            p.push(s.row.push_to(s.c.flood_ack.range(), NODE0));
-        });
+        pt.register(
+            Kind::Recurrent,
+            |s: &Node| s.row.table().counter(0, s.c.flood) > s.row.get(s.c.flood_ack),
+            |s, p| {
+                let v = s.row.table().counter(0, s.c.flood);
+                s.row.advance(s.c.flood_ack, v).expect("ack only grows");
+                p.push(s.row.push_to(s.c.flood_ack.range(), NODE0));
+            },
+        );
     }
     // Every node: follow node 0's phase, time the idle phase, acknowledge.
-    pt.register(Kind::Recurrent, |s: &Node| s.row.table().counter(0, s.c.phase) != s.seen_phase, |s, p| {
-        s.seen_phase = s.row.table().counter(0, s.c.phase);
-        let now = Instant::now();
-        if s.seen_phase == IDLE {
-            s.idle_start = Some((cluster::cpu_time(s.clock), now));
-        } else if s.seen_phase == DONE {
-            if let Some((cpu0, t0)) = s.idle_start {
-                let cpu = cluster::cpu_time(s.clock).saturating_sub(cpu0);
-                s.idle_cpu_pct = Some(100.0 * cpu.as_secs_f64() / (now - t0).as_secs_f64());
+    pt.register(
+        Kind::Recurrent,
+        |s: &Node| s.row.table().counter(0, s.c.phase) != s.seen_phase,
+        |s, p| {
+            s.seen_phase = s.row.table().counter(0, s.c.phase);
+            let now = Instant::now();
+            if s.seen_phase == IDLE {
+                s.idle_start = Some((cluster::cpu_time(s.clock), now));
+            } else if s.seen_phase == DONE {
+                if let Some((cpu0, t0)) = s.idle_start {
+                    let cpu = cluster::cpu_time(s.clock).saturating_sub(cpu0);
+                    s.idle_cpu_pct = Some(100.0 * cpu.as_secs_f64() / (now - t0).as_secs_f64());
+                }
             }
-        }
-        s.row.advance(s.c.phase_ack, s.seen_phase).expect("phase ack only grows");
-        p.push(s.row.push_to(s.c.phase_ack.range(), NODE0));
-    });
+            s.row.advance(s.c.phase_ack, s.seen_phase).expect("phase ack only grows");
+            p.push(s.row.push_to(s.c.phase_ack.range(), NODE0));
+        },
+    );
     let beat = c.beat;
-    heartbeat::install(&pt, HeartbeatConfig::default(), |s: &Node| &s.row, beat, |s, sus, _| {
-        s.suspicions.push(format!("{} {:?}", sus.peer, sus.reason));
-    });
+    heartbeat::install(
+        &pt,
+        HeartbeatConfig::default(),
+        |s: &Node| &s.row,
+        beat,
+        |s, sus, _| {
+            s.suspicions.push(format!("{} {:?}", sus.peer, sus.reason));
+        },
+    );
     pt
 }
 
@@ -271,7 +297,8 @@ fn drive(pt: &PredicateThread<Node>, args: &Args, progress: bool) -> Result<Driv
 
 fn node_result(pt: &PredicateThread<Node>) -> serde_json::Value {
     // A slow poll: in a node process this thread's CPU counts towards the idle figure.
-    let ready = wait_for(Duration::from_secs(60), Duration::from_millis(50), || pt.with_state(|s| s.idle_cpu_pct.is_some()));
+    let ready =
+        wait_for(Duration::from_secs(60), Duration::from_millis(50), || pt.with_state(|s| s.idle_cpu_pct.is_some()));
     pt.with_state(|s| {
         json!({
             "idle_cpu_pct": if ready { s.idle_cpu_pct } else { None },
@@ -294,8 +321,9 @@ fn drive_result(d: &Drive) -> serde_json::Value {
 fn child(args: &Args) -> Result<(), String> {
     cluster::die_with_parent();
     let (l, _) = layout();
-    let (me, n, t) = cluster::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
-        .map_err(|e| e.to_string())?;
+    let (me, n, t) =
+        cluster::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
+            .map_err(|e| e.to_string())?;
     let mut pt = start_node(t, n, Duration::from_micros(args.spin_us), CpuClock::Process);
     let mut out = if me == NodeId(0) { drive_result(&drive(&pt, args, false)?) } else { json!({}) };
     let mine = node_result(&pt);
@@ -316,8 +344,10 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
     let progress = !args.json;
     match args.transport {
         TransportKind::Mem => {
-            let g = cluster::local_group(TransportKind::Mem, args.nodes, &regions, Duration::from_secs(10)).map_err(|e| e.to_string())?;
-            let pts: Vec<_> = g.nodes.iter().map(|t| start_node(t.clone(), args.nodes, spin, CpuClock::Thread)).collect();
+            let g = cluster::local_group(TransportKind::Mem, args.nodes, &regions, Duration::from_secs(10))
+                .map_err(|e| e.to_string())?;
+            let pts: Vec<_> =
+                g.nodes.iter().map(|t| start_node(t.clone(), args.nodes, spin, CpuClock::Thread)).collect();
             let d = drive(&pts[0], args, progress)?;
             let nodes = pts.iter().map(node_result).collect();
             Ok((drive_result(&d), nodes))
@@ -352,8 +382,10 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             if !ok {
                 return Err("a node process failed".into());
             }
-            let nodes: Vec<serde_json::Value> =
-                lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect::<Result<_, _>>()?;
+            let nodes: Vec<serde_json::Value> = lines
+                .iter()
+                .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
+                .collect::<Result<_, _>>()?;
             Ok((nodes[0].clone(), nodes))
         }
     }
@@ -384,7 +416,13 @@ fn main() {
         }
     };
     let idle: Vec<Option<f64>> = nodes.iter().map(|n| n["idle_cpu_pct"].as_f64()).collect();
-    let idle_max = idle.iter().map(|x| x.unwrap_or(f64::NAN)).fold(0.0f64, |a, b| if b.is_nan() || a.is_nan() { f64::NAN } else { a.max(b) });
+    let idle_max = idle.iter().map(|x| x.unwrap_or(f64::NAN)).fold(0.0f64, |a, b| {
+        if b.is_nan() || a.is_nan() {
+            f64::NAN
+        } else {
+            a.max(b)
+        }
+    });
     let suspicions: usize = nodes.iter().map(|n| n["suspicions"].as_array().map_or(0, Vec::len)).sum();
     let pushes = d["pushes"].as_u64().unwrap_or(0);
     let pushes_per_s = pushes as f64 / d["flood_secs"].as_f64().unwrap_or(f64::NAN);
@@ -415,10 +453,17 @@ fn main() {
             pushes_per_s,
             pushes_per_s * (args.nodes - 1) as f64
         );
-        let per: Vec<String> = idle.iter().enumerate().map(|(i, x)| format!("n{i} {}", x.map_or("?".into(), |v| format!("{v:.3}%")))).collect();
+        let per: Vec<String> = idle
+            .iter()
+            .enumerate()
+            .map(|(i, x)| format!("n{i} {}", x.map_or("?".into(), |v| format!("{v:.3}%"))))
+            .collect();
         println!("  idle CPU over {} s: {}", args.idle_seconds, per.join(", "));
         if suspicions > 0 {
-            println!("  WARNING: {suspicions} failure suspicions during the run: {:?}", nodes.iter().map(|n| &n["suspicions"]).collect::<Vec<_>>());
+            println!(
+                "  WARNING: {suspicions} failure suspicions during the run: {:?}",
+                nodes.iter().map(|n| &n["suspicions"]).collect::<Vec<_>>()
+            );
         }
     }
 }

@@ -18,7 +18,9 @@
 //! A writer is cooperative code of this crate: a process that maps the file with other
 //! code could ignore the gate, which RDMA's revocable keys would prevent.
 
-use super::{check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp};
+use super::{
+    check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
+};
 use crate::doorbell::Doorbell;
 use crate::region::{round_up, Region, Segment, PAGE, WORD};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -109,7 +111,12 @@ impl NodeMem {
             let off = hdr[e + 1].load(Ordering::Relaxed);
             let len = hdr[e + 2].load(Ordering::Relaxed);
             let fits = off.checked_add(len).is_some_and(|end| end <= seg.len() as u64);
-            if id > u16::MAX as u64 || off % PAGE as u64 != 0 || len % WORD as u64 != 0 || !fits || off < HEADER_BYTES as u64 {
+            if id > u16::MAX as u64
+                || off % PAGE as u64 != 0
+                || len % WORD as u64 != 0
+                || !fits
+                || off < HEADER_BYTES as u64
+            {
                 return Err(bad(format!("region entry {i} is invalid")));
             }
             regions.push((RegionId(id as u16), Arc::new(Region::in_segment(seg.clone(), off as usize, len as usize))));
@@ -172,7 +179,12 @@ pub struct DirectTransport {
 }
 
 impl DirectTransport {
-    pub(crate) fn new(me: NodeId, local: Arc<NodeMem>, peers: Vec<(NodeId, Arc<NodeMem>)>, flavor: Flavor) -> Result<Self, SetupError> {
+    pub(crate) fn new(
+        me: NodeId,
+        local: Arc<NodeMem>,
+        peers: Vec<(NodeId, Arc<NodeMem>)>,
+        flavor: Flavor,
+    ) -> Result<Self, SetupError> {
         let ids: Vec<NodeId> = peers.iter().map(|(id, _)| *id).collect();
         check_peers(me, &ids)?;
         for (id, mem) in &peers {
@@ -180,7 +192,13 @@ impl DirectTransport {
         }
         let mut peers: Vec<DirectPeer> = peers
             .into_iter()
-            .map(|(id, mem)| DirectPeer { id, mem, posted: AtomicU64::new(0), cut: AtomicBool::new(false), ring: AtomicBool::new(false) })
+            .map(|(id, mem)| DirectPeer {
+                id,
+                mem,
+                posted: AtomicU64::new(0),
+                cut: AtomicBool::new(false),
+                ring: AtomicBool::new(false),
+            })
             .collect();
         peers.sort_by_key(|p| p.id);
         Ok(DirectTransport { me, local, peers, events: EventQueue::default(), flavor })
@@ -229,7 +247,9 @@ impl Transport for DirectTransport {
         }
         src.copy_to(op.src_offset, dst, op.dst_offset, op.len);
         busy.store(0, Ordering::Release);
-        p.ring.store(true, Ordering::Relaxed);
+        if op.wake {
+            p.ring.store(true, Ordering::Relaxed);
+        }
         Ok(p.posted.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
@@ -299,7 +319,9 @@ pub(crate) fn process_alive(pid: u64) -> bool {
     }
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // The state is the first field after the command name's closing parenthesis.
-        Ok(stat) => !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X')),
+        Ok(stat) => {
+            !matches!(stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()), Some('Z' | 'X'))
+        }
         Err(_) => false,
     }
 }

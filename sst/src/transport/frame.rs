@@ -6,7 +6,7 @@
 //!
 //! ```text
 //! Hello  1 | magic "SPSS" | version u16 | node u32 | group u64 | n u16 | n × (region u16, len u64)
-//! Write  2 | flags u8 (bit 0: signaled) | region u16 | offset u64 | len u32 | len data bytes
+//! Write  2 | flags u8 (bit 0: signaled, bit 1: quiet) | region u16 | offset u64 | len u32 | len data bytes
 //! Ack    3 | seq u64      (the receiver applied this many writes of the link)
 //! ```
 //! A Write's offset and length are multiples of 8 and its body is exactly
@@ -33,6 +33,7 @@ const KIND_HELLO: u8 = 1;
 const KIND_WRITE: u8 = 2;
 const KIND_ACK: u8 = 3;
 const FLAG_SIGNALED: u8 = 1;
+const FLAG_QUIET: u8 = 2;
 
 /// A connection handshake.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +59,8 @@ pub enum Frame<'a> {
         offset: u64,
         /// The sender wants an Ack.
         signaled: bool,
+        /// Ring the doorbell when applied (the quiet bit is clear).
+        wake: bool,
         /// The bytes (a multiple of 8).
         data: &'a [u8],
     },
@@ -203,7 +206,8 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
             c.want = WRITE_HEADER + len;
             let data = c.take(len)?;
             c.end(have)?;
-            Ok(Frame::Write { region, offset, signaled: flags & FLAG_SIGNALED != 0, data })
+            let (signaled, wake) = (flags & FLAG_SIGNALED != 0, flags & FLAG_QUIET == 0);
+            Ok(Frame::Write { region, offset, signaled, wake, data })
         }
         KIND_ACK => {
             let mut c = Cursor { b: &body[1..], kind: "ack", want: 9 };
@@ -236,11 +240,20 @@ pub fn encode_hello_version(out: &mut Vec<u8>, h: &Hello, version: u16) {
     }
 }
 
+/// How a Write frame is handled at the receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct WriteFlags {
+    /// Acknowledge it.
+    pub signaled: bool,
+    /// Do not ring the doorbell for it.
+    pub quiet: bool,
+}
+
 /// Appends the header of a Write frame of `len` data bytes; the caller appends the data.
-pub fn encode_write_header(out: &mut Vec<u8>, region: RegionId, offset: u64, len: usize, signaled: bool) {
+pub fn encode_write_header(out: &mut Vec<u8>, region: RegionId, offset: u64, len: usize, flags: WriteFlags) {
     out.extend_from_slice(&((WRITE_HEADER + len) as u32).to_le_bytes());
     out.push(KIND_WRITE);
-    out.push(if signaled { FLAG_SIGNALED } else { 0 });
+    out.push(if flags.signaled { FLAG_SIGNALED } else { 0 } | if flags.quiet { FLAG_QUIET } else { 0 });
     out.extend_from_slice(&region.0.to_le_bytes());
     out.extend_from_slice(&offset.to_le_bytes());
     out.extend_from_slice(&(len as u32).to_le_bytes());
@@ -259,20 +272,24 @@ mod tests {
     use proptest::prelude::*;
 
     fn hello() -> Hello {
-        Hello { node: NodeId(7), group: 99, regions: vec![RegionSpec { id: RegionId(0), len: 4096 }, RegionSpec { id: RegionId(3), len: 8 }] }
+        Hello {
+            node: NodeId(7),
+            group: 99,
+            regions: vec![RegionSpec { id: RegionId(0), len: 4096 }, RegionSpec { id: RegionId(3), len: 8 }],
+        }
     }
 
     #[test]
     fn frames_round_trip() {
         let mut b = Vec::new();
         encode_hello(&mut b, &hello());
-        encode_write_header(&mut b, RegionId(2), 64, 16, true);
+        encode_write_header(&mut b, RegionId(2), 64, 16, WriteFlags { signaled: true, quiet: false });
         b.extend_from_slice(&[1; 16]);
         encode_ack(&mut b, 12);
         let (f, n) = decode(&b).unwrap().unwrap();
         assert_eq!(f, Frame::Hello(hello()));
         let (f, m) = decode(&b[n..]).unwrap().unwrap();
-        assert_eq!(f, Frame::Write { region: RegionId(2), offset: 64, signaled: true, data: &[1; 16] });
+        assert_eq!(f, Frame::Write { region: RegionId(2), offset: 64, signaled: true, wake: true, data: &[1; 16] });
         let (f, k) = decode(&b[n + m..]).unwrap().unwrap();
         assert_eq!(f, Frame::Ack { seq: 12 });
         assert_eq!(n + m + k, b.len());
@@ -296,12 +313,12 @@ mod tests {
         assert_eq!(decode(&[0xff, 0xff, 0xff, 0x7f]), Err(FrameError::BadLength(0x7fff_ffff)));
         assert_eq!(decode(&[1, 0, 0, 0, 42]), Err(FrameError::UnknownKind(42)));
         let mut w = Vec::new();
-        encode_write_header(&mut w, RegionId(0), 4, 8, false);
+        encode_write_header(&mut w, RegionId(0), 4, 8, WriteFlags::default());
         w.extend_from_slice(&[0; 8]);
         assert_eq!(decode(&w), Err(FrameError::BadWrite { offset: 4, len: 8 }));
         // A write whose declared body is longer than its data length says.
         let mut w = Vec::new();
-        encode_write_header(&mut w, RegionId(0), 0, 8, false);
+        encode_write_header(&mut w, RegionId(0), 0, 8, WriteFlags::default());
         w.extend_from_slice(&[0; 8]);
         w[0] += 8;
         w.extend_from_slice(&[0; 8]);
@@ -320,7 +337,7 @@ mod tests {
         fn decoder_never_panics_on_mutated_frames(pos in 0usize..60, byte in any::<u8>()) {
             let mut b = Vec::new();
             encode_hello(&mut b, &hello());
-            encode_write_header(&mut b, RegionId(1), 8, 8, false);
+            encode_write_header(&mut b, RegionId(1), 8, 8, WriteFlags { signaled: false, quiet: true });
             b.extend_from_slice(&[5; 8]);
             let i = pos % b.len();
             b[i] = byte;

@@ -41,7 +41,13 @@ impl MemFabric {
 
     /// Registers node `me` with `regions` and waits (up to `timeout`) until all
     /// `peers` have joined too.
-    pub fn join(&self, me: NodeId, peers: &[NodeId], regions: &[RegionSpec], timeout: Duration) -> Result<DirectTransport, SetupError> {
+    pub fn join(
+        &self,
+        me: NodeId,
+        peers: &[NodeId],
+        regions: &[RegionSpec],
+        timeout: Duration,
+    ) -> Result<DirectTransport, SetupError> {
         let peers = check_peers(me, peers)?;
         if me.0 >= MAX_NODE_ID || peers.iter().any(|p| p.0 >= MAX_NODE_ID) {
             return Err(SetupError::Invalid(format!("mem node ids must be below {MAX_NODE_ID}")));

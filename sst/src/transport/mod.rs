@@ -76,12 +76,16 @@ pub struct WriteOp {
     pub len: usize,
     /// Ask for a completion (see [`Transport::completed`]).
     pub signaled: bool,
+    /// Ring the peer's doorbell when the write lands. Clear it for writes that nobody
+    /// waits on (heartbeats: the peer reads them on its own timer), so they do not
+    /// wake an idle peer.
+    pub wake: bool,
 }
 
 impl WriteOp {
     /// A write of `[offset, offset + len)` to the same offsets at the peer (an SST push).
     pub fn same(region: RegionId, offset: usize, len: usize) -> WriteOp {
-        WriteOp { region, src_offset: offset, dst_offset: offset, len, signaled: false }
+        WriteOp { region, src_offset: offset, dst_offset: offset, len, signaled: false, wake: true }
     }
 }
 

@@ -102,7 +102,12 @@ fn header_pid(path: &std::path::Path) -> Option<u64> {
 }
 
 fn map_file(path: &PathBuf, create_len: Option<usize>) -> std::io::Result<memmap2::MmapMut> {
-    let file = OpenOptions::new().read(true).write(true).create(create_len.is_some()).truncate(create_len.is_some()).open(path)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(create_len.is_some())
+        .truncate(create_len.is_some())
+        .open(path)?;
     if let Some(len) = create_len {
         file.set_len(len as u64)?;
     }
@@ -123,7 +128,8 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
     super::check_regions(&cfg.regions)?;
     let path = path_for(&cfg.group, cfg.me);
     let tmp = PathBuf::from(format!("{}.tmp{}", path.display(), std::process::id()));
-    let map = map_file(&tmp, Some(segment_bytes(&cfg.regions))).map_err(SetupError::io(format!("create {}", tmp.display())))?;
+    let map = map_file(&tmp, Some(segment_bytes(&cfg.regions)))
+        .map_err(SetupError::io(format!("create {}", tmp.display())))?;
     let local = match NodeMem::create(Segment::mapped(map), &cfg.regions) {
         Ok(m) => Arc::new(m),
         Err(e) => {
@@ -217,7 +223,13 @@ mod tests {
 
     #[test]
     fn group_names_are_checked() {
-        let cfg = ShmConfig { group: "../etc".into(), me: NodeId(0), peers: vec![], regions: vec![], timeout: Duration::ZERO };
+        let cfg = ShmConfig {
+            group: "../etc".into(),
+            me: NodeId(0),
+            peers: vec![],
+            regions: vec![],
+            timeout: Duration::ZERO,
+        };
         assert!(matches!(join(&cfg), Err(SetupError::Invalid(_))));
         assert_eq!(remove_group_files("a/b"), 0);
     }

@@ -19,7 +19,9 @@
 //! as [`PeerEvent::Broken`]; this node and its other links keep working.
 
 use super::frame::{self, Frame, Hello};
-use super::{check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp};
+use super::{
+    check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
+};
 use crate::doorbell::Doorbell;
 use crate::region::Region;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -114,7 +116,8 @@ impl Listener {
 }
 
 fn set_deadline(stream: &TcpStream, deadline: Instant) -> std::io::Result<()> {
-    let left = deadline.saturating_duration_since(Instant::now()).clamp(Duration::from_millis(10), Duration::from_secs(2));
+    let left =
+        deadline.saturating_duration_since(Instant::now()).clamp(Duration::from_millis(10), Duration::from_secs(2));
     stream.set_read_timeout(Some(left))
 }
 
@@ -133,7 +136,12 @@ fn read_hello(stream: &mut TcpStream) -> Result<Hello, String> {
     }
 }
 
-fn connect_peer(id: NodeId, addr: SocketAddr, hello: &Hello, deadline: Instant) -> Result<(TcpStream, Vec<RegionSpec>), SetupError> {
+fn connect_peer(
+    id: NodeId,
+    addr: SocketAddr,
+    hello: &Hello,
+    deadline: Instant,
+) -> Result<(TcpStream, Vec<RegionSpec>), SetupError> {
     loop {
         let attempt = (|| -> Result<(TcpStream, Vec<RegionSpec>), String> {
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
@@ -157,7 +165,12 @@ fn connect_peer(id: NodeId, addr: SocketAddr, hello: &Hello, deadline: Instant) 
     }
 }
 
-fn accept_peer(mut s: TcpStream, hello: &Hello, waiting: &[NodeId], deadline: Instant) -> Result<(NodeId, TcpStream, Vec<RegionSpec>), String> {
+fn accept_peer(
+    mut s: TcpStream,
+    hello: &Hello,
+    waiting: &[NodeId],
+    deadline: Instant,
+) -> Result<(NodeId, TcpStream, Vec<RegionSpec>), String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     set_deadline(&s, deadline).map_err(|e| e.to_string())?;
@@ -253,7 +266,13 @@ impl TcpTransport {
             });
         }
         peers.sort_by_key(|p| p.id);
-        let shared = Arc::new(Shared { me: cfg.me, regions, peers, doorbell: Arc::new(Doorbell::new()), events: EventQueue::default() });
+        let shared = Arc::new(Shared {
+            me: cfg.me,
+            regions,
+            peers,
+            doorbell: Arc::new(Doorbell::new()),
+            events: EventQueue::default(),
+        });
         let mut threads = Vec::new();
         for (id, stream) in readers {
             let sh = shared.clone();
@@ -291,7 +310,9 @@ fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
             }
         }
         let n = match stream.read(&mut buf[end..]) {
-            Ok(0) if end > start => break Err(format!("connection closed inside a frame ({} bytes buffered)", end - start)),
+            Ok(0) if end > start => {
+                break Err(format!("connection closed inside a frame ({} bytes buffered)", end - start))
+            }
             Ok(0) => break Err("connection closed by peer".into()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -303,14 +324,14 @@ fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
             break Ok(());
         }
         let mut ack = None;
-        let mut progressed = false;
+        let mut ring = false;
         let step: Result<(), String> = loop {
             match frame::decode(&buf[start..end]) {
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(format!("bad frame: {e}")),
                 Ok(Some((f, used))) => {
                     match f {
-                        Frame::Write { region, offset, signaled, data } => {
+                        Frame::Write { region, offset, signaled, wake, data } => {
                             let Some(r) = sh.region(region) else {
                                 break Err(format!("bad frame: write to unknown region {region:?}"));
                             };
@@ -322,16 +343,17 @@ fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
                             if signaled {
                                 ack = Some(applied);
                             }
+                            ring |= wake;
                         }
                         Frame::Ack { seq } => {
                             if seq > p.posted.load(Ordering::Acquire) {
                                 break Err(format!("bad frame: ack of write {seq}, never posted"));
                             }
                             p.acked.fetch_max(seq, Ordering::Release);
+                            ring = true;
                         }
                         Frame::Hello(_) => break Err("bad frame: hello after setup".into()),
                     }
-                    progressed = true;
                     start += used;
                 }
             }
@@ -345,7 +367,7 @@ fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
             frame::encode_ack(&mut lock(&p.out), seq);
             p.dirty.store(true, Ordering::Release);
         }
-        if progressed {
+        if ring {
             sh.doorbell.ring();
         }
         if let Err(e) = step {
@@ -386,7 +408,12 @@ impl Transport for TcpTransport {
         let remote = p.remote.iter().find(|r| r.id == op.region).ok_or(WriteError::UnknownRegion(op.region))?;
         let fits = op.dst_offset % 8 == 0 && op.dst_offset.checked_add(op.len).is_some_and(|e| e <= remote.len);
         if !fits {
-            return Err(crate::region::RangeError { offset: op.dst_offset as u64, len: op.len as u64, region_len: remote.len as u64 }.into());
+            return Err(crate::region::RangeError {
+                offset: op.dst_offset as u64,
+                len: op.len as u64,
+                region_len: remote.len as u64,
+            }
+            .into());
         }
         let mut out = lock(&p.out);
         // Larger writes are split into frames of at most MAX_WRITE bytes. Frames of one
@@ -396,7 +423,13 @@ impl Transport for TcpTransport {
         for i in 0..pieces {
             let at = i * frame::MAX_WRITE;
             let n = (op.len - at).min(frame::MAX_WRITE);
-            frame::encode_write_header(&mut out, op.region, (op.dst_offset + at) as u64, n, op.signaled && i + 1 == pieces);
+            frame::encode_write_header(
+                &mut out,
+                op.region,
+                (op.dst_offset + at) as u64,
+                n,
+                frame::WriteFlags { signaled: op.signaled && i + 1 == pieces, quiet: !op.wake },
+            );
             src.append_to(op.src_offset + at, n, &mut out);
         }
         // Sequence numbers count frames, as the receiver's acks do.
@@ -470,4 +503,3 @@ impl Drop for TcpTransport {
         }
     }
 }
-
