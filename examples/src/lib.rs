@@ -1,22 +1,8 @@
-//! Shared helpers for the benchmark and demo programs: latency summaries and polling
-//! with deadlines. (Process orchestration and CPU clocks live in `sst::cluster`.)
+//! Shared helpers for the benchmark and demo programs: latency summaries. Process
+//! orchestration, bounded polling and CPU clocks live in `sst::cluster`.
 #![forbid(unsafe_code)]
 
-use std::time::{Duration, Instant};
-
-/// Polls `f` every `step` until it returns true or `within` passes.
-pub fn wait_for(within: Duration, step: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(step);
-    }
-}
+use std::time::Duration;
 
 /// A latency histogram in nanoseconds, reported in microseconds.
 #[derive(Debug, Clone)]

@@ -458,6 +458,21 @@ pub fn die_with_parent() {
     }
 }
 
+/// Polls `f` every `step` until it returns true or `within` passes; returns whether
+/// it did. The bounded wait that tests, benchmarks and demos use instead of spinning.
+pub fn poll_until(within: Duration, step: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if f() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(step);
+    }
+}
+
 /// Whose CPU time [`cpu_time`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CpuClock {

@@ -20,9 +20,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::{round, wait_for, Latency};
+use examples::{round, Latency};
 use serde_json::json;
-use sst::cluster::{self, ChildSet, CpuClock, TransportKind};
+use sst::cluster::{self, poll_until as wait_for, ChildSet, CpuClock, TransportKind};
 use sst::heartbeat::{self, HeartbeatConfig};
 use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
@@ -169,25 +169,9 @@ fn start_node(t: Arc<dyn Transport>, n: usize, spin: Duration, clock: CpuClock) 
         );
     } else {
         if rank == 1 {
-            pt.register(
-                Kind::Recurrent,
-                |s: &Node| s.row.table().counter(0, s.c.ping) > s.row.get(s.c.pong),
-                |s, p| {
-                    let v = s.row.table().counter(0, s.c.ping);
-                    s.row.advance(s.c.pong, v).expect("pong only grows");
-                    p.push(s.row.push_to(s.c.pong.range(), NODE0));
-                },
-            );
+            echo_to_node0(&pt, c.ping, c.pong);
         }
-        pt.register(
-            Kind::Recurrent,
-            |s: &Node| s.row.table().counter(0, s.c.flood) > s.row.get(s.c.flood_ack),
-            |s, p| {
-                let v = s.row.table().counter(0, s.c.flood);
-                s.row.advance(s.c.flood_ack, v).expect("ack only grows");
-                p.push(s.row.push_to(s.c.flood_ack.range(), NODE0));
-            },
-        );
+        echo_to_node0(&pt, c.flood, c.flood_ack);
     }
     // Every node: follow node 0's phase, time the idle phase, acknowledge.
     pt.register(
@@ -219,6 +203,20 @@ fn start_node(t: Arc<dyn Transport>, n: usize, spin: Duration, clock: CpuClock) 
         },
     );
     pt
+}
+
+/// Registers: whenever node 0's `from` is ahead of this node's `to`, raise `to` to it
+/// and push `to` back to node 0 (pong for ping, acknowledgement for flood).
+fn echo_to_node0(pt: &PredicateThread<Node>, from: Counter, to: Counter) {
+    pt.register(
+        Kind::Recurrent,
+        move |s: &Node| s.row.table().counter(0, from) > s.row.get(to),
+        move |s, p| {
+            let v = s.row.table().counter(0, from);
+            s.row.advance(to, v).expect("an echo only grows");
+            p.push(s.row.push_to(to.range(), NODE0));
+        },
+    );
 }
 
 /// What node 0 measured.

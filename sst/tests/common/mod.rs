@@ -7,7 +7,7 @@ use sst::cluster::{ChildSet, LocalGroup};
 use sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
 use std::process::Command;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub const SETUP: Duration = Duration::from_secs(20);
 
@@ -21,17 +21,8 @@ pub fn group(kind: Kind, n: usize, regions: &[RegionSpec]) -> LocalGroup {
 }
 
 /// Polls `f` until it returns true or `within` passes; returns whether it did.
-pub fn eventually(within: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_micros(200));
-    }
+pub fn eventually(within: Duration, f: impl FnMut() -> bool) -> bool {
+    sst::cluster::poll_until(within, Duration::from_micros(200), f)
 }
 
 /// Waits for a Broken event about `peer` on `t` (flushing, so tcp acks and errors move).
