@@ -40,3 +40,16 @@ pub fn round(x: f64, digits: i32) -> f64 {
     let m = 10f64.powi(digits);
     (x * m).round() / m
 }
+
+/// Writes a line to stdout; a closed stdout (a reader that went away) is not an error
+/// worth a panic, unlike `println!`.
+pub fn out(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stdout(), "{line}");
+}
+
+/// Writes a line to stderr, ignoring a closed stderr (see [`out`]).
+pub fn err(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}

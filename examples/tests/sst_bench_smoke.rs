@@ -58,3 +58,61 @@ fn bad_arguments_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown transport"));
 }
+
+/// SIGINT to a running multi-process bench: it exits with 130 and leaves neither
+/// child processes nor /dev/shm files behind.
+#[test]
+fn interrupted_run_cleans_up() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_sst_bench"))
+        .args(["--transport", "shm", "--nodes", "3", "--seconds", "30", "--idle-seconds", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded by the bench's own setup deadline) for "joined (group NAME)".
+    let mut group = None;
+    for line in BufReader::new(bench.stderr.take().unwrap()).lines().map_while(Result::ok) {
+        if let Some(g) = line.split("(group ").nth(1) {
+            group = Some(g.trim_end_matches(')').to_string());
+            break;
+        }
+    }
+    let group = group.expect("the bench reported its group");
+    let files = || {
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("spindle-{group}-")))
+            .count()
+    };
+    assert_eq!(files(), 3, "three nodes mapped their files");
+    let children = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter(|stat| {
+                let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1).map(str::to_owned));
+                ppid.as_deref() == Some(bench.id().to_string().as_str())
+            })
+            .count()
+    };
+    assert_eq!(children(), 3);
+    let kill = Command::new("kill").args(["-INT", &bench.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = bench.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = bench.kill();
+            panic!("the bench did not stop after SIGINT");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(files(), 0, "no /dev/shm files left");
+}

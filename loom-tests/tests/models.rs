@@ -3,13 +3,14 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p loom-tests --release --target-dir target/loom
+//!     cargo test -p loom-tests --release --target-dir target/loom --test models
 //! ```
 //!
 //! Each model has a buggy variant that must fail (`#[should_panic]`, or for the
 //! doorbell a child process that must die with loom's deadlock report): the test
 //! passes only if loom finds the bug, which shows the model can fail.
 #![cfg(loom)]
+#![forbid(unsafe_code)]
 
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;

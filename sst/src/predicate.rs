@@ -159,7 +159,7 @@ struct Inner<S> {
 /// ```
 /// use sst::predicate::{Kind, PollConfig, PredicateThread};
 /// use sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
-/// use std::sync::Arc;
+/// use sst::sync::Arc;
 /// use std::time::Duration;
 /// let fabric = MemFabric::new();
 /// let t = fabric.join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(1)).unwrap();
@@ -467,4 +467,65 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         tick = 0;
     }
     w.publish(&inner.stats);
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::cluster::poll_until;
+    use crate::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
+
+    #[derive(Default)]
+    struct S {
+        flag: bool,
+        rises: u32,
+        ticks: u32,
+    }
+
+    fn thread(spin: Duration) -> PredicateThread<S> {
+        let t = MemFabric::new()
+            .join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5))
+            .unwrap();
+        PredicateThread::spawn(S::default(), Arc::new(t), PollConfig { spin, ..PollConfig::default() }).unwrap()
+    }
+
+    /// Waits until the thread has parked twice more: it has run a full pass over the
+    /// current state and found nothing to do.
+    fn settle(pt: &PredicateThread<S>) {
+        let parks = pt.stats().parks;
+        pt.notify();
+        assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.stats().parks > parks + 1));
+    }
+
+    #[test]
+    fn transition_fires_on_each_rise_only() {
+        for spin in [Duration::ZERO, Duration::from_micros(50)] {
+            let pt = thread(spin);
+            pt.register(Kind::Transition, |s: &S| s.flag, |s, _| s.rises += 1);
+            settle(&pt);
+            assert_eq!(pt.with_state(|s| s.rises), 0);
+            pt.with_state(|s| s.flag = true);
+            settle(&pt);
+            assert_eq!(pt.with_state(|s| s.rises), 1, "fires once while the predicate stays true");
+            pt.with_state(|s| s.flag = false);
+            settle(&pt);
+            pt.with_state(|s| s.flag = true);
+            settle(&pt);
+            assert_eq!(pt.with_state(|s| s.rises), 2, "fires again on the next rise");
+        }
+    }
+
+    #[test]
+    fn removed_timer_stops_and_stop_joins() {
+        let mut pt = thread(Duration::from_micros(10));
+        let id = pt.every(Duration::from_millis(2), |s: &mut S, _| s.ticks += 1);
+        assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.with_state(|s| s.ticks >= 3)));
+        pt.remove(id);
+        settle(&pt);
+        let after = pt.with_state(|s| s.ticks);
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(pt.with_state(|s| s.ticks), after, "a removed timer no longer runs");
+        pt.stop();
+        assert!(pt.stats().passes > 0);
+    }
 }

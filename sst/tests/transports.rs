@@ -8,9 +8,9 @@ use common::{children, eventually, group, wait_broken, Kind};
 use sst::heartbeat::{self, HeartbeatConfig, Reason, Suspicion};
 use sst::predicate::{Kind as PKind, PollConfig, PredicateThread};
 use sst::sync::atomic::Ordering;
+use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteError, WriteOp};
 use sst::{Counter, LayoutBuilder, LocalRow, Table};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const R: RegionId = RegionId(0);
@@ -308,22 +308,22 @@ fn table_ping_pong(kind: Kind) {
         },
     );
     // A one-time predicate and a transition predicate on node 2, which only watches.
-    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = Arc::new(sst::sync::atomic::AtomicU64::new(0));
     let s2 = seen.clone();
     pts[2].register(
         PKind::OneTime,
         |s: &Node| s.row.table().counter(1, s.pong) >= 100,
         move |_, _| {
-            s2.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            s2.fetch_add(1, Ordering::SeqCst);
         },
     );
     pts[0].with_state(|s| s.target = 500);
     pts[0].notify();
     assert!(eventually(DEADLINE, || pts[0].with_state(|s| s.row.table().counter(1, s.pong)) == 500), "500 round trips");
     assert!(eventually(DEADLINE, || pts[2].with_state(|s| s.row.table().counter(0, s.ping)) == 500));
-    assert!(eventually(DEADLINE, || seen.load(std::sync::atomic::Ordering::SeqCst) == 1));
+    assert!(eventually(DEADLINE, || seen.load(Ordering::SeqCst) == 1));
     std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "a one-time predicate fires once");
+    assert_eq!(seen.load(Ordering::SeqCst), 1, "a one-time predicate fires once");
     assert!(pts[0].stats().writes >= 1000, "node 0 pushed each ping to two peers: {:?}", pts[0].stats());
 }
 

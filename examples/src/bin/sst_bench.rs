@@ -20,15 +20,15 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::{round, Latency};
+use examples::{err, out, round, Latency};
 use serde_json::json;
 use sst::cluster::{self, poll_until as wait_for, ChildSet, CpuClock, TransportKind};
 use sst::heartbeat::{self, HeartbeatConfig};
 use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
+use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use sst::{Counter, LayoutBuilder, LocalRow, Table};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug, Clone)]
@@ -249,7 +249,7 @@ fn drive(pt: &PredicateThread<Node>, args: &Args, progress: bool) -> Result<Driv
     let slack = Duration::from_secs(30);
     let say = |m: &str| {
         if progress {
-            eprintln!("sst_bench: {m}");
+            err(&format!("sst_bench: {m}"));
         }
     };
     say("round trips");
@@ -323,12 +323,12 @@ fn child(args: &Args) -> Result<(), String> {
         cluster::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
             .map_err(|e| e.to_string())?;
     let mut pt = start_node(t, n, Duration::from_micros(args.spin_us), CpuClock::Process);
-    let mut out = if me == NodeId(0) { drive_result(&drive(&pt, args, false)?) } else { json!({}) };
+    let mut report = if me == NodeId(0) { drive_result(&drive(&pt, args, false)?) } else { json!({}) };
     let mine = node_result(&pt);
-    out["node"] = json!(me.0);
-    out["idle_cpu_pct"] = mine["idle_cpu_pct"].clone();
-    out["suspicions"] = mine["suspicions"].clone();
-    println!("RESULT {out}");
+    report["node"] = json!(me.0);
+    report["idle_cpu_pct"] = mine["idle_cpu_pct"].clone();
+    report["suspicions"] = mine["suspicions"].clone();
+    out(&format!("RESULT {report}"));
     // Stay up until the parent has every result, so no node sees a peer vanish early.
     cluster::wait_for_parent();
     pt.stop();
@@ -354,7 +354,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             cluster::catch_interrupts();
             let stale = sst::transport::shm::remove_stale_files();
             if stale > 0 && progress {
-                eprintln!("sst_bench: removed {stale} /dev/shm files left by killed runs");
+                err(&format!("sst_bench: removed {stale} /dev/shm files left by killed runs"));
             }
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -371,7 +371,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             )
             .map_err(|e| e.to_string())?;
             if progress {
-                eprintln!("sst_bench: {} node processes joined (group {})", args.nodes, kids.group());
+                err(&format!("sst_bench: {} node processes joined (group {})", args.nodes, kids.group()));
             }
             let all: Vec<usize> = (0..args.nodes).collect();
             let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
@@ -393,23 +393,23 @@ fn main() {
     let args = Args::parse();
     if cluster::is_child() {
         if let Err(e) = child(&args) {
-            eprintln!("sst_bench node: {e}");
+            err(&format!("sst_bench node: {e}"));
             std::process::exit(1);
         }
         return;
     }
     if args.nodes < 2 {
-        eprintln!("sst_bench: --nodes must be at least 2");
+        err("sst_bench: --nodes must be at least 2");
         std::process::exit(2);
     }
     if !(args.seconds > 0.0 && args.idle_seconds > 0.0) {
-        eprintln!("sst_bench: --seconds and --idle-seconds must be positive");
+        err("sst_bench: --seconds and --idle-seconds must be positive");
         std::process::exit(2);
     }
     let (d, nodes) = match run(&args) {
         Ok(x) => x,
         Err(e) => {
-            eprintln!("sst_bench: {e}");
+            err(&format!("sst_bench: {e}"));
             std::process::exit(if cluster::interrupted() { 130 } else { 1 });
         }
     };
@@ -438,30 +438,30 @@ fn main() {
             "spin_us": args.spin_us,
             "suspicions": suspicions,
         });
-        println!("{line}");
+        out(&line.to_string());
     } else {
-        println!("sst_bench: transport={} nodes={} spin={} µs", args.transport, args.nodes, args.spin_us);
-        println!(
+        out(&format!("sst_bench: transport={} nodes={} spin={} µs", args.transport, args.nodes, args.spin_us));
+        out(&format!(
             "  round trip node 0 -> node 1 -> node 0: p50 {} µs, p99 {} µs ({} samples)",
             d["rtt_us_p50"], d["rtt_us_p99"], d["rtt_samples"]
-        );
-        println!(
+        ));
+        out(&format!(
             "  push throughput node 0 -> {} peers: {:.0} pushes/s ({:.0} writes/s)",
             args.nodes - 1,
             pushes_per_s,
             pushes_per_s * (args.nodes - 1) as f64
-        );
+        ));
         let per: Vec<String> = idle
             .iter()
             .enumerate()
             .map(|(i, x)| format!("n{i} {}", x.map_or("?".into(), |v| format!("{v:.3}%"))))
             .collect();
-        println!("  idle CPU over {} s: {}", args.idle_seconds, per.join(", "));
+        out(&format!("  idle CPU over {} s: {}", args.idle_seconds, per.join(", ")));
         if suspicions > 0 {
-            println!(
+            out(&format!(
                 "  WARNING: {suspicions} failure suspicions during the run: {:?}",
                 nodes.iter().map(|n| &n["suspicions"]).collect::<Vec<_>>()
-            );
+            ));
         }
     }
 }

@@ -16,7 +16,7 @@
 //! a.region(RegionId(0)).unwrap().apply_write(8, &[42]);
 //! a.post_write(NodeId(1), WriteOp::same(RegionId(0), 8, 8)).unwrap();
 //! a.flush();
-//! assert_eq!(b.region(RegionId(0)).unwrap().load(8, std::sync::atomic::Ordering::Acquire), 42);
+//! assert_eq!(b.region(RegionId(0)).unwrap().load(8, sst::sync::atomic::Ordering::Acquire), 42);
 //! ```
 
 use super::direct::{segment_bytes, DirectTransport, Flavor, NodeMem, MAX_NODE_ID};

@@ -4,9 +4,9 @@
 
 pub use sst::cluster::TransportKind as Kind;
 use sst::cluster::{ChildSet, LocalGroup};
+use sst::sync::Arc;
 use sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
 use std::process::Command;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub const SETUP: Duration = Duration::from_secs(20);
