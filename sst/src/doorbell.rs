@@ -32,10 +32,12 @@ const EPOCH: u32 = 2;
 
 /// A wake-up word for one waiter and any number of ringers (see the module docs).
 pub struct Doorbell {
+    /// Keeps the memory behind `word` alive.
     #[cfg(not(loom))]
-    seg: crate::sync::Arc<crate::region::Segment>,
+    _seg: crate::sync::Arc<crate::region::Segment>,
+    /// The futex word, checked once when the doorbell was made.
     #[cfg(not(loom))]
-    off: usize,
+    word: std::ptr::NonNull<AtomicU32>,
     #[cfg(loom)]
     word: AtomicU32,
     #[cfg(loom)]
@@ -43,6 +45,13 @@ pub struct Doorbell {
     #[cfg(loom)]
     cv: crate::sync::Condvar,
 }
+
+// SAFETY: `word` points into the segment `_seg` keeps alive, accessed only atomically.
+#[cfg(not(loom))]
+unsafe impl Send for Doorbell {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl Sync for Doorbell {}
 
 impl std::fmt::Debug for Doorbell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -67,7 +76,7 @@ impl Doorbell {
     pub fn new() -> Doorbell {
         #[cfg(not(loom))]
         {
-            Doorbell { seg: crate::sync::Arc::new(crate::region::Segment::heap(64)), off: 0 }
+            Doorbell::in_segment(crate::sync::Arc::new(crate::region::Segment::heap(64)), 0)
         }
         #[cfg(loom)]
         {
@@ -79,15 +88,17 @@ impl Doorbell {
     /// processes ring directly).
     #[cfg(not(loom))]
     pub(crate) fn in_segment(seg: crate::sync::Arc<crate::region::Segment>, off: usize) -> Doorbell {
-        let _ = seg.u32_at(off); // validates the offset once
-        Doorbell { seg, off }
+        let word = std::ptr::NonNull::from(seg.u32_at(off)); // bounds and alignment checked here
+        Doorbell { _seg: seg, word }
     }
 
     #[inline]
     fn word(&self) -> &AtomicU32 {
         #[cfg(not(loom))]
         {
-            self.seg.u32_at(self.off)
+            // SAFETY: `word` was validated by `Segment::u32_at` and `_seg` keeps its
+            // memory alive as long as `self`; the word is only accessed atomically.
+            unsafe { self.word.as_ref() }
         }
         #[cfg(loom)]
         {

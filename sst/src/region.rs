@@ -145,14 +145,24 @@ pub(crate) fn round_up(n: usize, to: usize) -> usize {
 /// The SST table is one region; Tailwind's log buffers will be others. Cloning the
 /// `Arc` that holds it is cheap; the memory lives as long as any holder.
 pub struct Region {
+    /// Keeps the memory behind `ptr` alive.
     #[cfg(not(loom))]
-    seg: crate::sync::Arc<Segment>,
+    _seg: crate::sync::Arc<Segment>,
+    /// The first word, checked once when the region was made.
     #[cfg(not(loom))]
-    base: usize,
+    ptr: std::ptr::NonNull<AtomicU64>,
     #[cfg(loom)]
     mem: Box<[AtomicU64]>,
     len_words: usize,
 }
+
+// SAFETY: `ptr` points into the segment that `_seg` keeps alive, and that memory is
+// only accessed through atomics, so the region may move to and be shared by threads.
+#[cfg(not(loom))]
+unsafe impl Send for Region {}
+// SAFETY: as above.
+#[cfg(not(loom))]
+unsafe impl Sync for Region {}
 
 impl std::fmt::Debug for Region {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -166,7 +176,7 @@ impl Region {
         let len_words = len.div_ceil(WORD);
         #[cfg(not(loom))]
         {
-            Region { seg: crate::sync::Arc::new(Segment::heap(len_words * WORD)), base: 0, len_words }
+            Region::in_segment(crate::sync::Arc::new(Segment::heap(len_words * WORD)), 0, len_words * WORD)
         }
         #[cfg(loom)]
         {
@@ -178,14 +188,20 @@ impl Region {
     #[cfg(not(loom))]
     pub(crate) fn in_segment(seg: crate::sync::Arc<Segment>, base: usize, len: usize) -> Region {
         assert!(base % PAGE == 0 && len % WORD == 0 && base + len <= seg.len());
-        Region { seg, base, len_words: len / WORD }
+        // `Segment::words` checks bounds and alignment once, here.
+        let ptr = std::ptr::NonNull::from(seg.words(base, len / WORD)).cast::<AtomicU64>();
+        Region { _seg: seg, ptr, len_words: len / WORD }
     }
 
     #[inline]
     fn words(&self) -> &[AtomicU64] {
         #[cfg(not(loom))]
         {
-            self.seg.words(self.base, self.len_words)
+            // SAFETY: `ptr` and `len_words` describe a range that `Segment::words`
+            // validated (in bounds, aligned) when the region was made; `_seg` keeps the
+            // memory alive as long as `self`, which bounds the borrow; all access to it
+            // is atomic.
+            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len_words) }
         }
         #[cfg(loom)]
         {
