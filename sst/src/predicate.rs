@@ -91,6 +91,15 @@ impl Pushes {
     pub fn extend(&mut self, ps: impl IntoIterator<Item = Push>) {
         self.list.extend(ps);
     }
+    /// The queued pushes, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Push> {
+        self.list.iter()
+    }
+    /// Takes the queued pushes out, in order (for drivers other than the predicate
+    /// thread, such as a simulator).
+    pub fn drain(&mut self) -> impl Iterator<Item = Push> + '_ {
+        self.list.drain(..)
+    }
     /// Number queued.
     pub fn len(&self) -> usize {
         self.list.len()

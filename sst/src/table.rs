@@ -47,6 +47,30 @@ pub struct CounterVec {
     len: usize,
 }
 
+/// A plain byte area (whole words), published by some other column (as smc's slot
+/// ring is by its `sent` counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bytes {
+    off: usize,
+    len: usize,
+}
+
+impl Bytes {
+    /// Size in bytes (a multiple of 8).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for an empty area.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Byte range of `[at, at + len)` of this area within a row.
+    pub fn sub_range(&self, at: usize, len: usize) -> ColumnRange {
+        assert!(at % WORD == 0 && at + len <= self.len, "range {at}+{len} outside a {}-byte area", self.len);
+        ColumnRange { off: self.off + at, len: len.div_ceil(WORD) * WORD }
+    }
+}
+
 /// A byte field published by a guard counter stored after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Guarded {
@@ -154,6 +178,11 @@ impl LayoutBuilder {
     /// Adds a vector of `len` counters.
     pub fn counters(&mut self, name: &str, len: usize) -> CounterVec {
         CounterVec { off: self.take(name, len), len }
+    }
+    /// Adds a plain byte area of `len` bytes (rounded up to whole words).
+    pub fn bytes(&mut self, name: &str, len: usize) -> Bytes {
+        let words = len.div_ceil(WORD);
+        Bytes { off: self.take(name, words), len: words * WORD }
     }
     /// Adds a guarded byte field of `capacity` bytes (padded to whole words), followed
     /// by its guard counter.
@@ -330,6 +359,18 @@ impl Table {
     pub fn min_counter(&self, c: Counter) -> u64 {
         (0..self.rows()).map(|r| self.counter(r, c)).min().unwrap_or(0)
     }
+    /// Loads word `word` of byte area `b` of row `rank` (`Acquire`).
+    #[inline]
+    pub fn word(&self, rank: usize, b: Bytes, word: usize) -> u64 {
+        assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
+        self.region.load(self.at(rank, b.off + word * WORD), Ordering::Acquire)
+    }
+    /// Copies `out.len()` bytes from `at` in byte area `b` of row `rank` (`Relaxed`
+    /// loads; read the column that publishes the area first).
+    pub fn read_bytes(&self, rank: usize, b: Bytes, at: usize, out: &mut [u8]) {
+        assert!(at % WORD == 0 && at + out.len() <= b.len, "read outside a {}-byte area", b.len);
+        self.region.read_bytes(self.at(rank, b.off + at), out);
+    }
     /// Reads a guarded field of row `rank`: loads the guard (`Acquire`), then copies
     /// `out.len()` data bytes. Returns the guard. The data is at least as new as the
     /// write the guard published.
@@ -402,6 +443,22 @@ impl LocalRow {
         } else {
             Ok(())
         }
+    }
+    /// Stores word `word` of byte area `b` in this row (`Relaxed`; publish with a
+    /// counter afterwards).
+    #[inline]
+    pub fn store_word(&self, b: Bytes, word: usize, value: u64) {
+        assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
+        self.table.region.store(self.my(b.off + word * WORD), value, Ordering::Relaxed);
+    }
+    /// Writes `data` at `at` (word-aligned) in byte area `b` of this row (`Relaxed`).
+    pub fn write_bytes(&self, b: Bytes, at: usize, data: &[u8]) {
+        assert!(at % WORD == 0 && at + data.len() <= b.len, "write outside a {}-byte area", b.len);
+        self.table.region.write_bytes(self.my(b.off + at), data);
+    }
+    /// Reads back `out.len()` bytes of this row's byte area `b` from `at`.
+    pub fn read_bytes(&self, b: Bytes, at: usize, out: &mut [u8]) {
+        self.table.read_bytes(self.table.my_rank, b, at, out);
     }
     /// Writes `data` into guarded field `g`, then raises its guard to `guard`, which
     /// must exceed the current guard.

@@ -1,0 +1,678 @@
+//! The sans-IO multicast core of one node in one subgroup (Spindle §2.3-§3.5).
+//!
+//! ```text
+//!  reserve/commit ──▶ ┌──────────────┐ ──▶ Pushes (slots, then `sent`; `received`; `delivered`)
+//!  (application)      │   SmcCore    │
+//!  table rows ──────▶ │ send/receive │ ──▶ Batch of stable messages (upcall), then finish()
+//!  (peers' writes)    │   /deliver   │
+//!                     └──────────────┘
+//! ```
+//!
+//! It reads the table, decides, and returns what to push and what to deliver; the
+//! driver (or the simulator) moves the bytes. One call of [`SmcCore::poll`] is one
+//! pass of the three stages, each taking everything that is ready (opportunistic
+//! batching) and producing at most one push per peer:
+//!
+//! - **send**: entries committed since the last pass go out as one write per member
+//!   (two when the ring wraps), then `sent` (the guard) in a second write;
+//! - **receive**: every new entry of every sender (up to its `sent`) is taken, the
+//!   `received` vector is pushed once, and the nulls this sender owes are added as one
+//!   null-run entry;
+//! - **deliver** ([`SmcCore::take_deliverable`] / [`SmcCore::finish`]): everything
+//!   stable is handed over in order as one [`Batch`]; `delivered` advances and is
+//!   pushed once, after the upcall returned.
+//!
+//! # Entries and nulls
+//! Slot `e % window` of a sender's ring holds its entry `e`: a message (one index) or a
+//! null run (indices `a..b`), told apart by the header, which no user payload shares.
+//! `sent` counts entries; `received` and `delivered` count indices. Null rule (Spindle
+//! §3.3): a sender of rank `s` that has received index `k` of the sender of rank `r`
+//! owes nulls until its own next index is `> k` (if `s < r`) or `>= k` (if `s > r`);
+//! all nulls owed after one receive stage go out as one run. A null is only added
+//! while no application message is being built, so it never takes a user's slot.
+//!
+//! # Slot reuse
+//! Entry `e` may reuse the slot of entry `e - window` only when every member has
+//! delivered every index of that entry, since delivery reads messages in place.
+
+use crate::message::{Batch, MsgRef};
+use crate::spec::{Mode, SmcLayout, SubgroupSpec, HEADER};
+use crate::stats::Stats;
+use sst::predicate::Pushes;
+use sst::sync::Arc;
+use sst::{LocalRow, Table};
+use std::collections::VecDeque;
+use thiserror::Error;
+
+const KIND_DATA: u64 = 1;
+const KIND_NULL: u64 = 2;
+
+/// Why a send cannot start now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// This node is not a sender of the subgroup (a caller error).
+    #[error("this node is not a sender in this subgroup")]
+    NotSender,
+    /// The payload is larger than the subgroup's `max_msg` (a caller error).
+    #[error("message of {len} bytes exceeds max_msg {max}")]
+    TooLarge {
+        /// Requested length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Every slot holds a message not yet delivered everywhere: retry later.
+    #[error("no free slot")]
+    Full,
+    /// Another send is being built (one at a time per subgroup): retry later.
+    #[error("another send is in progress")]
+    Busy,
+    /// The subgroup is wedged for a view change: no more sends in this view.
+    #[error("the subgroup is wedged")]
+    Wedged,
+}
+
+/// A slot reserved for a message; write the payload with [`SmcCore::write_payload`],
+/// then [`SmcCore::commit`] it.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a reservation blocks further sends until it is committed"]
+pub struct Reservation {
+    entry: u64,
+    index: u64,
+    slot: usize,
+    len: usize,
+}
+
+impl Reservation {
+    /// The message's index among this sender's messages.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+    /// The reserved payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length reservation.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// An entry received but not yet wholly delivered.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    slot: usize,
+    first: u64,
+    end: u64,
+    /// `Some(len)` for a message, `None` for a null run.
+    data: Option<usize>,
+}
+
+/// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].
+#[derive(Debug)]
+pub struct Deliverable {
+    /// The messages to hand to the application, in order.
+    pub batch: Batch,
+    /// Per sender: indices delivered (or skipped as null) once this batch is done.
+    upto: Vec<u64>,
+    next_seq: u64,
+}
+
+/// Deliberate protocol bugs, for tests that show the simulator catches them.
+#[cfg(test)]
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Faults {
+    /// Reuse a slot without waiting for delivery everywhere.
+    pub reuse_early: bool,
+    /// Deliver what this node has received, without waiting for the others.
+    pub deliver_unstable: bool,
+    /// Never send nulls.
+    pub no_nulls: bool,
+    /// Keep sending nulls when nothing happens.
+    pub endless_nulls: bool,
+}
+
+/// One node's state in one subgroup (see the module docs).
+#[derive(Debug)]
+pub struct SmcCore {
+    #[cfg(test)]
+    pub(crate) faults: Faults,
+    spec: SubgroupSpec,
+    lay: SmcLayout,
+    row: LocalRow,
+    table: Arc<Table>,
+    /// Sender rank -> member rank (row).
+    sender_row: Vec<usize>,
+    me_sender: Option<usize>,
+    // Sender side.
+    committed: u64,
+    pushed: u64,
+    next_index: u64,
+    reserved: bool,
+    entry_end: Vec<u64>,
+    null_target: u64,
+    // Receiver side.
+    seen: Vec<u64>,
+    recv: Vec<u64>,
+    pending: Vec<VecDeque<Entry>>,
+    // Delivery.
+    next_seq: u64,
+    deliv: Vec<u64>,
+    delivering: bool,
+    wedged: bool,
+    stats: Stats,
+}
+
+impl SmcCore {
+    /// The core of member `me`, over `row` (this node's row of a table laid out with
+    /// [`SmcLayout::new`] for `spec`, over `spec.members`).
+    ///
+    /// Panics if `spec` is invalid or the table does not match it (a programming error:
+    /// the driver builds both from the same spec).
+    pub fn new(spec: SubgroupSpec, row: LocalRow) -> SmcCore {
+        spec.validate().expect("valid subgroup spec");
+        let lay = SmcLayout::new(&spec);
+        let table = row.table().clone();
+        assert_eq!(table.members(), &spec.members[..], "table rows must be the subgroup members");
+        assert_eq!(table.layout().row_bytes(), lay.table.row_bytes(), "table must use the subgroup layout");
+        let me = table.members()[table.my_rank()];
+        let sender_row = spec.senders.iter().map(|s| spec.member_rank(*s).expect("sender is a member")).collect();
+        let s = spec.senders.len();
+        SmcCore {
+            #[cfg(test)]
+            faults: Faults::default(),
+            me_sender: spec.sender_rank(me),
+            entry_end: vec![0; spec.window],
+            lay,
+            row,
+            table,
+            sender_row,
+            committed: 0,
+            pushed: 0,
+            next_index: 0,
+            reserved: false,
+            null_target: 0,
+            seen: vec![0; s],
+            recv: vec![0; s],
+            pending: (0..s).map(|_| VecDeque::new()).collect(),
+            next_seq: 0,
+            deliv: vec![0; s],
+            delivering: false,
+            wedged: false,
+            stats: Stats::default(),
+            spec,
+        }
+    }
+
+    /// The subgroup's spec.
+    pub fn spec(&self) -> &SubgroupSpec {
+        &self.spec
+    }
+    /// This node's sender rank, if it sends.
+    pub fn sender_rank(&self) -> Option<usize> {
+        self.me_sender
+    }
+    /// Counters so far.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+    /// The table (all members' rows).
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    // ------------------------------------------------------------------ sending
+
+    /// True if entry `committed` may take its slot now.
+    fn slot_free(&self) -> bool {
+        if self.committed < self.spec.window as u64 {
+            return true;
+        }
+        #[cfg(test)]
+        if self.faults.reuse_early {
+            return true;
+        }
+        let Some(s) = self.me_sender else { return false };
+        let end = self.entry_end[(self.committed % self.spec.window as u64) as usize];
+        (0..self.table.rows()).all(|m| self.table.counter_at(m, self.lay.delivered, s) >= end)
+    }
+
+    /// Reserves the next slot for a message of `len` bytes.
+    pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
+        let Some(_) = self.me_sender else { return Err(SendError::NotSender) };
+        if len > self.spec.max_msg {
+            return Err(SendError::TooLarge { len, max: self.spec.max_msg });
+        }
+        if self.wedged {
+            return Err(SendError::Wedged);
+        }
+        if self.reserved {
+            return Err(SendError::Busy);
+        }
+        if !self.slot_free() {
+            return Err(SendError::Full);
+        }
+        self.reserved = true;
+        let slot = (self.committed % self.spec.window as u64) as usize;
+        Ok(Reservation { entry: self.committed, index: self.next_index, slot, len })
+    }
+
+    /// Writes `data` at byte `at` (a multiple of 8) of a reserved payload, in place.
+    pub fn write_payload(&self, r: &Reservation, at: usize, data: &[u8]) {
+        assert!(
+            at % 8 == 0 && at + data.len() <= r.len,
+            "write {at}+{} outside a {}-byte reservation",
+            data.len(),
+            r.len
+        );
+        self.row.write_bytes(self.lay.slots, r.slot * self.lay.slot_bytes + HEADER + at, data);
+    }
+
+    /// Stores payload word `i` of a reservation, in place.
+    pub fn write_word(&self, r: &Reservation, i: usize, value: u64) {
+        assert!(i * 8 < r.len.div_ceil(8) * 8, "word {i} outside a {}-byte reservation", r.len);
+        self.row.store_word(self.lay.slots, (r.slot * self.lay.slot_bytes + HEADER) / 8 + i, value);
+    }
+
+    /// Publishes a reserved message: it goes out at the next send stage.
+    pub fn commit(&mut self, r: Reservation) {
+        debug_assert!(self.reserved && r.entry == self.committed, "commit of a stale reservation");
+        self.write_header(r.slot, KIND_DATA, r.len as u64, r.index);
+        self.entry_end[r.slot] = r.index + 1;
+        self.next_index = r.index + 1;
+        self.committed += 1;
+        self.reserved = false;
+        self.stats.messages_sent += 1;
+    }
+
+    /// Gives a reservation back unused.
+    pub fn abandon(&mut self, r: Reservation) {
+        debug_assert!(self.reserved && r.entry == self.committed);
+        self.reserved = false;
+    }
+
+    fn write_header(&self, slot: usize, kind: u64, len: u64, index: u64) {
+        let w = slot * self.lay.slot_bytes / 8;
+        self.row.store_word(self.lay.slots, w, kind | (len << 32));
+        self.row.store_word(self.lay.slots, w + 1, index);
+    }
+
+    /// Adds the nulls this sender owes as one run, if it may.
+    fn add_nulls(&mut self) -> bool {
+        #[cfg(test)]
+        if self.faults.no_nulls {
+            return false;
+        }
+        #[cfg(test)]
+        if self.faults.endless_nulls && self.me_sender.is_some() {
+            self.null_target = self.null_target.max(self.next_index + 1);
+        }
+        if self.me_sender.is_none()
+            || self.reserved
+            || self.wedged
+            || self.next_index >= self.null_target
+            || !self.slot_free()
+        {
+            return false;
+        }
+        let count = (self.null_target - self.next_index).min(u32::MAX as u64);
+        let slot = (self.committed % self.spec.window as u64) as usize;
+        self.write_header(slot, KIND_NULL, count, self.next_index);
+        self.next_index += count;
+        self.entry_end[slot] = self.next_index;
+        self.committed += 1;
+        self.stats.nulls += count;
+        self.stats.null_runs += 1;
+        true
+    }
+
+    /// Send stage: pushes committed entries (data first) and then `sent`.
+    fn send_stage(&mut self, pushes: &mut Pushes) -> bool {
+        if self.pushed == self.committed {
+            return false;
+        }
+        let w = self.spec.window as u64;
+        let (from, to) = (self.pushed, self.committed);
+        let mut at = from;
+        while at < to {
+            let slot = (at % w) as usize;
+            let n = ((to - at).min(w - slot as u64)) as usize;
+            let last = slot + n - 1;
+            let last_len = self.entry_payload_len(last);
+            pushes.push(self.row.push(self.lay.slots_range(slot, n, last_len)));
+            at += n as u64;
+        }
+        self.row.advance(self.lay.sent, to).expect("sent only grows");
+        pushes.push(self.row.push(self.lay.sent.range()));
+        self.pushed = to;
+        self.stats.send_batches.record(to - from);
+        true
+    }
+
+    /// Payload bytes of the entry in `slot` of this node's ring (0 for a null run).
+    fn entry_payload_len(&self, slot: usize) -> usize {
+        let mut head = [0u8; 8];
+        self.row.read_bytes(self.lay.slots, slot * self.lay.slot_bytes, &mut head);
+        let w0 = u64::from_le_bytes(head);
+        if w0 & 0xff == KIND_DATA {
+            (w0 >> 32) as usize
+        } else {
+            0
+        }
+    }
+
+    // ------------------------------------------------------------------ receiving
+
+    /// Receive stage: takes every new entry of every sender, pushes `received` once,
+    /// and works out the nulls owed.
+    fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
+        let mut taken = 0u64;
+        for r in 0..self.spec.senders.len() {
+            let row = self.sender_row[r];
+            let sent = self.table.counter(row, self.lay.sent);
+            while self.seen[r] < sent {
+                let slot = (self.seen[r] % self.spec.window as u64) as usize;
+                let base = slot * self.lay.slot_bytes / 8;
+                let w0 = self.table.word(row, self.lay.slots, base);
+                let first = self.table.word(row, self.lay.slots, base + 1);
+                let (data, end) = match w0 & 0xff {
+                    KIND_DATA => (Some((w0 >> 32) as usize), first + 1),
+                    _ => (None, first + (w0 >> 32)),
+                };
+                debug_assert_eq!(first, self.recv[r], "entries of a sender cover consecutive indices");
+                self.pending[r].push_back(Entry { slot, first, end, data });
+                self.recv[r] = end;
+                self.seen[r] += 1;
+                taken += 1;
+            }
+        }
+        if taken == 0 {
+            return false;
+        }
+        for r in 0..self.recv.len() {
+            self.row.advance_at(self.lay.received, r, self.recv[r]).expect("received only grows");
+        }
+        pushes.push(self.row.push(self.lay.received.range()));
+        self.stats.recv_batches.record(taken);
+        if self.spec.mode == Mode::Ordered {
+            if let Some(s) = self.me_sender {
+                for (r, &n) in self.recv.iter().enumerate() {
+                    // Received index n - 1 of sender r: own positions before it must be filled.
+                    let need = match r.cmp(&s) {
+                        std::cmp::Ordering::Greater => n,
+                        std::cmp::Ordering::Less => n.saturating_sub(1),
+                        std::cmp::Ordering::Equal => 0,
+                    };
+                    self.null_target = self.null_target.max(need);
+                }
+            }
+        }
+        true
+    }
+
+    // ------------------------------------------------------------------ delivery
+
+    /// Takes everything deliverable now as one batch. Call [`SmcCore::finish`] with it
+    /// after the upcall; until then no other batch is handed out.
+    pub fn take_deliverable(&mut self) -> Option<Deliverable> {
+        if self.delivering {
+            return None;
+        }
+        let s = self.spec.senders.len() as u64;
+        let mut msgs = Vec::new();
+        let mut upto = self.deliv.clone();
+        let mut next_seq = self.next_seq;
+        match self.spec.mode {
+            Mode::Ordered => {
+                let stable: Vec<u64> = (0..s as usize)
+                    .map(|r| {
+                        (0..self.table.rows())
+                            .map(|m| self.table.counter_at(m, self.lay.received, r))
+                            .min()
+                            .unwrap_or(0)
+                    })
+                    .collect();
+                #[cfg(test)]
+                let stable = if self.faults.deliver_unstable { self.recv.clone() } else { stable };
+                let mut cursor: Vec<usize> = vec![0; s as usize];
+                loop {
+                    let r = (next_seq % s) as usize;
+                    let k = next_seq / s;
+                    if stable[r] <= k {
+                        break;
+                    }
+                    let e = self.pending[r][cursor[r]];
+                    debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
+                    if let Some(len) = e.data {
+                        msgs.push(MsgRef {
+                            sender: r,
+                            index: k,
+                            seq: next_seq,
+                            row: self.sender_row[r],
+                            slot: e.slot,
+                            len,
+                        });
+                    }
+                    upto[r] = k + 1;
+                    if k + 1 == e.end {
+                        cursor[r] += 1;
+                    }
+                    next_seq += 1;
+                }
+            }
+            Mode::Unordered => {
+                for (r, (pending, up)) in self.pending.iter().zip(upto.iter_mut()).enumerate() {
+                    for e in pending {
+                        if let Some(len) = e.data {
+                            msgs.push(MsgRef {
+                                sender: r,
+                                index: e.first,
+                                seq: next_seq,
+                                row: self.sender_row[r],
+                                slot: e.slot,
+                                len,
+                            });
+                            next_seq += 1;
+                        }
+                        *up = e.end;
+                    }
+                }
+            }
+        }
+        if upto == self.deliv {
+            return None;
+        }
+        self.delivering = true;
+        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
+        Some(Deliverable { batch, upto, next_seq })
+    }
+
+    /// Records a batch as delivered (its upcall has returned) and pushes `delivered`.
+    pub fn finish(&mut self, d: Deliverable, pushes: &mut Pushes) {
+        debug_assert!(self.delivering, "finish without take_deliverable");
+        for r in 0..self.deliv.len() {
+            while self.pending[r].front().is_some_and(|e| e.end <= d.upto[r]) {
+                self.pending[r].pop_front();
+            }
+            self.row.advance_at(self.lay.delivered, r, d.upto[r]).expect("delivered only grows");
+        }
+        self.deliv = d.upto;
+        self.next_seq = d.next_seq;
+        self.delivering = false;
+        self.stats.messages_delivered += d.batch.len() as u64;
+        if !d.batch.is_empty() {
+            self.stats.deliver_batches.record(d.batch.len() as u64);
+        }
+        pushes.push(self.row.push(self.lay.delivered.range()));
+    }
+
+    // ------------------------------------------------------------------ the pass
+
+    /// Receive and send stages of one pass (delivery is separate so that the driver
+    /// can run the upcall without its lock). Returns true if anything happened.
+    pub fn poll(&mut self, pushes: &mut Pushes) -> bool {
+        let got = self.receive_stage(pushes);
+        let nulls = self.add_nulls();
+        let sent = self.send_stage(pushes);
+        got || nulls || sent
+    }
+
+    /// True if a pass would find work: new entries, unsent commits, owed nulls that
+    /// can go out, or stable messages to deliver. Cheap: reads a few table words.
+    pub fn has_work(&self) -> bool {
+        if self.pushed != self.committed {
+            return true;
+        }
+        let s = self.spec.senders.len();
+        for r in 0..s {
+            if self.table.counter(self.sender_row[r], self.lay.sent) > self.seen[r] {
+                return true;
+            }
+        }
+        if self.me_sender.is_some()
+            && !self.reserved
+            && !self.wedged
+            && self.next_index < self.null_target
+            && self.slot_free()
+        {
+            return true;
+        }
+        if self.delivering {
+            return false;
+        }
+        match self.spec.mode {
+            Mode::Unordered => self.pending.iter().zip(&self.deliv).any(|(p, d)| p.back().is_some_and(|e| e.end > *d)),
+            Mode::Ordered => {
+                let r = (self.next_seq % s as u64) as usize;
+                let k = self.next_seq / s as u64;
+                (0..self.table.rows()).all(|m| self.table.counter_at(m, self.lay.received, r) > k)
+            }
+        }
+    }
+
+    /// Entries this node has committed (messages and null runs).
+    pub fn committed_entries(&self) -> u64 {
+        self.committed
+    }
+
+    /// The index just past entry `e` of this node's ring; valid for the last `window`
+    /// entries committed.
+    pub fn entry_end(&self, e: u64) -> u64 {
+        debug_assert!(e < self.committed && e + self.spec.window as u64 >= self.committed);
+        self.entry_end[(e % self.spec.window as u64) as usize]
+    }
+
+    /// True if a sender waiting for a slot could reserve one now.
+    pub fn can_reserve(&self) -> bool {
+        self.me_sender.is_some() && !self.wedged && !self.reserved && self.slot_free()
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// Stops sending in this view: no more reservations or nulls; sets the `wedged`
+    /// flag (push [`SmcCore::wedged_push`] to tell the others).
+    pub fn wedge(&mut self) {
+        self.wedged = true;
+        self.row.set(self.lay.wedged);
+    }
+
+    /// The push that publishes the `wedged` flag.
+    pub fn wedged_push(&self) -> sst::Push {
+        self.row.push(self.lay.wedged.range())
+    }
+
+    /// True once member `rank` has wedged.
+    pub fn member_wedged(&self, rank: usize) -> bool {
+        self.table.flag(rank, self.lay.wedged)
+    }
+
+    /// This node's `received` counts per sender (indices), for the ragged trim.
+    pub fn received(&self) -> &[u64] {
+        &self.recv
+    }
+
+    /// This node's `delivered` counts per sender (indices).
+    pub fn delivered(&self) -> &[u64] {
+        &self.deliv
+    }
+
+    /// Member `rank`'s `received` count for sender `r`.
+    pub fn member_received(&self, rank: usize, r: usize) -> u64 {
+        self.table.counter_at(rank, self.lay.received, r)
+    }
+
+    /// After a wedge: the batch of every undelivered message with index below
+    /// `cut[r]` for its sender `r`, in round-robin order (ordered mode) or per sender
+    /// (unordered). Indices at or beyond the cut are discarded. Errors if this node
+    /// lacks an index below the cut (the cut must come from received counts).
+    pub fn take_up_to_cut(&mut self, cut: &[u64]) -> Result<Deliverable, CutError> {
+        let s = self.spec.senders.len();
+        if cut.len() != s {
+            return Err(CutError::Length { want: s, got: cut.len() });
+        }
+        if let Some(r) = (0..s).find(|&r| self.recv[r] < cut[r]) {
+            return Err(CutError::Missing { sender: r, have: self.recv[r], cut: cut[r] });
+        }
+        if self.delivering {
+            return Err(CutError::Delivering);
+        }
+        let mut msgs = Vec::new();
+        let mut upto = self.deliv.clone();
+        let mut next_seq = self.next_seq;
+        let mut cursor = vec![0usize; s];
+        let mut remaining: u64 = (0..s).map(|r| cut[r].saturating_sub(self.deliv[r])).sum();
+        while remaining > 0 {
+            let r = (next_seq % s as u64) as usize;
+            let k = next_seq / s as u64;
+            next_seq += 1;
+            if k < upto[r] || k >= cut[r] {
+                continue;
+            }
+            let e = self.pending[r][cursor[r]];
+            if let Some(len) = e.data {
+                msgs.push(MsgRef {
+                    sender: r,
+                    index: k,
+                    seq: next_seq - 1,
+                    row: self.sender_row[r],
+                    slot: e.slot,
+                    len,
+                });
+            }
+            upto[r] = k + 1;
+            if k + 1 == e.end {
+                cursor[r] += 1;
+            }
+            remaining -= 1;
+        }
+        self.delivering = true;
+        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
+        Ok(Deliverable { batch, upto, next_seq })
+    }
+}
+
+/// A cut this node cannot deliver to.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CutError {
+    /// One count per sender is needed.
+    #[error("cut has {got} entries, the subgroup has {want} senders")]
+    Length {
+        /// Senders.
+        want: usize,
+        /// Entries given.
+        got: usize,
+    },
+    /// This node has not received up to the cut.
+    #[error("sender {sender}: have {have} indices, cut is {cut}")]
+    Missing {
+        /// Sender rank.
+        sender: usize,
+        /// Received here.
+        have: u64,
+        /// The cut.
+        cut: u64,
+    },
+    /// A batch is still being delivered.
+    #[error("a delivery batch is still open")]
+    Delivering,
+}

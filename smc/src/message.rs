@@ -1,0 +1,101 @@
+//! Delivered messages, read in place from the ring.
+//!
+//! A delivery batch hands the application views of the slots themselves; nothing is
+//! copied unless the application asks. Because peers write table memory concurrently,
+//! a view offers copying and word reads instead of a `&[u8]` (see sst's memory-model
+//! rule); the slot itself does not change until the batch's upcall has returned and
+//! `delivered` has advanced past it.
+
+use crate::spec::HEADER;
+use sst::sync::Arc;
+use sst::{Bytes, Table};
+
+/// Where a message sits: plain data, no borrow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsgRef {
+    /// Sender rank (round-robin position).
+    pub sender: usize,
+    /// The sender's message index.
+    pub index: u64,
+    /// Global sequence number (ordered mode; in unordered mode, the arrival order).
+    pub seq: u64,
+    pub(crate) row: usize,
+    pub(crate) slot: usize,
+    pub(crate) len: usize,
+}
+
+/// A batch of messages to deliver, in delivery order.
+#[derive(Debug)]
+pub struct Batch {
+    pub(crate) table: Arc<Table>,
+    pub(crate) slots: Bytes,
+    pub(crate) slot_bytes: usize,
+    pub(crate) msgs: Vec<MsgRef>,
+}
+
+impl Batch {
+    /// Number of messages.
+    pub fn len(&self) -> usize {
+        self.msgs.len()
+    }
+    /// True when the batch has no messages (only nulls were passed over).
+    pub fn is_empty(&self) -> bool {
+        self.msgs.is_empty()
+    }
+    /// The messages, in delivery order.
+    pub fn iter(&self) -> impl Iterator<Item = Message<'_>> {
+        self.msgs.iter().map(move |m| Message { batch: self, m: *m })
+    }
+    /// Where each message sits.
+    pub fn refs(&self) -> &[MsgRef] {
+        &self.msgs
+    }
+}
+
+/// One delivered message, in place.
+#[derive(Debug, Clone, Copy)]
+pub struct Message<'a> {
+    batch: &'a Batch,
+    m: MsgRef,
+}
+
+impl Message<'_> {
+    /// Sender rank.
+    pub fn sender(&self) -> usize {
+        self.m.sender
+    }
+    /// The sender's message index.
+    pub fn index(&self) -> u64 {
+        self.m.index
+    }
+    /// Global sequence number.
+    pub fn seq(&self) -> u64 {
+        self.m.seq
+    }
+    /// Payload length.
+    pub fn len(&self) -> usize {
+        self.m.len
+    }
+    /// True for an empty payload.
+    pub fn is_empty(&self) -> bool {
+        self.m.len == 0
+    }
+    /// Copies `out.len()` payload bytes from the start of the payload.
+    pub fn read(&self, out: &mut [u8]) {
+        assert!(out.len() <= self.m.len, "read of {} bytes from a {}-byte message", out.len(), self.m.len);
+        let at = self.m.slot * self.batch.slot_bytes + HEADER;
+        self.batch.table.read_bytes(self.m.row, self.batch.slots, at, out);
+    }
+    /// The payload, copied.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.m.len];
+        self.read(&mut v);
+        v
+    }
+    /// Payload word `i` (little-endian bytes `8i..8i+8`), read in place.
+    pub fn word(&self, i: usize) -> u64 {
+        assert!(i * 8 < self.m.len.div_ceil(8) * 8, "word {i} beyond a {}-byte message", self.m.len);
+        let w = (self.m.slot * self.batch.slot_bytes + HEADER) / 8 + i;
+        self.batch.table.word(self.m.row, self.batch.slots, w)
+    }
+}

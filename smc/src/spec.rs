@@ -1,0 +1,151 @@
+//! What a subgroup is (members, senders, window, message size, mode) and how its rows
+//! are laid out.
+//!
+//! Row layout (one row per member, in member order):
+//!
+//! ```text
+//!   sent            entries this member has published in its slot ring (the guard)
+//!   wedged          flag: this member stopped sending (view change)
+//!   received[S]     per sender: how many consecutive indices this member has
+//!   delivered[S]    per sender: how many indices this member has delivered (or skipped as null)
+//!   slots[W]        the ring: slot e % W holds entry e = [word0: kind | len << 32][word1: index][payload]
+//! ```
+//!
+//! An *entry* is one message (one index) or a null run (a range of indices); see
+//! [`crate::core`]. Only senders' rings are used.
+
+use sst::table::{ColumnRange, Layout};
+use sst::transport::NodeId;
+use sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder};
+use thiserror::Error;
+
+/// Delivery mode of a subgroup.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Atomic multicast: every member delivers the same sequence, round-robin over the
+    /// senders, each message once every member has received it.
+    Ordered,
+    /// Deliver on receipt, per sender in order; no order across senders.
+    Unordered,
+}
+
+/// A subgroup's fixed configuration for one view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubgroupSpec {
+    /// Members in rank order (row order of the table).
+    pub members: Vec<NodeId>,
+    /// The members that send, in sender-rank order (round-robin order).
+    pub senders: Vec<NodeId>,
+    /// Slots in each sender's ring.
+    pub window: usize,
+    /// Largest payload, in bytes.
+    pub max_msg: usize,
+    /// Ordered or unordered delivery.
+    pub mode: Mode,
+}
+
+/// A spec that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SpecError {
+    /// Members must be 1..=64, without duplicates.
+    #[error("a subgroup needs 1..={max} distinct members, got {0}", max = sst::table::MAX_ROWS)]
+    Members(usize),
+    /// A sender must be a member, listed once.
+    #[error("sender {0} is not a member or is listed twice")]
+    Sender(NodeId),
+    /// At least one sender.
+    #[error("a subgroup needs at least one sender")]
+    NoSenders,
+    /// Window and message size must be positive and bounded.
+    #[error("window {window} and max_msg {max_msg} must be in 1..={max_window} and 1..={max_msg_limit}", max_window = MAX_WINDOW, max_msg_limit = MAX_MSG)]
+    Size {
+        /// Window.
+        window: usize,
+        /// Max message size.
+        max_msg: usize,
+    },
+}
+
+/// Largest window.
+pub const MAX_WINDOW: usize = 1 << 16;
+/// Largest message (a null-run count and a length share a 32-bit field).
+pub const MAX_MSG: usize = 1 << 26;
+/// Bytes of an entry header.
+pub const HEADER: usize = 16;
+
+impl SubgroupSpec {
+    /// Checks the spec.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let m = &self.members;
+        if m.is_empty() || m.len() > sst::table::MAX_ROWS || (1..m.len()).any(|i| m[..i].contains(&m[i])) {
+            return Err(SpecError::Members(m.len()));
+        }
+        if self.senders.is_empty() {
+            return Err(SpecError::NoSenders);
+        }
+        for (i, s) in self.senders.iter().enumerate() {
+            if !m.contains(s) || self.senders[..i].contains(s) {
+                return Err(SpecError::Sender(*s));
+            }
+        }
+        if self.window == 0 || self.window > MAX_WINDOW || self.max_msg == 0 || self.max_msg > MAX_MSG {
+            return Err(SpecError::Size { window: self.window, max_msg: self.max_msg });
+        }
+        Ok(())
+    }
+
+    /// Member rank of `node`.
+    pub fn member_rank(&self, node: NodeId) -> Option<usize> {
+        self.members.iter().position(|m| *m == node)
+    }
+
+    /// Sender rank of `node`.
+    pub fn sender_rank(&self, node: NodeId) -> Option<usize> {
+        self.senders.iter().position(|m| *m == node)
+    }
+}
+
+/// Column handles and slot geometry of a subgroup's table.
+#[derive(Debug, Clone)]
+pub struct SmcLayout {
+    pub(crate) table: Layout,
+    pub(crate) sent: Counter,
+    pub(crate) wedged: Flag,
+    pub(crate) received: CounterVec,
+    pub(crate) delivered: CounterVec,
+    pub(crate) slots: Bytes,
+    pub(crate) slot_bytes: usize,
+    rows: usize,
+}
+
+impl SmcLayout {
+    /// The layout for `spec` (assumed valid).
+    pub fn new(spec: &SubgroupSpec) -> SmcLayout {
+        let mut b = LayoutBuilder::new();
+        let sent = b.counter("sent");
+        let wedged = b.flag("wedged");
+        let received = b.counters("received", spec.senders.len());
+        let delivered = b.counters("delivered", spec.senders.len());
+        let slot_bytes = HEADER + spec.max_msg.div_ceil(8) * 8;
+        let slots = b.bytes("slots", slot_bytes * spec.window);
+        SmcLayout { table: b.build(), sent, wedged, received, delivered, slots, slot_bytes, rows: spec.members.len() }
+    }
+
+    /// The row layout.
+    pub fn table_layout(&self) -> &Layout {
+        &self.table
+    }
+
+    /// Bytes of region the table needs.
+    pub fn table_bytes(&self) -> usize {
+        self.table.table_bytes(self.rows)
+    }
+
+    /// Row range of slots `first..first + n` (no wrap), header of the first through the
+    /// end of the last slot's first `last_len` payload bytes.
+    pub(crate) fn slots_range(&self, first: usize, n: usize, last_len: usize) -> ColumnRange {
+        let start = first * self.slot_bytes;
+        let len = (n - 1) * self.slot_bytes + HEADER + last_len;
+        self.slots.sub_range(start, len)
+    }
+}
