@@ -207,6 +207,14 @@ pub fn payload(seed: u64, r: usize, k: u64, max_msg: usize) -> Vec<u8> {
 }
 
 impl Sim {
+    /// A hand-driven subgroup of `spec` (for unit tests: nothing happens unless the
+    /// test calls [`Sim::send`], [`Sim::pass`], [`Sim::post`] and [`Sim::flush`]).
+    pub fn manual(spec: SubgroupSpec) -> Sim {
+        let n = spec.members.len();
+        let patterns = vec![Pattern::Silent; spec.senders.len()];
+        Sim::new(SimConfig { seed: 0, spec, patterns, msgs_per_sender: 0, link_speed: vec![1; n * n], max_steps: 0 })
+    }
+
     /// Builds the subgroup of `cfg`.
     pub fn new(cfg: SimConfig) -> Sim {
         let lay = SmcLayout::new(&cfg.spec);
@@ -251,8 +259,9 @@ impl Sim {
         Violation { seed: self.cfg.seed, step: self.step, invariant, detail }
     }
 
-    /// Copies each push out of `from`'s region onto the links to its targets.
-    fn post(&mut self, from: usize, pushes: &mut Pushes) {
+    /// Copies each push out of `from`'s region onto the links to its targets (what a
+    /// transport does at post time); [`Sim::flush`] or the schedule applies them.
+    pub fn post(&mut self, from: usize, pushes: &mut Pushes) {
         let n = self.nodes.len();
         for p in pushes.drain() {
             let mut words = vec![0u64; p.len / 8];
