@@ -40,7 +40,7 @@ use crate::spec::{Mode, SmcLayout, SubgroupSpec, HEADER};
 use crate::stats::Stats;
 use sst::predicate::Pushes;
 use sst::sync::Arc;
-use sst::{LocalRow, Table};
+use sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
 use thiserror::Error;
 
@@ -72,18 +72,45 @@ pub enum SendError {
     Wedged,
 }
 
-/// A slot reserved for a message; write the payload with [`SmcCore::write_payload`],
-/// then [`SmcCore::commit`] it.
-#[derive(Debug, PartialEq, Eq)]
+/// A slot reserved for a message: write the payload in place with
+/// [`Reservation::write`] (no lock is needed), then [`SmcCore::commit`] it.
+#[derive(Debug)]
 #[must_use = "a reservation blocks further sends until it is committed"]
 pub struct Reservation {
     entry: u64,
     index: u64,
     slot: usize,
     len: usize,
+    row: Arc<LocalRow>,
+    slots: Bytes,
+    payload_at: usize,
+}
+
+impl PartialEq for Reservation {
+    fn eq(&self, o: &Reservation) -> bool {
+        (self.entry, self.index, self.slot, self.len) == (o.entry, o.index, o.slot, o.len)
+    }
 }
 
 impl Reservation {
+    /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
+    /// slot.
+    pub fn write(&self, at: usize, data: &[u8]) {
+        assert!(
+            at % 8 == 0 && at + data.len() <= self.len,
+            "write {at}+{} outside a {}-byte message",
+            data.len(),
+            self.len
+        );
+        self.row.write_bytes(self.slots, self.payload_at + at, data);
+    }
+
+    /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
+    pub fn write_word(&self, i: usize, value: u64) {
+        assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
+        self.row.store_word(self.slots, self.payload_at / 8 + i, value);
+    }
+
     /// The message's index among this sender's messages.
     pub fn index(&self) -> u64 {
         self.index
@@ -139,7 +166,7 @@ pub struct SmcCore {
     pub(crate) faults: Faults,
     spec: SubgroupSpec,
     lay: SmcLayout,
-    row: LocalRow,
+    row: Arc<LocalRow>,
     table: Arc<Table>,
     /// Sender rank -> member rank (row).
     sender_row: Vec<usize>,
@@ -184,7 +211,7 @@ impl SmcCore {
             me_sender: spec.sender_rank(me),
             entry_end: vec![0; spec.window],
             lay,
-            row,
+            row: Arc::new(row),
             table,
             sender_row,
             committed: 0,
@@ -254,24 +281,15 @@ impl SmcCore {
         }
         self.reserved = true;
         let slot = (self.committed % self.spec.window as u64) as usize;
-        Ok(Reservation { entry: self.committed, index: self.next_index, slot, len })
-    }
-
-    /// Writes `data` at byte `at` (a multiple of 8) of a reserved payload, in place.
-    pub fn write_payload(&self, r: &Reservation, at: usize, data: &[u8]) {
-        assert!(
-            at % 8 == 0 && at + data.len() <= r.len,
-            "write {at}+{} outside a {}-byte reservation",
-            data.len(),
-            r.len
-        );
-        self.row.write_bytes(self.lay.slots, r.slot * self.lay.slot_bytes + HEADER + at, data);
-    }
-
-    /// Stores payload word `i` of a reservation, in place.
-    pub fn write_word(&self, r: &Reservation, i: usize, value: u64) {
-        assert!(i * 8 < r.len.div_ceil(8) * 8, "word {i} outside a {}-byte reservation", r.len);
-        self.row.store_word(self.lay.slots, (r.slot * self.lay.slot_bytes + HEADER) / 8 + i, value);
+        Ok(Reservation {
+            entry: self.committed,
+            index: self.next_index,
+            slot,
+            len,
+            row: self.row.clone(),
+            slots: self.lay.slots,
+            payload_at: slot * self.lay.slot_bytes + HEADER,
+        })
     }
 
     /// Publishes a reserved message: it goes out at the next send stage.

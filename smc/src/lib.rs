@@ -9,6 +9,7 @@
 //! - [`spec`]: a subgroup's members, senders, window, message size, mode, and row layout;
 //! - [`core`]: the sans-IO state machine of one node in one subgroup;
 //! - [`message`]: delivered messages, read in place;
+//! - [`runtime`]: the driver: a node's subgroups on its predicate thread, blocking sends;
 //! - [`stats`]: counters and batch sizes;
 //! - [`sim`]: the deterministic simulator and its invariants.
 //!
@@ -20,6 +21,8 @@
 
 pub mod core;
 pub mod message;
+#[cfg(not(loom))]
+pub mod runtime;
 pub mod sim;
 pub mod spec;
 pub mod stats;

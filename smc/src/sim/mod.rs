@@ -300,7 +300,7 @@ impl Sim {
         let node = &mut self.nodes[i];
         let Ok(res) = node.core.reserve(data.len()) else { return Ok(false) };
         let index = res.index();
-        node.core.write_payload(&res, 0, data);
+        res.write(0, data);
         node.core.commit(res);
         node.sent += 1;
         let r = node.core.sender_rank().expect("sender");

@@ -1,0 +1,275 @@
+//! The driver: a node's subgroups served by its one predicate thread.
+//!
+//! ```text
+//!   application threads                         predicate thread (one per node)
+//!   handle.reserve(len) ─┐                      for each subgroup, when it has work:
+//!     slot.write(..)     │ no lock held           lock core: receive, nulls, send
+//!   slot.commit() ───────┴─▶ core (Mutex) ◀───    take what is deliverable; unlock
+//!     rings the doorbell                          upcall(batch)  ← no lock held
+//!   full window: sleep on a condvar ◀─ notify ─   lock core: finish (delivered); unlock
+//!                                                 post the pushes (after every lock)
+//! ```
+//!
+//! Each subgroup has its own table (its own region), its own lock and its own upcall,
+//! and pushes only to its members. A sender that finds no free slot sleeps on the
+//! subgroup's condvar; it never spins. The delivery upcall runs on the predicate thread
+//! with no lock held, so senders keep building messages meanwhile; a slow upcall still
+//! delays the node's other subgroups, because they share the thread (see the README).
+
+use crate::core::{Reservation, SendError, SmcCore};
+use crate::message::Batch;
+use crate::spec::{SmcLayout, SubgroupSpec};
+use crate::stats::Stats;
+use sst::predicate::{Kind, PollConfig, PredicateThread};
+use sst::sync::atomic::{AtomicUsize, Ordering};
+use sst::sync::{lock, Arc, Condvar, Mutex};
+use sst::transport::{RegionId, Transport};
+use sst::Table;
+use std::time::Duration;
+use thiserror::Error;
+
+/// A batched delivery upcall: called with every batch of messages in delivery order.
+pub type Upcall = Box<dyn FnMut(&Batch) + Send>;
+
+/// One subgroup to run: its spec, the region of its table, and its upcall.
+pub struct SubgroupSetup {
+    /// The subgroup.
+    pub spec: SubgroupSpec,
+    /// The transport region that holds its table (at least [`SmcLayout::table_bytes`]).
+    pub region: RegionId,
+    /// Called with each delivery batch.
+    pub upcall: Upcall,
+}
+
+impl std::fmt::Debug for SubgroupSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubgroupSetup").field("spec", &self.spec).field("region", &self.region).finish()
+    }
+}
+
+/// Errors starting the runtime.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// A spec is invalid.
+    #[error(transparent)]
+    Spec(#[from] crate::spec::SpecError),
+    /// This node is not a member of a subgroup it was given.
+    #[error("this node is not a member of subgroup {0}")]
+    NotMember(usize),
+    /// The region is missing or too small.
+    #[error("subgroup {index}: region {region:?} missing or smaller than {need} bytes")]
+    Region {
+        /// Subgroup index.
+        index: usize,
+        /// Region.
+        region: RegionId,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// The table could not be built.
+    #[error(transparent)]
+    Table(#[from] sst::table::TableError),
+    /// The predicate thread could not start.
+    #[error("spawn predicate thread: {0}")]
+    Spawn(std::io::Error),
+}
+
+struct Shared {
+    core: Mutex<SmcCore>,
+    space: Condvar,
+    waiters: AtomicUsize,
+    upcall: Mutex<Upcall>,
+}
+
+/// The multicast runtime of one node (see the module docs).
+pub struct Runtime {
+    pt: PredicateThread<()>,
+    subgroups: Vec<Subgroup>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("subgroups", &self.subgroups.len()).finish()
+    }
+}
+
+/// A handle to one subgroup of a running [`Runtime`]: send and read counters.
+#[derive(Clone)]
+pub struct Subgroup {
+    shared: Arc<Shared>,
+    transport: Arc<dyn Transport>,
+}
+
+impl std::fmt::Debug for Subgroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subgroup").field("spec", lock(&self.shared.core).spec()).finish()
+    }
+}
+
+impl Runtime {
+    /// Starts the predicate thread for `subgroups` over `transport`. Every subgroup
+    /// must include this node.
+    pub fn start(
+        transport: Arc<dyn Transport>,
+        subgroups: Vec<SubgroupSetup>,
+        poll: PollConfig,
+    ) -> Result<Runtime, StartError> {
+        let me = transport.local_id();
+        let mut shared = Vec::new();
+        for (index, s) in subgroups.into_iter().enumerate() {
+            s.spec.validate()?;
+            if s.spec.member_rank(me).is_none() {
+                return Err(StartError::NotMember(index));
+            }
+            let lay = SmcLayout::new(&s.spec);
+            let need = lay.table_bytes();
+            let region = match transport.region(s.region) {
+                Some(r) if r.len() >= need => r.clone(),
+                _ => return Err(StartError::Region { index, region: s.region, need }),
+            };
+            let row = Table::create(lay.table_layout().clone(), &s.spec.members, me, s.region, region)?;
+            shared.push(Arc::new(Shared {
+                core: Mutex::new(SmcCore::new(s.spec, row)),
+                space: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                upcall: Mutex::new(s.upcall),
+            }));
+        }
+        let pt = PredicateThread::spawn((), transport.clone(), poll).map_err(StartError::Spawn)?;
+        for sh in &shared {
+            let (c, t) = (sh.clone(), sh.clone());
+            pt.register(Kind::Recurrent, move |_: &()| has_work(&c), move |_, pushes| pass(&t, pushes));
+        }
+        let subgroups = shared.into_iter().map(|shared| Subgroup { shared, transport: transport.clone() }).collect();
+        Ok(Runtime { pt, subgroups })
+    }
+
+    /// Handles to the subgroups, in the order given to [`Runtime::start`].
+    pub fn subgroups(&self) -> &[Subgroup] {
+        &self.subgroups
+    }
+
+    /// The predicate thread's counters.
+    pub fn poll_stats(&self) -> sst::predicate::Stats {
+        self.pt.stats()
+    }
+
+    /// Stops the predicate thread (also on drop).
+    pub fn stop(mut self) {
+        self.pt.stop();
+    }
+}
+
+/// The predicate: is there anything for this subgroup's pass to do?
+fn has_work(sh: &Shared) -> bool {
+    match sh.core.try_lock() {
+        Ok(core) => core.has_work() || (sh.waiters.load(Ordering::Acquire) > 0 && core.can_reserve()),
+        // An application thread holds the lock for a moment: look again next pass.
+        Err(_) => true,
+    }
+}
+
+/// One pass for one subgroup; the upcall runs with no lock held.
+fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
+    let mut core = lock(&sh.core);
+    core.poll(pushes);
+    let ready = core.take_deliverable();
+    drop(core);
+    if let Some(d) = ready {
+        if !d.batch.is_empty() {
+            (lock(&sh.upcall))(&d.batch);
+        }
+        lock(&sh.core).finish(d, pushes);
+    }
+    if sh.waiters.load(Ordering::Acquire) > 0 {
+        sh.space.notify_all();
+    }
+}
+
+/// A reserved slot being built in place; [`SendSlot::commit`] sends it.
+#[derive(Debug)]
+#[must_use = "an uncommitted slot blocks further sends; commit or drop it"]
+pub struct SendSlot<'a> {
+    sub: &'a Subgroup,
+    res: Option<Reservation>,
+}
+
+impl SendSlot<'_> {
+    /// The message's index among this sender's messages.
+    pub fn index(&self) -> u64 {
+        self.res.as_ref().map_or(0, Reservation::index)
+    }
+    /// Writes `data` at byte `at` (a multiple of 8) of the payload, in place.
+    pub fn write(&mut self, at: usize, data: &[u8]) {
+        self.res.as_ref().expect("live slot").write(at, data)
+    }
+    /// Stores payload word `i`, in place.
+    pub fn write_word(&mut self, i: usize, value: u64) {
+        self.res.as_ref().expect("live slot").write_word(i, value)
+    }
+    /// Sends the message; returns its index.
+    pub fn commit(mut self) -> u64 {
+        let res = self.res.take().expect("live slot");
+        let index = res.index();
+        lock(&self.sub.shared.core).commit(res);
+        self.sub.transport.doorbell().ring();
+        index
+    }
+}
+
+impl Drop for SendSlot<'_> {
+    fn drop(&mut self) {
+        if let Some(res) = self.res.take() {
+            lock(&self.sub.shared.core).abandon(res);
+            self.sub.shared.space.notify_all();
+        }
+    }
+}
+
+impl Subgroup {
+    /// Reserves a slot for a `len`-byte message, sleeping while the window is full or
+    /// another thread is building a message. Errors only for what waiting cannot fix.
+    pub fn reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
+        let mut core = lock(&self.shared.core);
+        loop {
+            match core.reserve(len) {
+                Ok(res) => return Ok(SendSlot { sub: self, res: Some(res) }),
+                Err(SendError::Full | SendError::Busy) => {
+                    self.shared.waiters.fetch_add(1, Ordering::AcqRel);
+                    // Make sure the predicate thread looks at this subgroup again.
+                    self.transport.doorbell().ring();
+                    // The timeout is a safety net; the predicate thread notifies.
+                    core = match self.shared.space.wait_timeout(core, Duration::from_millis(50)) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    };
+                    self.shared.waiters.fetch_sub(1, Ordering::AcqRel);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Like [`Subgroup::reserve`] but never waits.
+    pub fn try_reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
+        let res = lock(&self.shared.core).reserve(len)?;
+        Ok(SendSlot { sub: self, res: Some(res) })
+    }
+
+    /// Sends a copy of `data` (reserve, write, commit); returns its index.
+    pub fn send(&self, data: &[u8]) -> Result<u64, SendError> {
+        let mut slot = self.reserve(data.len())?;
+        slot.write(0, data);
+        Ok(slot.commit())
+    }
+
+    /// This node's counters for the subgroup.
+    pub fn stats(&self) -> Stats {
+        lock(&self.shared.core).stats().clone()
+    }
+
+    /// The subgroup's spec.
+    pub fn spec(&self) -> SubgroupSpec {
+        lock(&self.shared.core).spec().clone()
+    }
+}
