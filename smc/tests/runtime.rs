@@ -15,7 +15,7 @@ fn run(kind: TransportKind, mode: Mode) {
     let n = 3;
     let members: Vec<NodeId> = (0..n).map(NodeId).collect();
     // Subgroup 0: everyone sends; subgroup 1: nodes 0 and 1 only, node 2 sends alone.
-    let specs = vec![
+    let specs = [
         SubgroupSpec { members: members.clone(), senders: members.clone(), window: 2, max_msg: 24, mode },
         SubgroupSpec {
             members: vec![NodeId(0), NodeId(1), NodeId(2)],
@@ -78,8 +78,8 @@ fn run(kind: TransportKind, mode: Mode) {
     assert!(done, "every node delivers every message of both subgroups");
     for k in 0..2 {
         let first = logs[0][k].lock().unwrap().clone();
-        for i in 1..n as usize {
-            let other = logs[i][k].lock().unwrap().clone();
+        for (i, log) in logs.iter().enumerate().skip(1) {
+            let other = log[k].lock().unwrap().clone();
             if mode == Mode::Ordered {
                 assert_eq!(first, other, "subgroup {k}: node {i} delivered another sequence");
             } else {
