@@ -2,6 +2,8 @@
 //! orchestration, bounded polling and CPU clocks live in `sst::cluster`.
 #![forbid(unsafe_code)]
 
+pub mod mcast;
+
 use std::time::Duration;
 
 /// A latency histogram in nanoseconds, reported in microseconds.

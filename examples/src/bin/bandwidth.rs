@@ -1,0 +1,310 @@
+//! bandwidth: multicast throughput, shaped like Derecho's bandwidth_test.
+//!
+//! ```text
+//! cargo run --release -p examples --bin bandwidth -- --transport mem|shm|tcp --nodes N \
+//!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER --window W \
+//!     --mode ordered|unordered [--subgroups K] [--baseline] [--json]
+//! ```
+//!
+//! Every node is a member of every subgroup; each sending node runs one application
+//! thread per subgroup that builds `count` messages in place (the first payload word is
+//! its sender and index; the rest of the slot is sent as it is) and commits them as
+//! fast as the window allows. Each node times from its start until it delivered every
+//! message of every subgroup, and keeps a running digest of its delivery sequence
+//! (per sender in unordered mode). Throughput is averaged over nodes.
+//!
+//! `--baseline` first measures, in the same run, the raw limit of the transport's
+//! medium: for mem/shm a two-party copy loop through a shared ring of the same message
+//! size (word copies in, word copies out, a counter handshake); for tcp a coalesced
+//! loopback socket stream of the same message size. The result is reported as our
+//! fraction of it.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use examples::mcast::{self, Common, Digest, ModeArg};
+use examples::{err, out, round};
+use serde_json::{json, Value};
+use sst::cluster::TransportKind;
+use sst::sync::atomic::Ordering;
+use sst::sync::{Arc, Mutex};
+use sst::transport::Transport;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Multicast throughput (Derecho bandwidth_test shape)")]
+struct Args {
+    #[command(flatten)]
+    c: Common,
+    /// Also measure the medium's raw limit in this run and report our fraction of it.
+    #[arg(long)]
+    baseline: bool,
+}
+
+#[derive(Default)]
+struct Seen {
+    msgs: u64,
+    bytes: u64,
+    /// Ordered: the delivery sequence. Unordered: one per sender.
+    digests: Vec<Digest>,
+    last: Option<Instant>,
+}
+
+fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
+    let me = t.local_id();
+    let senders = c.sender_ids();
+    let per_subgroup = c.count * senders.len() as u64;
+    let seen: Vec<Arc<Mutex<Seen>>> = (0..c.subgroups)
+        .map(|_| Arc::new(Mutex::new(Seen { digests: vec![Digest::default(); senders.len()], ..Seen::default() })))
+        .collect();
+    let ordered = c.mode == ModeArg::Ordered;
+    let upcalls = seen
+        .iter()
+        .map(|s| {
+            let s = s.clone();
+            Box::new(move |b: &smc::Batch| {
+                let mut s = s.lock().unwrap();
+                for m in b.iter() {
+                    let d = if ordered { &mut s.digests[0] } else { &mut s.digests[m.sender()] };
+                    d.add(m.sender() as u64);
+                    d.add(m.word(0));
+                    s.bytes += m.len() as u64;
+                }
+                s.msgs += b.len() as u64;
+                s.last = Some(Instant::now());
+            }) as smc::runtime::Upcall
+        })
+        .collect();
+    let rt = c.start(t, upcalls)?;
+    let start = Instant::now();
+    let sending = senders.contains(&me);
+    std::thread::scope(|scope| {
+        if sending {
+            for (k, sg) in rt.subgroups().iter().enumerate() {
+                let size = c.size;
+                let count = c.count;
+                std::thread::Builder::new()
+                    .name(format!("send-{}-{k}", me.0))
+                    .spawn_scoped(scope, move || {
+                        for i in 0..count {
+                            let mut slot = sg.reserve(size).expect("reserve");
+                            slot.write_word(0, (u64::from(me.0) << 48) | i);
+                            slot.commit();
+                        }
+                    })
+                    .expect("spawn sender");
+            }
+        }
+        // Wait for every delivery, reporting progress from node 0.
+        let mut next_report = start + Duration::from_secs(1);
+        loop {
+            let got: u64 = seen.iter().map(|s| s.lock().unwrap().msgs).sum();
+            if got >= per_subgroup * c.subgroups as u64 {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(1800) {
+                err(&format!("node {}: gave up after 30 min with {got} deliveries", me.0));
+                break;
+            }
+            if me.0 == 0 && Instant::now() >= next_report {
+                err(&format!("bandwidth: node 0 delivered {got} / {}", per_subgroup * c.subgroups as u64));
+                next_report += Duration::from_secs(1);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let mut stats = smc::Stats::default();
+    for sg in rt.subgroups() {
+        let s = sg.stats();
+        stats.nulls += s.nulls;
+        stats.send_batches.merge(&s.send_batches);
+        stats.recv_batches.merge(&s.recv_batches);
+        stats.deliver_batches.merge(&s.deliver_batches);
+    }
+    rt.stop();
+    let (mut msgs, mut bytes, mut last) = (0, 0, start);
+    let mut digests = Vec::new();
+    for s in &seen {
+        let s = s.lock().unwrap();
+        msgs += s.msgs;
+        bytes += s.bytes;
+        last = last.max(s.last.unwrap_or(start));
+        let mut all = Digest::default();
+        s.digests.iter().for_each(|d| all.add(d.0));
+        digests.push(format!("{:016x}", all.0));
+    }
+    let secs = (last - start).as_secs_f64().max(1e-9);
+    Ok(json!({
+        "node": me.0, "msgs": msgs, "bytes": bytes, "secs": secs, "digests": digests,
+        "nulls": stats.nulls,
+        "send_batch_mean": stats.send_batches.mean(),
+        "recv_batch_mean": stats.recv_batches.mean(),
+        "deliver_batch_mean": stats.deliver_batches.mean(),
+    }))
+}
+
+/// GB/s of the medium's raw limit for `size`-byte messages (see the module docs).
+fn baseline(kind: TransportKind, size: usize, secs: f64) -> f64 {
+    match kind {
+        TransportKind::Tcp => tcp_stream(size, secs),
+        TransportKind::Mem | TransportKind::Shm => copy_loop(size, secs),
+    }
+}
+
+/// Two threads, a ring of 64 message slots in registered memory, word copies in and
+/// out, and a counter each way.
+fn copy_loop(size: usize, secs: f64) -> f64 {
+    const SLOTS: usize = 64;
+    let words = size.div_ceil(8);
+    let ring = Arc::new(sst::Region::new(16 + SLOTS * words * 8));
+    let (head, tail) = (0usize, 8usize);
+    let base = 16;
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    let r2 = ring.clone();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u64; words];
+        let mut n = 0u64;
+        let t0 = Instant::now();
+        loop {
+            let avail = r2.load(head, Ordering::Acquire);
+            if avail == u64::MAX {
+                break;
+            }
+            while n < avail {
+                r2.read_words(base + (n as usize % SLOTS) * words * 8, &mut buf);
+                n += 1;
+                r2.store(tail, n, Ordering::Release);
+            }
+            std::hint::spin_loop();
+        }
+        (n, t0.elapsed().as_secs_f64())
+    });
+    let msg: Vec<u64> = (0..words as u64).collect();
+    let mut n = 0u64;
+    while Instant::now() < stop {
+        for _ in 0..256 {
+            while n - ring.load(tail, Ordering::Acquire) >= SLOTS as u64 {
+                std::hint::spin_loop();
+            }
+            ring.apply_write(base + (n as usize % SLOTS) * words * 8, &msg);
+            n += 1;
+            ring.store(head, n, Ordering::Release);
+        }
+    }
+    while ring.load(tail, Ordering::Acquire) < n {
+        std::hint::spin_loop();
+    }
+    ring.store(head, u64::MAX, Ordering::Release);
+    let (got, t) = reader.join().expect("reader");
+    got as f64 * size as f64 / t / 1e9
+}
+
+/// A loopback socket stream: `size`-byte messages coalesced into 64 KiB writes.
+fn tcp_stream(size: usize, secs: f64) -> f64 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let reader = std::thread::spawn(move || {
+        let (mut s, _) = l.accept().expect("accept");
+        let mut buf = vec![0u8; 64 << 10];
+        let (mut got, t0) = (0u64, Instant::now());
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n as u64,
+            }
+        }
+        (got, t0.elapsed().as_secs_f64())
+    });
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_nodelay(true).ok();
+    let per = ((64 << 10) / size).max(1);
+    let chunk = vec![7u8; per * size];
+    let stop = Instant::now() + Duration::from_secs_f64(secs);
+    while Instant::now() < stop {
+        if s.write_all(&chunk).is_err() {
+            break;
+        }
+    }
+    drop(s);
+    let (got, t) = reader.join().expect("reader");
+    got as f64 / t / 1e9
+}
+
+fn main() {
+    let args = Args::parse();
+    let c = &args.c;
+    if let Err(e) = c.validate() {
+        err(&format!("bandwidth: {e}"));
+        std::process::exit(2);
+    }
+    if mcast::child_main(c, |t| node(c, t)) {
+        return;
+    }
+    let base = args.baseline.then(|| {
+        if !c.json {
+            err("bandwidth: measuring the baseline");
+        }
+        baseline(c.transport, c.size, 1.0)
+    });
+    let results = match mcast::run_nodes(c, |t| node(c, t)) {
+        Ok(r) => r,
+        Err(e) => {
+            err(&format!("bandwidth: {e}"));
+            std::process::exit(if sst::cluster::interrupted() { 130 } else { 1 });
+        }
+    };
+    let n = results.len() as f64;
+    let f = |k: &str| results.iter().map(|r| r[k].as_f64().unwrap_or(0.0)).collect::<Vec<_>>();
+    let (msgs, bytes, secs) = (f("msgs"), f("bytes"), f("secs"));
+    let msgs_per_s = msgs.iter().zip(&secs).map(|(m, s)| m / s).sum::<f64>() / n;
+    let gb_per_s = bytes.iter().zip(&secs).map(|(b, s)| b / s / 1e9).sum::<f64>() / n;
+    let digest_agree = results.windows(2).all(|w| w[0]["digests"] == w[1]["digests"]);
+    let expected = c.count * c.sender_ids().len() as u64 * c.subgroups as u64;
+    let complete = msgs.iter().all(|m| *m as u64 == expected);
+    let mean = |k: &str| round(f(k).iter().sum::<f64>() / n, 2);
+    let nulls: f64 = f("nulls").iter().sum();
+    let mut line = json!({
+        "bench": "bandwidth",
+        "transport": c.transport.name(),
+        "nodes": c.nodes,
+        "senders": format!("{:?}", c.senders).to_lowercase(),
+        "size": c.size,
+        "count": c.count,
+        "window": c.window,
+        "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },
+        "subgroups": c.subgroups,
+        "msgs_per_s": round(msgs_per_s, 0),
+        "gb_per_s": round(gb_per_s, 4),
+        "digest_agree": digest_agree && complete,
+        "complete": complete,
+        "nulls": nulls,
+        "send_batch_mean": mean("send_batch_mean"),
+        "recv_batch_mean": mean("recv_batch_mean"),
+        "deliver_batch_mean": mean("deliver_batch_mean"),
+        "spin_us": c.spin_us,
+    });
+    if let Some(b) = base {
+        line["baseline_gb_per_s"] = json!(round(b, 4));
+        line["fraction_of_baseline"] = json!(round(gb_per_s / b, 4));
+    }
+    if c.json {
+        out(&line.to_string());
+    } else {
+        out(&format!(
+            "bandwidth: {} nodes over {}, senders {:?}, {} B x {} per sender, window {}, {:?}, {} subgroup(s)",
+            c.nodes, c.transport, c.senders, c.size, c.count, c.window, c.mode, c.subgroups
+        ));
+        out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
+        out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));
+        out(&format!(
+            "  mean batch: send {} recv {} deliver {}",
+            line["send_batch_mean"], line["recv_batch_mean"], line["deliver_batch_mean"]
+        ));
+        if let Some(b) = base {
+            out(&format!("  baseline {:.3} GB/s; we reach {:.1}% of it", b, 100.0 * gb_per_s / b));
+        }
+    }
+    if !(digest_agree && complete) {
+        std::process::exit(3);
+    }
+}

@@ -1,0 +1,243 @@
+//! What the multicast benchmarks (`bandwidth`, `latency`) share: their common
+//! arguments, the subgroups they build, and running one node function per node, as
+//! threads (`mem`) or as child processes of the program (`shm`, `tcp` on 127.0.0.1).
+
+use clap::{Args, ValueEnum};
+use serde_json::Value;
+use smc::runtime::{Runtime, SubgroupSetup};
+use smc::{Mode, SmcLayout, SubgroupSpec};
+use sst::cluster::{self, ChildSet, TransportKind};
+use sst::predicate::{PollConfig, DEFAULT_SPIN_US};
+use sst::sync::Arc;
+use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use std::process::Command;
+use std::time::Duration;
+
+/// Which members send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Senders {
+    /// Every member.
+    All,
+    /// The first half (at least one).
+    Half,
+    /// Member 0 only.
+    One,
+}
+
+/// Delivery mode on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    /// Atomic multicast.
+    Ordered,
+    /// Deliver on receipt.
+    Unordered,
+}
+
+/// Arguments every multicast benchmark takes.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Transport: mem (threads), shm (processes, /dev/shm), tcp (processes, 127.0.0.1).
+    #[arg(long, default_value = "shm")]
+    pub transport: TransportKind,
+    /// Members (every subgroup has them all).
+    #[arg(long, default_value_t = 2)]
+    pub nodes: usize,
+    /// Which members send.
+    #[arg(long, value_enum, default_value = "one")]
+    pub senders: Senders,
+    /// Payload bytes per message (the subgroup's max_msg).
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Messages per sender per subgroup.
+    #[arg(long, default_value_t = 100_000)]
+    pub count: u64,
+    /// Slots per sender ring.
+    #[arg(long, default_value_t = 256)]
+    pub window: usize,
+    /// Delivery mode.
+    #[arg(long, value_enum, default_value = "ordered")]
+    pub mode: ModeArg,
+    /// Subgroups over the same nodes, each with its own table and sender threads.
+    #[arg(long, default_value_t = 1)]
+    pub subgroups: usize,
+    /// Predicate-thread spin budget after the last work (µs).
+    #[arg(long, default_value_t = DEFAULT_SPIN_US)]
+    pub spin_us: u64,
+    /// Print one JSON line instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Common {
+    /// Checks ranges a user can get wrong; the message says which flag.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.nodes) {
+            return Err("--nodes must be in 1..=64".into());
+        }
+        if self.size == 0 || self.size > smc::spec::MAX_MSG {
+            return Err(format!("--size must be in 1..={}", smc::spec::MAX_MSG));
+        }
+        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
+            return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
+        }
+        if self.subgroups == 0 || self.subgroups > 16 {
+            return Err("--subgroups must be in 1..=16".into());
+        }
+        if self.count == 0 {
+            return Err("--count must be positive".into());
+        }
+        let table = SmcLayout::new(&self.specs()[0]).table_bytes();
+        if table > 1 << 30 {
+            return Err(format!("a table of {table} bytes is too large: lower --window or --size"));
+        }
+        Ok(())
+    }
+
+    /// The sending members.
+    pub fn sender_ids(&self) -> Vec<NodeId> {
+        let k = match self.senders {
+            Senders::All => self.nodes,
+            Senders::Half => (self.nodes / 2).max(1),
+            Senders::One => 1,
+        };
+        (0..k as u32).map(NodeId).collect()
+    }
+
+    /// The subgroups (all over every node).
+    pub fn specs(&self) -> Vec<SubgroupSpec> {
+        let members: Vec<NodeId> = (0..self.nodes as u32).map(NodeId).collect();
+        let mode = match self.mode {
+            ModeArg::Ordered => Mode::Ordered,
+            ModeArg::Unordered => Mode::Unordered,
+        };
+        (0..self.subgroups)
+            .map(|_| SubgroupSpec {
+                members: members.clone(),
+                senders: self.sender_ids(),
+                window: self.window,
+                max_msg: self.size,
+                mode,
+            })
+            .collect()
+    }
+
+    /// One region per subgroup table.
+    pub fn regions(&self) -> Vec<RegionSpec> {
+        self.specs()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| RegionSpec { id: RegionId(i as u16), len: SmcLayout::new(s).table_bytes() })
+            .collect()
+    }
+
+    /// The predicate thread's configuration.
+    pub fn poll(&self, me: NodeId) -> PollConfig {
+        PollConfig {
+            spin: Duration::from_micros(self.spin_us),
+            name: format!("smc-pred-{}", me.0),
+            ..PollConfig::default()
+        }
+    }
+
+    /// Starts this node's runtime with one upcall per subgroup.
+    pub fn start(&self, t: Arc<dyn Transport>, upcalls: Vec<smc::runtime::Upcall>) -> Result<Runtime, String> {
+        let me = t.local_id();
+        let setups = self
+            .specs()
+            .into_iter()
+            .zip(upcalls)
+            .enumerate()
+            .map(|(i, (spec, upcall))| SubgroupSetup { spec, region: RegionId(i as u16), upcall })
+            .collect();
+        Runtime::start(t, setups, self.poll(me)).map_err(|e| e.to_string())
+    }
+}
+
+/// Runs `node` on every node and returns each node's JSON result, by node id: as
+/// threads for `mem`, else as child processes of this program (which must call
+/// [`child_main`] first thing in `main`).
+pub fn run_nodes<F>(c: &Common, node: F) -> Result<Vec<Value>, String>
+where
+    F: Fn(Arc<dyn Transport>) -> Result<Value, String> + Sync,
+{
+    let regions = c.regions();
+    match c.transport {
+        TransportKind::Mem => {
+            let g = cluster::local_group(TransportKind::Mem, c.nodes, &regions, Duration::from_secs(30))
+                .map_err(|e| e.to_string())?;
+            std::thread::scope(|s| {
+                let hs: Vec<_> = g.nodes.iter().map(|t| s.spawn(|| node(t.clone()))).collect();
+                hs.into_iter().map(|h| h.join().map_err(|_| "a node thread panicked".to_string())?).collect()
+            })
+        }
+        kind => {
+            cluster::catch_interrupts();
+            sst::transport::shm::remove_stale_files();
+            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+            let argv: Vec<String> = std::env::args().skip(1).collect();
+            let deadline = Duration::from_secs(3600);
+            let mut kids = ChildSet::start(
+                |_| {
+                    let mut cmd = Command::new(&exe);
+                    cmd.args(&argv);
+                    cmd
+                },
+                kind,
+                c.nodes,
+                deadline,
+            )
+            .map_err(|e| e.to_string())?;
+            let all: Vec<usize> = (0..c.nodes).collect();
+            let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
+            kids.tell_all("EXIT").map_err(|e| e.to_string())?;
+            if !kids.wait_all_but(&[]).map_err(|e| e.to_string())? {
+                return Err("a node process failed".into());
+            }
+            lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad node result {l:?}: {e}"))).collect()
+        }
+    }
+}
+
+/// In a node process: builds the transport, runs `node`, prints its result for the
+/// parent and waits to be released. Returns false if this is not a node process.
+pub fn child_main<F>(c: &Common, node: F) -> bool
+where
+    F: FnOnce(Arc<dyn Transport>) -> Result<Value, String>,
+{
+    if !cluster::is_child() {
+        return false;
+    }
+    cluster::die_with_parent();
+    let result = cluster::child_transport(&c.regions(), Duration::from_secs(60))
+        .map_err(|e| e.to_string())
+        .and_then(|(_, _, t)| node(t));
+    match result {
+        Ok(v) => crate::out(&format!("RESULT {v}")),
+        Err(e) => {
+            crate::err(&format!("node: {e}"));
+            std::process::exit(1);
+        }
+    }
+    cluster::wait_for_parent();
+    true
+}
+
+/// Running FNV-1a over words: the delivery digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Digest(pub u64);
+
+impl Default for Digest {
+    fn default() -> Self {
+        Digest(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Digest {
+    /// Folds one word in.
+    #[inline]
+    pub fn add(&mut self, w: u64) {
+        for b in w.to_le_bytes() {
+            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+}
