@@ -1,0 +1,146 @@
+//! latency: send-to-own-delivery latency, shaped like Derecho's latency_test.
+//!
+//! ```text
+//! cargo run --release -p examples --bin latency -- --transport mem|shm|tcp --nodes N \
+//!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER [--window W] \
+//!     [--mode ordered|unordered] [--json]
+//! ```
+//!
+//! Each sender keeps one message in flight: it sends, and the delivery upcall at the
+//! sender itself stamps the time its own message comes back in delivery order (stable
+//! at every member, in ordered mode). The latency is upcall time minus send time, both
+//! taken in the sender's process; the application thread's wake-up before the next
+//! send is not counted. Percentiles are per sender; the report gives the worst sender.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use examples::mcast::{self, Common, ModeArg};
+use examples::{err, out, round, Latency};
+use serde_json::{json, Value};
+use sst::sync::{Arc, Condvar, Mutex};
+use sst::transport::Transport;
+use std::time::{Duration, Instant};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Multicast send-to-own-delivery latency (Derecho latency_test shape)")]
+struct Args {
+    #[command(flatten)]
+    c: Common,
+}
+
+#[derive(Default)]
+struct InFlight {
+    /// (index, sent at) of the message in flight.
+    pending: Option<(u64, Instant)>,
+    lat: Latency,
+}
+
+fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
+    let me = t.local_id();
+    let sender_rank = c.sender_ids().iter().position(|s| *s == me);
+    let state = Arc::new((Mutex::new(InFlight::default()), Condvar::new()));
+    let total_msgs = c.count * c.sender_ids().len() as u64;
+    let delivered = Arc::new(sst::sync::atomic::AtomicU64::new(0));
+    let upcalls: Vec<smc::runtime::Upcall> = (0..c.subgroups)
+        .map(|k| {
+            let (st, d) = (state.clone(), delivered.clone());
+            Box::new(move |b: &smc::Batch| {
+                d.fetch_add(b.len() as u64, sst::sync::atomic::Ordering::Relaxed);
+                if k != 0 {
+                    return;
+                }
+                let now = Instant::now();
+                let (lock, cv) = &*st;
+                let mut f = lock.lock().unwrap();
+                if let Some((index, at)) = f.pending {
+                    if b.iter().any(|m| Some(m.sender()) == sender_rank && m.index() == index) {
+                        f.lat.record(now - at);
+                        f.pending = None;
+                        cv.notify_all();
+                    }
+                }
+            }) as smc::runtime::Upcall
+        })
+        .collect();
+    let rt = c.start(t, upcalls)?;
+    if sender_rank.is_some() {
+        let sg = &rt.subgroups()[0];
+        let (lock, cv) = &*state;
+        for i in 0..c.count {
+            let mut slot = sg.reserve(c.size).map_err(|e| e.to_string())?;
+            slot.write_word(0, i);
+            let mut f = lock.lock().unwrap();
+            let at = Instant::now();
+            let index = slot.commit();
+            f.pending = Some((index, at));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while f.pending.is_some() {
+                if Instant::now() > deadline {
+                    return Err(format!("message {i} was not delivered within 30 s"));
+                }
+                f = cv.wait_timeout(f, Duration::from_millis(100)).unwrap().0;
+            }
+        }
+    }
+    // Everyone stays until every sender's messages are delivered here.
+    let all = sst::cluster::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
+        delivered.load(sst::sync::atomic::Ordering::Relaxed) >= total_msgs
+    });
+    rt.stop();
+    if !all {
+        return Err("not every message was delivered".into());
+    }
+    let f = state.0.lock().unwrap();
+    Ok(json!({
+        "node": me.0,
+        "sender": sender_rank.is_some(),
+        "samples": f.lat.len(),
+        "p50": f.lat.quantile_us(0.5),
+        "p99": f.lat.quantile_us(0.99),
+        "p999": f.lat.quantile_us(0.999),
+    }))
+}
+
+fn main() {
+    let args = Args::parse();
+    let c = &args.c;
+    if let Err(e) = c.validate() {
+        err(&format!("latency: {e}"));
+        std::process::exit(2);
+    }
+    if mcast::child_main(c, |t| node(c, t)) {
+        return;
+    }
+    let results = match mcast::run_nodes(c, |t| node(c, t)) {
+        Ok(r) => r,
+        Err(e) => {
+            err(&format!("latency: {e}"));
+            std::process::exit(if sst::cluster::interrupted() { 130 } else { 1 });
+        }
+    };
+    let senders: Vec<&Value> = results.iter().filter(|r| r["sender"] == true).collect();
+    let worst = |k: &str| senders.iter().map(|r| r[k].as_f64().unwrap_or(f64::NAN)).fold(0.0, f64::max);
+    let samples: u64 = senders.iter().map(|r| r["samples"].as_u64().unwrap_or(0)).sum();
+    let line = json!({
+        "bench": "latency",
+        "transport": c.transport.name(),
+        "nodes": c.nodes,
+        "senders": format!("{:?}", c.senders).to_lowercase(),
+        "size": c.size,
+        "window": c.window,
+        "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },
+        "lat_us_p50": round(worst("p50"), 2),
+        "lat_us_p99": round(worst("p99"), 2),
+        "lat_us_p999": round(worst("p999"), 2),
+        "samples": samples,
+        "spin_us": c.spin_us,
+    });
+    if c.json {
+        out(&line.to_string());
+    } else {
+        out(&format!(
+            "latency: {} nodes over {}, senders {:?}, {} B, {:?}: p50 {} µs, p99 {} µs, p99.9 {} µs ({} samples, worst sender)",
+            c.nodes, c.transport, c.senders, c.size, c.mode, line["lat_us_p50"], line["lat_us_p99"], line["lat_us_p999"], samples
+        ));
+    }
+}
