@@ -39,6 +39,7 @@ use crate::message::{Batch, MsgRef};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec, HEADER};
 use crate::stats::Stats;
 use sst::predicate::Pushes;
+use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::Arc;
 use sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
@@ -84,6 +85,7 @@ pub struct Reservation {
     row: Arc<LocalRow>,
     slots: Bytes,
     payload_at: usize,
+    published: Arc<AtomicU64>,
 }
 
 impl PartialEq for Reservation {
@@ -103,6 +105,17 @@ impl Reservation {
             self.len
         );
         self.row.write_bytes(self.slots, self.payload_at + at, data);
+    }
+
+    /// Publishes the message without the core's lock: writes its header into the slot,
+    /// then raises the shared `published` count (`Release`), which the core absorbs at
+    /// its next reserve or pass. Returns the message's index.
+    pub fn publish(self) -> u64 {
+        let header = self.payload_at / 8 - HEADER / 8;
+        self.row.store_word(self.slots, header, KIND_DATA | ((self.len as u64) << 32));
+        self.row.store_word(self.slots, header + 1, self.index);
+        self.published.store(self.entry + 1, Ordering::Release);
+        self.index
     }
 
     /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
@@ -175,7 +188,10 @@ pub struct SmcCore {
     committed: u64,
     pushed: u64,
     next_index: u64,
-    reserved: bool,
+    /// The open reservation: (entry, index, slot).
+    res: Option<(u64, u64, usize)>,
+    /// Entries the application has published (see [`Reservation::publish`]).
+    published: Arc<AtomicU64>,
     entry_end: Vec<u64>,
     null_target: u64,
     // Receiver side.
@@ -217,7 +233,8 @@ impl SmcCore {
             committed: 0,
             pushed: 0,
             next_index: 0,
-            reserved: false,
+            res: None,
+            published: Arc::new(AtomicU64::new(0)),
             null_target: 0,
             seen: vec![0; s],
             recv: vec![0; s],
@@ -267,20 +284,21 @@ impl SmcCore {
     /// Reserves the next slot for a message of `len` bytes.
     pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
         let Some(_) = self.me_sender else { return Err(SendError::NotSender) };
+        self.absorb();
         if len > self.spec.max_msg {
             return Err(SendError::TooLarge { len, max: self.spec.max_msg });
         }
         if self.wedged {
             return Err(SendError::Wedged);
         }
-        if self.reserved {
+        if self.res.is_some() {
             return Err(SendError::Busy);
         }
         if !self.slot_free() {
             return Err(SendError::Full);
         }
-        self.reserved = true;
         let slot = (self.committed % self.spec.window as u64) as usize;
+        self.res = Some((self.committed, self.next_index, slot));
         Ok(Reservation {
             entry: self.committed,
             index: self.next_index,
@@ -289,24 +307,42 @@ impl SmcCore {
             row: self.row.clone(),
             slots: self.lay.slots,
             payload_at: slot * self.lay.slot_bytes + HEADER,
+            published: self.published.clone(),
         })
     }
 
-    /// Publishes a reserved message: it goes out at the next send stage.
+    /// Publishes a reserved message and takes it in: it goes out at the next send
+    /// stage. (Equivalent to [`Reservation::publish`] followed by the next pass.)
     pub fn commit(&mut self, r: Reservation) {
-        debug_assert!(self.reserved && r.entry == self.committed, "commit of a stale reservation");
-        self.write_header(r.slot, KIND_DATA, r.len as u64, r.index);
-        self.entry_end[r.slot] = r.index + 1;
-        self.next_index = r.index + 1;
-        self.committed += 1;
-        self.reserved = false;
-        self.stats.messages_sent += 1;
+        debug_assert!(self.res.is_some_and(|(e, _, _)| e == r.entry), "commit of a stale reservation");
+        r.publish();
+        self.absorb();
+    }
+
+    /// Takes in a message the application published without the lock.
+    fn absorb(&mut self) -> bool {
+        match self.res {
+            Some((entry, index, slot)) if self.published.load(Ordering::Acquire) > entry => {
+                self.entry_end[slot] = index + 1;
+                self.next_index = index + 1;
+                self.committed += 1;
+                self.res = None;
+                self.stats.messages_sent += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// True if the application published a message not yet taken in.
+    fn publish_pending(&self) -> bool {
+        self.res.is_some_and(|(entry, _, _)| self.published.load(Ordering::Acquire) > entry)
     }
 
     /// Gives a reservation back unused.
     pub fn abandon(&mut self, r: Reservation) {
-        debug_assert!(self.reserved && r.entry == self.committed);
-        self.reserved = false;
+        debug_assert!(self.res.is_some_and(|(e, _, _)| e == r.entry));
+        self.res = None;
     }
 
     fn write_header(&self, slot: usize, kind: u64, len: u64, index: u64) {
@@ -326,7 +362,7 @@ impl SmcCore {
             self.null_target = self.null_target.max(self.next_index + 1);
         }
         if self.me_sender.is_none()
-            || self.reserved
+            || self.res.is_some()
             || self.wedged
             || self.next_index >= self.null_target
             || !self.slot_free()
@@ -529,6 +565,7 @@ impl SmcCore {
     /// Receive and send stages of one pass (delivery is separate so that the driver
     /// can run the upcall without its lock). Returns true if anything happened.
     pub fn poll(&mut self, pushes: &mut Pushes) -> bool {
+        self.absorb();
         let got = self.receive_stage(pushes);
         let nulls = self.add_nulls();
         let sent = self.send_stage(pushes);
@@ -538,7 +575,7 @@ impl SmcCore {
     /// True if a pass would find work: new entries, unsent commits, owed nulls that
     /// can go out, or stable messages to deliver. Cheap: reads a few table words.
     pub fn has_work(&self) -> bool {
-        if self.pushed != self.committed {
+        if self.pushed != self.committed || self.publish_pending() {
             return true;
         }
         let s = self.spec.senders.len();
@@ -548,7 +585,7 @@ impl SmcCore {
             }
         }
         if self.me_sender.is_some()
-            && !self.reserved
+            && self.res.is_none()
             && !self.wedged
             && self.next_index < self.null_target
             && self.slot_free()
@@ -582,7 +619,7 @@ impl SmcCore {
 
     /// True if a sender waiting for a slot could reserve one now.
     pub fn can_reserve(&self) -> bool {
-        self.me_sender.is_some() && !self.wedged && !self.reserved && self.slot_free()
+        self.me_sender.is_some() && !self.wedged && self.res.is_none() && self.slot_free()
     }
 
     // ------------------------------------------------------------------ views

@@ -207,11 +207,10 @@ impl SendSlot<'_> {
     pub fn write_word(&mut self, i: usize, value: u64) {
         self.res.as_ref().expect("live slot").write_word(i, value)
     }
-    /// Sends the message; returns its index.
+    /// Sends the message; returns its index. Takes no lock: the slot is published
+    /// through an atomic that the predicate thread picks up on its next pass.
     pub fn commit(mut self) -> u64 {
-        let res = self.res.take().expect("live slot");
-        let index = res.index();
-        lock(&self.sub.shared.core).commit(res);
+        let index = self.res.take().expect("live slot").publish();
         self.sub.transport.doorbell().ring();
         index
     }
