@@ -13,4 +13,4 @@ cargo test --workspace
 echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:=2})"
 # A separate target dir keeps the loom build from invalidating the normal one.
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="$LOOM_MAX_PREEMPTIONS" \
-    cargo test -p loom-tests --release --target-dir target/loom --test models
+    cargo test -p loom-tests --release --target-dir target/loom --test models --test smc_models

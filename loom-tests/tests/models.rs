@@ -119,13 +119,7 @@ fn doorbell_buggy_variant() {
 
 #[test]
 fn doorbell_checking_before_prepare_is_caught() {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["doorbell_buggy_variant", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .output()
-        .expect("run the buggy variant");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "loom did not catch the lost wake-up");
-    assert!(stderr.contains("deadlock"), "failed, but not with a deadlock: {stderr}");
+    loom_tests::expect_failure_in_child("doorbell_buggy_variant", "deadlock");
 }
 
 // ---------------------------------------------------------------- (c) the monotonic counter

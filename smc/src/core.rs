@@ -38,9 +38,9 @@
 use crate::message::{Batch, MsgRef};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec, HEADER};
 use crate::stats::Stats;
-use sst::predicate::Pushes;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::Arc;
+use sst::Pushes;
 use sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
 use thiserror::Error;
@@ -159,9 +159,10 @@ pub struct Deliverable {
 }
 
 /// Deliberate protocol bugs, for tests that show the simulator catches them.
-#[cfg(test)]
+/// (Compiled for unit tests and loom models only.)
+#[cfg(any(test, loom))]
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct Faults {
+pub struct Faults {
     /// Reuse a slot without waiting for delivery everywhere.
     pub reuse_early: bool,
     /// Deliver what this node has received, without waiting for the others.
@@ -175,8 +176,8 @@ pub(crate) struct Faults {
 /// One node's state in one subgroup (see the module docs).
 #[derive(Debug)]
 pub struct SmcCore {
-    #[cfg(test)]
-    pub(crate) faults: Faults,
+    #[cfg(any(test, loom))]
+    faults: Faults,
     spec: SubgroupSpec,
     lay: SmcLayout,
     row: Arc<LocalRow>,
@@ -222,7 +223,7 @@ impl SmcCore {
         let sender_row = spec.senders.iter().map(|s| spec.member_rank(*s).expect("sender is a member")).collect();
         let s = spec.senders.len();
         SmcCore {
-            #[cfg(test)]
+            #[cfg(any(test, loom))]
             faults: Faults::default(),
             me_sender: spec.sender_rank(me),
             entry_end: vec![0; spec.window],
@@ -272,7 +273,7 @@ impl SmcCore {
         if self.committed < self.spec.window as u64 {
             return true;
         }
-        #[cfg(test)]
+        #[cfg(any(test, loom))]
         if self.faults.reuse_early {
             return true;
         }
@@ -353,11 +354,11 @@ impl SmcCore {
 
     /// Adds the nulls this sender owes as one run, if it may.
     fn add_nulls(&mut self) -> bool {
-        #[cfg(test)]
+        #[cfg(any(test, loom))]
         if self.faults.no_nulls {
             return false;
         }
-        #[cfg(test)]
+        #[cfg(any(test, loom))]
         if self.faults.endless_nulls && self.me_sender.is_some() {
             self.null_target = self.null_target.max(self.next_index + 1);
         }
@@ -486,7 +487,7 @@ impl SmcCore {
                             .unwrap_or(0)
                     })
                     .collect();
-                #[cfg(test)]
+                #[cfg(any(test, loom))]
                 let stable = if self.faults.deliver_unstable { self.recv.clone() } else { stable };
                 let mut cursor: Vec<usize> = vec![0; s as usize];
                 loop {
@@ -603,6 +604,12 @@ impl SmcCore {
                 (0..self.table.rows()).all(|m| self.table.counter_at(m, self.lay.received, r) > k)
             }
         }
+    }
+
+    /// Sets deliberate protocol bugs (unit tests and loom models only).
+    #[cfg(any(test, loom))]
+    pub fn set_faults(&mut self, f: Faults) {
+        self.faults = f;
     }
 
     /// Entries this node has committed (messages and null runs).

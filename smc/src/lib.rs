@@ -23,10 +23,13 @@ pub mod core;
 pub mod message;
 #[cfg(not(loom))]
 pub mod runtime;
+#[cfg(not(loom))]
 pub mod sim;
 pub mod spec;
 pub mod stats;
 
+#[cfg(any(test, loom))]
+pub use crate::core::Faults;
 pub use crate::core::{CutError, Deliverable, Reservation, SendError, SmcCore};
 pub use message::{Batch, Message, MsgRef};
 pub use spec::{Mode, SmcLayout, SubgroupSpec};

@@ -28,7 +28,7 @@
 use crate::doorbell::Doorbell;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, Arc, Mutex};
-use crate::table::Push;
+pub use crate::table::Pushes;
 use crate::transport::{PeerEvent, Transport, WriteOp};
 use std::time::{Duration, Instant};
 
@@ -75,40 +75,6 @@ pub enum Kind {
 /// Identifies a registered predicate, for [`PredicateThread::remove`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PredicateId(u64);
-
-/// Pushes collected by triggers, posted after the state lock is released.
-#[derive(Debug, Default)]
-pub struct Pushes {
-    list: Vec<Push>,
-}
-
-impl Pushes {
-    /// Queues a push.
-    pub fn push(&mut self, p: Push) {
-        self.list.push(p);
-    }
-    /// Queues several pushes, in order.
-    pub fn extend(&mut self, ps: impl IntoIterator<Item = Push>) {
-        self.list.extend(ps);
-    }
-    /// The queued pushes, in order.
-    pub fn iter(&self) -> impl Iterator<Item = &Push> {
-        self.list.iter()
-    }
-    /// Takes the queued pushes out, in order (for drivers other than the predicate
-    /// thread, such as a simulator).
-    pub fn drain(&mut self) -> impl Iterator<Item = Push> + '_ {
-        self.list.drain(..)
-    }
-    /// Number queued.
-    pub fn len(&self) -> usize {
-        self.list.len()
-    }
-    /// True when none are queued.
-    pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
-    }
-}
 
 type Cond<S> = Box<dyn FnMut(&S) -> bool + Send>;
 type Action<S> = Box<dyn FnMut(&mut S, &mut Pushes) + Send>;
@@ -373,7 +339,7 @@ impl<S> Worker<S> {
         }
         // The state lock is released: now post.
         let t = &inner.transport;
-        for p in self.pushes.list.drain(..) {
+        for p in self.pushes.drain() {
             for peer in p.targets() {
                 let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
                 match t.post_write(peer, op) {

@@ -533,6 +533,40 @@ impl Push {
     }
 }
 
+/// Pushes collected by triggers, posted after the state lock is released.
+#[derive(Debug, Default)]
+pub struct Pushes {
+    list: Vec<Push>,
+}
+
+impl Pushes {
+    /// Queues a push.
+    pub fn push(&mut self, p: Push) {
+        self.list.push(p);
+    }
+    /// Queues several pushes, in order.
+    pub fn extend(&mut self, ps: impl IntoIterator<Item = Push>) {
+        self.list.extend(ps);
+    }
+    /// The queued pushes, in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Push> {
+        self.list.iter()
+    }
+    /// Takes the queued pushes out, in order (for drivers other than the predicate
+    /// thread, such as a simulator).
+    pub fn drain(&mut self) -> impl Iterator<Item = Push> + '_ {
+        self.list.drain(..)
+    }
+    /// Number queued.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+    /// True when none are queued.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;

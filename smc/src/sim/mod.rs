@@ -16,9 +16,9 @@ pub mod invariants;
 use crate::core::SmcCore;
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use invariants::Checks;
-use sst::predicate::Pushes;
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId};
+use sst::Pushes;
 use sst::{Region, Table};
 use std::collections::VecDeque;
 
@@ -245,7 +245,7 @@ impl Sim {
     #[cfg(test)]
     pub(crate) fn with_faults(mut self, f: crate::core::Faults) -> Sim {
         for n in &mut self.nodes {
-            n.core.faults = f;
+            n.core.set_faults(f);
         }
         self
     }
