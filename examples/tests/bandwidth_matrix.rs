@@ -1,0 +1,52 @@
+//! The bandwidth program on every transport, with 2 and 3 nodes, all/half/one senders,
+//! ordered and unordered, 1 B and 10 KB messages: every node must deliver every message
+//! and the delivery digests must agree. Short runs: behaviour, not speed.
+
+use std::process::Command;
+
+fn run(transport: &str, nodes: usize, senders: &str, mode: &str, size: usize) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_bandwidth"))
+        .args(["--transport", transport, "--nodes", &nodes.to_string(), "--senders", senders, "--mode", mode])
+        .args(["--size", &size.to_string(), "--count", "300", "--window", "16", "--subgroups", "2", "--json"])
+        .output()
+        .expect("run bandwidth");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{transport} n={nodes} {senders} {mode} {size}B failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
+fn matrix(transport: &str) {
+    for nodes in [2, 3] {
+        for senders in ["all", "half", "one"] {
+            for mode in ["ordered", "unordered"] {
+                for size in [1, 10240] {
+                    let v = run(transport, nodes, senders, mode, size);
+                    assert_eq!(v["digest_agree"], true, "{v}");
+                    assert_eq!(v["complete"], true, "{v}");
+                    if mode == "unordered" || senders == "one" {
+                        assert_eq!(v["nulls"], 0.0, "nulls only serve round-robin order with several senders: {v}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn mem() {
+    matrix("mem");
+}
+
+#[test]
+fn shm() {
+    matrix("shm");
+}
+
+#[test]
+fn tcp() {
+    matrix("tcp");
+}
