@@ -26,6 +26,13 @@ use std::time::{Duration, Instant};
 struct Args {
     #[command(flatten)]
     c: Common,
+    /// Pause between a delivery and the next send (µs), so every thread parks first:
+    /// each message is then a lone message waking an idle group.
+    #[arg(long, default_value_t = 0)]
+    gap_us: u64,
+    /// After the run, let the group sit idle this long and report each node's CPU use.
+    #[arg(long, default_value_t = 0.0)]
+    idle_seconds: f64,
 }
 
 #[derive(Default)]
@@ -35,7 +42,8 @@ struct InFlight {
     lat: Latency,
 }
 
-fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
+fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
+    let c = &a.c;
     let me = t.local_id();
     let sender_rank = c.sender_ids().iter().position(|s| *s == me);
     let state = Arc::new((Mutex::new(InFlight::default()), Condvar::new()));
@@ -80,16 +88,30 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
                 }
                 f = cv.wait_timeout(f, Duration::from_millis(100)).unwrap().0;
             }
+            drop(f);
+            if a.gap_us > 0 {
+                std::thread::sleep(Duration::from_micros(a.gap_us));
+            }
         }
     }
     // Everyone stays until every sender's messages are delivered here.
     let all = sst::cluster::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
         delivered.load(sst::sync::atomic::Ordering::Relaxed) >= total_msgs
     });
-    rt.stop();
     if !all {
         return Err("not every message was delivered".into());
     }
+    // Idle: no traffic; heartbeat-free smc groups should cost (nearly) nothing. A node
+    // process measures itself; mem nodes share one process, so mem reports the
+    // process's CPU divided by the number of nodes.
+    let idle_cpu_pct = (a.idle_seconds > 0.0).then(|| {
+        let (cpu0, t0) = (sst::cluster::cpu_time(sst::cluster::CpuClock::Process), Instant::now());
+        std::thread::sleep(Duration::from_secs_f64(a.idle_seconds));
+        let cpu = sst::cluster::cpu_time(sst::cluster::CpuClock::Process).saturating_sub(cpu0);
+        let share = if c.transport == sst::cluster::TransportKind::Mem { c.nodes as f64 } else { 1.0 };
+        100.0 * cpu.as_secs_f64() / t0.elapsed().as_secs_f64() / share
+    });
+    rt.stop();
     let f = state.0.lock().unwrap();
     Ok(json!({
         "node": me.0,
@@ -97,7 +119,8 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
         "samples": f.lat.len(),
         "p50": f.lat.quantile_us(0.5),
         "p99": f.lat.quantile_us(0.99),
-        "p999": f.lat.quantile_us(0.999),
+                "p999": f.lat.quantile_us(0.999),
+        "idle_cpu_pct": idle_cpu_pct,
     }))
 }
 
@@ -108,10 +131,10 @@ fn main() {
         err(&format!("latency: {e}"));
         std::process::exit(2);
     }
-    if mcast::child_main(c, |t| node(c, t)) {
+    if mcast::child_main(c, |t| node(&args, t)) {
         return;
     }
-    let results = match mcast::run_nodes(c, |t| node(c, t)) {
+    let results = match mcast::run_nodes(c, |t| node(&args, t)) {
         Ok(r) => r,
         Err(e) => {
             err(&format!("latency: {e}"));
@@ -133,8 +156,15 @@ fn main() {
         "lat_us_p99": round(worst("p99"), 2),
         "lat_us_p999": round(worst("p999"), 2),
         "samples": samples,
-        "spin_us": c.spin_us,
+                "spin_us": c.spin_us,
+        "gap_us": args.gap_us,
     });
+    let mut line = line;
+    if args.idle_seconds > 0.0 {
+        let idle: Vec<f64> = results.iter().map(|r| r["idle_cpu_pct"].as_f64().unwrap_or(f64::NAN)).collect();
+        line["idle_cpu_pct"] = json!(round(idle.iter().copied().fold(0.0, f64::max), 3));
+        line["idle_cpu_pct_nodes"] = json!(idle.iter().map(|x| round(*x, 3)).collect::<Vec<_>>());
+    }
     if c.json {
         out(&line.to_string());
     } else {
