@@ -17,14 +17,18 @@
 //!                       the word still == t)
 //! ```
 //!
-//! A ring after `prepare` changes the word, so `wait` returns at once; a ring before
-//! `prepare` is seen by the work check, because `prepare`'s `SeqCst` read-modify-write
-//! reads the ringer's increment and so acquires the work published before it. Looking
-//! for work *before* `prepare` loses wake-ups (the buggy variant the model catches).
-//! Ringing costs one atomic add; the `futex_wake` system call is paid only when the
-//! waiter has announced it may sleep.
+//! Ringing is cheap when the waiter is awake: the ringer issues a `SeqCst` fence and
+//! reads the word, and only if the sleeping bit is set does it advance the epoch (and
+//! then `futex_wake`). `prepare` sets the bit and issues a `SeqCst` fence before the
+//! waiter looks for work. Of the two fences one comes first in the single total order:
+//! if the ringer's, the waiter's work check sees the work published before it; if the
+//! waiter's, the ringer sees the bit and advances the epoch, so `wait` returns at once
+//! (Dekker's argument, checked by the loom model). A ringer that finds the waiter awake
+//! writes nothing, so a busy thread's doorbell line is not bounced between cores on
+//! every ring. Looking for work *before* `prepare` loses wake-ups (the buggy variant
+//! the model catches).
 
-use crate::sync::atomic::{AtomicU32, Ordering};
+use crate::sync::atomic::{fence, AtomicU32, Ordering};
 use std::time::Duration;
 
 const SLEEPING: u32 = 1;
@@ -109,6 +113,23 @@ impl Doorbell {
     /// Wakes the waiter if it sleeps or is about to. Call after publishing the work.
     #[inline]
     pub fn ring(&self) {
+        fence(Ordering::SeqCst);
+        if self.word().load(Ordering::Relaxed) & SLEEPING == 0 {
+            return;
+        }
+        let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
+        if old & SLEEPING != 0 {
+            self.futex_wake();
+        }
+    }
+
+    /// `ring` without its fence: a deliberately broken variant for the loom model that
+    /// shows the fence is needed (compiled under `--cfg loom` only).
+    #[cfg(loom)]
+    pub fn ring_without_fence(&self) {
+        if self.word().load(Ordering::Relaxed) & SLEEPING == 0 {
+            return;
+        }
         let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
         if old & SLEEPING != 0 {
             self.futex_wake();
@@ -118,7 +139,9 @@ impl Doorbell {
     /// Announces that the waiter may sleep. Look for work after this, then `wait`.
     #[inline]
     pub fn prepare(&self) -> Ticket {
-        Ticket(self.word().fetch_or(SLEEPING, Ordering::SeqCst) | SLEEPING)
+        let t = self.word().fetch_or(SLEEPING, Ordering::SeqCst) | SLEEPING;
+        fence(Ordering::SeqCst);
+        Ticket(t)
     }
 
     /// Withdraws a `prepare` (work was found after all).
@@ -136,7 +159,8 @@ impl Doorbell {
         self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
     }
 
-    /// How many times the doorbell has been rung (wraps); for statistics and tests.
+    /// How many rings found the waiter asleep or about to sleep (wraps); rings while it
+    /// was awake leave no trace. For statistics and tests.
     pub fn rings(&self) -> u32 {
         self.word().load(Ordering::Relaxed) >> 1
     }

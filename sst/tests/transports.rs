@@ -208,6 +208,8 @@ fn writes_land_and_complete(kind: Kind) {
 fn quiet_writes_land_without_ringing(kind: Kind) {
     let g = group(kind, 2, &regions(64));
     let (a, b) = (&g.nodes[0], &g.nodes[1]);
+    // B announces it may sleep: from now on a ring must reach it.
+    let ticket = b.doorbell().prepare();
     let before = b.doorbell().rings();
     a.region(R).unwrap().apply_write(0, &[9]);
     a.post_write(NodeId(1), WriteOp { wake: false, ..WriteOp::same(R, 0, 8) }).unwrap();
@@ -220,6 +222,7 @@ fn quiet_writes_land_without_ringing(kind: Kind) {
     a.flush();
     assert!(eventually(DEADLINE, || b.doorbell().rings() > before), "a normal write rings");
     assert_eq!(b.region(R).unwrap().load(8, Ordering::Acquire), 10, "the ring comes after the write landed");
+    b.doorbell().cancel(ticket);
 }
 
 fn disconnect_stops_writes(kind: Kind) {
