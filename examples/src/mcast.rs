@@ -147,7 +147,12 @@ impl Common {
             .into_iter()
             .zip(upcalls)
             .enumerate()
-            .map(|(i, (spec, upcall))| SubgroupSetup { spec, region: RegionId(i as u16), upcall })
+            .map(|(i, (spec, upcall))| SubgroupSetup {
+                spec,
+                region: RegionId(i as u16),
+                upcall,
+                delivery: Default::default(),
+            })
             .collect();
         Runtime::start(t, setups, self.poll(me)).map_err(|e| e.to_string())
     }

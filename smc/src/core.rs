@@ -553,6 +553,11 @@ impl SmcCore {
         Some(Deliverable { batch, upto, next_seq })
     }
 
+    /// The push that publishes this node's `delivered` vector.
+    pub fn delivered_push(&self) -> sst::Push {
+        self.row.push(self.lay.delivered.range())
+    }
+
     /// Records a batch as delivered (its upcall has returned) and pushes `delivered`.
     pub fn finish(&mut self, d: Deliverable, pushes: &mut Pushes) {
         debug_assert!(self.delivering, "finish without take_deliverable");

@@ -12,9 +12,11 @@
 //!
 //! Each subgroup has its own table (its own region), its own lock and its own upcall,
 //! and pushes only to its members. A sender that finds no free slot sleeps on the
-//! subgroup's condvar; it never spins. The delivery upcall runs on the predicate thread
-//! with no lock held, so senders keep building messages meanwhile; a slow upcall still
-//! delays the node's other subgroups, because they share the thread (see the README).
+//! subgroup's condvar; it never spins. The delivery upcall runs with no lock held, so
+//! senders keep building messages meanwhile: on the predicate thread by default
+//! ([`Delivery::Inline`], where a slow upcall also delays the node's other subgroups),
+//! or on a thread of the subgroup's own ([`Delivery::Dedicated`], where it slows only
+//! its subgroup). Either way the predicate thread is the only thread that posts.
 
 use crate::core::{Reservation, SendError, SmcCore};
 use crate::message::Batch;
@@ -39,6 +41,21 @@ pub struct SubgroupSetup {
     pub region: RegionId,
     /// Called with each delivery batch.
     pub upcall: Upcall,
+    /// Which thread runs the upcall.
+    pub delivery: Delivery,
+}
+
+/// Which thread runs a subgroup's delivery upcall.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Delivery {
+    /// The node's predicate thread, with no lock held: no hand-off, the lowest latency;
+    /// a slow upcall delays the node's other subgroups.
+    #[default]
+    Inline,
+    /// A thread of the subgroup's own: a slow or blocked upcall slows only this
+    /// subgroup. The predicate thread hands it each batch and stays the only thread
+    /// that posts writes; the hand-off costs a wake-up when the delivery thread sleeps.
+    Dedicated,
 }
 
 impl std::fmt::Debug for SubgroupSetup {
@@ -79,12 +96,24 @@ struct Shared {
     space: Condvar,
     waiters: AtomicUsize,
     upcall: Mutex<Upcall>,
+    /// `Some` in [`Delivery::Dedicated`] mode.
+    handoff: Option<Handoff>,
+}
+
+/// The batch waiting for a dedicated delivery thread, and its signals.
+struct Handoff {
+    batch: Mutex<Option<crate::core::Deliverable>>,
+    ready: Condvar,
+    /// The delivery thread advanced `delivered`; the predicate thread must push it.
+    delivered_dirty: sst::sync::atomic::AtomicBool,
+    stop: sst::sync::atomic::AtomicBool,
 }
 
 /// The multicast runtime of one node (see the module docs).
 pub struct Runtime {
     pt: PredicateThread<()>,
     subgroups: Vec<Subgroup>,
+    delivery_threads: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -133,6 +162,12 @@ impl Runtime {
                 space: Condvar::new(),
                 waiters: AtomicUsize::new(0),
                 upcall: Mutex::new(s.upcall),
+                handoff: (s.delivery == Delivery::Dedicated).then(|| Handoff {
+                    batch: Mutex::new(None),
+                    ready: Condvar::new(),
+                    delivered_dirty: sst::sync::atomic::AtomicBool::new(false),
+                    stop: sst::sync::atomic::AtomicBool::new(false),
+                }),
             }));
         }
         let pt = PredicateThread::spawn((), transport.clone(), poll).map_err(StartError::Spawn)?;
@@ -140,8 +175,17 @@ impl Runtime {
             let (c, t) = (sh.clone(), sh.clone());
             pt.register(Kind::Recurrent, move |_: &()| has_work(&c), move |_, pushes| pass(&t, pushes));
         }
+        let mut delivery_threads = Vec::new();
+        for (i, sh) in shared.iter().enumerate().filter(|(_, sh)| sh.handoff.is_some()) {
+            let (sh, t) = (sh.clone(), transport.clone());
+            let h = std::thread::Builder::new()
+                .name(format!("smc-deliver-{}-{i}", me.0))
+                .spawn(move || deliver_loop(&sh, t.as_ref()))
+                .map_err(StartError::Spawn)?;
+            delivery_threads.push(h);
+        }
         let subgroups = shared.into_iter().map(|shared| Subgroup { shared, transport: transport.clone() }).collect();
-        Ok(Runtime { pt, subgroups })
+        Ok(Runtime { pt, subgroups, delivery_threads })
     }
 
     /// Handles to the subgroups, in the order given to [`Runtime::start`].
@@ -154,16 +198,75 @@ impl Runtime {
         self.pt.stats()
     }
 
-    /// Stops the predicate thread (also on drop).
+    /// Stops the predicate thread and the delivery threads (also on drop).
     pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
         self.pt.stop();
+        for sg in &self.subgroups {
+            if let Some(h) = &sg.shared.handoff {
+                h.stop.store(true, Ordering::Release);
+                let _guard = lock(&h.batch);
+                h.ready.notify_all();
+            }
+        }
+        for t in self.delivery_threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Runtime {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A dedicated delivery thread: runs the upcall for each handed-over batch, records it
+/// as delivered, and asks the predicate thread to push `delivered`.
+fn deliver_loop(sh: &Shared, transport: &dyn Transport) {
+    let h = sh.handoff.as_ref().expect("dedicated delivery");
+    loop {
+        let d = {
+            let mut slot = lock(&h.batch);
+            loop {
+                if let Some(d) = slot.take() {
+                    break d;
+                }
+                if h.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                slot = match h.ready.wait(slot) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+        };
+        if !d.batch.is_empty() {
+            (lock(&sh.upcall))(&d.batch);
+        }
+        // `finish` queues a push of `delivered`; the predicate thread posts it instead,
+        // so it stays the only thread that posts (see the loom model
+        // `two_posters_after_lock_release_are_caught`).
+        lock(&sh.core).finish(d, &mut sst::Pushes::default());
+        h.delivered_dirty.store(true, Ordering::Release);
+        transport.doorbell().ring();
+        if sh.waiters.load(Ordering::Acquire) > 0 {
+            sh.space.notify_all();
+        }
     }
 }
 
 /// The predicate: is there anything for this subgroup's pass to do?
 fn has_work(sh: &Shared) -> bool {
     match sh.core.try_lock() {
-        Ok(core) => core.has_work() || (sh.waiters.load(Ordering::Acquire) > 0 && core.can_reserve()),
+        Ok(core) => {
+            core.has_work()
+                || (sh.waiters.load(Ordering::Acquire) > 0 && core.can_reserve())
+                || sh.handoff.as_ref().is_some_and(|h| h.delivered_dirty.load(Ordering::Acquire))
+        }
         // An application thread holds the lock for a moment: look again next pass.
         Err(_) => true,
     }
@@ -173,6 +276,19 @@ fn has_work(sh: &Shared) -> bool {
 fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
     let mut core = lock(&sh.core);
     core.poll(pushes);
+    if let Some(h) = &sh.handoff {
+        if h.delivered_dirty.swap(false, Ordering::AcqRel) {
+            pushes.push(core.delivered_push());
+        }
+        // At most one batch is out at a time (`take_deliverable` returns None until
+        // it is finished), so the hand-off slot is always free here.
+        if let Some(d) = core.take_deliverable() {
+            drop(core);
+            *lock(&h.batch) = Some(d);
+            h.ready.notify_one();
+        }
+        return;
+    }
     let ready = core.take_deliverable();
     drop(core);
     if let Some(d) = ready {

@@ -45,6 +45,7 @@ fn run(kind: TransportKind, mode: Mode) {
                     SubgroupSetup {
                         spec: spec.clone(),
                         region: RegionId(k as u16),
+                        delivery: Default::default(),
                         upcall: Box::new(move |b: &smc::Batch| {
                             let mut l = log.lock().unwrap();
                             for m in b.iter() {
@@ -138,7 +139,12 @@ fn start_errors() {
     let g =
         local_group(TransportKind::Mem, 1, &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5)).unwrap();
     let t = g.nodes[0].clone();
-    let setup = |spec: SubgroupSpec, region| SubgroupSetup { spec, region, upcall: Box::new(|_: &smc::Batch| {}) };
+    let setup = |spec: SubgroupSpec, region| SubgroupSetup {
+        spec,
+        region,
+        upcall: Box::new(|_: &smc::Batch| {}),
+        delivery: Default::default(),
+    };
     assert!(matches!(
         Runtime::start(t.clone(), vec![setup(spec, RegionId(0))], PollConfig::default()),
         Err(smc::runtime::StartError::NotMember(0))
@@ -158,4 +164,81 @@ fn start_errors() {
         Runtime::start(t, vec![setup(mine, RegionId(7))], PollConfig::default()),
         Err(smc::runtime::StartError::Region { .. })
     ));
+}
+
+/// Subgroup 0's upcall blocks until the test releases it. Returns whether subgroup 1
+/// (inline delivery) delivered all its messages at every node while subgroup 0 was
+/// blocked, and then checks that subgroup 0 catches up after the release.
+fn blocked_upcall(delivery0: smc::runtime::Delivery) -> bool {
+    use smc::runtime::Delivery;
+    let n = 2usize;
+    let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let spec = SubgroupSpec {
+        members: members.clone(),
+        senders: vec![NodeId(0)],
+        window: 64,
+        max_msg: 8,
+        mode: Mode::Ordered,
+    };
+    let regions: Vec<RegionSpec> =
+        (0..2).map(|i| RegionSpec { id: RegionId(i), len: SmcLayout::new(&spec).table_bytes() }).collect();
+    let g = local_group(TransportKind::Mem, n, &regions, Duration::from_secs(20)).unwrap();
+    let gate = Arc::new((Mutex::new(false), sst::sync::Condvar::new()));
+    let counts: Vec<Vec<Arc<sst::sync::atomic::AtomicU64>>> =
+        (0..n).map(|_| (0..2).map(|_| Default::default()).collect()).collect();
+    let rts: Vec<Runtime> = g
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let setups = (0..2)
+                .map(|k| {
+                    let (count, gate) = (counts[i][k].clone(), gate.clone());
+                    SubgroupSetup {
+                        spec: spec.clone(),
+                        region: RegionId(k as u16),
+                        delivery: if k == 0 { delivery0 } else { Delivery::Inline },
+                        upcall: Box::new(move |b: &smc::Batch| {
+                            if k == 0 {
+                                let (open, cv) = &*gate;
+                                let mut o = open.lock().unwrap();
+                                while !*o {
+                                    o = cv.wait(o).unwrap();
+                                }
+                            }
+                            count.fetch_add(b.len() as u64, sst::sync::atomic::Ordering::SeqCst);
+                        }),
+                    }
+                })
+                .collect();
+            Runtime::start(t.clone(), setups, PollConfig::default()).unwrap()
+        })
+        .collect();
+    let per = 40u64;
+    for k in 0..per {
+        rts[0].subgroups()[0].send(&k.to_le_bytes()).unwrap();
+        rts[0].subgroups()[1].send(&k.to_le_bytes()).unwrap();
+    }
+    let delivered = |k: usize| (0..n).all(|i| counts[i][k].load(sst::sync::atomic::Ordering::SeqCst) == per);
+    let other_done = sst::cluster::poll_until(Duration::from_secs(5), Duration::from_millis(2), || delivered(1));
+    assert!(!delivered(0), "subgroup 0 delivered through a blocked upcall");
+    // Release subgroup 0: it catches up either way.
+    *gate.0.lock().unwrap() = true;
+    gate.1.notify_all();
+    let all =
+        sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(2), || delivered(0) && delivered(1));
+    assert!(all, "every message of both subgroups is delivered after the release");
+    other_done
+}
+
+#[test]
+fn a_blocked_dedicated_upcall_does_not_stall_other_subgroups() {
+    assert!(blocked_upcall(smc::runtime::Delivery::Dedicated), "subgroup 1 was held up by subgroup 0's upcall");
+}
+
+#[test]
+fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
+    // The control: inline upcalls share the predicate thread, so the other subgroup
+    // cannot finish while one upcall blocks. This is what Delivery::Dedicated is for.
+    assert!(!blocked_upcall(smc::runtime::Delivery::Inline));
 }
