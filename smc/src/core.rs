@@ -507,22 +507,7 @@ impl SmcCore {
                     if stable[r] <= k {
                         break;
                     }
-                    let e = self.pending[r][cursor[r]];
-                    debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
-                    if let Some(len) = e.data {
-                        msgs.push(MsgRef {
-                            sender: r,
-                            index: k,
-                            seq: next_seq,
-                            row: self.sender_row[r],
-                            slot: e.slot,
-                            len,
-                        });
-                    }
-                    upto[r] = k + 1;
-                    if k + 1 == e.end {
-                        cursor[r] += 1;
-                    }
+                    self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
                     next_seq += 1;
                 }
             }
@@ -548,9 +533,36 @@ impl SmcCore {
         if upto == self.deliv {
             return None;
         }
+        Some(self.hand_out(msgs, upto, next_seq))
+    }
+
+    /// Ordered delivery of position `(r, k)` (global sequence `seq`): a message goes
+    /// into `msgs`, a null is passed over; `upto[r]` and the pending cursor advance.
+    fn take_position(
+        &self,
+        r: usize,
+        k: u64,
+        seq: u64,
+        cursor: &mut [usize],
+        upto: &mut [u64],
+        msgs: &mut Vec<MsgRef>,
+    ) {
+        let e = self.pending[r][cursor[r]];
+        debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
+        if let Some(len) = e.data {
+            msgs.push(MsgRef { sender: r, index: k, seq, row: self.sender_row[r], slot: e.slot, len });
+        }
+        upto[r] = k + 1;
+        if k + 1 == e.end {
+            cursor[r] += 1;
+        }
+    }
+
+    /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.
+    fn hand_out(&mut self, msgs: Vec<MsgRef>, upto: Vec<u64>, next_seq: u64) -> Deliverable {
         self.delivering = true;
         let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
-        Some(Deliverable { batch, upto, next_seq })
+        Deliverable { batch, upto, next_seq }
     }
 
     /// The push that publishes this node's `delivered` vector.
@@ -706,26 +718,10 @@ impl SmcCore {
             if k < upto[r] || k >= cut[r] {
                 continue;
             }
-            let e = self.pending[r][cursor[r]];
-            if let Some(len) = e.data {
-                msgs.push(MsgRef {
-                    sender: r,
-                    index: k,
-                    seq: next_seq - 1,
-                    row: self.sender_row[r],
-                    slot: e.slot,
-                    len,
-                });
-            }
-            upto[r] = k + 1;
-            if k + 1 == e.end {
-                cursor[r] += 1;
-            }
+            self.take_position(r, k, next_seq - 1, &mut cursor, &mut upto, &mut msgs);
             remaining -= 1;
         }
-        self.delivering = true;
-        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
-        Ok(Deliverable { batch, upto, next_seq })
+        Ok(self.hand_out(msgs, upto, next_seq))
     }
 }
 
