@@ -1,6 +1,14 @@
-//! The Group runtime (not built yet).
+//! # views: the Group runtime (in progress)
 //!
 //! This crate will hold membership, failure handling, leader-driven view change with
-//! ragged trim, joins with state transfer and subgroup layouts (issue 4). It has no code
-//! yet; nothing here pretends to work.
+//! ragged trim, joins with state transfer and subgroup layouts (issue 4). What exists
+//! so far, tested but not yet used by a runtime:
+//!
+//! - [`config`]: a node's configuration from TOML or a builder, with clear errors;
+//! - [`wire`]: the control plane's validated, versioned frame format.
+//!
+//! There is no view change, join or failure handling yet: nothing here forms a group.
 #![forbid(unsafe_code)]
+
+pub mod config;
+pub mod wire;

@@ -1,0 +1,314 @@
+//! A node's configuration: from a TOML file or built in code. Unknown keys and bad
+//! values are errors that name the key.
+//!
+//! ```
+//! use views::config::Config;
+//! let cfg = Config::from_toml(r#"
+//!     node_id = 3
+//!     listen = "127.0.0.1:7003"
+//!     contact = "127.0.0.1:7000"
+//!     transport = "tcp"
+//!     window = 128
+//! "#).unwrap();
+//! assert_eq!(cfg.window, 128);
+//! assert!(cfg.majority, "majority rule is on by default");
+//!
+//! let err = Config::from_toml("node_id = 1\nlisten = \"127.0.0.1:1\"\nwindwo = 4").unwrap_err();
+//! assert!(err.to_string().contains("windwo"));
+//! ```
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+use thiserror::Error;
+
+/// The data-plane transport of a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// Nodes are threads of one process.
+    Mem,
+    /// Nodes are processes on one host (the default).
+    #[default]
+    Shm,
+    /// Nodes are processes on any hosts.
+    Tcp,
+}
+
+/// One node's configuration (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// This node's id, unique in the group.
+    pub node_id: u32,
+    /// Where this node's control plane listens.
+    pub listen: SocketAddr,
+    /// Any member of an existing group to join through; absent: start a new group.
+    #[serde(default)]
+    pub contact: Option<SocketAddr>,
+    /// Data-plane transport.
+    #[serde(default)]
+    pub transport: Transport,
+    /// Slots per sender ring.
+    #[serde(default = "defaults::window")]
+    pub window: usize,
+    /// Largest message, in bytes.
+    #[serde(default = "defaults::max_msg")]
+    pub max_msg: usize,
+    /// Heartbeat period, in milliseconds.
+    #[serde(default = "defaults::heartbeat_ms")]
+    pub heartbeat_ms: u64,
+    /// A peer silent this long is suspected, in milliseconds.
+    #[serde(default = "defaults::failure_timeout_ms")]
+    pub failure_timeout_ms: u64,
+    /// Predicate-thread spin budget, in microseconds.
+    #[serde(default = "defaults::spin_us")]
+    pub spin_us: u64,
+    /// A member that finds itself in a minority stops instead of installing a view.
+    #[serde(default = "defaults::majority")]
+    pub majority: bool,
+}
+
+mod defaults {
+    pub fn window() -> usize {
+        256
+    }
+    pub fn max_msg() -> usize {
+        1024
+    }
+    pub fn heartbeat_ms() -> u64 {
+        100
+    }
+    pub fn failure_timeout_ms() -> u64 {
+        1000
+    }
+    pub fn spin_us() -> u64 {
+        sst::predicate::DEFAULT_SPIN_US
+    }
+    pub fn majority() -> bool {
+        true
+    }
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    /// The TOML did not parse, or has unknown keys or wrongly typed values.
+    #[error("config: {0}")]
+    Syntax(String),
+    /// A value is out of range.
+    #[error("config: `{key}` {why}")]
+    Invalid {
+        /// The key.
+        key: &'static str,
+        /// What is wrong with its value.
+        why: String,
+    },
+    /// The file could not be read.
+    #[error("config file {path}: {why}")]
+    File {
+        /// The path.
+        path: String,
+        /// The error.
+        why: String,
+    },
+}
+
+fn invalid(key: &'static str, why: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { key, why: why.into() }
+}
+
+impl Config {
+    /// Parses and checks a TOML document.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Syntax(e.to_string().trim().to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and checks a TOML file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Config, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::File { path: path.display().to_string(), why: e.to_string() })?;
+        Config::from_toml(&text)
+    }
+
+    /// A builder with the defaults, for configuration in code.
+    pub fn builder(node_id: u32, listen: SocketAddr) -> ConfigBuilder {
+        ConfigBuilder(Config {
+            node_id,
+            listen,
+            contact: None,
+            transport: Transport::default(),
+            window: defaults::window(),
+            max_msg: defaults::max_msg(),
+            heartbeat_ms: defaults::heartbeat_ms(),
+            failure_timeout_ms: defaults::failure_timeout_ms(),
+            spin_us: defaults::spin_us(),
+            majority: defaults::majority(),
+        })
+    }
+
+    /// Checks ranges and consistency.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if matches!(self.transport, Transport::Mem | Transport::Shm)
+            && self.node_id >= sst::transport::direct_max_node_id()
+        {
+            return Err(invalid(
+                "node_id",
+                format!("must be below {} for mem and shm", sst::transport::direct_max_node_id()),
+            ));
+        }
+        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
+            return Err(invalid("window", format!("must be in 1..={}", smc::spec::MAX_WINDOW)));
+        }
+        if self.max_msg == 0 || self.max_msg > smc::spec::MAX_MSG {
+            return Err(invalid("max_msg", format!("must be in 1..={}", smc::spec::MAX_MSG)));
+        }
+        if self.heartbeat_ms == 0 {
+            return Err(invalid("heartbeat_ms", "must be positive"));
+        }
+        if self.failure_timeout_ms < 2 * self.heartbeat_ms {
+            return Err(invalid(
+                "failure_timeout_ms",
+                "must be at least twice heartbeat_ms, or every hiccup is a failure",
+            ));
+        }
+        if self.spin_us > 1_000_000 {
+            return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
+        }
+        if self.contact == Some(self.listen) {
+            return Err(invalid("contact", "is this node's own listen address"));
+        }
+        Ok(())
+    }
+
+    /// Heartbeat period.
+    pub fn heartbeat(&self) -> Duration {
+        Duration::from_millis(self.heartbeat_ms)
+    }
+
+    /// Failure timeout.
+    pub fn failure_timeout(&self) -> Duration {
+        Duration::from_millis(self.failure_timeout_ms)
+    }
+}
+
+/// Builds a [`Config`] in code; [`ConfigBuilder::build`] checks it like a file.
+#[derive(Debug, Clone)]
+pub struct ConfigBuilder(Config);
+
+impl ConfigBuilder {
+    /// Join an existing group through this member.
+    pub fn contact(mut self, addr: SocketAddr) -> Self {
+        self.0.contact = Some(addr);
+        self
+    }
+    /// Data-plane transport.
+    pub fn transport(mut self, t: Transport) -> Self {
+        self.0.transport = t;
+        self
+    }
+    /// Slots per sender ring.
+    pub fn window(mut self, w: usize) -> Self {
+        self.0.window = w;
+        self
+    }
+    /// Largest message.
+    pub fn max_msg(mut self, m: usize) -> Self {
+        self.0.max_msg = m;
+        self
+    }
+    /// Heartbeat period and failure timeout.
+    pub fn timeouts(mut self, heartbeat: Duration, failure: Duration) -> Self {
+        self.0.heartbeat_ms = heartbeat.as_millis() as u64;
+        self.0.failure_timeout_ms = failure.as_millis() as u64;
+        self
+    }
+    /// Predicate-thread spin budget.
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.0.spin_us = spin.as_micros() as u64;
+        self
+    }
+    /// Majority rule on or off.
+    pub fn majority(mut self, on: bool) -> Self {
+        self.0.majority = on;
+        self
+    }
+    /// Checks and returns the configuration.
+    pub fn build(self) -> Result<Config, ConfigError> {
+        self.0.validate()?;
+        Ok(self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "node_id = 1\nlisten = \"127.0.0.1:7001\"\n";
+
+    #[test]
+    fn defaults_fill_in() {
+        let c = Config::from_toml(BASE).unwrap();
+        assert_eq!(
+            (c.transport, c.window, c.max_msg, c.heartbeat_ms, c.failure_timeout_ms),
+            (Transport::Shm, 256, 1024, 100, 1000)
+        );
+        assert!(c.majority && c.contact.is_none());
+        assert_eq!(c, Config::builder(1, "127.0.0.1:7001".parse().unwrap()).build().unwrap());
+    }
+
+    #[test]
+    fn every_key_parses() {
+        let c = Config::from_toml(&format!(
+            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nmajority = false\n"
+        ))
+        .unwrap();
+        assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
+        assert_eq!((c.transport, c.window, c.max_msg, c.spin_us, c.majority), (Transport::Tcp, 8, 64, 0, false));
+        assert_eq!(c.failure_timeout(), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let cases: &[(&str, &str)] = &[
+            ("wndow = 3", "wndow"),
+            ("window = 0", "window"),
+            ("window = -1", "window"),
+            ("max_msg = 0", "max_msg"),
+            ("transport = \"udp\"", "udp"),
+            ("heartbeat_ms = 0", "heartbeat_ms"),
+            ("heartbeat_ms = 600", "failure_timeout_ms"),
+            ("spin_us = 5000000", "spin_us"),
+            ("contact = \"127.0.0.1:7001\"", "contact"),
+            ("contact = \"not an address\"", "contact"),
+            ("majority = \"yes\"", "majority"),
+        ];
+        for (line, key) in cases {
+            let err = Config::from_toml(&format!("{BASE}{line}\n")).unwrap_err().to_string();
+            assert!(err.contains(key), "{line:?} gave {err:?}, which does not name {key:?}");
+        }
+        assert!(Config::from_toml("listen = \"127.0.0.1:1\"").unwrap_err().to_string().contains("node_id"));
+        let big = Config::from_toml("node_id = 5000\nlisten = \"127.0.0.1:1\"").unwrap_err().to_string();
+        assert!(big.contains("node_id"), "{big}");
+        assert!(Config::from_toml("node_id = 5000\nlisten = \"127.0.0.1:1\"\ntransport = \"tcp\"").is_ok());
+    }
+
+    #[test]
+    fn builder_checks_like_a_file() {
+        let b = Config::builder(2, "127.0.0.1:7002".parse().unwrap());
+        assert!(b.clone().window(0).build().is_err());
+        assert!(b.clone().timeouts(Duration::from_millis(100), Duration::from_millis(150)).build().is_err());
+        let c = b.transport(Transport::Mem).majority(false).spin(Duration::ZERO).build().unwrap();
+        assert_eq!((c.transport, c.majority, c.spin_us), (Transport::Mem, false, 0));
+    }
+
+    #[test]
+    fn missing_file_is_a_clear_error() {
+        let e = Config::from_file("/nonexistent/spindle.toml").unwrap_err();
+        assert!(matches!(e, ConfigError::File { .. }), "{e}");
+    }
+}

@@ -1,0 +1,325 @@
+//! The control plane's wire format: joins, view installation, state transfer and
+//! point-to-point requests between members, over TCP.
+//!
+//! A frame is a 10-byte header, then a postcard-encoded [`Message`]:
+//!
+//! ```text
+//!   magic "SPCP" (4) | version u16 LE | body length u32 LE | body
+//! ```
+//!
+//! Input from the network is hostile: [`decode`] checks the magic, the version and the
+//! length (at most [`MAX_BODY`], before anything is allocated), decodes the body with
+//! nothing left over, and validates what the message says (sizes, duplicate ids). Any
+//! failure is an error for the caller to close the connection with; nothing panics.
+//!
+//! ```
+//! use views::wire::{decode, encode, Message};
+//! let bytes = encode(&Message::JoinRefused { reason: "minority".into() }).unwrap();
+//! let (msg, used) = decode(&bytes).unwrap().unwrap();
+//! assert_eq!(used, bytes.len());
+//! assert_eq!(msg, Message::JoinRefused { reason: "minority".into() });
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::io::Read;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Frame magic.
+pub const MAGIC: [u8; 4] = *b"SPCP";
+/// The protocol version this build speaks.
+pub const VERSION: u16 = 1;
+/// Header bytes.
+pub const HEADER: usize = 10;
+/// Largest body accepted (state transfer sends larger state in chunks).
+pub const MAX_BODY: usize = 8 << 20;
+/// Most members a view may list.
+pub const MAX_MEMBERS: usize = 1024;
+/// Longest free-text reason.
+pub const MAX_REASON: usize = 1024;
+
+/// A member as the control plane names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberInfo {
+    /// Node id.
+    pub node: u32,
+    /// Its control-plane address.
+    pub control: SocketAddr,
+    /// Its data-plane address (tcp transport), if any.
+    pub data: Option<SocketAddr>,
+}
+
+/// A view as sent on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ViewMsg {
+    /// The view's epoch.
+    pub id: u64,
+    /// Members in rank order.
+    pub members: Vec<MemberInfo>,
+}
+
+/// Every control-plane message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Message {
+    /// A process asks to join.
+    JoinRequest {
+        /// The joiner.
+        member: MemberInfo,
+    },
+    /// Not the leader: ask this member instead.
+    Redirect {
+        /// The leader's control address.
+        leader: SocketAddr,
+    },
+    /// The joiner is in; this is the view that includes it.
+    JoinAccepted {
+        /// The new view.
+        view: ViewMsg,
+    },
+    /// The join cannot be accepted (duplicate id, minority, shutting down).
+    JoinRefused {
+        /// Why, for the joiner's error.
+        reason: String,
+    },
+    /// Data a joiner needs before it takes part in a view.
+    ViewInstall {
+        /// The view.
+        view: ViewMsg,
+    },
+    /// A piece of a subgroup's state for a joiner.
+    StateChunk {
+        /// The subgroup.
+        subgroup: u32,
+        /// Byte offset of this piece in the state.
+        offset: u64,
+        /// The bytes.
+        data: Vec<u8>,
+        /// The last piece.
+        last: bool,
+    },
+    /// A point-to-point request between members.
+    Request {
+        /// Matches the reply.
+        id: u64,
+        /// Application payload.
+        body: Vec<u8>,
+    },
+    /// The reply to a request.
+    Reply {
+        /// The request's id.
+        id: u64,
+        /// Application payload.
+        body: Vec<u8>,
+    },
+}
+
+/// Why bytes are not a valid control-plane frame.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum WireError {
+    /// Not our magic.
+    #[error("not a spindle control-plane frame (bad magic)")]
+    BadMagic,
+    /// Another protocol version.
+    #[error("peer speaks control-plane version {0}, this node speaks {VERSION}")]
+    Version(u16),
+    /// A body longer than [`MAX_BODY`].
+    #[error("frame body of {0} bytes exceeds the limit of {MAX_BODY}")]
+    TooLong(u64),
+    /// The body does not decode, or has bytes left over.
+    #[error("malformed frame body: {0}")]
+    Body(String),
+    /// The message decodes but says something impossible.
+    #[error("invalid message: {0}")]
+    Invalid(String),
+    /// Reading from the connection failed or it closed mid-frame.
+    #[error("connection: {0}")]
+    Io(String),
+}
+
+impl Message {
+    /// Checks what the message says, beyond its encoding.
+    pub fn validate(&self) -> Result<(), WireError> {
+        let bad = |s: &str| Err(WireError::Invalid(s.into()));
+        match self {
+            Message::JoinAccepted { view } | Message::ViewInstall { view } => {
+                if view.members.is_empty() || view.members.len() > MAX_MEMBERS {
+                    return bad("a view needs 1..=1024 members");
+                }
+                for (i, m) in view.members.iter().enumerate() {
+                    if view.members[..i].iter().any(|o| o.node == m.node) {
+                        return Err(WireError::Invalid(format!("node {} appears twice in view {}", m.node, view.id)));
+                    }
+                }
+                Ok(())
+            }
+            Message::JoinRefused { reason } if reason.len() > MAX_REASON => bad("reason too long"),
+            Message::StateChunk { offset, data, .. } if offset.checked_add(data.len() as u64).is_none() => {
+                bad("state chunk runs past the end of u64")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Encodes a frame. Fails only if the message is larger than [`MAX_BODY`].
+pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
+    let body = postcard::to_stdvec(msg).map_err(|e| WireError::Body(e.to_string()))?;
+    if body.len() > MAX_BODY {
+        return Err(WireError::TooLong(body.len() as u64));
+    }
+    let mut out = Vec::with_capacity(HEADER + body.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+    Ok(out)
+}
+
+/// Checks a header; returns the body length.
+fn header(h: &[u8; HEADER]) -> Result<usize, WireError> {
+    if h[..4] != MAGIC {
+        return Err(WireError::BadMagic);
+    }
+    let version = u16::from_le_bytes([h[4], h[5]]);
+    if version != VERSION {
+        return Err(WireError::Version(version));
+    }
+    let len = u32::from_le_bytes([h[6], h[7], h[8], h[9]]) as usize;
+    if len > MAX_BODY {
+        return Err(WireError::TooLong(len as u64));
+    }
+    Ok(len)
+}
+
+fn body(b: &[u8]) -> Result<Message, WireError> {
+    let (msg, rest) = postcard::take_from_bytes::<Message>(b).map_err(|e| WireError::Body(e.to_string()))?;
+    if !rest.is_empty() {
+        return Err(WireError::Body(format!("{} bytes left over", rest.len())));
+    }
+    msg.validate()?;
+    Ok(msg)
+}
+
+/// Decodes one frame from the front of `buf`: `Ok(None)` if more bytes are needed,
+/// else the message and the bytes it used.
+pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
+    let Some(h) = buf.get(..HEADER) else { return Ok(None) };
+    let len = header(h.try_into().expect("header length"))?;
+    let Some(b) = buf.get(HEADER..HEADER + len) else { return Ok(None) };
+    Ok(Some((body(b)?, HEADER + len)))
+}
+
+/// Reads one frame from a blocking connection. The length is checked before the body
+/// is allocated, so a hostile peer cannot make this node allocate more than
+/// [`MAX_BODY`].
+pub fn read_frame(r: &mut impl Read) -> Result<Message, WireError> {
+    let mut h = [0u8; HEADER];
+    r.read_exact(&mut h).map_err(|e| WireError::Io(e.to_string()))?;
+    let len = header(&h)?;
+    let mut b = vec![0u8; len];
+    r.read_exact(&mut b).map_err(|e| WireError::Io(format!("closed inside a frame: {e}")))?;
+    body(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn member(node: u32) -> MemberInfo {
+        MemberInfo { node, control: format!("127.0.0.1:{}", 7000 + node).parse().unwrap(), data: None }
+    }
+
+    fn samples() -> Vec<Message> {
+        vec![
+            Message::JoinRequest { member: member(4) },
+            Message::Redirect { leader: "127.0.0.1:7000".parse().unwrap() },
+            Message::JoinAccepted { view: ViewMsg { id: 3, members: vec![member(0), member(4)] } },
+            Message::JoinRefused { reason: "minority".into() },
+            Message::ViewInstall { view: ViewMsg { id: 9, members: vec![member(1)] } },
+            Message::StateChunk { subgroup: 2, offset: 4096, data: vec![7; 100], last: true },
+            Message::Request { id: 11, body: b"get".to_vec() },
+            Message::Reply { id: 11, body: vec![] },
+        ]
+    }
+
+    #[test]
+    fn every_message_round_trips_through_decode_and_read_frame() {
+        let mut stream = Vec::new();
+        for m in samples() {
+            stream.extend(encode(&m).unwrap());
+        }
+        let mut at = 0;
+        let mut cursor = std::io::Cursor::new(stream.clone());
+        for m in samples() {
+            let (got, used) = decode(&stream[at..]).unwrap().unwrap();
+            assert_eq!(got, m);
+            at += used;
+            assert_eq!(read_frame(&mut cursor).unwrap(), m);
+        }
+        assert_eq!(at, stream.len());
+    }
+
+    #[test]
+    fn partial_frames_need_more_bytes() {
+        let f = encode(&samples()[2]).unwrap();
+        for cut in 0..f.len() {
+            assert_eq!(decode(&f[..cut]), Ok(None), "cut at {cut}");
+        }
+        let mut short = std::io::Cursor::new(f[..f.len() - 1].to_vec());
+        assert!(matches!(read_frame(&mut short), Err(WireError::Io(_))));
+    }
+
+    #[test]
+    fn bad_frames_are_errors() {
+        let good = encode(&samples()[0]).unwrap();
+        let mut b = good.clone();
+        b[0] = b'X';
+        assert_eq!(decode(&b), Err(WireError::BadMagic));
+        let mut b = good.clone();
+        b[4] = 9;
+        assert_eq!(decode(&b), Err(WireError::Version(9)));
+        let mut b = good.clone();
+        b[6..10].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(decode(&b), Err(WireError::TooLong(u32::MAX as u64)));
+        let mut r = std::io::Cursor::new(b);
+        assert_eq!(read_frame(&mut r), Err(WireError::TooLong(u32::MAX as u64)), "refused before allocating");
+        // A body with bytes left over.
+        let mut b = good.clone();
+        b.push(0);
+        let len = (b.len() - HEADER) as u32;
+        b[6..10].copy_from_slice(&len.to_le_bytes());
+        assert!(matches!(decode(&b), Err(WireError::Body(_))));
+        // A view that lists a node twice decodes but is invalid.
+        let dup = Message::ViewInstall { view: ViewMsg { id: 1, members: vec![member(2), member(2)] } };
+        let b = encode(&dup).unwrap();
+        assert!(matches!(decode(&b), Err(WireError::Invalid(_))));
+        let empty = Message::ViewInstall { view: ViewMsg { id: 1, members: vec![] } };
+        assert!(matches!(decode(&encode(&empty).unwrap()), Err(WireError::Invalid(_))));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let _ = decode(&bytes);
+            let _ = read_frame(&mut std::io::Cursor::new(bytes));
+        }
+
+        #[test]
+        fn decoding_mutated_frames_never_panics(which in 0usize..8, pos in 0usize..200, byte in any::<u8>()) {
+            let mut f = encode(&samples()[which]).unwrap();
+            let i = pos % f.len();
+            f[i] = byte;
+            let _ = decode(&f);
+        }
+
+        #[test]
+        fn bodies_with_a_valid_header_never_panic(body in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut f = MAGIC.to_vec();
+            f.extend_from_slice(&VERSION.to_le_bytes());
+            f.extend_from_slice(&(body.len() as u32).to_le_bytes());
+            f.extend_from_slice(&body);
+            let _ = decode(&f);
+        }
+    }
+}
