@@ -1,0 +1,144 @@
+//! Subgroup layouts: which subgroups (and shards) a view has, who is in each and who
+//! sends. A layout is a function of the view; when the view cannot satisfy it the
+//! group waits for more members instead of starting (DESIGN.md "views").
+//!
+//! ```
+//! use sst::transport::NodeId;
+//! use views::layout::{Layout, Senders, Shards};
+//! use views::view::View;
+//! let layout = Shards { shard_size: 2, max_shards: 2, senders: Senders::All, ..Shards::default() };
+//! let specs = layout.subgroups(&View::initial((0..5).map(NodeId).collect())).unwrap();
+//! assert_eq!(specs.len(), 2);
+//! assert_eq!(specs[1].members, vec![NodeId(2), NodeId(3)]);
+//! assert!(layout.subgroups(&View::initial(vec![NodeId(0)])).is_err(), "one member cannot fill a shard");
+//! ```
+
+use crate::view::View;
+use smc::{Mode, SubgroupSpec};
+use sst::transport::NodeId;
+use thiserror::Error;
+
+/// Why a view cannot host the layout (yet).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum LayoutError {
+    /// Not enough members: wait for joins.
+    #[error("the layout needs {need} members, the view has {have}")]
+    NeedMembers {
+        /// Members needed.
+        need: usize,
+        /// Members present.
+        have: usize,
+    },
+}
+
+/// Maps a view to its subgroups.
+pub trait Layout: Send + Sync {
+    /// The subgroups of `view`, or why it cannot host them.
+    fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, LayoutError>;
+}
+
+impl<F> Layout for F
+where
+    F: Fn(&View) -> Result<Vec<SubgroupSpec>, LayoutError> + Send + Sync,
+{
+    fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, LayoutError> {
+        self(view)
+    }
+}
+
+/// Which members of a shard send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Senders {
+    /// Every member.
+    All,
+    /// The first `n` members (at least one).
+    First(usize),
+}
+
+/// Consecutive shards of `shard_size` members in rank order, as many as the view can
+/// fill, up to `max_shards`; members beyond them stay out of every shard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shards {
+    /// Members per shard.
+    pub shard_size: usize,
+    /// Most shards; at least one must fit or the view waits.
+    pub max_shards: usize,
+    /// Who sends in each shard.
+    pub senders: Senders,
+    /// Delivery mode.
+    pub mode: Mode,
+    /// Slots per sender ring.
+    pub window: usize,
+    /// Largest message.
+    pub max_msg: usize,
+}
+
+impl Default for Shards {
+    fn default() -> Self {
+        Shards { shard_size: 1, max_shards: 1, senders: Senders::All, mode: Mode::Ordered, window: 256, max_msg: 1024 }
+    }
+}
+
+impl Layout for Shards {
+    fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, LayoutError> {
+        let size = self.shard_size.max(1);
+        let have = view.members().len();
+        if have < size {
+            return Err(LayoutError::NeedMembers { need: size, have });
+        }
+        Ok(view
+            .members()
+            .chunks_exact(size)
+            .take(self.max_shards.max(1))
+            .map(|members: &[NodeId]| {
+                let n = match self.senders {
+                    Senders::All => size,
+                    Senders::First(k) => k.clamp(1, size),
+                };
+                SubgroupSpec {
+                    members: members.to_vec(),
+                    senders: members[..n].to_vec(),
+                    window: self.window,
+                    max_msg: self.max_msg,
+                    mode: self.mode,
+                }
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(n: u32) -> View {
+        View::initial((0..n).map(NodeId).collect())
+    }
+
+    #[test]
+    fn shards_fill_in_rank_order_and_wait_when_short() {
+        let l = Shards { shard_size: 3, max_shards: 4, senders: Senders::First(1), ..Shards::default() };
+        assert_eq!(l.subgroups(&view(2)), Err(LayoutError::NeedMembers { need: 3, have: 2 }));
+        let s = l.subgroups(&view(7)).unwrap();
+        assert_eq!(s.len(), 2, "a third shard would need 9 members");
+        assert_eq!(s[0].members, vec![NodeId(0), NodeId(1), NodeId(2)]);
+        assert_eq!(s[1].senders, vec![NodeId(3)]);
+        for spec in &s {
+            spec.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn a_closure_is_a_layout() {
+        let l = |v: &View| -> Result<Vec<SubgroupSpec>, LayoutError> {
+            Ok(vec![SubgroupSpec {
+                members: v.members().to_vec(),
+                senders: v.members()[..1].to_vec(),
+                window: 8,
+                max_msg: 64,
+                mode: Mode::Unordered,
+            }])
+        };
+        assert_eq!(l.subgroups(&view(3)).unwrap()[0].senders, vec![NodeId(0)]);
+    }
+}

@@ -1,0 +1,178 @@
+//! Views: epochs with a fixed, ordered membership, and the majority rule that guards
+//! the step from one view to the next (Derecho TOCS §3; DESIGN.md "views").
+//!
+//! A view's leader is its lowest-ranked member that is not suspected. The next view
+//! keeps the survivors in their order and appends the joiners; it may be installed only
+//! if the survivors are a strict majority of the current view's members, otherwise a
+//! partition could install two views at once. Joiners never count toward that
+//! majority.
+//!
+//! ```
+//! use sst::transport::NodeId;
+//! use views::view::{View, Change};
+//! let v = View::initial(vec![NodeId(0), NodeId(1), NodeId(2)]);
+//! let next = v.next(&[Change::Failed(NodeId(0)), Change::Joined(NodeId(7))], true).unwrap();
+//! assert_eq!(next.members(), &[NodeId(1), NodeId(2), NodeId(7)]);
+//! assert_eq!(next.leader(&[]), Some(NodeId(1)));
+//! // Two of three failing leaves a minority: refused with the majority rule on.
+//! assert!(v.next(&[Change::Failed(NodeId(0)), Change::Failed(NodeId(1))], true).is_err());
+//! ```
+
+use sst::transport::NodeId;
+use thiserror::Error;
+
+/// A view's epoch number; each installed view's is one more than the last.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ViewId(pub u64);
+
+/// A membership change proposed for the next view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Change {
+    /// A member failed (or was suspected; suspicion is never retracted).
+    Failed(NodeId),
+    /// A member leaves gracefully.
+    Left(NodeId),
+    /// A process joins.
+    Joined(NodeId),
+}
+
+/// A view: an epoch with an ordered membership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct View {
+    id: ViewId,
+    members: Vec<NodeId>,
+}
+
+/// Why a next view cannot be formed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ViewError {
+    /// The survivors are not a strict majority of the current view.
+    #[error("{survivors} of {members} members survive: not a majority, this side must stop")]
+    Minority {
+        /// Members left.
+        survivors: usize,
+        /// Members of the current view.
+        members: usize,
+    },
+    /// A change names a node that is not a member (or, for a join, one that already is).
+    #[error("change {0:?} does not fit view")]
+    BadChange(Change),
+    /// Nobody would be left.
+    #[error("the next view would be empty")]
+    Empty,
+}
+
+impl View {
+    /// The first view of a group.
+    pub fn initial(members: Vec<NodeId>) -> View {
+        View { id: ViewId(0), members }
+    }
+
+    /// The epoch.
+    pub fn id(&self) -> ViewId {
+        self.id
+    }
+
+    /// Members in rank order.
+    pub fn members(&self) -> &[NodeId] {
+        &self.members
+    }
+
+    /// Rank of `node`, if a member.
+    pub fn rank_of(&self, node: NodeId) -> Option<usize> {
+        self.members.iter().position(|m| *m == node)
+    }
+
+    /// The lowest-ranked member not in `suspected`.
+    pub fn leader(&self, suspected: &[NodeId]) -> Option<NodeId> {
+        self.members.iter().copied().find(|m| !suspected.contains(m))
+    }
+
+    /// True if `alive` members are a strict majority of this view.
+    pub fn is_majority(&self, alive: usize) -> bool {
+        2 * alive > self.members.len()
+    }
+
+    /// The view after `changes`: survivors in order, then joiners in the order given.
+    /// With `majority` on, refuses unless the survivors are a strict majority.
+    pub fn next(&self, changes: &[Change], majority: bool) -> Result<View, ViewError> {
+        let mut members = self.members.clone();
+        let mut joined = Vec::new();
+        for c in changes {
+            match *c {
+                Change::Failed(n) | Change::Left(n) => {
+                    let Some(i) = members.iter().position(|m| *m == n) else { return Err(ViewError::BadChange(*c)) };
+                    members.remove(i);
+                }
+                Change::Joined(n) => {
+                    if self.members.contains(&n) || joined.contains(&n) {
+                        return Err(ViewError::BadChange(*c));
+                    }
+                    joined.push(n);
+                }
+            }
+        }
+        let survivors = members.len();
+        if majority && !self.is_majority(survivors) {
+            return Err(ViewError::Minority { survivors, members: self.members.len() });
+        }
+        members.extend(joined);
+        if members.is_empty() {
+            return Err(ViewError::Empty);
+        }
+        Ok(View { id: ViewId(self.id.0 + 1), members })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: u32) -> Vec<NodeId> {
+        (0..n).map(NodeId).collect()
+    }
+
+    #[test]
+    fn majority_rule_for_small_groups() {
+        let two = View::initial(ids(2));
+        assert!(matches!(
+            two.next(&[Change::Failed(NodeId(1))], true),
+            Err(ViewError::Minority { survivors: 1, members: 2 })
+        ));
+        assert!(two.next(&[Change::Failed(NodeId(1))], false).is_ok(), "the rule can be turned off");
+        let three = View::initial(ids(3));
+        assert!(three.next(&[Change::Failed(NodeId(2))], true).is_ok());
+        assert!(three.next(&[Change::Failed(NodeId(1)), Change::Left(NodeId(2))], true).is_err());
+        let four = View::initial(ids(4));
+        assert!(
+            four.next(&[Change::Failed(NodeId(0)), Change::Failed(NodeId(3))], true).is_err(),
+            "2 of 4 is no majority"
+        );
+        // Joiners do not make up for lost members.
+        let r = three.next(&[Change::Failed(NodeId(0)), Change::Failed(NodeId(1)), Change::Joined(NodeId(9))], true);
+        assert!(matches!(r, Err(ViewError::Minority { .. })));
+    }
+
+    #[test]
+    fn next_view_keeps_order_and_numbers_epochs() {
+        let v = View::initial(ids(4));
+        let n =
+            v.next(&[Change::Joined(NodeId(8)), Change::Failed(NodeId(1)), Change::Joined(NodeId(5))], true).unwrap();
+        assert_eq!(n.id(), ViewId(1));
+        assert_eq!(n.members(), &[NodeId(0), NodeId(2), NodeId(3), NodeId(8), NodeId(5)]);
+        assert_eq!(n.rank_of(NodeId(8)), Some(3));
+        assert_eq!(n.leader(&[NodeId(0)]), Some(NodeId(2)));
+        assert_eq!(n.leader(n.members()), None);
+    }
+
+    #[test]
+    fn impossible_changes_are_refused() {
+        let v = View::initial(ids(3));
+        assert_eq!(v.next(&[Change::Failed(NodeId(7))], true), Err(ViewError::BadChange(Change::Failed(NodeId(7)))));
+        assert!(v.next(&[Change::Joined(NodeId(1))], true).is_err(), "already a member");
+        assert!(v.next(&[Change::Joined(NodeId(5)), Change::Joined(NodeId(5))], true).is_err());
+        assert!(v.next(&[Change::Failed(NodeId(0)), Change::Failed(NodeId(0))], false).is_err());
+        let one = View::initial(ids(1));
+        assert_eq!(one.next(&[Change::Left(NodeId(0))], false), Err(ViewError::Empty));
+    }
+}
