@@ -287,6 +287,11 @@ fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
             *lock(&h.batch) = Some(d);
             h.ready.notify_one();
         }
+        // The pass may have taken in a published message, which frees a sender
+        // waiting as Busy: wake it now, not at its safety timeout.
+        if sh.waiters.load(Ordering::Acquire) > 0 {
+            sh.space.notify_all();
+        }
         return;
     }
     let ready = core.take_deliverable();

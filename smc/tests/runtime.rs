@@ -242,3 +242,65 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
     // cannot finish while one upcall blocks. This is what Delivery::Dedicated is for.
     assert!(!blocked_upcall(smc::runtime::Delivery::Inline));
 }
+
+/// Two application threads share one sender in Dedicated mode; each must wait for the
+/// other's message to be taken in (Busy). Every message still goes through, in order
+/// per thread.
+#[test]
+fn concurrent_senders_on_one_node_with_dedicated_delivery() {
+    use smc::runtime::Delivery;
+    let spec = SubgroupSpec {
+        members: vec![NodeId(0), NodeId(1)],
+        senders: vec![NodeId(0)],
+        window: 4,
+        max_msg: 16,
+        mode: Mode::Ordered,
+    };
+    let regions = [RegionSpec { id: RegionId(0), len: SmcLayout::new(&spec).table_bytes() }];
+    let g = local_group(TransportKind::Mem, 2, &regions, Duration::from_secs(20)).unwrap();
+    let logs: Vec<Log> = (0..2).map(|_| Log::default()).collect();
+    let rts: Vec<Runtime> = g
+        .nodes
+        .iter()
+        .zip(&logs)
+        .map(|(t, log)| {
+            let log = log.clone();
+            let setup = SubgroupSetup {
+                spec: spec.clone(),
+                region: RegionId(0),
+                delivery: Delivery::Dedicated,
+                upcall: Box::new(move |b: &smc::Batch| {
+                    let mut l = log.lock().unwrap();
+                    for m in b.iter() {
+                        l.push((m.sender(), m.index(), m.to_vec()));
+                    }
+                }),
+            };
+            Runtime::start(t.clone(), vec![setup], PollConfig::default()).unwrap()
+        })
+        .collect();
+    let per = 100u64;
+    std::thread::scope(|s| {
+        for th in 0..2u8 {
+            let sg = &rts[0].subgroups()[0];
+            s.spawn(move || {
+                for k in 0..per {
+                    let mut msg = [th; 16];
+                    msg[8..].copy_from_slice(&k.to_le_bytes());
+                    sg.send(&msg).unwrap();
+                }
+            });
+        }
+    });
+    let done = sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(2), || {
+        logs.iter().all(|l| l.lock().unwrap().len() as u64 == 2 * per)
+    });
+    assert!(done, "every message of both threads is delivered at both nodes");
+    let a = logs[0].lock().unwrap().clone();
+    assert_eq!(a, logs[1].lock().unwrap().clone(), "same sequence at both nodes");
+    for th in 0..2u8 {
+        let ks: Vec<u64> =
+            a.iter().filter(|m| m.2[0] == th).map(|m| u64::from_le_bytes(m.2[8..].try_into().unwrap())).collect();
+        assert_eq!(ks, (0..per).collect::<Vec<_>>(), "thread {th}'s messages in its order");
+    }
+}
