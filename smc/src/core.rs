@@ -48,6 +48,23 @@ use thiserror::Error;
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
 
+/// Decodes header word 0: `Some(len)` for a message, `None` with the count for a run.
+fn parse_header(w0: u64) -> (Option<usize>, u64) {
+    if w0 & 0xff == KIND_DATA {
+        (Some((w0 >> 32) as usize), 1)
+    } else {
+        (None, w0 >> 32)
+    }
+}
+
+/// Stores an entry header at word `at` of the slot area: word 0 is the kind in the low
+/// byte and the length (message) or count (null run) in the high half; word 1 is the
+/// first index.
+fn store_header(row: &LocalRow, slots: Bytes, at: usize, kind: u64, len: u64, index: u64) {
+    row.store_word(slots, at, kind | (len << 32));
+    row.store_word(slots, at + 1, index);
+}
+
 /// Why a send cannot start now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum SendError {
@@ -112,8 +129,7 @@ impl Reservation {
     /// its next reserve or pass. Returns the message's index.
     pub fn publish(self) -> u64 {
         let header = self.payload_at / 8 - HEADER / 8;
-        self.row.store_word(self.slots, header, KIND_DATA | ((self.len as u64) << 32));
-        self.row.store_word(self.slots, header + 1, self.index);
+        store_header(&self.row, self.slots, header, KIND_DATA, self.len as u64, self.index);
         self.published.store(self.entry + 1, Ordering::Release);
         self.index
     }
@@ -358,9 +374,7 @@ impl SmcCore {
     }
 
     fn write_header(&self, slot: usize, kind: u64, len: u64, index: u64) {
-        let w = slot * self.lay.slot_bytes / 8;
-        self.row.store_word(self.lay.slots, w, kind | (len << 32));
-        self.row.store_word(self.lay.slots, w + 1, index);
+        store_header(&self.row, self.lay.slots, slot * self.lay.slot_bytes / 8, kind, len, index);
     }
 
     /// Adds the nulls this sender owes as one run, if it may.
@@ -417,14 +431,8 @@ impl SmcCore {
 
     /// Payload bytes of the entry in `slot` of this node's ring (0 for a null run).
     fn entry_payload_len(&self, slot: usize) -> usize {
-        let mut head = [0u8; 8];
-        self.row.read_bytes(self.lay.slots, slot * self.lay.slot_bytes, &mut head);
-        let w0 = u64::from_le_bytes(head);
-        if w0 & 0xff == KIND_DATA {
-            (w0 >> 32) as usize
-        } else {
-            0
-        }
+        let w0 = self.table.word(self.table.my_rank(), self.lay.slots, slot * self.lay.slot_bytes / 8);
+        parse_header(w0).0.unwrap_or(0)
     }
 
     // ------------------------------------------------------------------ receiving
@@ -441,10 +449,8 @@ impl SmcCore {
                 let base = slot * self.lay.slot_bytes / 8;
                 let w0 = self.table.word(row, self.lay.slots, base);
                 let first = self.table.word(row, self.lay.slots, base + 1);
-                let (data, end) = match w0 & 0xff {
-                    KIND_DATA => (Some((w0 >> 32) as usize), first + 1),
-                    _ => (None, first + (w0 >> 32)),
-                };
+                let (data, count) = parse_header(w0);
+                let end = first + count;
                 debug_assert_eq!(first, self.recv[r], "entries of a sender cover consecutive indices");
                 self.pending[r].push_back(Entry { slot, first, end, data });
                 self.recv[r] = end;

@@ -70,6 +70,13 @@ impl Detector {
         Detector { timeout, peers }
     }
 
+    /// Watches every member of `table` but this node.
+    pub fn for_table(table: &crate::table::Table, now: Instant, timeout: Duration) -> Detector {
+        let me = table.members()[table.my_rank()];
+        let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != me).collect();
+        Detector::new(&others, now, timeout)
+    }
+
     /// Records `peer`'s heartbeat `value` seen at `now`; returns a suspicion the first
     /// time the peer has been silent for the timeout. Unknown peers are ignored.
     pub fn observe(&mut self, now: Instant, peer: NodeId, value: u64) -> Option<Suspicion> {
@@ -130,11 +137,7 @@ where
             pushes.push(local.push(column.range()).quiet());
             let table = local.table().clone();
             let mut det = lock(&det);
-            let d = det.get_or_insert_with(|| {
-                let others: Vec<NodeId> =
-                    table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
-                Detector::new(&others, now, cfg.timeout)
-            });
+            let d = det.get_or_insert_with(|| Detector::for_table(&table, now, cfg.timeout));
             let found: Vec<Suspicion> = (0..table.rows())
                 .filter(|r| *r != table.my_rank())
                 .filter_map(|r| d.observe(now, table.members()[r], table.counter(r, column)))
@@ -150,11 +153,7 @@ where
         let PeerEvent::Broken { peer, reason } = ev;
         let table = row(s).table().clone();
         let mut det = lock(&detector);
-        let d = det.get_or_insert_with(|| {
-            let others: Vec<NodeId> =
-                table.members().iter().copied().filter(|m| *m != table.members()[table.my_rank()]).collect();
-            Detector::new(&others, Instant::now(), cfg.timeout)
-        });
+        let d = det.get_or_insert_with(|| Detector::for_table(&table, Instant::now(), cfg.timeout));
         let sus = d.broken(*peer, reason);
         drop(det);
         if let Some(sus) = sus {

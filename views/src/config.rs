@@ -153,13 +153,8 @@ impl Config {
 
     /// Checks ranges and consistency.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if matches!(self.transport, Transport::Mem | Transport::Shm)
-            && self.node_id >= sst::transport::direct_max_node_id()
-        {
-            return Err(invalid(
-                "node_id",
-                format!("must be below {} for mem and shm", sst::transport::direct_max_node_id()),
-            ));
+        if matches!(self.transport, Transport::Mem | Transport::Shm) && self.node_id >= sst::transport::MAX_NODE_ID {
+            return Err(invalid("node_id", format!("must be below {} for mem and shm", sst::transport::MAX_NODE_ID)));
         }
         if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
             return Err(invalid("window", format!("must be in 1..={}", smc::spec::MAX_WINDOW)));

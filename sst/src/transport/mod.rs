@@ -39,11 +39,8 @@ pub mod shm;
 #[cfg(not(loom))]
 pub mod tcp;
 
-/// Node ids of `mem` and `shm` nodes must be below this (one gate per writer).
 #[cfg(not(loom))]
-pub fn direct_max_node_id() -> u32 {
-    direct::MAX_NODE_ID
-}
+pub use direct::MAX_NODE_ID;
 
 /// A node's identity, unique in a group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
