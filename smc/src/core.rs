@@ -487,7 +487,7 @@ impl SmcCore {
     /// Takes everything deliverable now as one batch. Call [`SmcCore::finish`] with it
     /// after the upcall; until then no other batch is handed out.
     pub fn take_deliverable(&mut self) -> Option<Deliverable> {
-        if self.delivering {
+        if self.delivering || self.wedged {
             return None;
         }
         let s = self.spec.senders.len() as u64;
@@ -601,6 +601,11 @@ impl SmcCore {
     /// can run the upcall without its lock). Returns true if anything happened.
     pub fn poll(&mut self, pushes: &mut Pushes) -> bool {
         self.absorb();
+        if self.wedged {
+            // Frozen for the view change: `received` must stay what the wedge push
+            // published, so the ragged trim computed from it is a floor everywhere.
+            return false;
+        }
         let got = self.receive_stage(pushes);
         let nulls = self.add_nulls();
         let sent = self.send_stage(pushes);
@@ -610,6 +615,9 @@ impl SmcCore {
     /// True if a pass would find work: new entries, unsent commits, owed nulls that
     /// can go out, or stable messages to deliver. Cheap: reads a few table words.
     pub fn has_work(&self) -> bool {
+        if self.wedged {
+            return false;
+        }
         if self.pushed != self.committed || self.publish_pending() {
             return true;
         }
@@ -665,8 +673,11 @@ impl SmcCore {
 
     // ------------------------------------------------------------------ views
 
-    /// Stops sending in this view: no more reservations or nulls; sets the `wedged`
-    /// flag (push [`SmcCore::wedged_push`] to tell the others).
+    /// Freezes the core for a view change: no more reservations, nulls, sends,
+    /// receipts or stable deliveries in this view, so `received` stays what was last
+    /// pushed; sets the `wedged` flag (push [`SmcCore::wedged_push`] to tell the
+    /// others, after every earlier push). What remains is delivered with
+    /// [`SmcCore::take_up_to_cut`].
     pub fn wedge(&mut self) {
         self.wedged = true;
         self.row.set(self.lay.wedged);
@@ -715,6 +726,30 @@ impl SmcCore {
         let mut msgs = Vec::new();
         let mut upto = self.deliv.clone();
         let mut next_seq = self.next_seq;
+        if self.spec.mode == Mode::Unordered {
+            // Per sender, in sender order: unordered delivery promises no more.
+            for r in 0..s {
+                for e in &self.pending[r] {
+                    if e.first >= cut[r] {
+                        break;
+                    }
+                    if let Some(len) = e.data {
+                        let m = MsgRef {
+                            sender: r,
+                            index: e.first,
+                            seq: next_seq,
+                            row: self.sender_row[r],
+                            slot: e.slot,
+                            len,
+                        };
+                        msgs.push(m);
+                        next_seq += 1;
+                    }
+                    upto[r] = e.end.min(cut[r]);
+                }
+            }
+            return Ok(self.hand_out(msgs, upto, next_seq));
+        }
         let mut cursor = vec![0usize; s];
         let mut remaining: u64 = (0..s).map(|r| cut[r].saturating_sub(self.deliv[r])).sum();
         while remaining > 0 {
@@ -728,6 +763,35 @@ impl SmcCore {
             remaining -= 1;
         }
         Ok(self.hand_out(msgs, upto, next_seq))
+    }
+}
+
+impl SmcCore {
+    /// This node's own messages with index `cut` or later, in order: the ones a view
+    /// change discarded, which the runtime sends again in the next view. Takes in a
+    /// message published meanwhile first. Every such message is still in its slot,
+    /// since a slot is only reused once its message was delivered everywhere.
+    pub fn own_messages_from(&mut self, cut: u64) -> Vec<Vec<u8>> {
+        self.absorb();
+        let w = self.spec.window as u64;
+        let me = self.table.my_rank();
+        let mut out = Vec::new();
+        for e in self.committed.saturating_sub(w)..self.committed {
+            let base = (e % w) as usize * self.lay.slot_bytes;
+            let (data, _) = parse_header(self.table.word(me, self.lay.slots, base / 8));
+            let first = self.table.word(me, self.lay.slots, base / 8 + 1);
+            if let (Some(len), true) = (data, first >= cut) {
+                let mut buf = vec![0u8; len];
+                self.table.read_bytes(me, self.lay.slots, base + HEADER, &mut buf);
+                out.push(buf);
+            }
+        }
+        out
+    }
+
+    /// True while a delivery batch is out (between take and finish).
+    pub fn is_delivering(&self) -> bool {
+        self.delivering
     }
 }
 

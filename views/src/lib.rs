@@ -13,6 +13,10 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod engine;
 pub mod layout;
+pub mod membership;
+#[cfg(not(loom))]
+pub mod sim;
 pub mod view;
 pub mod wire;

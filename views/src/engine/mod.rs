@@ -1,0 +1,408 @@
+//! The sans-IO view-change engine of one node in one view (Derecho TOCS §4; DESIGN.md
+//! "views").
+//!
+//! ```text
+//!  suspect(rank) ─────┐                     ┌──▶ Pushes (membership row; smc wedge)
+//!  request_join(j) ───┤   ┌────────────┐    ├──▶ Action::Disconnect(node)
+//!  leave() ───────────┼──▶│   Engine   │────┼──▶ Action::Deliver{subgroup, batch} (the trim)
+//!  step(cores) ───────┘   └────────────┘    ├──▶ Action::Install(Next)
+//!  membership rows ──────────▲              └──▶ Action::Stop(why)
+//! ```
+//!
+//! Each [`Engine::step`] reads the membership table and the node's smc cores and runs
+//! the stages in order, each in its own file:
+//!
+//! 1. [`suspicion`]: OR the suspicions of every row not suspected (gossip); a
+//!    suspected row is frozen (never read again) and its node disconnected; stop if a
+//!    live row suspects this node, or if the live members are no majority.
+//! 2. wedge: on any pending change, freeze every subgroup (smc `wedge`), then set
+//!    `wedged` (pushed after the smc pushes, so it vouches for final `received`).
+//! 3. [`leader`]: the leader (lowest rank not suspected) proposes the next view and
+//!    commits it once every live member holds it; the others copy its proposal (the
+//!    ack) and its commit. A new leader first waits until every live row suspects
+//!    every rank below it, then adopts the highest proposal a live row holds.
+//! 4. [`trim`]: per subgroup, its leader publishes the ragged trim (per sender, the
+//!    minimum `received` over live members); members echo it, then deliver exactly up
+//!    to it. A new subgroup leader adopts any cut already echoed.
+//! 5. install: once committed and trimmed, the next view (with the suspicions carried
+//!    over and this node's discarded messages, to send again).
+
+mod leader;
+mod suspicion;
+mod trim;
+
+use crate::membership::{Joiner, MembershipLayout, Proposal};
+use crate::view::View;
+use smc::{Deliverable, SmcCore, SubgroupSpec};
+use sst::transport::NodeId;
+use sst::{LocalRow, Pushes, Table};
+use std::sync::Arc;
+
+/// Access to this node's smc cores, by subgroup index in the view's layout.
+pub trait Cores {
+    /// Runs `f` on this node's core of subgroup `k` (one this node is a member of).
+    fn with_core<R>(&mut self, k: usize, f: impl FnOnce(&mut SmcCore) -> R) -> R;
+}
+
+impl Cores for Vec<Option<SmcCore>> {
+    fn with_core<R>(&mut self, k: usize, f: impl FnOnce(&mut SmcCore) -> R) -> R {
+        f(self[k].as_mut().expect("a core of a subgroup this node is in"))
+    }
+}
+
+/// Why this node stops being a member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StopReason {
+    /// The live members it sees are no majority of the view: it must not go on.
+    Minority {
+        /// Members it does not suspect (itself included).
+        live: usize,
+        /// Members of the view.
+        members: usize,
+    },
+    /// The others suspect it, or a committed view removed it.
+    Removed,
+    /// It asked to leave and the next view no longer has it.
+    Left,
+}
+
+/// The next view, ready to install.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Next {
+    /// The view.
+    pub view: View,
+    /// Processes added by it (they need the view and the state sent to them).
+    pub joins: Vec<Joiner>,
+    /// Members of the next view this node already suspects (they start out suspected).
+    pub suspects: Vec<NodeId>,
+    /// Members of the old view removed as failed.
+    pub failed: Vec<NodeId>,
+    /// Members of the old view that left gracefully.
+    pub left: Vec<NodeId>,
+    /// Per subgroup of the old view this node sent in: its messages the trim
+    /// discarded, in order, to send again in the next view.
+    pub resend: Vec<(usize, Vec<Vec<u8>>)>,
+}
+
+/// What a step asks the driver to do, in order.
+#[derive(Debug)]
+pub enum Action {
+    /// Cut this node off at the transport (it is suspected).
+    Disconnect(NodeId),
+    /// Deliver this trimmed batch of subgroup `subgroup`, then hand it back to the
+    /// core's `finish`.
+    Deliver {
+        /// Subgroup index.
+        subgroup: usize,
+        /// The batch.
+        batch: Deliverable,
+    },
+    /// Install the next view; this engine is done.
+    Install(Next),
+    /// Stop: this node is no longer a member; this engine is done.
+    Stop(StopReason),
+}
+
+/// A join request the leader cannot take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinRefusal {
+    /// Ask this member instead (the leader, as far as this node knows).
+    Redirect(NodeId),
+    /// The id is a member already.
+    Duplicate,
+    /// This node is stopping or the view is being replaced.
+    Closing,
+}
+
+/// Deliberate protocol bugs, for the tests that show the simulator catches them.
+#[cfg(test)]
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Faults {
+    /// Each member cuts at what it received itself, without agreeing on a cut.
+    pub local_cut: bool,
+    /// Never send the messages the trim discarded again.
+    pub no_resend: bool,
+    /// A new leader acts at once, without waiting for the others to suspect the old.
+    pub no_takeover_wait: bool,
+}
+
+/// One node's view-change engine for one view (see the module docs).
+#[derive(Debug)]
+pub struct Engine {
+    #[cfg(test)]
+    pub(crate) faults: Faults,
+    view: View,
+    specs: Vec<SubgroupSpec>,
+    lay: MembershipLayout,
+    row: LocalRow,
+    table: Arc<Table>,
+    me: usize,
+    majority: bool,
+    /// Ranks suspected (only grows).
+    susp: u64,
+    /// Ranks disconnected so far.
+    cut_off: u64,
+    wedged: bool,
+    joins: Vec<Joiner>,
+    leave: bool,
+    /// Per subgroup: the cut echoed (if any) and whether its batch was handed out.
+    cuts: Vec<Option<Vec<u64>>>,
+    trimmed: Vec<bool>,
+    done: bool,
+    dirty: bool,
+}
+
+impl Engine {
+    /// The engine of this node (the row's owner) in `view`, whose subgroups are
+    /// `specs`; `row` is its row of a membership table over `view.members()` laid out
+    /// with [`MembershipLayout::new`] for the specs' sender counts. `suspects` start
+    /// out suspected (carried over from the previous view).
+    pub fn new(view: View, specs: Vec<SubgroupSpec>, row: LocalRow, majority: bool, suspects: &[NodeId]) -> Engine {
+        let senders: Vec<usize> = specs.iter().map(|s| s.senders.len()).collect();
+        let lay = MembershipLayout::new(&senders);
+        let table = row.table().clone();
+        assert_eq!(table.members(), view.members(), "one membership row per member");
+        let me = table.my_rank();
+        let susp = suspects.iter().filter_map(|n| view.rank_of(*n)).filter(|r| *r != me).fold(0, |m, r| m | 1 << r);
+        let k = specs.len();
+        let mut e = Engine {
+            #[cfg(test)]
+            faults: Faults::default(),
+            view,
+            specs,
+            lay,
+            row,
+            table,
+            me,
+            majority,
+            susp: 0,
+            cut_off: 0,
+            wedged: false,
+            joins: Vec::new(),
+            leave: false,
+            cuts: vec![None; k],
+            trimmed: vec![false; k],
+            done: false,
+            dirty: false,
+        };
+        e.add_suspects(susp);
+        e
+    }
+
+    /// The view this engine runs.
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+    /// This node's rank.
+    pub fn rank(&self) -> usize {
+        self.me
+    }
+    /// True once [`Action::Install`] or [`Action::Stop`] was returned.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+    /// True once a change is under way (this node is wedged).
+    pub fn is_wedged(&self) -> bool {
+        self.wedged
+    }
+    /// A one-line account of the change under way (for logs and stall reports).
+    pub fn summary(&self) -> String {
+        format!(
+            "view {} rank {} wedged {} suspects {:?} proposal {} committed {} joins {} leaving {} cuts {:?} trimmed {:?}",
+            self.view.id().0,
+            self.me,
+            self.wedged,
+            self.suspects(),
+            self.my_proposal_no(),
+            self.committed(),
+            self.joins.len(),
+            self.leave,
+            self.cuts,
+            self.trimmed
+        )
+    }
+
+    /// The members this node suspects.
+    pub fn suspects(&self) -> Vec<NodeId> {
+        self.ranks(self.susp)
+    }
+
+    /// Reports a failure signal (heartbeat timeout, broken connection) about `node`.
+    pub fn suspect(&mut self, node: NodeId) {
+        if let Some(r) = self.view.rank_of(node).filter(|r| *r != self.me) {
+            self.add_suspects(1 << r);
+        }
+    }
+
+    /// Asks to add a process. Only the leader takes it; others name the leader.
+    pub fn request_join(&mut self, j: Joiner) -> Result<(), JoinRefusal> {
+        if self.done {
+            return Err(JoinRefusal::Closing);
+        }
+        if self.view.rank_of(j.node).is_some() {
+            return Err(JoinRefusal::Duplicate);
+        }
+        let leader = self.leader_rank();
+        if leader != self.me {
+            return Err(JoinRefusal::Redirect(self.view.members()[leader]));
+        }
+        if !self.joins.iter().any(|x| x.node == j.node) {
+            self.joins.push(j);
+        }
+        Ok(())
+    }
+
+    /// Asks to leave the group gracefully.
+    pub fn leave(&mut self) {
+        if !self.leave {
+            self.leave = true;
+            self.row.set(self.lay.leaving);
+            self.dirty = true;
+        }
+    }
+
+    /// One step: reads the rows and the cores, queues pushes, returns actions.
+    pub fn step<C: Cores>(&mut self, cores: &mut C, pushes: &mut Pushes, out: &mut Vec<Action>) {
+        if self.done {
+            return;
+        }
+        if let Err(why) = self.gossip(out) {
+            self.finish_with(Action::Stop(why), pushes, out);
+            return;
+        }
+        if !self.wedged && self.change_pending() {
+            self.wedge(cores, pushes);
+        }
+        if let Err(why) = self.lead_or_follow() {
+            self.finish_with(Action::Stop(why), pushes, out);
+            return;
+        }
+        if self.committed() > 0 {
+            if let Err(why) = self.trim(cores, pushes, out) {
+                self.finish_with(Action::Stop(why), pushes, out);
+                return;
+            }
+        }
+        if let Some(a) = self.try_install(cores) {
+            self.finish_with(a, pushes, out);
+            return;
+        }
+        self.flush(pushes);
+    }
+
+    fn finish_with(&mut self, a: Action, pushes: &mut Pushes, out: &mut Vec<Action>) {
+        self.flush(pushes);
+        self.done = true;
+        out.push(a);
+    }
+
+    fn flush(&mut self, pushes: &mut Pushes) {
+        if std::mem::take(&mut self.dirty) {
+            for p in self.lay.pushes(&self.row) {
+                pushes.push(p);
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    fn ranks(&self, mask: u64) -> Vec<NodeId> {
+        self.view.members().iter().enumerate().filter(|(r, _)| mask & (1 << r) != 0).map(|(_, n)| *n).collect()
+    }
+    fn n(&self) -> usize {
+        self.view.members().len()
+    }
+    fn is_live(&self, r: usize) -> bool {
+        self.susp & (1 << r) == 0
+    }
+    /// Live ranks other than this node.
+    fn others(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.n()).filter(move |r| *r != self.me && self.is_live(*r))
+    }
+    fn live(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.n()).filter(move |r| self.is_live(*r))
+    }
+    fn leader_rank(&self) -> usize {
+        self.live().next().unwrap_or(self.me)
+    }
+    fn committed(&self) -> u64 {
+        self.row.get(self.lay.committed)
+    }
+    fn my_proposal_no(&self) -> u64 {
+        self.row.get(self.lay.proposal)
+    }
+
+    fn change_pending(&self) -> bool {
+        self.susp != 0
+            || self.leave
+            || self.live().any(|r| self.table.counter(r, self.lay.proposal) > 0 || self.table.flag(r, self.lay.leaving))
+            || (self.leader_rank() == self.me && !self.joins.is_empty())
+    }
+
+    /// Freezes every subgroup of this node, then publishes `wedged`.
+    fn wedge<C: Cores>(&mut self, cores: &mut C, pushes: &mut Pushes) {
+        for k in 0..self.specs.len() {
+            if self.specs[k].member_rank(self.view.members()[self.me]).is_some() {
+                cores.with_core(k, |c| {
+                    c.wedge();
+                    pushes.push(c.wedged_push());
+                });
+            }
+        }
+        self.wedged = true;
+        self.row.set(self.lay.wedged);
+        self.dirty = true;
+    }
+
+    fn try_install<C: Cores>(&mut self, cores: &mut C) -> Option<Action> {
+        let c = self.committed();
+        if c == 0 {
+            return None;
+        }
+        let me_node = self.view.members()[self.me];
+        let mine: Vec<usize> =
+            (0..self.specs.len()).filter(|k| self.specs[*k].member_rank(me_node).is_some()).collect();
+        if !mine.iter().all(|k| self.trimmed[*k]) || mine.iter().any(|k| cores.with_core(*k, |c| c.is_delivering())) {
+            return None;
+        }
+        let p = self.lay.read_proposal(&self.table, self.me, c).expect("a committed proposal is held");
+        if p.removed & (1 << self.me) != 0 {
+            let why = if self.leave && p.left & (1 << self.me) != 0 { StopReason::Left } else { StopReason::Removed };
+            return Some(Action::Stop(why));
+        }
+        let mut resend = Vec::new();
+        for k in mine {
+            if self.specs[k].mode == smc::Mode::Unordered {
+                continue; // delivered on receipt somewhere, maybe: never sent twice
+            }
+            #[cfg(test)]
+            if self.faults.no_resend {
+                continue;
+            }
+            if let (Some(s), Some(cut)) = (self.specs[k].sender_rank(me_node), &self.cuts[k]) {
+                let msgs = cores.with_core(k, |c| c.own_messages_from(cut[s]));
+                if !msgs.is_empty() {
+                    resend.push((k, msgs));
+                }
+            }
+        }
+        let view = next_view(&self.view, &p);
+        let suspects = self.ranks(self.susp & !p.removed);
+        let failed = self.ranks(p.removed & !p.left);
+        let left = self.ranks(p.left);
+        Some(Action::Install(Next { view, joins: p.joins, suspects, failed, left, resend }))
+    }
+}
+
+/// The view a proposal leads to: the members not removed, in order, then the joiners.
+pub fn next_view(view: &View, p: &Proposal) -> View {
+    let mut changes = Vec::new();
+    for (r, n) in view.members().iter().enumerate() {
+        if p.removed & (1 << r) != 0 {
+            changes.push(crate::view::Change::Failed(*n));
+        }
+    }
+    changes.extend(p.joins.iter().map(|j| crate::view::Change::Joined(j.node)));
+    // The issuer checked the majority rule; joiners are never members already.
+    view.next(&changes, false).expect("a proposal names members of the view")
+}

@@ -1,0 +1,205 @@
+//! The membership table: one SST row per member of a view, the columns the view
+//! change runs on (Derecho TOCS §4.1, "the SST for membership").
+//!
+//! A row has a data part and a control part, pushed in that order, so that a reader
+//! that sees a control value also sees the data it publishes (writes from one node to
+//! one peer land in order):
+//!
+//! | part | column | meaning |
+//! |---|---|---|
+//! | data | `suspected` | ranks this member suspects (bit mask; only grows) |
+//! | data | `proposals` | two proposal slots; proposal `p` lives in slot `p % 2` |
+//! | data | `cuts` | per subgroup, per sender: the ragged trim this row publishes |
+//! | control | `proposal` | number of the proposal held (the leader's: proposed; a follower's: acked) |
+//! | control | `committed` | the proposal number committed (leader) or seen committed (follower) |
+//! | control | `wedged` | every subgroup of this member is wedged (its `received` is final) |
+//! | control | `leaving` | this member asks to leave |
+//! | control | `cut_ready` | per subgroup: the cut in `cuts` is published |
+//!
+//! Two slots for proposals: a reader that reads slot `p % 2` after seeing `proposal = p`
+//! could only see it overwritten by proposal `p + 2`, which needs two more changes
+//! within one read; the slot's first word is the number, checked after the read.
+
+use sst::transport::NodeId;
+use sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder, LocalRow, Push, Table};
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// At most this many joiners are added by one view change (more wait for the next).
+pub const MAX_JOINS: usize = 8;
+const PROP_WORDS: usize = 5 + MAX_JOINS;
+
+/// A joining process: its id and the control-plane address it listens on (`None` for
+/// transports that need none, such as the in-process and simulated ones).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Joiner {
+    /// The node id it asked for.
+    pub node: NodeId,
+    /// Where it listens (IPv4 only: it is packed into one word).
+    pub addr: Option<SocketAddrV4>,
+}
+
+impl Joiner {
+    fn encode(&self) -> u64 {
+        let (ip, port) = self.addr.map(|a| (u32::from(*a.ip()), a.port())).unwrap_or((0, 0));
+        ((self.node.0 as u64) << 48) | ((ip as u64) << 16) | port as u64
+    }
+    fn decode(w: u64) -> Joiner {
+        let node = NodeId((w >> 48) as u32);
+        let ip = Ipv4Addr::from((w >> 16) as u32);
+        let port = w as u16;
+        Joiner { node, addr: (port != 0).then(|| SocketAddrV4::new(ip, port)) }
+    }
+}
+
+/// A leader's proposal for the next view.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Proposal {
+    /// Its number (1, 2, ...; 0 means none).
+    pub no: u64,
+    /// The rank of the leader that issued it.
+    pub issuer: usize,
+    /// Ranks removed (failed or leaving).
+    pub removed: u64,
+    /// Of those, the ranks that left gracefully.
+    pub left: u64,
+    /// Processes added, in order.
+    pub joins: Vec<Joiner>,
+}
+
+/// The membership table's columns for a view with the given subgroup sender counts.
+#[derive(Debug, Clone)]
+pub struct MembershipLayout {
+    layout: sst::table::Layout,
+    pub(crate) suspected: Bytes,
+    proposals: Bytes,
+    cuts: Bytes,
+    pub(crate) proposal: Counter,
+    pub(crate) committed: Counter,
+    pub(crate) wedged: Flag,
+    pub(crate) leaving: Flag,
+    cut_ready: CounterVec,
+    /// First cut word of each subgroup.
+    cut_at: Vec<usize>,
+    senders: Vec<usize>,
+}
+
+impl MembershipLayout {
+    /// The layout for subgroups with `senders[k]` senders each.
+    pub fn new(senders: &[usize]) -> MembershipLayout {
+        let mut b = LayoutBuilder::new();
+        let suspected = b.bytes("suspected", 8);
+        let proposals = b.bytes("proposals", 2 * PROP_WORDS * 8);
+        let total: usize = senders.iter().sum();
+        let cuts = b.bytes("cuts", total.max(1) * 8);
+        let proposal = b.counter("proposal");
+        let committed = b.counter("committed");
+        let wedged = b.flag("wedged");
+        let leaving = b.flag("leaving");
+        let cut_ready = b.counters("cut_ready", senders.len().max(1));
+        let mut cut_at = Vec::new();
+        let mut at = 0;
+        for s in senders {
+            cut_at.push(at);
+            at += s;
+        }
+        MembershipLayout {
+            layout: b.build(),
+            suspected,
+            proposals,
+            cuts,
+            proposal,
+            committed,
+            wedged,
+            leaving,
+            cut_ready,
+            cut_at,
+            senders: senders.to_vec(),
+        }
+    }
+
+    /// The sst table layout.
+    pub fn table_layout(&self) -> &sst::table::Layout {
+        &self.layout
+    }
+
+    /// Bytes a table of `rows` rows needs.
+    pub fn table_bytes(&self, rows: usize) -> usize {
+        self.layout.table_bytes(rows)
+    }
+
+    /// The two pushes that publish this row: data, then control.
+    pub(crate) fn pushes(&self, row: &LocalRow) -> [Push; 2] {
+        let data = self
+            .suspected
+            .sub_range(0, 8)
+            .join(self.cuts.sub_range(0, self.cuts.len()))
+            .join(self.proposals.sub_range(0, self.proposals.len()));
+        let control = self
+            .proposal
+            .range()
+            .join(self.committed.range())
+            .join(self.wedged.range())
+            .join(self.leaving.range())
+            .join(self.cut_ready.range());
+        [row.push(data), row.push(control)]
+    }
+
+    pub(crate) fn suspected_of(&self, t: &Table, rank: usize) -> u64 {
+        t.word(rank, self.suspected, 0)
+    }
+
+    /// Proposal `no` as held in row `rank`, if the slot still holds it.
+    pub(crate) fn read_proposal(&self, t: &Table, rank: usize, no: u64) -> Option<Proposal> {
+        let base = (no % 2) as usize * PROP_WORDS;
+        let w = |i: usize| t.word(rank, self.proposals, base + i);
+        let n = (w(4) as usize).min(MAX_JOINS);
+        let p = Proposal {
+            no,
+            issuer: w(1) as usize,
+            removed: w(2),
+            left: w(3),
+            joins: (0..n).map(|i| Joiner::decode(w(5 + i))).collect(),
+        };
+        (w(0) == no).then_some(p)
+    }
+
+    pub(crate) fn write_proposal(&self, row: &LocalRow, p: &Proposal) {
+        let base = (p.no % 2) as usize * PROP_WORDS;
+        let mut words = vec![p.no, p.issuer as u64, p.removed, p.left, p.joins.len() as u64];
+        words.extend(p.joins.iter().map(Joiner::encode));
+        for (i, w) in words.into_iter().enumerate() {
+            row.store_word(self.proposals, base + i, w);
+        }
+    }
+
+    pub(crate) fn cut_ready(&self, t: &Table, rank: usize, k: usize) -> bool {
+        t.counter_at(rank, self.cut_ready, k) != 0
+    }
+
+    pub(crate) fn read_cut(&self, t: &Table, rank: usize, k: usize) -> Vec<u64> {
+        (0..self.senders[k]).map(|s| t.word(rank, self.cuts, self.cut_at[k] + s)).collect()
+    }
+
+    pub(crate) fn write_cut(&self, row: &LocalRow, k: usize, cut: &[u64]) {
+        for (s, v) in cut.iter().enumerate() {
+            row.store_word(self.cuts, self.cut_at[k] + s, *v);
+        }
+    }
+
+    pub(crate) fn set_cut_ready(&self, row: &LocalRow, k: usize) {
+        row.advance_at(self.cut_ready, k, 1).expect("cut_ready only goes 0 -> 1");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn joiners_pack_into_a_word() {
+        let j = Joiner { node: NodeId(1023), addr: Some("127.0.0.1:40001".parse().unwrap()) };
+        assert_eq!(Joiner::decode(j.encode()), j);
+        let k = Joiner { node: NodeId(7), addr: None };
+        assert_eq!(Joiner::decode(k.encode()), k);
+    }
+}

@@ -1,0 +1,878 @@
+//! A deterministic simulator of whole groups: several views, crashes (also mid-push,
+//! leaving a torn write), crashes of the leader during a view change, joins, leaves
+//! and partitions, over random send patterns; the invariants are checked after every
+//! step (DESIGN.md §2).
+//!
+//! The nodes run the real [`Engine`] and the real smc cores over real sst tables,
+//! one set per view; only the byte moving and the failure detector are simulated. A
+//! push is copied out of the sender's region when posted and applied to the target's
+//! region of the same view when the schedule delivers it; each link keeps its order.
+//! A write for a view the target has not installed yet waits at the head of its link.
+//! A crashed node's queued writes stay in flight, except that one of them may be cut
+//! short and everything after it lost. A node suspects a peer some random number of
+//! steps after the peer became unreachable (crashed, stopped, or cut off), which is
+//! what heartbeats give; suspecting it cuts the link from it.
+//!
+//! Everything derives from one seed; a failing seed is printed and
+//! [`GroupSim::run_seed`] replays it.
+
+pub mod invariants;
+
+use crate::engine::{Action, Engine, JoinRefusal, Next};
+use crate::membership::{Joiner, MembershipLayout};
+use crate::view::View;
+use invariants::Checks;
+use smc::sim::{digest, Rng};
+use smc::{Mode, SmcCore, SmcLayout, SubgroupSpec};
+use sst::transport::{NodeId, RegionId};
+use sst::{Pushes, Region, Table};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A fault the schedule injects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// A random live member crashes; `torn`: its last write in flight is cut short.
+    Crash {
+        /// Step at which it happens.
+        at: u64,
+        /// Cut the crashed node's writes in flight at a random point, mid-write.
+        torn: bool,
+    },
+    /// At `after`, a process asks to join (which starts a view change); the leader
+    /// crashes at the first step after that where a change is under way.
+    CrashLeaderMidChange {
+        /// Earliest step.
+        after: u64,
+    },
+    /// A new process asks to join.
+    Join {
+        /// Step.
+        at: u64,
+    },
+    /// A random member asks to leave.
+    Leave {
+        /// Step.
+        at: u64,
+    },
+    /// A random minority of the current view is cut off from the rest, both ways.
+    Partition {
+        /// Step.
+        at: u64,
+    },
+}
+
+/// Who sends in subgroup 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Senders {
+    /// Every member.
+    All,
+    /// The first half (rounded up).
+    Half,
+    /// The first member.
+    One,
+}
+
+/// One simulated group.
+#[derive(Debug, Clone)]
+pub struct GroupSimConfig {
+    /// The seed everything derives from.
+    pub seed: u64,
+    /// Members of the first view.
+    pub initial: usize,
+    /// Senders of subgroup 0 (all members).
+    pub senders: Senders,
+    /// Add subgroup 1: the members at even ranks, all sending.
+    pub two_subgroups: bool,
+    /// Ring window.
+    pub window: usize,
+    /// Largest message (at least 16).
+    pub max_msg: usize,
+    /// Delivery mode of both subgroups.
+    pub mode: Mode,
+    /// Messages each node sends per subgroup it sends in.
+    pub msgs_per_sender: u64,
+    /// Percent chance a sender sends at its turn.
+    pub send_chance: u64,
+    /// The faults.
+    pub faults: Vec<Fault>,
+    /// The majority rule.
+    pub majority: bool,
+    /// Detection delay range in steps.
+    pub detect: (u64, u64),
+    /// Steps before the run is declared stalled.
+    pub max_steps: u64,
+}
+
+impl GroupSimConfig {
+    /// A configuration drawn from `seed`.
+    pub fn from_seed(seed: u64) -> GroupSimConfig {
+        let mut rng = Rng::new(seed ^ 0x5ee0_6a11);
+        let initial = 2 + rng.below(4) as usize; // 2..=5
+        let senders = [Senders::All, Senders::Half, Senders::One][rng.below(3) as usize];
+        let mut faults = Vec::new();
+        let mut at = 50 + rng.below(400);
+        for _ in 0..1 + rng.below(3) {
+            faults.push(match rng.below(9) {
+                0..=2 => Fault::Crash { at, torn: rng.chance(50) },
+                3 => Fault::CrashLeaderMidChange { after: at },
+                4 | 5 => Fault::Join { at },
+                6 => Fault::Leave { at },
+                7 => Fault::Partition { at },
+                _ => Fault::Join { at },
+            });
+            at += rng.below(1500);
+        }
+        GroupSimConfig {
+            seed,
+            initial,
+            senders,
+            two_subgroups: rng.chance(40),
+            window: 1 + rng.below(4) as usize,
+            max_msg: [16, 24, 40, 64][rng.below(4) as usize],
+            mode: if rng.chance(80) { Mode::Ordered } else { Mode::Unordered },
+            msgs_per_sender: 3 + rng.below(25),
+            send_chance: 10 + rng.below(80),
+            faults,
+            majority: true,
+            detect: (20, 20 + rng.below(400)),
+            max_steps: 300_000,
+        }
+    }
+
+    /// The subgroups of `view` (the simulated layout function).
+    pub fn layout(&self, view: &View) -> Vec<SubgroupSpec> {
+        let m = view.members();
+        let n0 = match self.senders {
+            Senders::All => m.len(),
+            Senders::Half => m.len().div_ceil(2),
+            Senders::One => 1,
+        };
+        let spec = |members: Vec<NodeId>, senders: Vec<NodeId>| SubgroupSpec {
+            members,
+            senders,
+            window: self.window,
+            max_msg: self.max_msg,
+            mode: self.mode,
+        };
+        let mut out = vec![spec(m.to_vec(), m[..n0].to_vec())];
+        if self.two_subgroups {
+            let even: Vec<NodeId> = m.iter().step_by(2).copied().collect();
+            out.push(spec(even.clone(), even));
+        }
+        out
+    }
+}
+
+pub use smc::sim::Violation;
+
+/// What a finished run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Steps taken.
+    pub steps: u64,
+    /// Views installed over all nodes.
+    pub installs: u64,
+    /// Deliveries over all nodes.
+    pub delivered: u64,
+    /// Nodes that stopped (minority, removed, left).
+    pub stopped: u64,
+}
+
+#[derive(Debug)]
+struct Write {
+    view: u64,
+    region: usize,
+    offset: usize,
+    words: Vec<u64>,
+}
+
+#[derive(Debug, Default)]
+struct Link {
+    queue: VecDeque<Write>,
+    cut: bool,
+}
+
+/// One simulated process.
+#[derive(Debug)]
+pub struct SimNode {
+    /// Its id.
+    pub id: NodeId,
+    /// False once crashed.
+    pub alive: bool,
+    /// Set once it stopped on its own.
+    pub stopped: Option<crate::engine::StopReason>,
+    /// Its current view's engine.
+    pub engine: Engine,
+    cores: Vec<Option<SmcCore>>,
+    regions: Vec<Arc<Region>>,
+    specs: Vec<SubgroupSpec>,
+    /// Next sequence number per subgroup (persists over views).
+    next_seq: Vec<u64>,
+    /// Messages to send again, per subgroup.
+    resend: Vec<VecDeque<Vec<u8>>>,
+    /// Step since which each peer has been unreachable from here.
+    unreachable_since: Vec<Option<u64>>,
+}
+
+impl SimNode {
+    fn active(&self) -> bool {
+        self.alive && self.stopped.is_none()
+    }
+    fn view(&self) -> &View {
+        self.engine.view()
+    }
+}
+
+/// The simulator (see the module docs).
+#[derive(Debug)]
+pub struct GroupSim {
+    /// Its configuration.
+    pub cfg: GroupSimConfig,
+    /// Every process ever started, by id.
+    pub nodes: Vec<SimNode>,
+    links: Vec<Vec<Link>>,
+    rng: Rng,
+    step: u64,
+    checks: Checks,
+    fired: Vec<bool>,
+    /// Join requests not yet answered by a view.
+    pending_joins: Vec<NodeId>,
+    /// Leader crashes waiting for a change to be under way.
+    armed: usize,
+    #[cfg(test)]
+    faults: crate::engine::Faults,
+    report: Report,
+}
+
+const SUBGROUPS_MAX: usize = 2;
+
+impl GroupSim {
+    /// Builds the first view of `cfg`.
+    pub fn new(cfg: GroupSimConfig) -> GroupSim {
+        let view = View::initial((0..cfg.initial as u32).map(NodeId).collect());
+        let mut sim = GroupSim {
+            rng: Rng::new(cfg.seed.rotate_left(23)),
+            nodes: Vec::new(),
+            links: Vec::new(),
+            step: 0,
+            checks: Checks::default(),
+            fired: vec![false; cfg.faults.len()],
+            pending_joins: Vec::new(),
+            armed: 0,
+            #[cfg(test)]
+            faults: crate::engine::Faults::default(),
+            report: Report::default(),
+            cfg,
+        };
+        sim.checks.views.on_install(&view, &view).expect("first view");
+        sim.checks.deliveries.unordered = sim.cfg.mode == Mode::Unordered;
+        sim.checks.exactly_once.unordered = sim.cfg.mode == Mode::Unordered;
+        sim.checks.state.unordered = sim.cfg.mode == Mode::Unordered;
+        for &id in view.members() {
+            let node = sim.make_node(id, &view, &[]);
+            sim.add_node(node);
+        }
+        sim
+    }
+
+    /// Runs the configuration drawn from `seed` to the end.
+    pub fn run_seed(seed: u64) -> Result<Report, Violation> {
+        GroupSim::new(GroupSimConfig::from_seed(seed)).run()
+    }
+
+    fn violation(&self, invariant: &'static str, detail: String) -> Violation {
+        Violation { seed: self.cfg.seed, step: self.step, invariant, detail }
+    }
+
+    fn make_node(&self, id: NodeId, view: &View, suspects: &[NodeId]) -> SimNode {
+        let specs = self.cfg.layout(view);
+        let (engine, cores, regions) = self.tables(id, view, &specs, suspects);
+        SimNode {
+            id,
+            alive: true,
+            stopped: None,
+            engine,
+            cores,
+            regions,
+            specs,
+            next_seq: vec![0; SUBGROUPS_MAX],
+            resend: (0..SUBGROUPS_MAX).map(|_| VecDeque::new()).collect(),
+            unreachable_since: Vec::new(),
+        }
+    }
+
+    #[allow(clippy::type_complexity)]
+    fn tables(
+        &self,
+        id: NodeId,
+        view: &View,
+        specs: &[SubgroupSpec],
+        suspects: &[NodeId],
+    ) -> (Engine, Vec<Option<SmcCore>>, Vec<Arc<Region>>) {
+        let senders: Vec<usize> = specs.iter().map(|s| s.senders.len()).collect();
+        let mlay = MembershipLayout::new(&senders);
+        let mregion = Arc::new(Region::new(mlay.table_bytes(view.members().len())));
+        let row = Table::create(mlay.table_layout().clone(), view.members(), id, RegionId(0), mregion.clone())
+            .expect("membership table");
+        let mut regions = vec![mregion];
+        let mut cores = Vec::new();
+        for (k, spec) in specs.iter().enumerate() {
+            let lay = SmcLayout::new(spec);
+            let region = Arc::new(Region::new(lay.table_bytes()));
+            regions.push(region.clone());
+            cores.push(spec.member_rank(id).map(|_| {
+                let row = Table::create(lay.table_layout().clone(), &spec.members, id, RegionId(1 + k as u16), region)
+                    .expect("subgroup table");
+                SmcCore::new(spec.clone(), row)
+            }));
+        }
+        #[allow(unused_mut)]
+        let mut engine = Engine::new(view.clone(), specs.to_vec(), row, self.cfg.majority, suspects);
+        #[cfg(test)]
+        {
+            engine.faults = self.faults;
+        }
+        (engine, cores, regions)
+    }
+
+    fn add_node(&mut self, node: SimNode) {
+        let i = node.id.0 as usize;
+        assert_eq!(i, self.nodes.len(), "node ids are dense");
+        self.nodes.push(node);
+        let n = self.nodes.len();
+        for row in &mut self.links {
+            row.resize_with(n, Link::default);
+        }
+        self.links.push((0..n).map(|_| Link::default()).collect());
+        for node in &mut self.nodes {
+            node.unreachable_since.resize(n, None);
+        }
+    }
+
+    /// Copies each push out of `from`'s region onto the links to its targets.
+    fn post(&mut self, from: usize, pushes: &mut Pushes) {
+        let vid = self.nodes[from].view().id().0;
+        for p in pushes.drain() {
+            let mut words = vec![0u64; p.len / 8];
+            let region = p.region.0 as usize;
+            self.nodes[from].regions[region].read_words(p.offset, &mut words);
+            for t in p.targets() {
+                let to = t.0 as usize;
+                if to == from || self.links[from][to].cut {
+                    continue;
+                }
+                self.links[from][to].queue.push_back(Write {
+                    view: vid,
+                    region,
+                    offset: p.offset,
+                    words: words.clone(),
+                });
+            }
+        }
+    }
+
+    /// Applies the oldest write on `from -> to` if it can land now.
+    fn deliver_one(&mut self, from: usize, to: usize) -> bool {
+        let target = self.nodes[to].view().id().0;
+        let link = &mut self.links[from][to];
+        let Some(w) = link.queue.front() else { return false };
+        if !self.nodes[to].active() {
+            link.queue.clear();
+            return false;
+        }
+        if w.view > target {
+            return false; // waits until `to` installs that view
+        }
+        let w = link.queue.pop_front().expect("front exists");
+        if w.view == target {
+            self.nodes[to].regions[w.region].apply_write(w.offset, &w.words);
+        }
+        true
+    }
+
+    fn deliverable_links(&self) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for (f, row) in self.links.iter().enumerate() {
+            for (t, l) in row.iter().enumerate() {
+                if let Some(w) = l.queue.front() {
+                    if !self.nodes[t].active() || w.view <= self.nodes[t].view().id().0 {
+                        out.push((f, t));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Application turn at node `i`: one message per subgroup it sends in, maybe.
+    fn app_turn(&mut self, i: usize) {
+        for k in 0..self.nodes[i].specs.len() {
+            let node = &self.nodes[i];
+            let Some(core) = node.cores[k].as_ref() else { continue };
+            if core.sender_rank().is_none() || !core.can_reserve() {
+                continue;
+            }
+            let data = if let Some(m) = node.resend[k].front() {
+                m.clone()
+            } else if node.next_seq[k] < self.cfg.msgs_per_sender && self.rng.chance(self.cfg.send_chance) {
+                payload(self.cfg.seed, node.id, k, node.next_seq[k], self.cfg.max_msg)
+            } else {
+                continue;
+            };
+            let node = &mut self.nodes[i];
+            let core = node.cores[k].as_mut().expect("checked");
+            let Ok(res) = core.reserve(data.len()) else { continue };
+            res.write(0, &data);
+            core.commit(res);
+            if node.resend[k].pop_front().is_none() {
+                node.next_seq[k] += 1;
+            }
+        }
+    }
+
+    /// One pass at node `i`: smc stages and delivery for each subgroup, then the engine.
+    fn pass(&mut self, i: usize) -> Result<(), Violation> {
+        let mut pushes = Pushes::default();
+        let vid = self.nodes[i].view().id().0;
+        for k in 0..self.nodes[i].specs.len() {
+            let Some(core) = self.nodes[i].cores[k].as_mut() else { continue };
+            core.poll(&mut pushes);
+            if let Some(d) = core.take_deliverable() {
+                let msgs: Vec<Vec<u8>> = d.batch.iter().map(|m| m.to_vec()).collect();
+                core.finish(d, &mut pushes);
+                self.on_deliver(i, vid, k, &msgs)?;
+            }
+        }
+        let mut actions = Vec::new();
+        {
+            let node = &mut self.nodes[i];
+            node.engine.step(&mut node.cores, &mut pushes, &mut actions);
+        }
+        for a in actions {
+            match a {
+                Action::Disconnect(n) => {
+                    let l = &mut self.links[n.0 as usize][i];
+                    l.cut = true;
+                    l.queue.clear();
+                }
+                Action::Deliver { subgroup, batch } => {
+                    let msgs: Vec<Vec<u8>> = batch.batch.iter().map(|m| m.to_vec()).collect();
+                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "step {} {}: trim {} msgs; {}",
+                            self.step,
+                            self.nodes[i].id,
+                            msgs.len(),
+                            self.nodes[i].engine.summary()
+                        );
+                    }
+                    self.nodes[i].cores[subgroup].as_mut().expect("member").finish(batch, &mut pushes);
+                    self.on_deliver(i, vid, subgroup, &msgs)?;
+                }
+                Action::Install(next) => {
+                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "step {} {}: install {:?}; {}",
+                            self.step,
+                            self.nodes[i].id,
+                            next.view,
+                            self.nodes[i].engine.summary()
+                        );
+                    }
+                    self.post(i, &mut pushes);
+                    return self.install(i, next);
+                }
+                Action::Stop(why) => {
+                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
+                        eprintln!(
+                            "step {} {}: stop {why:?}; {}",
+                            self.step,
+                            self.nodes[i].id,
+                            self.nodes[i].engine.summary()
+                        );
+                    }
+                    self.report.stopped += 1;
+                    self.nodes[i].stopped = Some(why);
+                }
+            }
+        }
+        self.post(i, &mut pushes);
+        Ok(())
+    }
+
+    fn on_deliver(&mut self, i: usize, vid: u64, k: usize, msgs: &[Vec<u8>]) -> Result<(), Violation> {
+        for m in msgs {
+            self.report.delivered += 1;
+            let id = self.nodes[i].id;
+            if let Err((name, d)) = self.checks.on_deliver(id, vid, k, m) {
+                return Err(self.violation(name, d));
+            }
+        }
+        Ok(())
+    }
+
+    fn install(&mut self, i: usize, next: Next) -> Result<(), Violation> {
+        self.report.installs += 1;
+        let old = self.nodes[i].view().clone();
+        let id = self.nodes[i].id;
+        let wedged = self.nodes[i].engine.is_wedged()
+            && self.nodes[i].cores.iter().flatten().all(|c| c.member_wedged(c.table().my_rank()));
+        let mine: Vec<usize> = (0..self.nodes[i].specs.len()).filter(|k| self.nodes[i].cores[*k].is_some()).collect();
+        if let Err((name, d)) = self.checks.on_install(id, &old, &mine, &next, wedged) {
+            return Err(self.violation(name, d));
+        }
+        let specs = self.cfg.layout(&next.view);
+        let (engine, cores, regions) = self.tables(id, &next.view, &specs, &next.suspects);
+        let node = &mut self.nodes[i];
+        for (k, msgs) in next.resend {
+            let mut q: VecDeque<Vec<u8>> = msgs.into();
+            q.append(&mut node.resend[k]);
+            node.resend[k] = q;
+        }
+        for k in 0..SUBGROUPS_MAX {
+            if !specs.get(k).is_some_and(|s| s.member_rank(id).is_some()) {
+                self.checks.exactly_once.on_left_subgroup(id, k);
+            }
+            let still = specs.get(k).is_some_and(|s| s.sender_rank(id).is_some());
+            if !still {
+                for m in node.resend[k].drain(..) {
+                    self.checks.exactly_once.on_dropped(id, k, &m);
+                }
+            }
+        }
+        node.engine = engine;
+        node.cores = cores;
+        node.regions = regions;
+        node.specs = specs;
+        // The first member to install a view starts its joiners, with its state.
+        for j in next.joins {
+            self.pending_joins.retain(|p| *p != j.node);
+            if self.nodes.len() <= j.node.0 as usize {
+                let joiner = self.make_node(j.node, &next.view, &next.suspects);
+                self.add_node(joiner);
+                if let Err(d) = self.checks.state.on_transfer(id, j.node, next.view.id().0) {
+                    return Err(self.violation(invariants::state_transfer::NAME, d));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn crash(&mut self, i: usize, torn: bool) {
+        self.nodes[i].alive = false;
+        for t in 0..self.links[i].len() {
+            let q = &mut self.links[i][t].queue;
+            if torn && !q.is_empty() {
+                let keep = self.rng.below(q.len() as u64) as usize;
+                q.truncate(keep + 1);
+                let last = q.back_mut().expect("kept one");
+                let words = self.rng.below(last.words.len() as u64 + 1) as usize;
+                last.words.truncate(words);
+            }
+        }
+    }
+
+    fn fire_faults(&mut self) {
+        if self.armed > 0 {
+            let wedged = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_wedged());
+            if let Some(w) = wedged {
+                self.armed -= 1;
+                let leader =
+                    self.nodes[w].view().members().iter().map(|n| n.0 as usize).find(|n| {
+                        self.nodes[*n].active() && !self.nodes[w].engine.suspects().contains(&NodeId(*n as u32))
+                    });
+                if let Some(l) = leader {
+                    self.crash(l, true);
+                }
+            }
+        }
+        for f in 0..self.cfg.faults.len() {
+            if self.fired[f] {
+                continue;
+            }
+            let fault = self.cfg.faults[f];
+            let due = match fault {
+                Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
+                    self.step >= at
+                }
+                Fault::CrashLeaderMidChange { after } => self.step >= after,
+            };
+            if !due {
+                continue;
+            }
+            self.fired[f] = true;
+            let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
+            if live.is_empty() {
+                continue;
+            }
+            let pick = live[self.rng.below(live.len() as u64) as usize];
+            match fault {
+                Fault::Crash { torn, .. } => self.crash(pick, torn),
+                Fault::CrashLeaderMidChange { .. } => {
+                    self.armed += 1;
+                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
+                    self.pending_joins.push(id);
+                }
+                Fault::Join { .. } => {
+                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
+                    self.pending_joins.push(id);
+                }
+                Fault::Leave { .. } => self.nodes[pick].engine.leave(),
+                Fault::Partition { .. } => {
+                    let view = self.nodes[pick].view().clone();
+                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
+                        eprintln!("step {}: partition", self.step);
+                    }
+                    let m = view.members();
+                    let size = self.rng.below(m.len().div_ceil(2) as u64) as usize; // a strict minority
+                    let side: Vec<usize> = m.iter().take(size.max(1).min(m.len() - 1)).map(|n| n.0 as usize).collect();
+                    if m.len() < 2 {
+                        continue;
+                    }
+                    for a in 0..self.nodes.len() {
+                        for b in 0..self.nodes.len() {
+                            if side.contains(&a) != side.contains(&b) {
+                                self.links[a][b].cut = true;
+                                self.links[a][b].queue.clear();
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Join requests go to a random member, which may redirect once.
+    fn ask_to_join(&mut self) {
+        let Some(&j) = self.pending_joins.first() else { return };
+        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
+        if live.is_empty() || !self.rng.chance(5) {
+            return;
+        }
+        let mut at = live[self.rng.below(live.len() as u64) as usize];
+        for _ in 0..2 {
+            match self.nodes[at].engine.request_join(Joiner { node: j, addr: None }) {
+                Err(JoinRefusal::Redirect(l)) if self.nodes[l.0 as usize].active() => at = l.0 as usize,
+                _ => return,
+            }
+        }
+    }
+
+    /// The simulated failure detector: suspect peers unreachable for long enough.
+    fn detect(&mut self) {
+        let n = self.nodes.len();
+        for i in 0..n {
+            if !self.nodes[i].active() {
+                continue;
+            }
+            for p in 0..n {
+                let unreachable = p != i && (!self.nodes[p].active() || self.links[p][i].cut);
+                let since = &mut self.nodes[i].unreachable_since[p];
+                match (unreachable, *since) {
+                    (false, _) => *since = None,
+                    (true, None) => *since = Some(self.step),
+                    (true, Some(t)) => {
+                        let (lo, hi) = self.cfg.detect;
+                        let delay = lo + (self.cfg.seed ^ (i as u64 * 131 + p as u64 * 7919)) % (hi - lo + 1);
+                        if self.step - t >= delay {
+                            self.nodes[i].engine.suspect(NodeId(p as u32));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// One random step.
+    pub fn step(&mut self) -> Result<(), Violation> {
+        self.step += 1;
+        self.fire_faults();
+        self.ask_to_join();
+        self.detect();
+        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
+        if live.is_empty() {
+            return Ok(());
+        }
+        match self.rng.below(3) {
+            0 => {
+                let i = live[self.rng.below(live.len() as u64) as usize];
+                self.app_turn(i);
+                Ok(())
+            }
+            1 => {
+                let i = live[self.rng.below(live.len() as u64) as usize];
+                self.pass(i)
+            }
+            _ => {
+                let links = self.deliverable_links();
+                if !links.is_empty() {
+                    let (f, t) = links[self.rng.below(links.len() as u64) as usize];
+                    self.deliver_one(f, t);
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// True once faults are over and the live members agree and are idle: one view,
+    /// unwedged, every message sent and resent, every core without work, no write in
+    /// flight, and the same number of deliveries per subgroup at every member.
+    fn settled(&self) -> bool {
+        if self.nodes.iter().all(|n| !n.active()) {
+            return true;
+        }
+        if self.fired.iter().any(|f| !f)
+            || self.armed > 0
+            || !self.pending_joins.is_empty()
+            || !self.deliverable_links().is_empty()
+        {
+            return false;
+        }
+        let live: Vec<&SimNode> = self.nodes.iter().filter(|n| n.active()).collect();
+        let Some(first) = live.first() else { return true };
+        let vid = first.view().id();
+        let idle = live.iter().all(|n| {
+            n.view().id() == vid
+                && !n.engine.is_wedged()
+                && n.resend.iter().all(|q| q.is_empty())
+                && (0..n.specs.len()).all(|k| {
+                    n.cores[k].as_ref().map_or(true, |c| {
+                        !c.has_work() && (c.sender_rank().is_none() || n.next_seq[k] >= self.cfg.msgs_per_sender)
+                    })
+                })
+        });
+        idle && (0..first.specs.len()).all(|k| {
+            let counts: Vec<usize> = live
+                .iter()
+                .filter(|n| n.cores[k].is_some())
+                .map(|n| self.checks.deliveries.count(n.id, vid.0, k))
+                .collect();
+            counts.windows(2).all(|w| w[0] == w[1])
+        })
+    }
+
+    /// Runs to the end: until settled, or a violation, or `max_steps` (a stall).
+    pub fn run(mut self) -> Result<Report, Violation> {
+        self.run_to_settled()?;
+        let live: Vec<&SimNode> = self.nodes.iter().filter(|n| n.active()).collect();
+        if let Some(first) = live.first() {
+            for k in 0..first.specs.len() {
+                let members: Vec<NodeId> = live.iter().filter(|n| n.cores[k].is_some()).map(|n| n.id).collect();
+                if let Err(d) = self.checks.deliveries.at_end(first.view().id().0, k, &members) {
+                    return Err(self.violation(invariants::delivery_agreement::NAME, d));
+                }
+            }
+        }
+        self.report.steps = self.step;
+        Ok(self.report)
+    }
+
+    fn run_to_settled(&mut self) -> Result<(), Violation> {
+        while !self.settled() {
+            if self.step >= self.cfg.max_steps {
+                let state: Vec<String> = self
+                    .nodes
+                    .iter()
+                    .map(|n| {
+                        format!(
+                            "{}: alive {} stopped {:?} members {:?} {}",
+                            n.id,
+                            n.alive,
+                            n.stopped,
+                            n.view().members(),
+                            n.engine.summary()
+                        )
+                    })
+                    .collect();
+                return Err(self.violation(invariants::progress::NAME, state.join("; ")));
+            }
+            self.step()?;
+        }
+        Ok(())
+    }
+}
+
+/// The payload of `node`'s `seq`-th message in subgroup `k`: word 0 names it.
+pub fn payload(seed: u64, node: NodeId, k: usize, seq: u64, max_msg: usize) -> Vec<u8> {
+    let mut rng = Rng::new(seed ^ ((node.0 as u64) << 40) ^ ((k as u64) << 32) ^ seq);
+    let len = 8 + rng.below(max_msg as u64 - 7) as usize;
+    let mut v = vec![0u8; len];
+    v[..8].copy_from_slice(&(((node.0 as u64) << 40) | ((k as u64) << 32) | seq).to_le_bytes());
+    for b in &mut v[8..] {
+        *b = rng.next_u64() as u8;
+    }
+    v
+}
+
+/// Decodes word 0 of a payload: (sender, subgroup, seq).
+pub fn parse_payload(m: &[u8]) -> Option<(NodeId, usize, u64)> {
+    let w = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
+    Some((NodeId((w >> 40) as u32), ((w >> 32) & 0xff) as usize, w & 0xffff_ffff))
+}
+
+/// FNV digest of a payload (for the sequence checks).
+pub fn msg_digest(m: &[u8]) -> u64 {
+    digest(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Faults;
+
+    /// Runs seeds `0..n` with `faults` (and the rule on or off); returns the
+    /// invariants broken, with how often.
+    fn broken(n: u64, faults: Faults, majority: bool) -> Vec<(&'static str, usize)> {
+        let mut out: Vec<(&'static str, usize)> = Vec::new();
+        for seed in 0..n {
+            let mut cfg = GroupSimConfig::from_seed(seed);
+            cfg.majority = majority;
+            cfg.max_steps = 60_000;
+            let sim = GroupSim::new(cfg);
+            let sim = GroupSim { faults, ..sim };
+            // The first view's engines were made before the faults were set.
+            let mut sim = sim;
+            for node in &mut sim.nodes {
+                node.engine.faults = faults;
+            }
+            if let Err(v) = sim.run() {
+                match out.iter_mut().find(|(n, _)| *n == v.invariant) {
+                    Some((_, c)) => *c += 1,
+                    None => out.push((v.invariant, 1)),
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_correct_protocol_passes_these_seeds() {
+        assert_eq!(broken(150, Faults::default(), true), vec![]);
+    }
+
+    #[test]
+    fn dropping_discarded_messages_is_caught() {
+        let b = broken(150, Faults { no_resend: true, ..Faults::default() }, true);
+        assert!(b.iter().any(|(n, _)| *n == invariants::exactly_once::NAME), "{b:?}");
+    }
+
+    #[test]
+    fn cuts_that_are_not_agreed_are_caught() {
+        let b = broken(300, Faults { local_cut: true, ..Faults::default() }, true);
+        assert!(b.iter().any(|(n, _)| *n == invariants::delivery_agreement::NAME), "{b:?}");
+    }
+
+    #[test]
+    fn no_majority_rule_lets_a_minority_install() {
+        let b = broken(300, Faults::default(), false);
+        assert!(b.iter().any(|(n, _)| *n == invariants::majority::NAME), "{b:?}");
+    }
+
+    #[test]
+    fn a_leader_that_does_not_wait_for_its_predecessor_is_caught() {
+        let b = broken(1500, Faults { no_takeover_wait: true, ..Faults::default() }, true);
+        eprintln!("{b:?}");
+        assert!(!b.is_empty(), "{b:?}");
+    }
+}
