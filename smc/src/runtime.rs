@@ -193,6 +193,12 @@ impl Runtime {
         &self.subgroups
     }
 
+    /// The node's predicate thread, for a layer above that adds its own predicates,
+    /// timers and event handlers (the view-change engine does).
+    pub fn predicates(&self) -> &PredicateThread<()> {
+        &self.pt
+    }
+
     /// The predicate thread's counters.
     pub fn poll_stats(&self) -> sst::predicate::Stats {
         self.pt.stats()
@@ -386,6 +392,30 @@ impl Subgroup {
     /// This node's counters for the subgroup.
     pub fn stats(&self) -> Stats {
         lock(&self.shared.core).stats().clone()
+    }
+
+    /// Runs `f` on the subgroup's core under its lock (for the view-change engine:
+    /// wedge, received counts, the trim).
+    pub fn with_core<R>(&self, f: impl FnOnce(&mut SmcCore) -> R) -> R {
+        f(&mut lock(&self.shared.core))
+    }
+
+    /// Hands a batch taken from the core outside the normal pass (the trimmed one of a
+    /// view change) to the upcall, with no lock held, then finishes it.
+    pub fn deliver(&self, d: crate::core::Deliverable, pushes: &mut sst::Pushes) {
+        if !d.batch.is_empty() {
+            (lock(&self.shared.upcall))(&d.batch);
+        }
+        lock(&self.shared.core).finish(d, pushes);
+        if self.shared.waiters.load(Ordering::Acquire) > 0 {
+            self.shared.space.notify_all();
+        }
+    }
+
+    /// Wakes senders waiting for a slot (after a wedge they find the subgroup wedged).
+    pub fn wake_senders(&self) {
+        let _guard = lock(&self.shared.core);
+        self.shared.space.notify_all();
     }
 
     /// The subgroup's spec.

@@ -152,6 +152,7 @@ pub fn local_group(
                         peers: others(me, n),
                         regions: regions.to_vec(),
                         timeout,
+                        partial: false,
                     };
                     Box::new(move || shm::join(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
                 })
@@ -413,7 +414,8 @@ pub fn child_transport(
         TransportKind::Shm => {
             println!("READY");
             read(&mut stdin, &mut line)?;
-            let cfg = shm::ShmConfig { group, me, peers: others(me, n), regions: regions.to_vec(), timeout };
+            let cfg =
+                shm::ShmConfig { group, me, peers: others(me, n), regions: regions.to_vec(), timeout, partial: false };
             Arc::new(shm::join(&cfg)?)
         }
         TransportKind::Mem => return Err(SetupError::Invalid("mem nodes are threads, not processes".into())),

@@ -40,6 +40,10 @@ pub enum Transport {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The group's name (letters, digits, `-`, `_`; names the shm files and tells
+    /// groups apart on tcp). Every member uses the same one.
+    #[serde(default = "defaults::name")]
+    pub name: String,
     /// This node's id, unique in the group.
     pub node_id: u32,
     /// Where this node's control plane listens.
@@ -71,6 +75,9 @@ pub struct Config {
 }
 
 mod defaults {
+    pub fn name() -> String {
+        "spindle".into()
+    }
     pub fn window() -> usize {
         256
     }
@@ -138,6 +145,7 @@ impl Config {
     /// A builder with the defaults, for configuration in code.
     pub fn builder(node_id: u32, listen: SocketAddr) -> ConfigBuilder {
         ConfigBuilder(Config {
+            name: defaults::name(),
             node_id,
             listen,
             contact: None,
@@ -153,6 +161,15 @@ impl Config {
 
     /// Checks ranges and consistency.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.name.is_empty()
+            || self.name.len() > 40
+            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            return Err(invalid("name", "must be 1-40 letters, digits, '-' or '_'"));
+        }
+        if self.listen.port() == u16::MAX {
+            return Err(invalid("listen", "port must leave room for the data port (port + 1)"));
+        }
         if matches!(self.transport, Transport::Mem | Transport::Shm) && self.node_id >= sst::transport::MAX_NODE_ID {
             return Err(invalid("node_id", format!("must be below {} for mem and shm", sst::transport::MAX_NODE_ID)));
         }
@@ -196,6 +213,11 @@ impl Config {
 pub struct ConfigBuilder(Config);
 
 impl ConfigBuilder {
+    /// The group's name.
+    pub fn name(mut self, name: &str) -> Self {
+        self.0.name = name.into();
+        self
+    }
     /// Join an existing group through this member.
     pub fn contact(mut self, addr: SocketAddr) -> Self {
         self.0.contact = Some(addr);

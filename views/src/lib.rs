@@ -14,6 +14,8 @@
 
 pub mod config;
 pub mod engine;
+#[cfg(not(loom))]
+pub mod group;
 pub mod layout;
 pub mod membership;
 #[cfg(not(loom))]

@@ -78,6 +78,8 @@ pub struct MembershipLayout {
     pub(crate) wedged: Flag,
     pub(crate) leaving: Flag,
     cut_ready: CounterVec,
+    /// Raised every heartbeat period; pushed on its own, quietly.
+    pub heartbeat: Counter,
     /// First cut word of each subgroup.
     cut_at: Vec<usize>,
     senders: Vec<usize>,
@@ -96,6 +98,7 @@ impl MembershipLayout {
         let wedged = b.flag("wedged");
         let leaving = b.flag("leaving");
         let cut_ready = b.counters("cut_ready", senders.len().max(1));
+        let heartbeat = b.counter("heartbeat");
         let mut cut_at = Vec::new();
         let mut at = 0;
         for s in senders {
@@ -112,6 +115,7 @@ impl MembershipLayout {
             wedged,
             leaving,
             cut_ready,
+            heartbeat,
             cut_at,
             senders: senders.to_vec(),
         }
@@ -142,6 +146,21 @@ impl MembershipLayout {
             .join(self.leaving.range())
             .join(self.cut_ready.range());
         [row.push(data), row.push(control)]
+    }
+
+    /// A number that grows whenever any row's control part or suspicions change: the
+    /// engine needs a step only when it moved (or a local input arrived).
+    pub fn fingerprint(&self, t: &Table) -> u64 {
+        (0..t.rows())
+            .map(|r| {
+                t.counter(r, self.proposal)
+                    + t.counter(r, self.committed)
+                    + t.flag(r, self.wedged) as u64
+                    + t.flag(r, self.leaving) as u64
+                    + (0..self.senders.len()).map(|k| t.counter_at(r, self.cut_ready, k)).sum::<u64>()
+                    + self.suspected_of(t, r).count_ones() as u64
+            })
+            .sum()
     }
 
     pub(crate) fn suspected_of(&self, t: &Table, rank: usize) -> u64 {

@@ -68,6 +68,11 @@ impl View {
         View { id: ViewId(0), members }
     }
 
+    /// A view as a joiner learns it from the control plane.
+    pub fn with_id(id: ViewId, members: Vec<NodeId>) -> View {
+        View { id, members }
+    }
+
     /// The epoch.
     pub fn id(&self) -> ViewId {
         self.id

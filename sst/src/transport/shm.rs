@@ -34,6 +34,10 @@ pub struct ShmConfig {
     pub regions: Vec<RegionSpec>,
     /// How long to wait for peers' files.
     pub timeout: Duration,
+    /// At the deadline, go on without the peers still missing (they are left out of
+    /// [`Transport::peers`]; writes to them fail) instead of failing. A group runtime
+    /// uses this for a new view whose members may have died meanwhile.
+    pub partial: bool,
 }
 
 fn check_group(group: &str) -> Result<(), SetupError> {
@@ -164,6 +168,9 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
         missing = still;
         if !missing.is_empty() {
             if Instant::now() >= deadline {
+                if cfg.partial {
+                    break;
+                }
                 return Err(SetupError::Timeout(missing));
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -229,6 +236,7 @@ mod tests {
             peers: vec![],
             regions: vec![],
             timeout: Duration::ZERO,
+            partial: false,
         };
         assert!(matches!(join(&cfg), Err(SetupError::Invalid(_))));
         assert_eq!(remove_group_files("a/b"), 0);

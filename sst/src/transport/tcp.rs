@@ -46,12 +46,23 @@ pub struct TcpConfig {
     pub timeout: Duration,
     /// A send blocked this long means the peer is stuck: it is disconnected.
     pub write_timeout: Duration,
+    /// At the deadline, go on without the peers not connected (left out of
+    /// [`Transport::peers`]) instead of failing (see `shm::ShmConfig::partial`).
+    pub partial: bool,
 }
 
 impl TcpConfig {
     /// A config with a 10 s setup timeout and a 5 s write timeout.
     pub fn new(me: NodeId, peers: Vec<(NodeId, SocketAddr)>, group: u64, regions: Vec<RegionSpec>) -> Self {
-        TcpConfig { me, peers, group, regions, timeout: Duration::from_secs(10), write_timeout: Duration::from_secs(5) }
+        TcpConfig {
+            me,
+            peers,
+            group,
+            regions,
+            timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(5),
+            partial: false,
+        }
     }
 }
 
@@ -87,8 +98,11 @@ impl Listener {
         let mut links: Vec<(NodeId, TcpStream, Vec<RegionSpec>)> = Vec::new();
         // Connect to lower ids.
         for (id, addr) in cfg.peers.iter().filter(|(id, _)| *id < cfg.me) {
-            let (stream, theirs) = connect_peer(*id, *addr, &hello, deadline)?;
-            links.push((*id, stream, theirs));
+            match connect_peer(*id, *addr, &hello, deadline) {
+                Ok((stream, theirs)) => links.push((*id, stream, theirs)),
+                Err(e) if cfg.partial => tracing::warn!(node = %cfg.me, peer = %id, %e, "going on without a peer"),
+                Err(e) => return Err(e),
+            }
         }
         // Accept from higher ids.
         let mut waiting: Vec<NodeId> = ids.iter().filter(|id| **id > cfg.me).copied().collect();
@@ -104,6 +118,9 @@ impl Listener {
                 },
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
+                        if cfg.partial {
+                            break;
+                        }
                         return Err(SetupError::Timeout(waiting));
                     }
                     std::thread::sleep(Duration::from_millis(2));

@@ -82,6 +82,10 @@ pub struct Next {
     /// Per subgroup of the old view this node sent in: its messages the trim
     /// discarded, in order, to send again in the next view.
     pub resend: Vec<(usize, Vec<Vec<u8>>)>,
+    /// Per ordered subgroup this node sent in: the trim's count for its messages
+    /// (a driver whose senders run on other threads takes the messages from the
+    /// core again with it once no send is in flight).
+    pub my_cuts: Vec<(usize, u64)>,
 }
 
 /// What a step asks the driver to do, in order.
@@ -220,6 +224,39 @@ impl Engine {
             self.cuts,
             self.trimmed
         )
+    }
+
+    /// True if `node` has finished its part of this view's change: it holds the
+    /// commit and has echoed the cut of every subgroup it is in. Such a node moves on
+    /// and closes its links; that is no failure (a driver ignores its link breaks and
+    /// silence for this view).
+    pub fn peer_done(&self, node: NodeId) -> bool {
+        let Some(r) = self.view.rank_of(node) else { return false };
+        self.table.counter(r, self.lay.committed) > 0
+            && (0..self.specs.len())
+                .filter(|k| self.specs[*k].member_rank(node).is_some())
+                .all(|k| self.lay.cut_ready(&self.table, r, k))
+    }
+
+    /// The membership table.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// A number that moves whenever a step could have something new to do.
+    pub fn fingerprint(&self) -> u64 {
+        self.lay.fingerprint(&self.table)
+    }
+
+    /// Raises this node's heartbeat and returns its (quiet) push.
+    pub fn beat(&self) -> sst::Push {
+        self.row.increment(self.lay.heartbeat);
+        self.row.push(self.lay.heartbeat.range()).quiet()
+    }
+
+    /// The heartbeat column (for a failure detector over the table).
+    pub fn heartbeat_column(&self) -> sst::Counter {
+        self.lay.heartbeat
     }
 
     /// The members this node suspects.
@@ -371,6 +408,7 @@ impl Engine {
             return Some(Action::Stop(why));
         }
         let mut resend = Vec::new();
+        let mut my_cuts = Vec::new();
         for k in mine {
             if self.specs[k].mode == smc::Mode::Unordered {
                 continue; // delivered on receipt somewhere, maybe: never sent twice
@@ -380,6 +418,7 @@ impl Engine {
                 continue;
             }
             if let (Some(s), Some(cut)) = (self.specs[k].sender_rank(me_node), &self.cuts[k]) {
+                my_cuts.push((k, cut[s]));
                 let msgs = cores.with_core(k, |c| c.own_messages_from(cut[s]));
                 if !msgs.is_empty() {
                     resend.push((k, msgs));
@@ -390,7 +429,7 @@ impl Engine {
         let suspects = self.ranks(self.susp & !p.removed);
         let failed = self.ranks(p.removed & !p.left);
         let left = self.ranks(p.left);
-        Some(Action::Install(Next { view, joins: p.joins, suspects, failed, left, resend }))
+        Some(Action::Install(Next { view, joins: p.joins, suspects, failed, left, resend, my_cuts }))
     }
 }
 

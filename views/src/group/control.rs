@@ -1,0 +1,202 @@
+//! The control plane's two ends: a member's server (join requests: take, redirect or
+//! refuse) and a joiner's client (ask, follow redirects, receive the view and the
+//! declared state). Frames are [`crate::wire`]'s; every read has a deadline and a bad
+//! frame closes only its connection.
+
+use super::epoch::lock;
+use super::{data_addr, Inner};
+use crate::engine::JoinRefusal;
+use crate::membership::Joiner;
+use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
+use sst::transport::NodeId;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Most join connections served at once; more are closed at once.
+const MAX_HANDLERS: usize = 16;
+/// End-of-state marker: a chunk for this subgroup.
+pub(crate) const STATE_END: u32 = u32::MAX;
+const CHUNK: usize = 1 << 20;
+
+pub(crate) fn send(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
+    let bytes = encode(m).map_err(|e| std::io::Error::other(e.to_string()))?;
+    stream.write_all(&bytes)
+}
+
+/// Accepts control connections until the group shuts down.
+pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
+    let active = Arc::new(AtomicUsize::new(0));
+    let _ = listener.set_nonblocking(true);
+    while !inner.is_shut_down() {
+        match listener.accept() {
+            Ok((stream, from)) => {
+                if active.load(Ordering::Acquire) >= MAX_HANDLERS {
+                    tracing::warn!(%from, "too many control connections: closed");
+                    continue;
+                }
+                active.fetch_add(1, Ordering::AcqRel);
+                let (inner, active) = (inner.clone(), active.clone());
+                let spawned = std::thread::Builder::new().name("spindle-control".into()).spawn(move || {
+                    if let Err(e) = handle(&inner, stream) {
+                        tracing::info!(%from, %e, "control connection closed");
+                    }
+                    active.fetch_sub(1, Ordering::AcqRel);
+                });
+                if spawned.is_err() {
+                    tracing::warn!(%from, "no thread for a control connection");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                tracing::warn!(%e, "accept failed");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let msg = read_frame(&mut stream).map_err(|e| e.to_string())?;
+    let Message::JoinRequest { member } = msg else {
+        let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request".into() });
+        return Err("unexpected first frame".into());
+    };
+    let refuse = |stream: &mut TcpStream, reason: String| {
+        let _ = send(stream, &Message::JoinRefused { reason: reason.clone() });
+        Err(reason)
+    };
+    if member.node >= sst::transport::MAX_NODE_ID {
+        return refuse(&mut stream, format!("node ids must be below {}", sst::transport::MAX_NODE_ID));
+    }
+    let SocketAddr::V4(addr) = member.control else {
+        return refuse(&mut stream, "joiners need an IPv4 control address".into());
+    };
+    let node = NodeId(member.node);
+    let cur = inner.current.read().unwrap_or_else(|p| p.into_inner());
+    let Some(epoch) = cur.as_ref() else {
+        return refuse(&mut stream, "this member is between views; retry".into());
+    };
+    let answer = lock(&epoch.driver).engine.request_join(Joiner { node, addr: Some(addr) });
+    match answer {
+        Ok(()) => {
+            // Keep the connection: the view (and the state) go out on it at install.
+            stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+            lock(&inner.joiners).insert(node, stream);
+            epoch.poke();
+            tracing::info!(joiner = %node, "join request taken");
+            Ok(())
+        }
+        Err(JoinRefusal::Redirect(leader)) => {
+            let to = lock(&inner.directory).get(&leader).map(|m| m.control);
+            match to {
+                Some(leader) => send(&mut stream, &Message::Redirect { leader }).map_err(|e| e.to_string()),
+                None => refuse(&mut stream, "leader unknown; retry".into()),
+            }
+        }
+        Err(JoinRefusal::Duplicate) => refuse(&mut stream, format!("node id {} is already a member", node.0)),
+        Err(JoinRefusal::Closing) => refuse(&mut stream, "a view change is under way; retry".into()),
+    }
+}
+
+/// Sends the new view and every declared state to a joiner this node took.
+pub(crate) fn welcome(inner: &Inner, mut stream: TcpStream, view: ViewMsg) -> std::io::Result<()> {
+    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+    send(&mut stream, &Message::JoinAccepted { view })?;
+    for (k, hook) in &inner.state {
+        let data = (hook.get)();
+        let mut offset = 0usize;
+        loop {
+            let end = (offset + CHUNK).min(data.len());
+            let last = end == data.len();
+            let chunk = Message::StateChunk {
+                subgroup: *k as u32,
+                offset: offset as u64,
+                data: data[offset..end].to_vec(),
+                last,
+            };
+            send(&mut stream, &chunk)?;
+            offset = end;
+            if last {
+                break;
+            }
+        }
+    }
+    send(&mut stream, &Message::StateChunk { subgroup: STATE_END, offset: 0, data: Vec::new(), last: true })
+}
+
+/// What a joiner gets: the view and the state per subgroup.
+pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>);
+
+/// Asks `contact` (following redirects) to add this node; waits for the view.
+pub(crate) fn join(me: MemberInfo, contact: SocketAddr, deadline: Instant) -> Result<Welcome, String> {
+    let mut target = contact;
+    let mut last_err = String::from("no answer");
+    while Instant::now() < deadline {
+        match ask(&me, target) {
+            Ok(Answer::Welcome(w)) => return Ok(w),
+            Ok(Answer::Redirect(l)) => {
+                target = l;
+                continue;
+            }
+            Ok(Answer::Refused(why)) if why.contains("already a member") => return Err(why),
+            Ok(Answer::Refused(why)) => last_err = why,
+            Err(e) => last_err = e,
+        }
+        target = contact;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    Err(format!("could not join through {contact}: {last_err}"))
+}
+
+enum Answer {
+    Welcome(Welcome),
+    Redirect(SocketAddr),
+    Refused(String),
+}
+
+fn ask(me: &MemberInfo, target: SocketAddr) -> Result<Answer, String> {
+    let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(2)).map_err(|e| format!("{target}: {e}"))?;
+    s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    send(&mut s, &Message::JoinRequest { member: me.clone() }).map_err(|e| e.to_string())?;
+    // A view change (and the state) may take a while.
+    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let view = match read_frame(&mut s).map_err(|e| e.to_string())? {
+        Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
+        Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),
+        Message::JoinAccepted { view } => view,
+        other => return Err(format!("unexpected answer {other:?}")),
+    };
+    if !view.members.iter().any(|m| m.node == me.node) {
+        return Err("accepted into a view without this node".into());
+    }
+    let mut states: Vec<(usize, Vec<u8>)> = Vec::new();
+    loop {
+        match read_frame(&mut s).map_err(|e| e.to_string())? {
+            Message::StateChunk { subgroup: STATE_END, .. } => break,
+            Message::StateChunk { subgroup, offset, data, .. } => {
+                let k = subgroup as usize;
+                if !states.iter().any(|(x, _)| *x == k) {
+                    states.push((k, Vec::new()));
+                }
+                let buf = &mut states.iter_mut().find(|(x, _)| *x == k).expect("added").1;
+                if offset != buf.len() as u64 {
+                    return Err(format!("state of subgroup {k}: chunk at {offset}, expected {}", buf.len()));
+                }
+                buf.extend_from_slice(&data);
+            }
+            other => return Err(format!("unexpected frame during state transfer: {other:?}")),
+        }
+    }
+    Ok(Answer::Welcome((view, states)))
+}
+
+/// The wire form of a member.
+pub(crate) fn member_info(node: NodeId, control: SocketAddr) -> MemberInfo {
+    MemberInfo { node: node.0, control, data: Some(data_addr(control)) }
+}

@@ -1,0 +1,284 @@
+//! One view's runtime: its transport, its smc subgroups on the node's predicate
+//! thread, and the view-change engine driven from the same thread.
+//!
+//! ```text
+//!  predicate thread: smc passes ─┬─ engine predicate (rows moved, a local input, or wedged)
+//!                                ├─ heartbeat timer (beat, then the detector)
+//!                                └─ transport events (a broken link: suspect at once)
+//!  engine Install/Stop ──▶ channel ──▶ the group's manager thread (builds the next epoch)
+//! ```
+//!
+//! Each view gets fresh tables in fresh regions over a fresh transport (Derecho does
+//! the same), so nothing of an old view can land in a new one. Setup waits a bounded
+//! time for the view's members and goes on without the ones that do not come: they
+//! start out suspected.
+
+use super::{data_addr, Event, Inner};
+use crate::engine::{Action, Cores, Engine};
+use crate::membership::MembershipLayout;
+use crate::view::View;
+use smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
+use smc::{SmcCore, SmcLayout, SubgroupSpec};
+use sst::heartbeat::Detector;
+use sst::predicate::{Kind, PollConfig};
+use sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
+use sst::{Pushes, Table};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// One view's runtime.
+pub(crate) struct Epoch {
+    pub(crate) view: View,
+    pub(crate) specs: Vec<SubgroupSpec>,
+    pub(crate) subs: Vec<Option<Subgroup>>,
+    pub(crate) driver: Arc<Mutex<Driver>>,
+    pub(crate) rt: Option<Runtime>,
+}
+
+impl std::fmt::Debug for Epoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Epoch").field("view", &self.view).finish_non_exhaustive()
+    }
+}
+
+/// The engine and what the predicate thread needs around it.
+pub(crate) struct Driver {
+    pub(crate) engine: Engine,
+    subs: Vec<Option<Subgroup>>,
+    transport: Arc<dyn Transport>,
+    detector: Detector,
+    last_fp: u64,
+    pub(crate) poke: bool,
+    done: bool,
+    wedged_at: Option<Instant>,
+    tx: Sender<Event>,
+}
+
+struct SubCores<'a>(&'a [Option<Subgroup>]);
+
+impl Cores for SubCores<'_> {
+    fn with_core<R>(&mut self, k: usize, f: impl FnOnce(&mut SmcCore) -> R) -> R {
+        self.0[k].as_ref().expect("a subgroup this node is in").with_core(f)
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Epoch {
+    /// Builds the runtime of `view` (the transport setup waits for its members).
+    pub(crate) fn start(
+        inner: &Arc<Inner>,
+        view: View,
+        suspects: &[NodeId],
+        tx: Sender<Event>,
+    ) -> Result<Epoch, String> {
+        let cfg = &inner.cfg;
+        let me = NodeId(cfg.node_id);
+        let specs = match inner.layout.subgroups(&view) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::info!(node = %me, view = view.id().0, %e, "layout not satisfied: no subgroups in this view");
+                Vec::new()
+            }
+        };
+        let senders: Vec<usize> = specs.iter().map(|s| s.senders.len()).collect();
+        let mlay = MembershipLayout::new(&senders);
+        let mut regions = vec![RegionSpec { id: RegionId(0), len: mlay.table_bytes(view.members().len()) }];
+        for (k, s) in specs.iter().enumerate() {
+            regions.push(RegionSpec { id: RegionId(1 + k as u16), len: SmcLayout::new(s).table_bytes() });
+        }
+        let peers: Vec<NodeId> = view.members().iter().copied().filter(|n| *n != me && !suspects.contains(n)).collect();
+        let timeout = inner.setup_timeout;
+        let transport: Arc<dyn Transport> = match cfg.transport {
+            crate::config::Transport::Shm => {
+                let c = shm::ShmConfig {
+                    group: format!("{}-v{}", cfg.name, view.id().0),
+                    me,
+                    peers: peers.clone(),
+                    regions,
+                    timeout,
+                    partial: true,
+                };
+                Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
+            }
+            crate::config::Transport::Tcp => {
+                let dir = lock(&inner.directory);
+                let mut addrs = Vec::new();
+                for p in &peers {
+                    let info = dir.get(p).ok_or_else(|| format!("no address known for {p}"))?;
+                    addrs.push((*p, data_addr(info.control)));
+                }
+                drop(dir);
+                let listener = tcp::bind(data_addr(cfg.listen)).map_err(|e| format!("data port: {e}"))?;
+                let group = fnv(cfg.name.as_bytes()) ^ view.id().0;
+                let c = tcp::TcpConfig { timeout, partial: true, ..tcp::TcpConfig::new(me, addrs, group, regions) };
+                Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {}: {e}", view.id().0))?)
+            }
+            crate::config::Transport::Mem => {
+                return Err("the mem transport serves smc tests only; a Group needs shm or tcp".into())
+            }
+        };
+        let present = transport.peers();
+        let missing: Vec<NodeId> = peers.iter().copied().filter(|p| !present.contains(p)).collect();
+        if !missing.is_empty() {
+            tracing::warn!(node = %me, view = view.id().0, ?missing, "members missing at setup start out suspected");
+        }
+        let mut suspects = suspects.to_vec();
+        suspects.extend(missing);
+        let mregion = transport.region(RegionId(0)).expect("registered").clone();
+        let row = Table::create(mlay.table_layout().clone(), view.members(), me, RegionId(0), mregion)
+            .map_err(|e| format!("membership table: {e}"))?;
+        let mut setups = Vec::new();
+        let mut mine = Vec::new();
+        for (k, spec) in specs.iter().enumerate() {
+            if spec.member_rank(me).is_some() {
+                mine.push(k);
+                setups.push(SubgroupSetup {
+                    spec: spec.clone(),
+                    region: RegionId(1 + k as u16),
+                    upcall: inner.upcall(k, view.id(), spec.senders.clone()),
+                    delivery: Delivery::Inline,
+                });
+            }
+        }
+        let poll = PollConfig {
+            spin: Duration::from_micros(cfg.spin_us),
+            name: format!("spindle-{}-v{}", me.0, view.id().0),
+            ..PollConfig::default()
+        };
+        let rt = Runtime::start(transport.clone(), setups, poll).map_err(|e| format!("runtime: {e}"))?;
+        let mut subs: Vec<Option<Subgroup>> = vec![None; specs.len()];
+        for (i, k) in mine.iter().enumerate() {
+            subs[*k] = Some(rt.subgroups()[i].clone());
+        }
+        let engine = Engine::new(view.clone(), specs.clone(), row, cfg.majority, &suspects);
+        let detector = Detector::for_table(engine.table(), Instant::now(), cfg.failure_timeout());
+        let driver = Arc::new(Mutex::new(Driver {
+            last_fp: u64::MAX,
+            engine,
+            subs: subs.clone(),
+            transport: transport.clone(),
+            detector,
+            poke: true,
+            done: false,
+            wedged_at: None,
+            tx,
+        }));
+        wire_predicates(&rt, &driver, cfg.heartbeat());
+        Ok(Epoch { view, specs, subs, driver, rt: Some(rt) })
+    }
+
+    /// The handle of subgroup `k`, if this node is in it.
+    pub(crate) fn sub(&self, k: usize) -> Option<&Subgroup> {
+        self.subs.get(k).and_then(|s| s.as_ref())
+    }
+
+    /// Asks the predicate thread to run the engine now.
+    pub(crate) fn poke(&self) {
+        lock(&self.driver).poke = true;
+        if let Some(rt) = &self.rt {
+            rt.predicates().notify();
+        }
+    }
+
+    /// Stops the predicate thread; the transport goes when the last handle does.
+    pub(crate) fn stop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.stop();
+        }
+    }
+}
+
+fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) {
+    let pt = rt.predicates();
+    let (d1, d2) = (driver.clone(), driver.clone());
+    pt.register(
+        Kind::Recurrent,
+        move |_: &()| match d1.try_lock() {
+            Ok(d) => !d.done && (d.poke || d.engine.is_wedged() || d.engine.fingerprint() != d.last_fp),
+            Err(_) => true,
+        },
+        move |_, pushes| step(&d2, pushes),
+    );
+    let d3 = driver.clone();
+    pt.every(period, move |_, pushes| {
+        let mut d = lock(&d3);
+        if d.done {
+            return;
+        }
+        pushes.push(d.engine.beat());
+        let now = Instant::now();
+        let table = d.engine.table().clone();
+        let col = d.engine.heartbeat_column();
+        for r in (0..table.rows()).filter(|r| *r != table.my_rank()) {
+            let peer = table.members()[r];
+            if d.engine.peer_done(peer) {
+                continue; // it moved on to the next view
+            }
+            if let Some(s) = d.detector.observe(now, peer, table.counter(r, col)) {
+                tracing::warn!(peer = %s.peer, reason = ?s.reason, "suspected");
+                d.engine.suspect(s.peer);
+                d.poke = true;
+            }
+        }
+    });
+    let d4 = driver.clone();
+    pt.on_event(move |_, ev, _| {
+        let PeerEvent::Broken { peer, reason } = ev;
+        let mut d = lock(&d4);
+        if d.engine.peer_done(*peer) {
+            return; // it moved on to the next view and closed its links
+        }
+        if d.detector.broken(*peer, reason).is_some() {
+            tracing::warn!(peer = %peer, %reason, "link broken: suspected");
+        }
+        d.engine.suspect(*peer);
+        d.poke = true;
+    });
+}
+
+/// One engine step on the predicate thread.
+fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
+    let mut d = lock(driver);
+    if d.done {
+        return;
+    }
+    d.poke = false;
+    d.last_fp = d.engine.fingerprint();
+    let mut actions = Vec::new();
+    let subs = d.subs.clone();
+    let was_wedged = d.engine.is_wedged();
+    d.engine.step(&mut SubCores(&subs), pushes, &mut actions);
+    if d.engine.is_wedged() && !was_wedged {
+        d.wedged_at = Some(Instant::now());
+        tracing::info!(change = %d.engine.summary(), "view change begins");
+        for s in subs.iter().flatten() {
+            s.wake_senders();
+        }
+    }
+    for a in actions {
+        match a {
+            Action::Disconnect(n) => d.transport.disconnect(n),
+            Action::Deliver { subgroup, batch } => {
+                subs[subgroup].as_ref().expect("a subgroup this node is in").deliver(batch, pushes)
+            }
+            Action::Install(next) => {
+                d.done = true;
+                let at = d.wedged_at.unwrap_or_else(Instant::now);
+                let _ = d.tx.send(Event::Install(Box::new(next), at));
+            }
+            Action::Stop(why) => {
+                d.done = true;
+                let _ = d.tx.send(Event::Stop(why));
+            }
+        }
+    }
+}
+
+/// FNV-1a, for a group id from its name.
+pub(crate) fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
+}

@@ -1,0 +1,148 @@
+//! The Group runtime in one process: members as threads over shm or tcp on loopback.
+//! Every wait has a deadline; shm files are removed by the transports.
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use views::config::{Config, Transport};
+use views::group::{Group, GroupBuilder};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A loopback control address whose port and port + 1 (the data port) are free.
+fn free_addr() -> SocketAddr {
+    for _ in 0..200 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = l.local_addr().unwrap();
+        if a.port() < u16::MAX && TcpListener::bind(("127.0.0.1", a.port() + 1)).is_ok() {
+            return a;
+        }
+    }
+    panic!("no two adjacent free ports");
+}
+
+type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
+
+fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
+    let mut b = Config::builder(id, free_addr())
+        .name(name)
+        .transport(t)
+        .window(8)
+        .max_msg(64)
+        .timeouts(Duration::from_millis(50), Duration::from_millis(400));
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    b.build().unwrap()
+}
+
+fn member(cfg: Config, counter: Arc<Mutex<u64>>) -> (Group, Log) {
+    let log: Log = Arc::new(Mutex::new(Vec::new()));
+    let (l, c1, c2, c3) = (log.clone(), counter.clone(), counter.clone(), counter);
+    let g = GroupBuilder::new(cfg)
+        .on_deliver(0, move |d| {
+            l.lock().unwrap().push((d.sender.0, d.data.to_vec()));
+            *c1.lock().unwrap() += 1;
+        })
+        .state(
+            0,
+            move || c2.lock().unwrap().to_le_bytes().to_vec(),
+            move |b| {
+                *c3.lock().unwrap() = u64::from_le_bytes(b.try_into().expect("8 bytes of state"));
+            },
+        )
+        .start()
+        .unwrap();
+    (g, log)
+}
+
+fn wait(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn joins_failures_and_state(t: Transport) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let name = format!("gt{}{}", std::process::id(), t as u8);
+    let counters: Vec<Arc<Mutex<u64>>> = (0..4).map(|_| Arc::new(Mutex::new(0))).collect();
+    let (g0, log0) = member(config(&name, 0, None, t), counters[0].clone());
+    let contact = Some(g0_listen(&g0));
+    let (g1, log1) = member(config(&name, 1, contact, t), counters[1].clone());
+    let (g2, log2) = member(config(&name, 2, contact, t), counters[2].clone());
+    assert!(g0.wait_for_members(3, WAIT), "three members: {:?}", g0.view());
+    // Traffic from everyone, then a fourth member joins while it flows.
+    let senders: Vec<_> = [&g0, &g1, &g2]
+        .iter()
+        .map(|g| {
+            for i in 0..50u32 {
+                g.send(0, &i.to_le_bytes()).unwrap();
+            }
+        })
+        .collect();
+    drop(senders);
+    let (g3, log3) = member(config(&name, 3, contact, t), counters[3].clone());
+    for i in 50..100u32 {
+        if let Err(e) = g0.send(0, &i.to_le_bytes()) {
+            panic!("send {i}: {e}; {:?}", g0.view());
+        }
+    }
+    assert!(g0.wait_for_members(4, WAIT));
+    wait("all 200 messages at the three first members", || {
+        [&log0, &log1, &log2].iter().all(|l| l.lock().unwrap().len() == 200)
+    });
+    wait("the joiner to catch up", || *counters[3].lock().unwrap() == 200);
+    let base = 200 - log3.lock().unwrap().len();
+    assert!(base > 0, "the joiner started from the transferred counter ({base}), not from zero");
+    let a = log0.lock().unwrap().clone();
+    assert_eq!(&a, &*log1.lock().unwrap(), "same order everywhere");
+    assert_eq!(&a, &*log2.lock().unwrap());
+    assert_eq!(&a[base..], &log3.lock().unwrap()[..], "the joiner's deliveries are the rest");
+    // A failure: node 2 stops without leaving; the others go on without it.
+    g2.shutdown();
+    let ok = g0.wait_for_members(3, WAIT)
+        && (0..3000).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            g0.members().len() == 3 && g1.members().len() == 3 && g3.members().len() == 3
+        });
+    assert!(
+        ok,
+        "a view without node 2: {:?} {:?} / {:?} {:?} / {:?} {:?}",
+        g0.view(),
+        g0.stopped(),
+        g1.view(),
+        g1.stopped(),
+        g3.view(),
+        g3.stopped()
+    );
+    g1.send(0, b"after").unwrap();
+    wait("delivery in the new view", || {
+        [&log0, &log1, &log3].iter().all(|l| l.lock().unwrap().last().is_some_and(|m| m.1 == b"after"))
+    });
+    // A graceful leave.
+    assert!(g3.leave(WAIT), "node 3 leaves");
+    assert_eq!(g3.stopped().as_deref(), Some("left the group"));
+    wait("a view without node 3", || g0.members().len() == 2);
+    let m = g0.metrics();
+    assert!(m.views_installed >= 5, "{m:?}");
+    assert!(g0.stopped().is_none() && g1.stopped().is_none());
+}
+
+fn g0_listen(g: &Group) -> SocketAddr {
+    g.listen_addr()
+}
+
+#[test]
+fn shm_group_joins_fails_and_leaves() {
+    joins_failures_and_state(Transport::Shm);
+}
+
+#[test]
+fn tcp_group_joins_fails_and_leaves() {
+    joins_failures_and_state(Transport::Tcp);
+}
