@@ -1,0 +1,388 @@
+//! `chaos`: N member processes send continuously while K of them are killed with
+//! SIGKILL at random times (never a majority); then the survivors' deliveries are
+//! compared. One JSON line: views installed, whether the survivors' delivery digests
+//! agree, messages delivered, and view-change times.
+//!
+//! ```text
+//! cargo run --release -p examples --bin chaos -- --transport shm --nodes 5 --kill 2 --seconds 10
+//! ```
+//!
+//! The parent starts member 0, lets the others join through it, waits until every
+//! member runs the full view, says GO, kills K members at random moments in the
+//! middle 60% of the run, says STOP (survivors stop sending), then REPORT (each
+//! survivor waits until its deliveries stop moving and prints its digest).
+
+use clap::Parser;
+use examples::{err, out, round};
+use serde_json::{json, Value};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::config::{Config, Transport};
+use views::group::GroupBuilder;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Kill members of a sending group and check that the survivors agree")]
+struct Args {
+    /// Data-plane transport.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Members.
+    #[arg(long, default_value_t = 5)]
+    nodes: usize,
+    /// Members to kill (fewer than half).
+    #[arg(long, default_value_t = 2)]
+    kill: usize,
+    /// Length of the sending phase.
+    #[arg(long, default_value_t = 10.0)]
+    seconds: f64,
+    /// Message size in bytes (at least 16).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Heartbeat period (ms).
+    #[arg(long, default_value_t = 50)]
+    heartbeat_ms: u64,
+    /// Silence that makes a member suspected (ms).
+    #[arg(long, default_value_t = 500)]
+    failure_ms: u64,
+    /// Seed for the kill schedule (default: from the clock).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Print only the JSON line on stdout (progress goes to stderr either way).
+    #[arg(long)]
+    json: bool,
+    /// Internal: run as member `id` with this control port.
+    #[arg(long, hide = true)]
+    child: Option<u32>,
+    #[arg(long, hide = true)]
+    port: Option<u16>,
+    #[arg(long, hide = true)]
+    contact: Option<SocketAddr>,
+    #[arg(long, hide = true)]
+    name: Option<String>,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Some(id) = args.child {
+        std::process::exit(child(&args, id));
+    }
+    if args.nodes < 3 || 2 * args.kill >= args.nodes || args.size < 16 || args.seconds <= 0.0 {
+        err("chaos: need --nodes >= 3, --kill < nodes/2, --size >= 16 and --seconds > 0");
+        std::process::exit(2);
+    }
+    sst::cluster::catch_interrupts();
+    match parent(&args) {
+        Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
+        Err(e) => {
+            err(&format!("chaos: {e}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+// ------------------------------------------------------------------ the parent
+
+struct Member {
+    child: Child,
+    stdin: ChildStdin,
+    alive: bool,
+}
+
+struct Members {
+    list: Vec<Member>,
+    lines: Receiver<(usize, String)>,
+}
+
+impl Members {
+    fn spawn(&mut self, args: &Args, id: usize, port: u16, contact: Option<SocketAddr>, name: &str, tx: &std::sync::mpsc::Sender<(usize, String)>) -> Result<(), String> {
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["--child", &id.to_string(), "--port", &port.to_string(), "--name", name])
+            .args(["--transport", &args.transport, "--size", &args.size.to_string()])
+            .args(["--heartbeat-ms", &args.heartbeat_ms.to_string(), "--failure-ms", &args.failure_ms.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(c) = contact {
+            cmd.args(["--contact", &c.to_string()]);
+        }
+        let mut child = cmd.spawn().map_err(|e| format!("spawn member {id}: {e}"))?;
+        let stdout = child.stdout.take().expect("piped");
+        let stdin = child.stdin.take().expect("piped");
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((id, line)).is_err() {
+                    break;
+                }
+            }
+        });
+        self.list.push(Member { child, stdin, alive: true });
+        Ok(())
+    }
+
+    fn tell(&mut self, i: usize, line: &str) {
+        let m = &mut self.list[i];
+        if m.alive {
+            let _ = writeln!(m.stdin, "{line}");
+            let _ = m.stdin.flush();
+        }
+    }
+
+    /// Waits for `marker` from each member in `from`; returns the rest of each line.
+    fn expect(&self, marker: &str, from: &[usize], within: Duration) -> Result<Vec<(usize, String)>, String> {
+        let deadline = Instant::now() + within;
+        let mut got: Vec<(usize, String)> = Vec::new();
+        while got.len() < from.len() {
+            if sst::cluster::interrupted() {
+                return Err("interrupted".into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok((i, line)) => {
+                    if let Some(rest) = line.strip_prefix(marker) {
+                        if from.contains(&i) && !got.iter().any(|(j, _)| *j == i) {
+                            got.push((i, rest.trim().to_string()));
+                        }
+                    } else if let Some(why) = line.strip_prefix("FAILED") {
+                        return Err(format!("member {i} failed:{why}"));
+                    }
+                }
+                Err(_) if left.is_zero() => {
+                    let missing: Vec<usize> = from.iter().copied().filter(|i| !got.iter().any(|(j, _)| j == i)).collect();
+                    return Err(format!("no {marker} from members {missing:?} within {within:?}"));
+                }
+                Err(_) => {}
+            }
+        }
+        got.sort();
+        Ok(got)
+    }
+}
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        for m in &mut self.list {
+            let _ = m.child.kill();
+            let _ = m.child.wait();
+        }
+        sst::transport::shm::remove_stale_files();
+    }
+}
+
+/// `n` control ports whose next ports are free too (data ports).
+fn ports(n: usize) -> Result<Vec<u16>, String> {
+    let mut out = Vec::new();
+    for _ in 0..500 {
+        if out.len() == n {
+            break;
+        }
+        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+        let p = l.local_addr().map_err(|e| e.to_string())?.port();
+        if p < u16::MAX && !out.contains(&p) && !out.contains(&(p + 1)) && TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+            out.push(p);
+        }
+    }
+    if out.len() < n {
+        return Err("not enough free loopback ports".into());
+    }
+    Ok(out)
+}
+
+fn parent(args: &Args) -> Result<bool, String> {
+    let seed = args.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+    let mut rng = smc::sim::Rng::new(seed);
+    let name = format!("chaos{}", std::process::id());
+    let ports = ports(args.nodes)?;
+    let (tx, rx) = channel();
+    let mut m = Members { list: Vec::new(), lines: rx };
+    let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
+    m.spawn(args, 0, ports[0], None, &name, &tx)?;
+    m.expect("JOINED", &[0], Duration::from_secs(30))?;
+    for i in 1..args.nodes {
+        m.spawn(args, i, ports[i], Some(contact), &name, &tx)?;
+    }
+    let all: Vec<usize> = (0..args.nodes).collect();
+    m.expect("FULL", &all, Duration::from_secs(60))?;
+    err(&format!("chaos: {} members over {}, seed {seed}: sending for {} s, killing {}", args.nodes, args.transport, args.seconds, args.kill));
+    for i in 0..args.nodes {
+        m.tell(i, "GO");
+    }
+    let start = Instant::now();
+    let total = Duration::from_secs_f64(args.seconds);
+    let mut victims: Vec<usize> = Vec::new();
+    while victims.len() < args.kill {
+        let v = rng.below(args.nodes as u64) as usize;
+        if !victims.contains(&v) {
+            victims.push(v);
+        }
+    }
+    let mut at: Vec<Duration> = (0..args.kill).map(|_| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0))).collect();
+    at.sort();
+    for (v, when) in victims.iter().zip(&at) {
+        std::thread::sleep(when.saturating_sub(start.elapsed()));
+        if sst::cluster::interrupted() {
+            return Err("interrupted".into());
+        }
+        let _ = m.list[*v].child.kill();
+        let _ = m.list[*v].child.wait();
+        m.list[*v].alive = false;
+        err(&format!("chaos: killed member {v} at {:.2} s", start.elapsed().as_secs_f64()));
+    }
+    std::thread::sleep(total.saturating_sub(start.elapsed()));
+    let survivors: Vec<usize> = (0..args.nodes).filter(|i| !victims.contains(i)).collect();
+    for i in &survivors {
+        m.tell(*i, "STOP");
+    }
+    m.expect("STOPPED", &survivors, Duration::from_secs(60))?;
+    for i in &survivors {
+        m.tell(*i, "REPORT");
+    }
+    let reports = m.expect("RESULT", &survivors, Duration::from_secs(60))?;
+    let parsed: Vec<Value> = reports.iter().map(|(_, r)| serde_json::from_str(r).unwrap_or(Value::Null)).collect();
+    let digests: Vec<&Value> = parsed.iter().map(|r| &r["digest"]).collect();
+    let delivered: Vec<u64> = parsed.iter().map(|r| r["delivered"].as_u64().unwrap_or(0)).collect();
+    // Views installed during the run (the joins before it are not counted).
+    let views: Vec<u64> = parsed.iter().map(|r| r["view_change_ms"].as_array().map_or(0, |a| a.len() as u64)).collect();
+    let agree = !digests.is_empty() && digests.iter().all(|d| !d.is_null() && *d == digests[0]) && delivered.iter().all(|d| *d == delivered[0]);
+    let mut changes: Vec<f64> =
+        parsed.iter().flat_map(|r| r["view_change_ms"].as_array().cloned().unwrap_or_default()).filter_map(|v| v.as_f64()).collect();
+    changes.sort_by(|a, b| a.total_cmp(b));
+    let p50 = changes.get(changes.len() / 2).copied().unwrap_or(f64::NAN);
+    let max = changes.last().copied().unwrap_or(f64::NAN);
+    let line = json!({
+        "bench": "chaos",
+        "transport": args.transport,
+        "nodes": args.nodes,
+        "killed": args.kill,
+        "seconds": args.seconds,
+        "seed": seed,
+        "survivors": survivors.len(),
+        "views_installed": views.iter().max().copied().unwrap_or(0),
+        "digest_agree": agree,
+        "delivered": delivered.first().copied().unwrap_or(0),
+        "view_change_ms_p50": round(p50, 2),
+        "view_change_ms_max": round(max, 2),
+    });
+    out(&line.to_string());
+    if !agree {
+        err(&format!("chaos: survivors disagree: {parsed:?}"));
+    }
+    Ok(agree)
+}
+
+// ------------------------------------------------------------------ a member
+
+fn child(args: &Args, id: u32) -> i32 {
+    sst::cluster::die_with_parent();
+    match run_member(args, id) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("FAILED {e}");
+            1
+        }
+    }
+}
+
+fn run_member(args: &Args, id: u32) -> Result<(), String> {
+    let port = args.port.ok_or("--port is required")?;
+    let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+        .name(args.name.as_deref().unwrap_or("chaos"))
+        .transport(transport)
+        .max_msg(args.size)
+        .window(64)
+        .timeouts(Duration::from_millis(args.heartbeat_ms), Duration::from_millis(args.failure_ms));
+    if let Some(c) = args.contact {
+        b = b.contact(c);
+    }
+    let cfg = b.build().map_err(|e| e.to_string())?;
+    let digest = Arc::new(Mutex::new((0u64, 0xcbf2_9ce4_8422_2325u64)));
+    let d = digest.clone();
+    let group = GroupBuilder::new(cfg)
+        .on_deliver(0, move |m| {
+            let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+            g.0 += 1;
+            let mut h = g.1 ^ m.sender.0 as u64;
+            for b in m.data {
+                h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+            }
+            g.1 = h;
+        })
+        .start()
+        .map_err(|e| e.to_string())?;
+    println!("JOINED");
+    let nodes = args.nodes;
+    if !group.wait_for_members(nodes, Duration::from_secs(60)) {
+        return Err(format!("the view never reached {nodes} members: {:?}", group.view()));
+    }
+    println!("FULL");
+    let stdin = std::io::stdin();
+    let mut lines = stdin.lock().lines();
+    let mut next = || lines.next().and_then(|l| l.ok()).unwrap_or_default();
+    while next() != "GO" {}
+    let before = group.metrics().view_change_ms.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (stop2, sent, size) = (stop.clone(), sent.clone(), args.size);
+        let g = &group;
+        std::thread::scope(|s| {
+            let h = s.spawn(move || {
+                let stop = stop2;
+                let mut buf = vec![0u8; size];
+                while !stop.load(Ordering::Acquire) {
+                    let k = sent.load(Ordering::Relaxed);
+                    buf[..8].copy_from_slice(&k.to_le_bytes());
+                    buf[8..12].copy_from_slice(&id.to_le_bytes());
+                    match g.send(0, &buf) {
+                        Ok(()) => {
+                            sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if e.is_fatal() => return Err(e.to_string()),
+                        Err(_) => {}
+                    }
+                }
+                Ok(())
+            });
+            while next() != "STOP" {}
+            stop.store(true, Ordering::Release);
+            h.join().unwrap_or(Err("sender panicked".into()))
+        })
+    };
+    sender?;
+    println!("STOPPED");
+    while next() != "REPORT" {}
+    // Wait until deliveries stop moving (everyone has stopped sending).
+    let mut last = u64::MAX;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = digest.lock().unwrap_or_else(|p| p.into_inner()).0;
+        if now == last || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let (count, hash) = *digest.lock().unwrap_or_else(|p| p.into_inner());
+    let m = group.metrics();
+    let changes: Vec<f64> = m.view_change_ms[before.min(m.view_change_ms.len())..].iter().map(|x| round(*x, 3)).collect();
+    let line = json!({
+        "id": id,
+        "delivered": count,
+        "digest": format!("{hash:016x}"),
+        "sent": sent.load(Ordering::Relaxed),
+        "views": m.views_installed,
+        "view_change_ms": changes,
+        "members": group.members().iter().map(|n| n.0).collect::<Vec<_>>(),
+        "stopped": group.stopped(),
+    });
+    println!("RESULT {line}");
+    Ok(())
+}
