@@ -55,6 +55,16 @@ struct Args {
     /// Print only the JSON line on stdout (progress goes to stderr either way).
     #[arg(long)]
     json: bool,
+    /// Messages per second each member sends (0: as fast as it can).
+    #[arg(long, default_value_t = 0)]
+    rate: u64,
+    /// Internal: the address a member binds (default loopback).
+    #[arg(long, hide = true, default_value = "127.0.0.1")]
+    ip: std::net::Ipv4Addr,
+    /// Internal: a member writes every delivery ("sender seq" lines) to this file
+    /// when it finishes or stops.
+    #[arg(long, hide = true)]
+    log: Option<std::path::PathBuf>,
     /// Internal: run as member `id` with this control port.
     #[arg(long, hide = true)]
     child: Option<u32>,
@@ -105,6 +115,7 @@ impl Members {
         cmd.args(["--child", &id.to_string(), "--port", &port.to_string(), "--name", name])
             .args(["--transport", &args.transport, "--size", &args.size.to_string()])
             .args(["--heartbeat-ms", &args.heartbeat_ms.to_string(), "--failure-ms", &args.failure_ms.to_string()])
+            .args(["--rate", &args.rate.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -293,7 +304,7 @@ fn child(args: &Args, id: u32) -> i32 {
 fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let port = args.port.ok_or("--port is required")?;
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+    let mut b = Config::builder(id, SocketAddr::from((args.ip, port)))
         .name(args.name.as_deref().unwrap_or("chaos"))
         .transport(transport)
         .max_msg(args.size)
@@ -304,9 +315,15 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     }
     let cfg = b.build().map_err(|e| e.to_string())?;
     let digest = Arc::new(Mutex::new((0u64, 0xcbf2_9ce4_8422_2325u64)));
-    let d = digest.clone();
+    let log: Arc<Mutex<Vec<(u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let keep = args.log.is_some();
+    let (d, l) = (digest.clone(), log.clone());
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |m| {
+            if keep && m.data.len() >= 8 {
+                let seq = u64::from_le_bytes(m.data[..8].try_into().expect("8 bytes"));
+                l.lock().unwrap_or_else(|p| p.into_inner()).push((m.sender.0, seq));
+            }
             let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
             g.0 += 1;
             let mut h = g.1 ^ m.sender.0 as u64;
@@ -317,48 +334,84 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         })
         .start()
         .map_err(|e| e.to_string())?;
+    let write_log = || {
+        if let Some(path) = &args.log {
+            let text: String = log.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(s, q)| format!("{s} {q}\n")).collect();
+            let _ = std::fs::write(path, text);
+        }
+    };
     println!("JOINED");
     let nodes = args.nodes;
     if !group.wait_for_members(nodes, Duration::from_secs(60)) {
         return Err(format!("the view never reached {nodes} members: {:?}", group.view()));
     }
     println!("FULL");
-    let stdin = std::io::stdin();
-    let mut lines = stdin.lock().lines();
-    let mut next = || lines.next().and_then(|l| l.ok()).unwrap_or_default();
-    while next() != "GO" {}
+    let (line_tx, line_rx) = channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The parent gone (stdin closed) counts as STOP, then REPORT.
+    let next = || line_rx.recv_timeout(Duration::from_millis(100));
+    let wait_for = |word: &str, stop: Option<&AtomicBool>| loop {
+        match next() {
+            Ok(l) if l == word => return,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            _ if stop.is_some_and(|s| s.load(Ordering::Acquire)) => return,
+            _ => {}
+        }
+    };
+    wait_for("GO", None);
     let before = group.metrics().view_change_ms.len();
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicU64::new(0));
     let sender = {
-        let (stop2, sent, size) = (stop.clone(), sent.clone(), args.size);
+        let (stop2, sent, size, rate) = (stop.clone(), sent.clone(), args.size, args.rate);
         let g = &group;
         std::thread::scope(|s| {
             let h = s.spawn(move || {
                 let stop = stop2;
                 let mut buf = vec![0u8; size];
+                let began = Instant::now();
                 while !stop.load(Ordering::Acquire) {
                     let k = sent.load(Ordering::Relaxed);
+                    if rate > 0 {
+                        let due = began + Duration::from_secs_f64(k as f64 / rate as f64);
+                        std::thread::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+                        if Instant::now() < due {
+                            continue;
+                        }
+                    }
                     buf[..8].copy_from_slice(&k.to_le_bytes());
                     buf[8..12].copy_from_slice(&id.to_le_bytes());
                     match g.send(0, &buf) {
                         Ok(()) => {
                             sent.fetch_add(1, Ordering::Relaxed);
                         }
-                        Err(e) if e.is_fatal() => return Err(e.to_string()),
+                        Err(e) if e.is_fatal() => {
+                            stop.store(true, Ordering::Release);
+                            return Err(e.to_string());
+                        }
                         Err(_) => {}
                     }
                 }
                 Ok(())
             });
-            while next() != "STOP" {}
+            wait_for("STOP", Some(&stop));
             stop.store(true, Ordering::Release);
             h.join().unwrap_or(Err("sender panicked".into()))
         })
     };
-    sender?;
+    if let Err(e) = sender {
+        write_log();
+        return Err(e);
+    }
     println!("STOPPED");
-    while next() != "REPORT" {}
+    wait_for("REPORT", None);
     // Wait until deliveries stop moving (everyone has stopped sending).
     let mut last = u64::MAX;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -383,6 +436,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         "members": group.members().iter().map(|n| n.0).collect::<Vec<_>>(),
         "stopped": group.stopped(),
     });
+    write_log();
     println!("RESULT {line}");
     Ok(())
 }
