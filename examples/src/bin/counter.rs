@@ -1,0 +1,118 @@
+//! `counter`: a replicated counter (and chat) to try in three terminals.
+//!
+//! ```text
+//! terminal 1:  cargo run --release -p examples --bin counter -- --id 0 --port 7000
+//! terminal 2:  cargo run --release -p examples --bin counter -- --id 1 --port 7010 --contact 127.0.0.1:7000
+//! terminal 3:  cargo run --release -p examples --bin counter -- --id 2 --port 7020 --contact 127.0.0.1:7000
+//! ```
+//!
+//! Type a number to add it to the counter everywhere, any other line to say it to
+//! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
+//! it) and watch the others install a view without it. A member that joins later
+//! receives the counter as state before it takes part.
+
+use clap::Parser;
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use views::config::{Config, Transport};
+use views::group::GroupBuilder;
+
+#[derive(Parser, Debug)]
+#[command(about = "A replicated counter over a spindle group")]
+struct Args {
+    /// This member's id (unique in the group, below 1024).
+    #[arg(long)]
+    id: u32,
+    /// Control port on 127.0.0.1 (the data port is the next one).
+    #[arg(long)]
+    port: u16,
+    /// Join through this member (leave out to start a new group).
+    #[arg(long)]
+    contact: Option<SocketAddr>,
+    /// Data-plane transport.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Group name (members of one group use the same).
+    #[arg(long, default_value = "counter")]
+    name: String,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(&args) {
+        eprintln!("counter: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run(args: &Args) -> Result<(), String> {
+    let mut b = Config::builder(args.id, SocketAddr::from(([127, 0, 0, 1], args.port)))
+        .name(&args.name)
+        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
+        .max_msg(1024)
+        .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
+    if let Some(c) = args.contact {
+        b = b.contact(c);
+    }
+    let cfg = b.build().map_err(|e| e.to_string())?;
+    let counter = Arc::new(Mutex::new(0i64));
+    let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
+    let me = args.id;
+    if args.contact.is_some() {
+        println!("n{me}: joining through {}...", args.contact.expect("checked"));
+    }
+    let group = GroupBuilder::new(cfg)
+        .on_deliver(0, move |d| {
+            let text = String::from_utf8_lossy(d.data);
+            let mut c = c1.lock().unwrap_or_else(|p| p.into_inner());
+            match text.strip_prefix('+').and_then(|n| n.parse::<i64>().ok()) {
+                Some(n) => {
+                    *c += n;
+                    println!("[view {}] {} added {n}: counter = {}", d.view.0, d.sender, *c);
+                }
+                None => println!("[view {}] {}: {text}", d.view.0, d.sender),
+            }
+        })
+        .on_view(move |v| {
+            let members: Vec<String> = v.members().iter().map(|n| n.to_string()).collect();
+            println!("== view {}: members {} ==", v.id().0, members.join(", "));
+        })
+        .state(
+            0,
+            move || c2.lock().unwrap_or_else(|p| p.into_inner()).to_le_bytes().to_vec(),
+            move |b| {
+                if let Ok(b) = <[u8; 8]>::try_from(b) {
+                    *c3.lock().unwrap_or_else(|p| p.into_inner()) = i64::from_le_bytes(b);
+                    println!("received state: counter = {}", i64::from_le_bytes(b));
+                }
+            },
+        )
+        .start()
+        .map_err(|e| e.to_string())?;
+    println!("n{me}: running; type a number, a message, or `leave`");
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line == "leave" {
+            let ok = group.leave(Duration::from_secs(30));
+            println!("n{me}: {}", if ok { "left the group" } else { "could not leave in time" });
+            return Ok(());
+        }
+        let msg = match line.parse::<i64>() {
+            Ok(n) => format!("+{n}"),
+            Err(_) => line.to_string(),
+        };
+        if let Err(e) = group.send(0, msg.as_bytes()) {
+            println!("n{me}: not sent: {e}");
+            if e.is_fatal() {
+                return Err(e.to_string());
+            }
+        }
+    }
+    Ok(())
+}
