@@ -26,7 +26,8 @@ fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
 }
 
 fn run_stdin(cmd: &str, args: &[&str], input: &str) -> Result<(), String> {
-    let mut c = Command::new(cmd).args(args).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
+    let mut c =
+        Command::new(cmd).args(args).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().map_err(|e| e.to_string())?;
     c.stdin.take().expect("piped").write_all(input.as_bytes()).map_err(|e| e.to_string())?;
     let out = c.wait_with_output().map_err(|e| e.to_string())?;
     if out.status.success() {

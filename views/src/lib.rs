@@ -1,15 +1,38 @@
-//! # views: the Group runtime (in progress)
+//! # views: the Group runtime (virtual synchrony)
 //!
-//! This crate will hold membership, failure handling, leader-driven view change with
-//! ragged trim, joins with state transfer and subgroup layouts (issue 4). What exists
-//! so far, tested but not yet used by a runtime:
+//! Membership, failure handling, leader-driven view change with the ragged trim,
+//! joins with state transfer, graceful leave and the majority rule, over `smc`
+//! subgroups laid out as a function of each view (DESIGN.md "views"; Derecho TOCS
+//! §3-4).
 //!
-//! - [`config`]: a node's configuration from TOML or a builder, with clear errors;
-//! - [`wire`]: the control plane's validated, versioned frame format;
-//! - [`view`]: views and the majority rule for the step to the next one;
-//! - [`layout`]: subgroups and shards as a function of the view.
+//! ```text
+//!  application ─ send(k, bytes) / on_deliver(k) / on_view / leave ─┐
+//!                                                                  ▼
+//!  group (driver): one epoch per view ── transport (shm | tcp) + smc runtime
+//!        │                                 predicate thread: smc passes, engine,
+//!        │                                 heartbeats, link breaks
+//!        └─ control plane (TCP, wire frames): joins, redirects, view + state to joiners
+//!                                                                  ▲
+//!  engine (sans-IO): membership rows + cores ──▶ pushes, disconnects, trimmed
+//!                    batches, Install(next view) | Stop(reason)
+//! ```
 //!
-//! There is no view change, join or failure handling yet: nothing here forms a group.
+//! - [`engine`]: the protocol core, one stage per file (suspicion, leader, trim),
+//!   driven by [`group`] at run time and by [`sim`] in tests.
+//! - [`membership`]: the SST columns the engine runs on.
+//! - [`group`]: the runtime an application embeds.
+//! - [`sim`]: a deterministic simulator of whole groups with faults, and its
+//!   invariants, one per file.
+//! - [`config`], [`wire`], [`view`], [`layout`]: configuration, the control plane's
+//!   validated frames, views with the majority rule, subgroup layouts.
+//!
+//! Guarantees, for ordered subgroups: every member that installs view `v + 1`
+//! delivered the same sequence in `v`, including anything any member delivered
+//! (the trim is uniform); views are installed in the same order everywhere; a view is
+//! installed only with a majority of the previous one (unless the rule is turned
+//! off); a sender's messages that the trim discarded are sent again in the next view,
+//! so none is lost or duplicated while its sender lives. Unordered subgroups deliver
+//! on receipt: a message in flight when its sender fails may reach only some members.
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -86,12 +86,18 @@ fn joins_failures_and_state(t: Transport) {
         })
         .collect();
     drop(senders);
-    let (g3, log3) = member(config(&name, 3, contact, t), counters[3].clone());
-    for i in 50..100u32 {
-        if let Err(e) = g0.send(0, &i.to_le_bytes()) {
-            panic!("send {i}: {e}; {:?}", g0.view());
-        }
-    }
+    // Node 0 keeps sending while node 3 joins.
+    let (g3, log3) = std::thread::scope(|s| {
+        s.spawn(|| {
+            for i in 50..100u32 {
+                if let Err(e) = g0.send(0, &i.to_le_bytes()) {
+                    panic!("send {i}: {e}; {:?}", g0.view());
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        });
+        member(config(&name, 3, contact, t), counters[3].clone())
+    });
     assert!(g0.wait_for_members(4, WAIT));
     wait("all 200 messages at the three first members", || {
         [&log0, &log1, &log2].iter().all(|l| l.lock().unwrap().len() == 200)
@@ -145,4 +151,32 @@ fn shm_group_joins_fails_and_leaves() {
 #[test]
 fn tcp_group_joins_fails_and_leaves() {
     joins_failures_and_state(Transport::Tcp);
+}
+
+/// Garbage, a wrong version, an oversized length and a frame that is not a join
+/// request each close only their connection; the member keeps serving joins.
+#[test]
+fn hostile_control_connections_are_closed_and_the_group_goes_on() {
+    use std::io::{Read, Write};
+    let name = format!("gh{}", std::process::id());
+    let (g0, _log0) = member(config(&name, 0, None, Transport::Shm), Arc::new(Mutex::new(0)));
+    let addr = g0.listen_addr();
+    let mut wrong_version = views::wire::encode(&views::wire::Message::JoinRefused { reason: "x".into() }).unwrap();
+    wrong_version[4] = 99;
+    let mut huge = b"SPCP".to_vec();
+    huge.extend_from_slice(&views::wire::VERSION.to_le_bytes());
+    huge.extend_from_slice(&u32::MAX.to_le_bytes());
+    let not_a_join = views::wire::encode(&views::wire::Message::Reply { id: 1, body: vec![1, 2, 3] }).unwrap();
+    for bad in [b"GET / HTTP/1.1\r\n\r\n".to_vec(), wrong_version, huge, not_a_join, vec![0u8; 3]] {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(&bad).unwrap();
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        let mut rest = Vec::new();
+        // The member answers (a refusal) or not, then closes: read reaches the end.
+        let _ = s.read_to_end(&mut rest);
+    }
+    let (g1, _log1) = member(config(&name, 1, Some(addr), Transport::Shm), Arc::new(Mutex::new(0)));
+    assert!(g0.wait_for_members(2, WAIT) && g1.wait_for_members(2, WAIT), "a real join still works");
+    assert!(g0.stopped().is_none());
 }

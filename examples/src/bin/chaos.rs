@@ -109,7 +109,15 @@ struct Members {
 }
 
 impl Members {
-    fn spawn(&mut self, args: &Args, id: usize, port: u16, contact: Option<SocketAddr>, name: &str, tx: &std::sync::mpsc::Sender<(usize, String)>) -> Result<(), String> {
+    fn spawn(
+        &mut self,
+        args: &Args,
+        id: usize,
+        port: u16,
+        contact: Option<SocketAddr>,
+        name: &str,
+        tx: &std::sync::mpsc::Sender<(usize, String)>,
+    ) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
         cmd.args(["--child", &id.to_string(), "--port", &port.to_string(), "--name", name])
@@ -166,7 +174,8 @@ impl Members {
                     }
                 }
                 Err(_) if left.is_zero() => {
-                    let missing: Vec<usize> = from.iter().copied().filter(|i| !got.iter().any(|(j, _)| j == i)).collect();
+                    let missing: Vec<usize> =
+                        from.iter().copied().filter(|i| !got.iter().any(|(j, _)| j == i)).collect();
                     return Err(format!("no {marker} from members {missing:?} within {within:?}"));
                 }
                 Err(_) => {}
@@ -196,7 +205,11 @@ fn ports(n: usize) -> Result<Vec<u16>, String> {
         }
         let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
         let p = l.local_addr().map_err(|e| e.to_string())?.port();
-        if p < u16::MAX && !out.contains(&p) && !out.contains(&(p + 1)) && TcpListener::bind(("127.0.0.1", p + 1)).is_ok() {
+        if p < u16::MAX
+            && !out.contains(&p)
+            && !out.contains(&(p + 1))
+            && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
+        {
             out.push(p);
         }
     }
@@ -207,7 +220,9 @@ fn ports(n: usize) -> Result<Vec<u16>, String> {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    let seed = args.seed.unwrap_or_else(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64));
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+    });
     let mut rng = smc::sim::Rng::new(seed);
     let name = format!("chaos{}", std::process::id());
     let ports = ports(args.nodes)?;
@@ -221,7 +236,10 @@ fn parent(args: &Args) -> Result<bool, String> {
     }
     let all: Vec<usize> = (0..args.nodes).collect();
     m.expect("FULL", &all, Duration::from_secs(60))?;
-    err(&format!("chaos: {} members over {}, seed {seed}: sending for {} s, killing {}", args.nodes, args.transport, args.seconds, args.kill));
+    err(&format!(
+        "chaos: {} members over {}, seed {seed}: sending for {} s, killing {}",
+        args.nodes, args.transport, args.seconds, args.kill
+    ));
     for i in 0..args.nodes {
         m.tell(i, "GO");
     }
@@ -234,7 +252,8 @@ fn parent(args: &Args) -> Result<bool, String> {
             victims.push(v);
         }
     }
-    let mut at: Vec<Duration> = (0..args.kill).map(|_| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0))).collect();
+    let mut at: Vec<Duration> =
+        (0..args.kill).map(|_| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0))).collect();
     at.sort();
     for (v, when) in victims.iter().zip(&at) {
         std::thread::sleep(when.saturating_sub(start.elapsed()));
@@ -261,9 +280,14 @@ fn parent(args: &Args) -> Result<bool, String> {
     let delivered: Vec<u64> = parsed.iter().map(|r| r["delivered"].as_u64().unwrap_or(0)).collect();
     // Views installed during the run (the joins before it are not counted).
     let views: Vec<u64> = parsed.iter().map(|r| r["view_change_ms"].as_array().map_or(0, |a| a.len() as u64)).collect();
-    let agree = !digests.is_empty() && digests.iter().all(|d| !d.is_null() && *d == digests[0]) && delivered.iter().all(|d| *d == delivered[0]);
-    let mut changes: Vec<f64> =
-        parsed.iter().flat_map(|r| r["view_change_ms"].as_array().cloned().unwrap_or_default()).filter_map(|v| v.as_f64()).collect();
+    let agree = !digests.is_empty()
+        && digests.iter().all(|d| !d.is_null() && *d == digests[0])
+        && delivered.iter().all(|d| *d == delivered[0]);
+    let mut changes: Vec<f64> = parsed
+        .iter()
+        .flat_map(|r| r["view_change_ms"].as_array().cloned().unwrap_or_default())
+        .filter_map(|v| v.as_f64())
+        .collect();
     changes.sort_by(|a, b| a.total_cmp(b));
     let p50 = changes.get(changes.len() / 2).copied().unwrap_or(f64::NAN);
     let max = changes.last().copied().unwrap_or(f64::NAN);
@@ -336,7 +360,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let write_log = || {
         if let Some(path) = &args.log {
-            let text: String = log.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(s, q)| format!("{s} {q}\n")).collect();
+            let text: String =
+                log.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(s, q)| format!("{s} {q}\n")).collect();
             let _ = std::fs::write(path, text);
         }
     };
@@ -381,7 +406,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
                     let k = sent.load(Ordering::Relaxed);
                     if rate > 0 {
                         let due = began + Duration::from_secs_f64(k as f64 / rate as f64);
-                        std::thread::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+                        std::thread::sleep(
+                            due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
+                        );
                         if Instant::now() < due {
                             continue;
                         }
@@ -425,7 +452,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     }
     let (count, hash) = *digest.lock().unwrap_or_else(|p| p.into_inner());
     let m = group.metrics();
-    let changes: Vec<f64> = m.view_change_ms[before.min(m.view_change_ms.len())..].iter().map(|x| round(*x, 3)).collect();
+    let changes: Vec<f64> =
+        m.view_change_ms[before.min(m.view_change_ms.len())..].iter().map(|x| round(*x, 3)).collect();
     let line = json!({
         "id": id,
         "delivered": count,

@@ -60,8 +60,8 @@ fn run(args: &Args) -> Result<(), String> {
     let counter = Arc::new(Mutex::new(0i64));
     let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
     let me = args.id;
-    if args.contact.is_some() {
-        println!("n{me}: joining through {}...", args.contact.expect("checked"));
+    if let Some(c) = args.contact {
+        println!("n{me}: joining through {c}...");
     }
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |d| {
