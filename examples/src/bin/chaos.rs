@@ -231,8 +231,8 @@ fn parent(args: &Args) -> Result<bool, String> {
     let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
     m.spawn(args, 0, ports[0], None, &name, &tx)?;
     m.expect("JOINED", &[0], Duration::from_secs(30))?;
-    for i in 1..args.nodes {
-        m.spawn(args, i, ports[i], Some(contact), &name, &tx)?;
+    for (i, port) in ports.iter().enumerate().skip(1) {
+        m.spawn(args, i, *port, Some(contact), &name, &tx)?;
     }
     let all: Vec<usize> = (0..args.nodes).collect();
     m.expect("FULL", &all, Duration::from_secs(60))?;
