@@ -220,8 +220,8 @@ fn majority_goes_on_minority_stops_nothing_diverges() {
     m.spawn(&net, 0, &logs[0]);
     let j = m.expect("JOINED", &[0], Duration::from_secs(30));
     assert!(j[0].1.starts_with("JOINED"), "{j:?}");
-    for i in 1..N {
-        m.spawn(&net, i, &logs[i]);
+    for (i, log) in logs.iter().enumerate().skip(1) {
+        m.spawn(&net, i, log);
     }
     let all: Vec<usize> = (0..N).collect();
     for (i, l) in m.expect("FULL", &all, Duration::from_secs(60)) {
