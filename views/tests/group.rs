@@ -180,3 +180,35 @@ fn hostile_control_connections_are_closed_and_the_group_goes_on() {
     assert!(g0.wait_for_members(2, WAIT) && g1.wait_for_members(2, WAIT), "a real join still works");
     assert!(g0.stopped().is_none());
 }
+
+/// A layout that needs two members: alone, the view has no subgroup and a send says
+/// so after the send timeout; once a second member joins (through a member that is
+/// not the leader, which redirects), the subgroup exists and sends go through.
+#[test]
+fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
+    use views::layout::Shards;
+    let name = format!("gw{}", std::process::id());
+    let two = || Shards { shard_size: 2, window: 8, max_msg: 64, ..Shards::default() };
+    let start = |id: u32, contact: Option<SocketAddr>| {
+        let log: Log = Arc::new(Mutex::new(Vec::new()));
+        let l = log.clone();
+        let g = GroupBuilder::new(config(&name, id, contact, Transport::Shm))
+            .layout(two())
+            .send_timeout(Duration::from_millis(300))
+            .on_deliver(0, move |d| l.lock().unwrap().push((d.sender.0, d.data.to_vec())))
+            .start()
+            .unwrap();
+        (g, log)
+    };
+    let (g0, log0) = start(0, None);
+    assert_eq!(g0.subgroup(0).send(b"alone"), Err(views::group::SendError::NotReady(0)));
+    let (g1, _log1) = start(1, Some(g0.listen_addr()));
+    assert!(g0.wait_for_members(2, WAIT));
+    // Node 2 asks node 1, which is not the leader: it is redirected to node 0.
+    let (g2, log2) = start(2, Some(g1.listen_addr()));
+    assert!(g0.wait_for_members(3, WAIT) && g2.wait_for_members(3, WAIT));
+    g0.subgroup(0).send(b"pair").unwrap();
+    wait("delivery in the two-member subgroup", || log0.lock().unwrap().len() == 1);
+    assert!(log2.lock().unwrap().is_empty(), "node 2 is not in the first shard");
+    assert_eq!(g2.subgroup(0).send(b"x"), Err(views::group::SendError::NotSender(0)));
+}

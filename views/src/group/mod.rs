@@ -168,6 +168,7 @@ pub(crate) struct Inner {
     delivered: Arc<AtomicU64>,
     shutdown: AtomicBool,
     pub(crate) setup_timeout: Duration,
+    send_timeout: Duration,
 }
 
 impl Inner {
@@ -223,6 +224,7 @@ pub struct GroupBuilder {
     on_view: Option<ViewFn>,
     state: Vec<(usize, StateHook)>,
     setup_timeout: Duration,
+    send_timeout: Duration,
 }
 
 impl std::fmt::Debug for GroupBuilder {
@@ -246,12 +248,20 @@ impl GroupBuilder {
             on_view: None,
             state: Vec::new(),
             setup_timeout,
+            send_timeout: Duration::from_secs(30),
         }
     }
 
     /// The subgroups as a function of the view.
     pub fn layout(mut self, l: impl Layout + 'static) -> Self {
         self.layout = Arc::new(l);
+        self
+    }
+
+    /// How long a send waits for a view that has its subgroup (default 30 s); then it
+    /// fails with [`SendError::NotReady`].
+    pub fn send_timeout(mut self, d: Duration) -> Self {
+        self.send_timeout = d;
         self
     }
 
@@ -302,6 +312,7 @@ impl GroupBuilder {
             delivered: Arc::new(AtomicU64::new(0)),
             shutdown: AtomicBool::new(false),
             setup_timeout: self.setup_timeout,
+            send_timeout: self.send_timeout,
         });
         let server = {
             let inner = inner.clone();
@@ -451,6 +462,24 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     Ok(())
 }
 
+/// Sends in one subgroup of a [`Group`] (see [`Group::subgroup`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SubgroupHandle<'a> {
+    group: &'a Group,
+    k: usize,
+}
+
+impl SubgroupHandle<'_> {
+    /// Sends a copy of `data` (see [`Group::send`]).
+    pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
+        self.group.send(self.k, data)
+    }
+    /// Sends a message built in place (see [`Group::send_with`]).
+    pub fn send_with(&self, len: usize, build: impl Fn(&mut smc::runtime::SendSlot<'_>)) -> Result<(), SendError> {
+        self.group.send_with(self.k, len, build)
+    }
+}
+
 /// A running member of a group (see the module docs). Dropping it shuts it down
 /// without leaving (the others see a failure); [`Group::leave`] leaves gracefully.
 pub struct Group {
@@ -522,8 +551,13 @@ impl Group {
         }
     }
 
-    /// Sends a copy of `data` in subgroup `k`; waits through view changes (up to 30 s
-    /// for a view that has the subgroup).
+    /// A handle for sending in subgroup `k` (the subgroup of that index in every view).
+    pub fn subgroup(&self, k: usize) -> SubgroupHandle<'_> {
+        SubgroupHandle { group: self, k }
+    }
+
+    /// Sends a copy of `data` in subgroup `k`; waits through view changes (up to the
+    /// send timeout for a view that has the subgroup).
     pub fn send(&self, k: usize, data: &[u8]) -> Result<(), SendError> {
         self.send_with(k, data.len(), |slot| slot.write(0, data))
     }
@@ -536,7 +570,7 @@ impl Group {
         len: usize,
         build: impl Fn(&mut smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
-        let deadline = Instant::now() + Duration::from_secs(30);
+        let deadline = Instant::now() + self.inner.send_timeout;
         loop {
             if let Some(why) = self.stopped() {
                 return Err(SendError::Stopped(why));
