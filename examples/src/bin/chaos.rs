@@ -316,6 +316,11 @@ fn parent(args: &Args) -> Result<bool, String> {
 
 fn child(args: &Args, id: u32) -> i32 {
     sst::cluster::die_with_parent();
+    // RUST_LOG=views=info shows each view change's steps on stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     match run_member(args, id) {
         Ok(()) => 0,
         Err(e) => {

@@ -198,7 +198,10 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
     pt.register(
         Kind::Recurrent,
         move |_: &()| match d1.try_lock() {
-            Ok(d) => !d.done && (d.poke || d.engine.is_wedged() || d.engine.fingerprint() != d.last_fp),
+            // Everything a step waits on shows in the rows' fingerprint or comes as a
+            // local input (poke); the heartbeat timer pokes during a change as a safety
+            // net. So a change that waits (for a suspicion, say) does not spin.
+            Ok(d) => !d.done && (d.poke || d.engine.fingerprint() != d.last_fp),
             Err(_) => true,
         },
         move |_, pushes| step(&d2, pushes),
@@ -210,6 +213,9 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
             return;
         }
         pushes.push(d.engine.beat());
+        if d.engine.is_wedged() {
+            d.poke = true;
+        }
         let now = Instant::now();
         let table = d.engine.table().clone();
         let col = d.engine.heartbeat_column();
@@ -263,7 +269,9 @@ fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
         match a {
             Action::Disconnect(n) => d.transport.disconnect(n),
             Action::Deliver { subgroup, batch } => {
-                subs[subgroup].as_ref().expect("a subgroup this node is in").deliver(batch, pushes)
+                subs[subgroup].as_ref().expect("a subgroup this node is in").deliver(batch, pushes);
+                // The install waits for this batch to finish, which no row shows.
+                d.poke = true;
             }
             Action::Install(next) => {
                 d.done = true;

@@ -430,6 +430,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
             }
         }
     }
+    tracing::info!(node = %me, "trim done, stopping the old view");
     old.stop();
     drop(old);
     lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners
