@@ -212,3 +212,22 @@ fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
     assert!(log2.lock().unwrap().is_empty(), "node 2 is not in the first shard");
     assert_eq!(g2.subgroup(0).send(b"x"), Err(views::group::SendError::NotSender(0)));
 }
+
+/// Point-to-point requests over the control plane: a member's handler answers; a
+/// member without a handler refuses; an unknown member is an error.
+#[test]
+fn members_answer_point_to_point_requests() {
+    let name = format!("gr{}", std::process::id());
+    let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
+        .on_request(|b| b.to_ascii_uppercase())
+        .start()
+        .unwrap();
+    let g1 = GroupBuilder::new(config(&name, 1, Some(g0.listen_addr()), Transport::Shm)).start().unwrap();
+    assert!(g1.wait_for_members(2, WAIT));
+    let id = |n| sst::transport::NodeId(n);
+    assert_eq!(g1.request(id(0), b"ping", WAIT).unwrap(), b"PING");
+    assert_eq!(g1.request(id(0), &[], WAIT).unwrap(), b"");
+    let refused = g0.request(id(1), b"ping", WAIT).unwrap_err();
+    assert!(refused.to_string().contains("takes no requests"), "{refused}");
+    assert_eq!(g1.request(id(9), b"x", WAIT), Err(views::group::RequestError::NotAMember(id(9))));
+}

@@ -63,9 +63,13 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let msg = read_frame(&mut stream).map_err(|e| e.to_string())?;
-    let Message::JoinRequest { member } = msg else {
-        let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request".into() });
-        return Err("unexpected first frame".into());
+    let member = match msg {
+        Message::JoinRequest { member } => member,
+        Message::Request { id, body } => return answer_request(inner, stream, id, &body),
+        _ => {
+            let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request or a request".into() });
+            return Err("unexpected first frame".into());
+        }
     };
     let refuse = |stream: &mut TcpStream, reason: String| {
         let _ = send(stream, &Message::JoinRefused { reason: reason.clone() });
@@ -101,6 +105,42 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
         }
         Err(JoinRefusal::Duplicate) => refuse(&mut stream, format!("node id {} is already a member", node.0)),
         Err(JoinRefusal::Closing) => refuse(&mut stream, "a view change is under way; retry".into()),
+    }
+}
+
+/// Runs the application's request handler and answers; more requests may follow on
+/// the same connection.
+fn answer_request(inner: &Arc<Inner>, mut stream: TcpStream, mut id: u64, body: &[u8]) -> Result<(), String> {
+    let Some(handler) = inner.on_request.as_ref() else {
+        let _ = send(&mut stream, &Message::JoinRefused { reason: "this member takes no requests".into() });
+        return Err("no request handler".into());
+    };
+    let mut body = body.to_vec();
+    loop {
+        let reply = handler(&body);
+        send(&mut stream, &Message::Reply { id, body: reply }).map_err(|e| e.to_string())?;
+        match read_frame(&mut stream) {
+            Ok(Message::Request { id: next, body: b }) => {
+                id = next;
+                body = b;
+            }
+            Ok(other) => return Err(format!("unexpected frame after a request: {other:?}")),
+            Err(_) => return Ok(()), // closed, or idle past the read timeout
+        }
+    }
+}
+
+/// Sends one request to `to` and waits for its reply.
+pub(crate) fn request(to: SocketAddr, id: u64, body: &[u8], within: Duration) -> Result<Vec<u8>, String> {
+    let mut s = TcpStream::connect_timeout(&to, within).map_err(|e| format!("{to}: {e}"))?;
+    s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
+    send(&mut s, &Message::Request { id, body: body.to_vec() }).map_err(|e| e.to_string())?;
+    match read_frame(&mut s).map_err(|e| e.to_string())? {
+        Message::Reply { id: got, body } if got == id => Ok(body),
+        Message::Reply { id: got, .. } => Err(format!("reply to request {got}, expected {id}")),
+        Message::JoinRefused { reason } => Err(reason),
+        other => Err(format!("unexpected answer {other:?}")),
     }
 }
 

@@ -63,6 +63,7 @@ pub struct Delivery<'a> {
 type DeliverFn = Box<dyn FnMut(&Delivery<'_>) + Send>;
 type ViewFn = Box<dyn FnMut(&View) + Send>;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
+type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// State a subgroup declares for joiners: `get` runs at the member that takes the
@@ -131,6 +132,18 @@ impl SendError {
     }
 }
 
+/// Why a point-to-point request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RequestError {
+    /// Not a member this node knows of.
+    #[error("{0} is not a member")]
+    NotAMember(NodeId),
+    /// The connection, the deadline or the other side failed (it may take no
+    /// requests); the text says which.
+    #[error("request failed: {0}")]
+    Failed(String),
+}
+
 /// Counters of a running group.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Metrics {
@@ -158,6 +171,8 @@ pub(crate) struct Inner {
     deliver: HashMap<usize, Arc<Mutex<DeliverFn>>>,
     on_view: Mutex<Option<ViewFn>>,
     pub(crate) state: Vec<(usize, StateHook)>,
+    pub(crate) on_request: Option<RequestFn>,
+    next_request: AtomicU64,
     pub(crate) current: RwLock<Option<Epoch>>,
     generation: Mutex<u64>,
     changed: Condvar,
@@ -223,6 +238,7 @@ pub struct GroupBuilder {
     deliver: HashMap<usize, Arc<Mutex<DeliverFn>>>,
     on_view: Option<ViewFn>,
     state: Vec<(usize, StateHook)>,
+    on_request: Option<RequestFn>,
     setup_timeout: Duration,
     send_timeout: Duration,
 }
@@ -247,6 +263,7 @@ impl GroupBuilder {
             deliver: HashMap::new(),
             on_view: None,
             state: Vec::new(),
+            on_request: None,
             setup_timeout,
             send_timeout: Duration::from_secs(30),
         }
@@ -268,6 +285,13 @@ impl GroupBuilder {
     /// Called with every message delivered in subgroup `k`, in delivery order.
     pub fn on_deliver(mut self, k: usize, f: impl FnMut(&Delivery<'_>) + Send + 'static) -> Self {
         self.deliver.insert(k, Arc::new(Mutex::new(Box::new(f))));
+        self
+    }
+
+    /// Answers point-to-point requests from other members ([`Group::request`]) on
+    /// the control plane's threads: bytes in, bytes out.
+    pub fn on_request(mut self, f: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
+        self.on_request = Some(Box::new(f));
         self
     }
 
@@ -302,6 +326,8 @@ impl GroupBuilder {
             deliver: self.deliver,
             on_view: Mutex::new(self.on_view),
             state: self.state,
+            on_request: self.on_request,
+            next_request: AtomicU64::new(1),
             current: RwLock::new(None),
             generation: Mutex::new(0),
             changed: Condvar::new(),
@@ -550,6 +576,15 @@ impl Group {
                 let _ = self.inner.changed.wait_timeout(g, left.min(Duration::from_millis(50)));
             }
         }
+    }
+
+    /// Sends `body` to member `to` over the control plane and waits up to `within`
+    /// for its handler's answer (see [`GroupBuilder::on_request`]). Point to point,
+    /// outside the multicast order.
+    pub fn request(&self, to: NodeId, body: &[u8], within: Duration) -> Result<Vec<u8>, RequestError> {
+        let addr = lock(&self.inner.directory).get(&to).map(|m| m.control).ok_or(RequestError::NotAMember(to))?;
+        let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
+        control::request(addr, id, body, within).map_err(RequestError::Failed)
     }
 
     /// A handle for sending in subgroup `k` (the subgroup of that index in every view).
