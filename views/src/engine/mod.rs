@@ -29,6 +29,8 @@
 
 mod leader;
 mod suspicion;
+#[cfg(test)]
+mod tests;
 mod trim;
 
 use crate::membership::{Joiner, MembershipLayout, Proposal};
