@@ -66,6 +66,8 @@ pub enum StopReason {
     Removed,
     /// It asked to leave and the next view no longer has it.
     Left,
+    /// The membership rows said something impossible (a peer's bug or corruption).
+    Protocol(String),
 }
 
 /// The next view, ready to install.
@@ -427,7 +429,10 @@ impl Engine {
                 }
             }
         }
-        let view = next_view(&self.view, &p);
+        let view = match next_view(&self.view, &p) {
+            Ok(v) => v,
+            Err(e) => return Some(Action::Stop(StopReason::Protocol(format!("committed proposal {}: {e}", p.no)))),
+        };
         let suspects = self.ranks(self.susp & !p.removed);
         let failed = self.ranks(p.removed & !p.left);
         let left = self.ranks(p.left);
@@ -436,7 +441,9 @@ impl Engine {
 }
 
 /// The view a proposal leads to: the members not removed, in order, then the joiners.
-pub fn next_view(view: &View, p: &Proposal) -> View {
+/// Errors if the proposal makes no sense for `view` (a joiner already a member, no
+/// member left): rows come from peers, so this is checked, not assumed.
+pub fn next_view(view: &View, p: &Proposal) -> Result<View, crate::view::ViewError> {
     let mut changes = Vec::new();
     for (r, n) in view.members().iter().enumerate() {
         if p.removed & (1 << r) != 0 {
@@ -444,6 +451,6 @@ pub fn next_view(view: &View, p: &Proposal) -> View {
         }
     }
     changes.extend(p.joins.iter().map(|j| crate::view::Change::Joined(j.node)));
-    // The issuer checked the majority rule; joiners are never members already.
-    view.next(&changes, false).expect("a proposal names members of the view")
+    // The issuer checked the majority rule.
+    view.next(&changes, false)
 }

@@ -411,6 +411,7 @@ fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc::Sender<Ev
                     ),
                     StopReason::Removed => "removed from the group by the others".into(),
                     StopReason::Left => "left the group".into(),
+                    StopReason::Protocol(why) => format!("membership protocol error: {why}"),
                 };
                 inner.stop_with(text);
                 return;

@@ -483,6 +483,9 @@ impl GroupSim {
                     self.post(i, &mut pushes);
                     return self.install(i, next);
                 }
+                Action::Stop(crate::engine::StopReason::Protocol(why)) => {
+                    return Err(self.violation(invariants::view_agreement::NAME, format!("protocol error: {why}")));
+                }
                 Action::Stop(why) => {
                     if std::env::var("VIEWS_SIM_TRACE").is_ok() {
                         eprintln!(
