@@ -209,6 +209,11 @@ impl Engine {
     pub fn is_done(&self) -> bool {
         self.done
     }
+    /// True while this node holds a commit but has not finished every trim.
+    pub fn is_trimming(&self) -> bool {
+        !self.done && self.committed() > 0
+    }
+
     /// True once a change is under way (this node is wedged).
     pub fn is_wedged(&self) -> bool {
         self.wedged

@@ -45,6 +45,13 @@ pub enum Fault {
         /// Earliest step.
         after: u64,
     },
+    /// At `after`, a process asks to join; the leader of the last subgroup crashes
+    /// at the first step after that where a member holds the commit but has not
+    /// finished the trim (a subgroup leader failing mid-trim).
+    CrashTrimLeader {
+        /// Earliest step.
+        after: u64,
+    },
     /// A new process asks to join.
     Join {
         /// Step.
@@ -115,7 +122,8 @@ impl GroupSimConfig {
         for _ in 0..1 + rng.below(3) {
             faults.push(match rng.below(9) {
                 0..=2 => Fault::Crash { at, torn: rng.chance(50) },
-                3 => Fault::CrashLeaderMidChange { after: at },
+                3 if rng.chance(50) => Fault::CrashLeaderMidChange { after: at },
+                3 => Fault::CrashTrimLeader { after: at },
                 4 | 5 => Fault::Join { at },
                 6 => Fault::Leave { at },
                 7 => Fault::Partition { at },
@@ -240,6 +248,8 @@ pub struct GroupSim {
     pending_joins: Vec<NodeId>,
     /// Leader crashes waiting for a change to be under way.
     armed: usize,
+    /// Subgroup-leader crashes waiting for a trim to be under way.
+    armed_trim: usize,
     #[cfg(test)]
     faults: crate::engine::Faults,
     report: Report,
@@ -260,6 +270,7 @@ impl GroupSim {
             fired: vec![false; cfg.faults.len()],
             pending_joins: Vec::new(),
             armed: 0,
+            armed_trim: 0,
             #[cfg(test)]
             faults: crate::engine::Faults::default(),
             report: Report::default(),
@@ -577,6 +588,24 @@ impl GroupSim {
     }
 
     fn fire_faults(&mut self) {
+        if self.armed_trim > 0 {
+            let trimming =
+                (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_trimming());
+            if let Some(w) = trimming {
+                self.armed_trim -= 1;
+                let specs = &self.nodes[w].specs;
+                let suspects = self.nodes[w].engine.suspects();
+                let leader = specs.last().and_then(|s| {
+                    s.members
+                        .iter()
+                        .map(|n| n.0 as usize)
+                        .find(|n| self.nodes[*n].active() && !suspects.contains(&NodeId(*n as u32)))
+                });
+                if let Some(l) = leader {
+                    self.crash(l, true);
+                }
+            }
+        }
         if self.armed > 0 {
             let wedged = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_wedged());
             if let Some(w) = wedged {
@@ -599,7 +628,7 @@ impl GroupSim {
                 Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
                     self.step >= at
                 }
-                Fault::CrashLeaderMidChange { after } => self.step >= after,
+                Fault::CrashLeaderMidChange { after } | Fault::CrashTrimLeader { after } => self.step >= after,
             };
             if !due {
                 continue;
@@ -612,6 +641,11 @@ impl GroupSim {
             let pick = live[self.rng.below(live.len() as u64) as usize];
             match fault {
                 Fault::Crash { torn, .. } => self.crash(pick, torn),
+                Fault::CrashTrimLeader { .. } => {
+                    self.armed_trim += 1;
+                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
+                    self.pending_joins.push(id);
+                }
                 Fault::CrashLeaderMidChange { .. } => {
                     self.armed += 1;
                     let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
@@ -727,6 +761,7 @@ impl GroupSim {
         }
         if self.fired.iter().any(|f| !f)
             || self.armed > 0
+            || self.armed_trim > 0
             || !self.pending_joins.is_empty()
             || !self.deliverable_links().is_empty()
         {
