@@ -11,7 +11,7 @@ use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
 use sst::transport::NodeId;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use sst::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
