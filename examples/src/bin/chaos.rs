@@ -15,10 +15,10 @@
 use clap::Parser;
 use examples::{err, out, round};
 use serde_json::{json, Value};
+use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

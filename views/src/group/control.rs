@@ -8,10 +8,10 @@ use super::{data_addr, Inner};
 use crate::engine::JoinRefusal;
 use crate::membership::Joiner;
 use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
+use sst::sync::atomic::{AtomicUsize, Ordering};
 use sst::transport::NodeId;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use sst::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 

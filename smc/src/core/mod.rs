@@ -45,6 +45,9 @@ use sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
 use thiserror::Error;
 
+mod cut;
+pub use cut::CutError;
+
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
 
@@ -517,29 +520,34 @@ impl SmcCore {
                     next_seq += 1;
                 }
             }
-            Mode::Unordered => {
-                for (r, (pending, up)) in self.pending.iter().zip(upto.iter_mut()).enumerate() {
-                    for e in pending {
-                        if let Some(len) = e.data {
-                            msgs.push(MsgRef {
-                                sender: r,
-                                index: e.first,
-                                seq: next_seq,
-                                row: self.sender_row[r],
-                                slot: e.slot,
-                                len,
-                            });
-                            next_seq += 1;
-                        }
-                        *up = e.end;
-                    }
-                }
-            }
+            Mode::Unordered => self.take_unordered(None, &mut upto, &mut next_seq, &mut msgs),
         }
         if upto == self.deliv {
             return None;
         }
         Some(self.hand_out(msgs, upto, next_seq))
+    }
+
+    /// Unordered delivery: every pending message with index below `cut[r]` (all of
+    /// them without a cut), per sender in sender order.
+    fn take_unordered(&self, cut: Option<&[u64]>, upto: &mut [u64], next_seq: &mut u64, msgs: &mut Vec<MsgRef>) {
+        for (r, pending) in self.pending.iter().enumerate() {
+            let limit = cut.map_or(u64::MAX, |c| c[r]);
+            for e in pending.iter().take_while(|e| e.first < limit) {
+                if let Some(len) = e.data {
+                    msgs.push(MsgRef {
+                        sender: r,
+                        index: e.first,
+                        seq: *next_seq,
+                        row: self.sender_row[r],
+                        slot: e.slot,
+                        len,
+                    });
+                    *next_seq += 1;
+                }
+                upto[r] = e.end.min(limit);
+            }
+        }
     }
 
     /// Ordered delivery of position `(r, k)` (global sequence `seq`): a message goes
@@ -670,153 +678,4 @@ impl SmcCore {
     pub fn can_reserve(&self) -> bool {
         self.me_sender.is_some() && !self.wedged && self.res.is_none() && self.slot_free()
     }
-
-    // ------------------------------------------------------------------ views
-
-    /// Freezes the core for a view change: no more reservations, nulls, sends,
-    /// receipts or stable deliveries in this view, so `received` stays what was last
-    /// pushed; sets the `wedged` flag (push [`SmcCore::wedged_push`] to tell the
-    /// others, after every earlier push). What remains is delivered with
-    /// [`SmcCore::take_up_to_cut`].
-    pub fn wedge(&mut self) {
-        self.wedged = true;
-        self.row.set(self.lay.wedged);
-    }
-
-    /// The push that publishes the `wedged` flag.
-    pub fn wedged_push(&self) -> sst::Push {
-        self.row.push(self.lay.wedged.range())
-    }
-
-    /// True once member `rank` has wedged.
-    pub fn member_wedged(&self, rank: usize) -> bool {
-        self.table.flag(rank, self.lay.wedged)
-    }
-
-    /// This node's `received` counts per sender (indices), for the ragged trim.
-    pub fn received(&self) -> &[u64] {
-        &self.recv
-    }
-
-    /// This node's `delivered` counts per sender (indices).
-    pub fn delivered(&self) -> &[u64] {
-        &self.deliv
-    }
-
-    /// Member `rank`'s `received` count for sender `r`.
-    pub fn member_received(&self, rank: usize, r: usize) -> u64 {
-        self.table.counter_at(rank, self.lay.received, r)
-    }
-
-    /// After a wedge: the batch of every undelivered message with index below
-    /// `cut[r]` for its sender `r`, in round-robin order (ordered mode) or per sender
-    /// (unordered). Indices at or beyond the cut are discarded. Errors if this node
-    /// lacks an index below the cut (the cut must come from received counts).
-    pub fn take_up_to_cut(&mut self, cut: &[u64]) -> Result<Deliverable, CutError> {
-        let s = self.spec.senders.len();
-        if cut.len() != s {
-            return Err(CutError::Length { want: s, got: cut.len() });
-        }
-        if let Some(r) = (0..s).find(|&r| self.recv[r] < cut[r]) {
-            return Err(CutError::Missing { sender: r, have: self.recv[r], cut: cut[r] });
-        }
-        if self.delivering {
-            return Err(CutError::Delivering);
-        }
-        let mut msgs = Vec::new();
-        let mut upto = self.deliv.clone();
-        let mut next_seq = self.next_seq;
-        if self.spec.mode == Mode::Unordered {
-            // Per sender, in sender order: unordered delivery promises no more.
-            for r in 0..s {
-                for e in &self.pending[r] {
-                    if e.first >= cut[r] {
-                        break;
-                    }
-                    if let Some(len) = e.data {
-                        let m = MsgRef {
-                            sender: r,
-                            index: e.first,
-                            seq: next_seq,
-                            row: self.sender_row[r],
-                            slot: e.slot,
-                            len,
-                        };
-                        msgs.push(m);
-                        next_seq += 1;
-                    }
-                    upto[r] = e.end.min(cut[r]);
-                }
-            }
-            return Ok(self.hand_out(msgs, upto, next_seq));
-        }
-        let mut cursor = vec![0usize; s];
-        let mut remaining: u64 = (0..s).map(|r| cut[r].saturating_sub(self.deliv[r])).sum();
-        while remaining > 0 {
-            let r = (next_seq % s as u64) as usize;
-            let k = next_seq / s as u64;
-            next_seq += 1;
-            if k < upto[r] || k >= cut[r] {
-                continue;
-            }
-            self.take_position(r, k, next_seq - 1, &mut cursor, &mut upto, &mut msgs);
-            remaining -= 1;
-        }
-        Ok(self.hand_out(msgs, upto, next_seq))
-    }
-}
-
-impl SmcCore {
-    /// This node's own messages with index `cut` or later, in order: the ones a view
-    /// change discarded, which the runtime sends again in the next view. Takes in a
-    /// message published meanwhile first. Every such message is still in its slot,
-    /// since a slot is only reused once its message was delivered everywhere.
-    pub fn own_messages_from(&mut self, cut: u64) -> Vec<Vec<u8>> {
-        self.absorb();
-        let w = self.spec.window as u64;
-        let me = self.table.my_rank();
-        let mut out = Vec::new();
-        for e in self.committed.saturating_sub(w)..self.committed {
-            let base = (e % w) as usize * self.lay.slot_bytes;
-            let (data, _) = parse_header(self.table.word(me, self.lay.slots, base / 8));
-            let first = self.table.word(me, self.lay.slots, base / 8 + 1);
-            if let (Some(len), true) = (data, first >= cut) {
-                let mut buf = vec![0u8; len];
-                self.table.read_bytes(me, self.lay.slots, base + HEADER, &mut buf);
-                out.push(buf);
-            }
-        }
-        out
-    }
-
-    /// True while a delivery batch is out (between take and finish).
-    pub fn is_delivering(&self) -> bool {
-        self.delivering
-    }
-}
-
-/// A cut this node cannot deliver to.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CutError {
-    /// One count per sender is needed.
-    #[error("cut has {got} entries, the subgroup has {want} senders")]
-    Length {
-        /// Senders.
-        want: usize,
-        /// Entries given.
-        got: usize,
-    },
-    /// This node has not received up to the cut.
-    #[error("sender {sender}: have {have} indices, cut is {cut}")]
-    Missing {
-        /// Sender rank.
-        sender: usize,
-        /// Received here.
-        have: u64,
-        /// The cut.
-        cut: u64,
-    },
-    /// A batch is still being delivered.
-    #[error("a delivery batch is still open")]
-    Delivering,
 }
