@@ -16,10 +16,11 @@
 //! Everything derives from one seed; a failing seed is printed and
 //! [`GroupSim::run_seed`] replays it.
 
+mod faults;
 pub mod invariants;
 
-use crate::engine::{Action, Engine, JoinRefusal, Next};
-use crate::membership::{Joiner, MembershipLayout};
+use crate::engine::{Action, Engine, Next};
+use crate::membership::MembershipLayout;
 use crate::view::View;
 use invariants::Checks;
 use smc::sim::{digest, Rng};
@@ -250,6 +251,8 @@ pub struct GroupSim {
     armed: usize,
     /// Subgroup-leader crashes waiting for a trim to be under way.
     armed_trim: usize,
+    /// Print view changes as they happen (`VIEWS_SIM_TRACE` set).
+    trace: bool,
     #[cfg(test)]
     faults: crate::engine::Faults,
     report: Report,
@@ -271,6 +274,7 @@ impl GroupSim {
             pending_joins: Vec::new(),
             armed: 0,
             armed_trim: 0,
+            trace: std::env::var_os("VIEWS_SIM_TRACE").is_some(),
             #[cfg(test)]
             faults: crate::engine::Faults::default(),
             report: Report::default(),
@@ -290,6 +294,12 @@ impl GroupSim {
     /// Runs the configuration drawn from `seed` to the end.
     pub fn run_seed(seed: u64) -> Result<Report, Violation> {
         GroupSim::new(GroupSimConfig::from_seed(seed)).run()
+    }
+
+    fn trace(&self, line: impl FnOnce() -> String) {
+        if self.trace {
+            eprintln!("{}", line());
+        }
     }
 
     fn violation(&self, invariant: &'static str, detail: String) -> Violation {
@@ -469,28 +479,28 @@ impl GroupSim {
                 }
                 Action::Deliver { subgroup, batch } => {
                     let msgs: Vec<Vec<u8>> = batch.batch.iter().map(|m| m.to_vec()).collect();
-                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
-                        eprintln!(
+                    self.trace(|| {
+                        format!(
                             "step {} {}: trim {} msgs; {}",
                             self.step,
                             self.nodes[i].id,
                             msgs.len(),
                             self.nodes[i].engine.summary()
-                        );
-                    }
+                        )
+                    });
                     self.nodes[i].cores[subgroup].as_mut().expect("member").finish(batch, &mut pushes);
                     self.on_deliver(i, vid, subgroup, &msgs)?;
                 }
                 Action::Install(next) => {
-                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
-                        eprintln!(
+                    self.trace(|| {
+                        format!(
                             "step {} {}: install {:?}; {}",
                             self.step,
                             self.nodes[i].id,
                             next.view,
                             self.nodes[i].engine.summary()
-                        );
-                    }
+                        )
+                    });
                     self.post(i, &mut pushes);
                     return self.install(i, next);
                 }
@@ -498,14 +508,14 @@ impl GroupSim {
                     return Err(self.violation(invariants::view_agreement::NAME, format!("protocol error: {why}")));
                 }
                 Action::Stop(why) => {
-                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
-                        eprintln!(
+                    self.trace(|| {
+                        format!(
                             "step {} {}: stop {why:?}; {}",
                             self.step,
                             self.nodes[i].id,
                             self.nodes[i].engine.summary()
-                        );
-                    }
+                        )
+                    });
                     self.report.stopped += 1;
                     self.nodes[i].stopped = Some(why);
                 }
@@ -571,154 +581,6 @@ impl GroupSim {
             }
         }
         Ok(())
-    }
-
-    fn crash(&mut self, i: usize, torn: bool) {
-        self.nodes[i].alive = false;
-        for t in 0..self.links[i].len() {
-            let q = &mut self.links[i][t].queue;
-            if torn && !q.is_empty() {
-                let keep = self.rng.below(q.len() as u64) as usize;
-                q.truncate(keep + 1);
-                let last = q.back_mut().expect("kept one");
-                let words = self.rng.below(last.words.len() as u64 + 1) as usize;
-                last.words.truncate(words);
-            }
-        }
-    }
-
-    fn fire_faults(&mut self) {
-        if self.armed_trim > 0 {
-            let trimming =
-                (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_trimming());
-            if let Some(w) = trimming {
-                self.armed_trim -= 1;
-                let specs = &self.nodes[w].specs;
-                let suspects = self.nodes[w].engine.suspects();
-                let leader = specs.last().and_then(|s| {
-                    s.members
-                        .iter()
-                        .map(|n| n.0 as usize)
-                        .find(|n| self.nodes[*n].active() && !suspects.contains(&NodeId(*n as u32)))
-                });
-                if let Some(l) = leader {
-                    self.crash(l, true);
-                }
-            }
-        }
-        if self.armed > 0 {
-            let wedged = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_wedged());
-            if let Some(w) = wedged {
-                self.armed -= 1;
-                let leader =
-                    self.nodes[w].view().members().iter().map(|n| n.0 as usize).find(|n| {
-                        self.nodes[*n].active() && !self.nodes[w].engine.suspects().contains(&NodeId(*n as u32))
-                    });
-                if let Some(l) = leader {
-                    self.crash(l, true);
-                }
-            }
-        }
-        for f in 0..self.cfg.faults.len() {
-            if self.fired[f] {
-                continue;
-            }
-            let fault = self.cfg.faults[f];
-            let due = match fault {
-                Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
-                    self.step >= at
-                }
-                Fault::CrashLeaderMidChange { after } | Fault::CrashTrimLeader { after } => self.step >= after,
-            };
-            if !due {
-                continue;
-            }
-            self.fired[f] = true;
-            let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
-            if live.is_empty() {
-                continue;
-            }
-            let pick = live[self.rng.below(live.len() as u64) as usize];
-            match fault {
-                Fault::Crash { torn, .. } => self.crash(pick, torn),
-                Fault::CrashTrimLeader { .. } => {
-                    self.armed_trim += 1;
-                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
-                    self.pending_joins.push(id);
-                }
-                Fault::CrashLeaderMidChange { .. } => {
-                    self.armed += 1;
-                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
-                    self.pending_joins.push(id);
-                }
-                Fault::Join { .. } => {
-                    let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
-                    self.pending_joins.push(id);
-                }
-                Fault::Leave { .. } => self.nodes[pick].engine.leave(),
-                Fault::Partition { .. } => {
-                    let view = self.nodes[pick].view().clone();
-                    if std::env::var("VIEWS_SIM_TRACE").is_ok() {
-                        eprintln!("step {}: partition", self.step);
-                    }
-                    let m = view.members();
-                    let size = self.rng.below(m.len().div_ceil(2) as u64) as usize; // a strict minority
-                    let side: Vec<usize> = m.iter().take(size.max(1).min(m.len() - 1)).map(|n| n.0 as usize).collect();
-                    if m.len() < 2 {
-                        continue;
-                    }
-                    for a in 0..self.nodes.len() {
-                        for b in 0..self.nodes.len() {
-                            if side.contains(&a) != side.contains(&b) {
-                                self.links[a][b].cut = true;
-                                self.links[a][b].queue.clear();
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Join requests go to a random member, which may redirect once.
-    fn ask_to_join(&mut self) {
-        let Some(&j) = self.pending_joins.first() else { return };
-        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
-        if live.is_empty() || !self.rng.chance(5) {
-            return;
-        }
-        let mut at = live[self.rng.below(live.len() as u64) as usize];
-        for _ in 0..2 {
-            match self.nodes[at].engine.request_join(Joiner { node: j, addr: None }) {
-                Err(JoinRefusal::Redirect(l)) if self.nodes[l.0 as usize].active() => at = l.0 as usize,
-                _ => return,
-            }
-        }
-    }
-
-    /// The simulated failure detector: suspect peers unreachable for long enough.
-    fn detect(&mut self) {
-        let n = self.nodes.len();
-        for i in 0..n {
-            if !self.nodes[i].active() {
-                continue;
-            }
-            for p in 0..n {
-                let unreachable = p != i && (!self.nodes[p].active() || self.links[p][i].cut);
-                let since = &mut self.nodes[i].unreachable_since[p];
-                match (unreachable, *since) {
-                    (false, _) => *since = None,
-                    (true, None) => *since = Some(self.step),
-                    (true, Some(t)) => {
-                        let (lo, hi) = self.cfg.detect;
-                        let delay = lo + (self.cfg.seed ^ (i as u64 * 131 + p as u64 * 7919)) % (hi - lo + 1);
-                        if self.step - t >= delay {
-                            self.nodes[i].engine.suspect(NodeId(p as u32));
-                        }
-                    }
-                }
-            }
-        }
     }
 
     /// One random step.
@@ -855,62 +717,4 @@ pub fn msg_digest(m: &[u8]) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::engine::Faults;
-
-    /// Runs seeds `0..n` with `faults` (and the rule on or off); returns the
-    /// invariants broken, with how often.
-    fn broken(n: u64, faults: Faults, majority: bool) -> Vec<(&'static str, usize)> {
-        let mut out: Vec<(&'static str, usize)> = Vec::new();
-        for seed in 0..n {
-            let mut cfg = GroupSimConfig::from_seed(seed);
-            cfg.majority = majority;
-            cfg.max_steps = 60_000;
-            let sim = GroupSim::new(cfg);
-            let sim = GroupSim { faults, ..sim };
-            // The first view's engines were made before the faults were set.
-            let mut sim = sim;
-            for node in &mut sim.nodes {
-                node.engine.faults = faults;
-            }
-            if let Err(v) = sim.run() {
-                match out.iter_mut().find(|(n, _)| *n == v.invariant) {
-                    Some((_, c)) => *c += 1,
-                    None => out.push((v.invariant, 1)),
-                }
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn the_correct_protocol_passes_these_seeds() {
-        assert_eq!(broken(150, Faults::default(), true), vec![]);
-    }
-
-    #[test]
-    fn dropping_discarded_messages_is_caught() {
-        let b = broken(150, Faults { no_resend: true, ..Faults::default() }, true);
-        assert!(b.iter().any(|(n, _)| *n == invariants::exactly_once::NAME), "{b:?}");
-    }
-
-    #[test]
-    fn cuts_that_are_not_agreed_are_caught() {
-        let b = broken(300, Faults { local_cut: true, ..Faults::default() }, true);
-        assert!(b.iter().any(|(n, _)| *n == invariants::delivery_agreement::NAME), "{b:?}");
-    }
-
-    #[test]
-    fn no_majority_rule_lets_a_minority_install() {
-        let b = broken(300, Faults::default(), false);
-        assert!(b.iter().any(|(n, _)| *n == invariants::majority::NAME), "{b:?}");
-    }
-
-    #[test]
-    fn a_leader_that_does_not_wait_for_its_predecessor_is_caught() {
-        let b = broken(1500, Faults { no_takeover_wait: true, ..Faults::default() }, true);
-        eprintln!("{b:?}");
-        assert!(!b.is_empty(), "{b:?}");
-    }
-}
+mod tests;
