@@ -83,12 +83,10 @@ pub struct Next {
     pub failed: Vec<NodeId>,
     /// Members of the old view that left gracefully.
     pub left: Vec<NodeId>,
-    /// Per subgroup of the old view this node sent in: its messages the trim
-    /// discarded, in order, to send again in the next view.
-    pub resend: Vec<(usize, Vec<Vec<u8>>)>,
-    /// Per ordered subgroup this node sent in: the trim's count for its messages
-    /// (a driver whose senders run on other threads takes the messages from the
-    /// core again with it once no send is in flight).
+    /// Per ordered subgroup this node sent in: the trim's count for its messages.
+    /// The driver takes the messages from that index on out of the old core
+    /// ([`SmcCore::own_messages_from`], once no send is in flight) and sends them
+    /// again in the next view, in order, before anything new.
     pub my_cuts: Vec<(usize, u64)>,
 }
 
@@ -324,7 +322,7 @@ impl Engine {
             return;
         }
         if self.committed() > 0 {
-            if let Err(why) = self.trim(cores, pushes, out) {
+            if let Err(why) = self.trim(cores, out) {
                 self.finish_with(Action::Stop(why), pushes, out);
                 return;
             }
@@ -416,7 +414,6 @@ impl Engine {
             let why = if self.leave && p.left & (1 << self.me) != 0 { StopReason::Left } else { StopReason::Removed };
             return Some(Action::Stop(why));
         }
-        let mut resend = Vec::new();
         let mut my_cuts = Vec::new();
         for k in mine {
             if self.specs[k].mode == smc::Mode::Unordered {
@@ -428,10 +425,6 @@ impl Engine {
             }
             if let (Some(s), Some(cut)) = (self.specs[k].sender_rank(me_node), &self.cuts[k]) {
                 my_cuts.push((k, cut[s]));
-                let msgs = cores.with_core(k, |c| c.own_messages_from(cut[s]));
-                if !msgs.is_empty() {
-                    resend.push((k, msgs));
-                }
             }
         }
         let view = match next_view(&self.view, &p) {
@@ -441,7 +434,7 @@ impl Engine {
         let suspects = self.ranks(self.susp & !p.removed);
         let failed = self.ranks(p.removed & !p.left);
         let left = self.ranks(p.left);
-        Some(Action::Install(Next { view, joins: p.joins, suspects, failed, left, resend, my_cuts }))
+        Some(Action::Install(Next { view, joins: p.joins, suspects, failed, left, my_cuts }))
     }
 }
 

@@ -24,15 +24,9 @@
 
 use super::{Action, Cores, Engine, StopReason};
 use smc::CutError;
-use sst::Pushes;
 
 impl Engine {
-    pub(super) fn trim<C: Cores>(
-        &mut self,
-        cores: &mut C,
-        _pushes: &mut Pushes,
-        out: &mut Vec<Action>,
-    ) -> Result<(), StopReason> {
+    pub(super) fn trim<C: Cores>(&mut self, cores: &mut C, out: &mut Vec<Action>) -> Result<(), StopReason> {
         let me_node = self.view.members()[self.me];
         for k in 0..self.specs.len() {
             if self.trimmed[k] || self.specs[k].member_rank(me_node).is_none() {

@@ -549,7 +549,8 @@ impl GroupSim {
         let specs = self.cfg.layout(&next.view);
         let (engine, cores, regions) = self.tables(id, &next.view, &specs, &next.suspects);
         let node = &mut self.nodes[i];
-        for (k, msgs) in next.resend {
+        for &(k, cut) in &next.my_cuts {
+            let msgs = node.cores[k].as_mut().expect("a sender's core").own_messages_from(cut);
             let mut q: VecDeque<Vec<u8>> = msgs.into();
             q.append(&mut node.resend[k]);
             node.resend[k] = q;
