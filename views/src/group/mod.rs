@@ -174,9 +174,13 @@ pub(crate) struct Inner {
     pub(crate) on_request: Option<RequestFn>,
     next_request: AtomicU64,
     pub(crate) current: RwLock<Option<Epoch>>,
-    generation: Mutex<u64>,
+    /// Raised at every view installed and at the stop; waiters sleep on `changed`.
+    generation: AtomicU64,
+    gen_lock: Mutex<()>,
     changed: Condvar,
+    is_stopped: AtomicBool,
     stopped: Mutex<Option<String>>,
+    sent: AtomicU64,
     pub(crate) directory: Mutex<HashMap<NodeId, MemberInfo>>,
     pub(crate) joiners: Mutex<HashMap<NodeId, TcpStream>>,
     metrics: Mutex<Metrics>,
@@ -210,13 +214,27 @@ impl Inner {
     }
 
     fn bump(&self) {
-        *lock(&self.generation) += 1;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        let _g = lock(&self.gen_lock);
         self.changed.notify_all();
+    }
+
+    /// Sleeps up to `most` unless the generation moved past `seen`.
+    fn wait_change(&self, seen: u64, most: Duration) {
+        let g = lock(&self.gen_lock);
+        if self.generation.load(Ordering::SeqCst) == seen {
+            let _ = self.changed.wait_timeout(g, most);
+        }
+    }
+
+    fn set_stopped(&self, why: String) {
+        lock(&self.stopped).get_or_insert(why);
+        self.is_stopped.store(true, Ordering::Release);
     }
 
     fn stop_with(&self, why: String) {
         tracing::warn!(%why, "this node stops");
-        lock(&self.stopped).get_or_insert(why);
+        self.set_stopped(why);
         let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
         if let Some(mut e) = cur.take() {
             e.stop();
@@ -329,9 +347,12 @@ impl GroupBuilder {
             on_request: self.on_request,
             next_request: AtomicU64::new(1),
             current: RwLock::new(None),
-            generation: Mutex::new(0),
+            generation: AtomicU64::new(0),
+            gen_lock: Mutex::new(()),
             changed: Condvar::new(),
+            is_stopped: AtomicBool::new(false),
             stopped: Mutex::new(None),
+            sent: AtomicU64::new(0),
             directory: Mutex::new(HashMap::from([(me, control::member_info(me, cfg.listen))])),
             joiners: Mutex::new(HashMap::new()),
             metrics: Mutex::new(Metrics::default()),
@@ -539,6 +560,9 @@ impl Group {
 
     /// Why this node stopped, if it did.
     pub fn stopped(&self) -> Option<String> {
+        if !self.inner.is_stopped.load(Ordering::Acquire) {
+            return None; // no lock on the send path
+        }
         lock(&self.inner.stopped).clone()
     }
 
@@ -546,6 +570,7 @@ impl Group {
     pub fn metrics(&self) -> Metrics {
         let mut m = lock(&self.inner.metrics).clone();
         m.delivered = self.inner.delivered.load(Ordering::Relaxed);
+        m.sent = self.inner.sent.load(Ordering::Relaxed);
         m
     }
 
@@ -559,7 +584,7 @@ impl Group {
     fn wait_until(&self, within: Duration, f: impl Fn(&Epoch) -> bool) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            let gen = *lock(&self.inner.generation);
+            let gen = self.inner.generation.load(Ordering::SeqCst);
             if let Some(e) = self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
                 if f(e) {
                     return true;
@@ -572,10 +597,7 @@ impl Group {
             if left.is_zero() {
                 return false;
             }
-            let g = lock(&self.inner.generation);
-            if *g == gen {
-                let _ = self.inner.changed.wait_timeout(g, left.min(Duration::from_millis(50)));
-            }
+            self.inner.wait_change(gen, left.min(Duration::from_millis(50)));
         }
     }
 
@@ -612,7 +634,7 @@ impl Group {
             if let Some(why) = self.stopped() {
                 return Err(SendError::Stopped(why));
             }
-            let gen = *lock(&self.inner.generation);
+            let gen = self.inner.generation.load(Ordering::SeqCst);
             {
                 let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
                 if let Some(e) = cur.as_ref() {
@@ -622,7 +644,7 @@ impl Group {
                                 Ok(mut slot) => {
                                     build(&mut slot);
                                     slot.commit();
-                                    lock(&self.inner.metrics).sent += 1;
+                                    self.inner.sent.fetch_add(1, Ordering::Relaxed);
                                     return Ok(());
                                 }
                                 Err(smc::SendError::TooLarge { len, max }) => {
@@ -640,10 +662,7 @@ impl Group {
             if left.is_zero() {
                 return Err(SendError::NotReady(k));
             }
-            let g = lock(&self.inner.generation);
-            if *g == gen {
-                let _ = self.inner.changed.wait_timeout(g, left.min(Duration::from_millis(20)));
-            }
+            self.inner.wait_change(gen, left.min(Duration::from_millis(20)));
         }
     }
 
@@ -672,7 +691,7 @@ impl Group {
             e.stop();
         }
         drop(cur);
-        lock(&self.inner.stopped).get_or_insert_with(|| "shut down".into());
+        self.inner.set_stopped("shut down".into());
         self.inner.bump();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
