@@ -231,3 +231,30 @@ fn members_answer_point_to_point_requests() {
     assert!(refused.to_string().contains("takes no requests"), "{refused}");
     assert_eq!(g1.request(id(9), b"x", WAIT), Err(views::group::RequestError::NotAMember(id(9))));
 }
+
+/// A member that must stop (its peer died and 1 of 2 is no majority) while its
+/// sender waits for a slot of a full window: the send returns a fatal error and the
+/// node stops; nothing hangs.
+#[test]
+fn a_stop_frees_a_sender_waiting_on_a_full_window() {
+    let name = format!("gs{}", std::process::id());
+    let (g0, _l0) = member(config(&name, 0, None, Transport::Shm), Arc::new(Mutex::new(0)));
+    let (g1, _l1) = member(config(&name, 1, Some(g0.listen_addr()), Transport::Shm), Arc::new(Mutex::new(0)));
+    assert!(g0.wait_for_members(2, WAIT));
+    let g0 = Arc::new(g0);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let sender = g0.clone();
+    std::thread::spawn(move || loop {
+        if let Err(e) = sender.send(0, b"0123456789") {
+            let _ = tx.send(e);
+            return;
+        }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    g1.shutdown();
+    // A bounded wait: a regression fails here instead of hanging the suite.
+    let err = rx.recv_timeout(WAIT).expect("the blocked sender was released");
+    assert!(err.is_fatal(), "{err}");
+    wait("node 0 to stop", || g0.stopped().is_some());
+    assert!(g0.stopped().unwrap().contains("minority"), "{:?}", g0.stopped());
+}

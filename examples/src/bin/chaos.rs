@@ -471,5 +471,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     });
     write_log();
     println!("RESULT {line}");
+    // Stay a member until the parent has every report: a member that left now would
+    // look like a failure to the others still measuring (the parent's stdin closes
+    // when it is done).
+    wait_for("EXIT", None);
     Ok(())
 }

@@ -232,9 +232,22 @@ impl Inner {
         self.is_stopped.store(true, Ordering::Release);
     }
 
+    /// Wedges the current view's subgroups and wakes their senders, so that a sender
+    /// waiting for a slot (which holds the read lock) gives up and lets a stop take
+    /// the write lock. Without it a minority member whose window was full hung here.
+    fn freeze_current(&self) {
+        if let Some(e) = self.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            for s in e.subs.iter().flatten() {
+                s.with_core(|c| c.wedge());
+                s.wake_senders();
+            }
+        }
+    }
+
     fn stop_with(&self, why: String) {
         tracing::warn!(%why, "this node stops");
         self.set_stopped(why);
+        self.freeze_current();
         let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
         if let Some(mut e) = cur.take() {
             e.stop();
@@ -686,12 +699,13 @@ impl Group {
     /// Stops this node (without leaving: the others will see it fail).
     pub fn shutdown(&self) {
         self.inner.shutdown.store(true, Ordering::Release);
+        self.inner.set_stopped("shut down".into());
+        self.inner.freeze_current();
         let mut cur = self.inner.current.write().unwrap_or_else(|p| p.into_inner());
         if let Some(mut e) = cur.take() {
             e.stop();
         }
         drop(cur);
-        self.inner.set_stopped("shut down".into());
         self.inner.bump();
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
