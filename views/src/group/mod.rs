@@ -68,7 +68,8 @@ type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
 
 /// State a subgroup declares for joiners: `get` runs at the member that takes the
 /// join, at the start of the view that adds it; `set` runs at the joiner before it
-/// takes part.
+/// takes part. Both run while the view is being replaced: they must not call into
+/// the [`Group`] (a send there would wait for the view they are part of).
 pub struct StateHook {
     get: GetState,
     set: SetState,
