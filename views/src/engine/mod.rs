@@ -12,16 +12,16 @@
 //! Each [`Engine::step`] reads the membership table and the node's smc cores and runs
 //! the stages in order, each in its own file:
 //!
-//! 1. [`suspicion`]: OR the suspicions of every row not suspected (gossip); a
+//! 1. suspicion (`suspicion.rs`): OR the suspicions of every row not suspected (gossip); a
 //!    suspected row is frozen (never read again) and its node disconnected; stop if a
 //!    live row suspects this node, or if the live members are no majority.
 //! 2. wedge: on any pending change, freeze every subgroup (smc `wedge`), then set
 //!    `wedged` (pushed after the smc pushes, so it vouches for final `received`).
-//! 3. [`leader`]: the leader (lowest rank not suspected) proposes the next view and
+//! 3. leader (`leader.rs`): the leader (lowest rank not suspected) proposes the next view and
 //!    commits it once every live member holds it; the others copy its proposal (the
 //!    ack) and its commit. A new leader first waits until every live row suspects
 //!    every rank below it, then adopts the highest proposal a live row holds.
-//! 4. [`trim`]: per subgroup, its leader publishes the ragged trim (per sender, the
+//! 4. trim (`trim.rs`): per subgroup, its leader publishes the ragged trim (per sender, the
 //!    minimum `received` over live members); members echo it, then deliver exactly up
 //!    to it. A new subgroup leader adopts any cut already echoed.
 //! 5. install: once committed and trimmed, the next view (with the suspicions carried
