@@ -238,11 +238,16 @@ impl Default for Digest {
 }
 
 impl Digest {
+    /// Folds bytes in.
+    pub fn add_bytes(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+
     /// Folds one word in.
     #[inline]
     pub fn add(&mut self, w: u64) {
-        for b in w.to_le_bytes() {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x100_0000_01b3);
-        }
+        self.add_bytes(&w.to_le_bytes());
     }
 }

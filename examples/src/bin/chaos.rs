@@ -13,6 +13,7 @@
 //! survivor waits until its deliveries stop moving and prints its digest).
 
 use clap::Parser;
+use examples::mcast::Digest;
 use examples::{err, out, round};
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -343,7 +344,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         b = b.contact(c);
     }
     let cfg = b.build().map_err(|e| e.to_string())?;
-    let digest = Arc::new(Mutex::new((0u64, 0xcbf2_9ce4_8422_2325u64)));
+    let digest = Arc::new(Mutex::new((0u64, Digest::default())));
     let log: Arc<Mutex<Vec<(u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let keep = args.log.is_some();
     let (d, l) = (digest.clone(), log.clone());
@@ -355,11 +356,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
             }
             let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
             g.0 += 1;
-            let mut h = g.1 ^ m.sender.0 as u64;
-            for b in m.data {
-                h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-            }
-            g.1 = h;
+            g.1.add(m.sender.0 as u64);
+            g.1.add_bytes(m.data);
         })
         .start()
         .map_err(|e| e.to_string())?;
@@ -462,7 +460,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let line = json!({
         "id": id,
         "delivered": count,
-        "digest": format!("{hash:016x}"),
+        "digest": format!("{:016x}", hash.0),
         "sent": sent.load(Ordering::Relaxed),
         "views": m.views_installed,
         "view_change_ms": changes,

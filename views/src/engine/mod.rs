@@ -121,7 +121,7 @@ pub enum JoinRefusal {
 }
 
 /// Deliberate protocol bugs, for the tests that show the simulator catches them.
-#[cfg(test)]
+/// Outside unit tests they are always off ([`Engine::faults`] is a constant).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Faults {
     /// Each member cuts at what it received itself, without agreeing on a cut.
@@ -193,6 +193,14 @@ impl Engine {
         };
         e.add_suspects(susp);
         e
+    }
+
+    /// The deliberate bugs in force: set by unit tests, none otherwise.
+    fn faults(&self) -> Faults {
+        #[cfg(test)]
+        return self.faults;
+        #[cfg(not(test))]
+        Faults::default()
     }
 
     /// The view this engine runs.
@@ -419,8 +427,7 @@ impl Engine {
             if self.specs[k].mode == smc::Mode::Unordered {
                 continue; // delivered on receipt somewhere, maybe: never sent twice
             }
-            #[cfg(test)]
-            if self.faults.no_resend {
+            if self.faults().no_resend {
                 continue;
             }
             if let (Some(s), Some(cut)) = (self.specs[k].sender_rank(me_node), &self.cuts[k]) {

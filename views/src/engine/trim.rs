@@ -69,10 +69,7 @@ impl Engine {
     /// The cut of subgroup `k`, if it can be known now.
     fn find_cut<C: Cores>(&self, k: usize, cores: &mut C) -> Option<Vec<u64>> {
         let spec = &self.specs[k];
-        #[cfg(test)]
-        let local = self.faults.local_cut;
-        #[cfg(not(test))]
-        let local = false;
+        let local = self.faults().local_cut;
         if spec.mode == smc::Mode::Unordered || local {
             return Some(cores.with_core(k, |c| c.received().to_vec()));
         }
@@ -93,10 +90,7 @@ impl Engine {
         let lower = ranks.iter().take_while(|r| **r != self.me).fold(0u64, |m, r| m | 1 << r);
         let live: Vec<(usize, usize)> =
             ranks.iter().enumerate().filter(|(_, r)| self.is_live(**r)).map(|(i, r)| (i, *r)).collect();
-        #[cfg(test)]
-        let wait = !self.faults.no_takeover_wait;
-        #[cfg(not(test))]
-        let wait = true;
+        let wait = !self.faults().no_takeover_wait;
         if wait && live.iter().any(|(_, r)| *r != self.me && self.lay.suspected_of(&self.table, *r) & lower != lower) {
             return None;
         }

@@ -109,11 +109,11 @@ impl Epoch {
                 let mut addrs = Vec::new();
                 for p in &peers {
                     let info = dir.get(p).ok_or_else(|| format!("no address known for {p}"))?;
-                    addrs.push((*p, data_addr(info.control)));
+                    addrs.push((*p, info.data.unwrap_or_else(|| data_addr(info.control))));
                 }
                 drop(dir);
                 let listener = tcp::bind(data_addr(cfg.listen)).map_err(|e| format!("data port: {e}"))?;
-                let group = fnv(cfg.name.as_bytes()) ^ view.id().0;
+                let group = smc::sim::digest(cfg.name.as_bytes()) ^ view.id().0;
                 let c = tcp::TcpConfig { timeout, partial: true, ..tcp::TcpConfig::new(me, addrs, group, regions) };
                 Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {}: {e}", view.id().0))?)
             }
@@ -284,9 +284,4 @@ fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
             }
         }
     }
-}
-
-/// FNV-1a, for a group id from its name.
-pub(crate) fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
 }

@@ -92,7 +92,7 @@ impl GroupSim {
                 Fault::Leave { .. } => self.nodes[pick].engine.leave(),
                 Fault::Partition { .. } => {
                     let view = self.nodes[pick].view().clone();
-                    self.trace(|| format!("step {}: partition", self.step));
+                    self.trace(|| "partition".into());
                     let m = view.members();
                     let size = self.rng.below(m.len().div_ceil(2) as u64) as usize; // a strict minority
                     let side: Vec<usize> = m.iter().take(size.max(1).min(m.len() - 1)).map(|n| n.0 as usize).collect();

@@ -298,8 +298,13 @@ impl GroupSim {
 
     fn trace(&self, line: impl FnOnce() -> String) {
         if self.trace {
-            eprintln!("{}", line());
+            eprintln!("step {}: {}", self.step, line());
         }
+    }
+
+    /// A trace line about node `i`, with its engine's state.
+    fn trace_node(&self, i: usize, what: impl FnOnce() -> String) {
+        self.trace(|| format!("{} {}; {}", self.nodes[i].id, what(), self.nodes[i].engine.summary()));
     }
 
     fn violation(&self, invariant: &'static str, detail: String) -> Violation {
@@ -479,28 +484,12 @@ impl GroupSim {
                 }
                 Action::Deliver { subgroup, batch } => {
                     let msgs: Vec<Vec<u8>> = batch.batch.iter().map(|m| m.to_vec()).collect();
-                    self.trace(|| {
-                        format!(
-                            "step {} {}: trim {} msgs; {}",
-                            self.step,
-                            self.nodes[i].id,
-                            msgs.len(),
-                            self.nodes[i].engine.summary()
-                        )
-                    });
+                    self.trace_node(i, || format!("trim {} msgs", msgs.len()));
                     self.nodes[i].cores[subgroup].as_mut().expect("member").finish(batch, &mut pushes);
                     self.on_deliver(i, vid, subgroup, &msgs)?;
                 }
                 Action::Install(next) => {
-                    self.trace(|| {
-                        format!(
-                            "step {} {}: install {:?}; {}",
-                            self.step,
-                            self.nodes[i].id,
-                            next.view,
-                            self.nodes[i].engine.summary()
-                        )
-                    });
+                    self.trace_node(i, || format!("install {:?}", next.view));
                     self.post(i, &mut pushes);
                     return self.install(i, next);
                 }
@@ -508,14 +497,7 @@ impl GroupSim {
                     return Err(self.violation(invariants::view_agreement::NAME, format!("protocol error: {why}")));
                 }
                 Action::Stop(why) => {
-                    self.trace(|| {
-                        format!(
-                            "step {} {}: stop {why:?}; {}",
-                            self.step,
-                            self.nodes[i].id,
-                            self.nodes[i].engine.summary()
-                        )
-                    });
+                    self.trace_node(i, || format!("stop {why:?}"));
                     self.report.stopped += 1;
                     self.nodes[i].stopped = Some(why);
                 }
