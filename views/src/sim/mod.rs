@@ -23,7 +23,7 @@ use crate::engine::{Action, Engine, Next};
 use crate::membership::MembershipLayout;
 use crate::view::View;
 use invariants::Checks;
-use smc::sim::{digest, Rng};
+use smc::sim::Rng;
 use smc::{Mode, SmcCore, SmcLayout, SubgroupSpec};
 use sst::transport::{NodeId, RegionId};
 use sst::{Pushes, Region, Table};
@@ -692,11 +692,6 @@ pub fn payload(seed: u64, node: NodeId, k: usize, seq: u64, max_msg: usize) -> V
 pub fn parse_payload(m: &[u8]) -> Option<(NodeId, usize, u64)> {
     let w = u64::from_le_bytes(m.get(..8)?.try_into().ok()?);
     Some((NodeId((w >> 40) as u32), ((w >> 32) & 0xff) as usize, w & 0xffff_ffff))
-}
-
-/// FNV digest of a payload (for the sequence checks).
-pub fn msg_digest(m: &[u8]) -> u64 {
-    digest(m)
 }
 
 #[cfg(test)]

@@ -28,7 +28,7 @@ pub struct Deliveries {
 impl Deliveries {
     /// `node` delivers `m` in view `vid`, subgroup `k`.
     pub fn on_deliver(&mut self, node: NodeId, vid: u64, k: usize, m: &[u8]) -> Result<(), String> {
-        self.seqs.entry((node, vid, k)).or_default().push(super::super::msg_digest(m));
+        self.seqs.entry((node, vid, k)).or_default().push(smc::sim::digest(m));
         Ok(())
     }
 

@@ -25,7 +25,7 @@ impl State {
         if k == 0 {
             let s = self.state.entry(node).or_default();
             s.0 += 1;
-            s.1 = (s.1 ^ super::super::msg_digest(m)).wrapping_mul(0x100_0000_01b3);
+            s.1 = (s.1 ^ smc::sim::digest(m)).wrapping_mul(0x100_0000_01b3);
         }
     }
 
