@@ -54,20 +54,35 @@ struct Watch {
     last: u64,
     since: Instant,
     suspected: bool,
+    /// True once its counter moved while watched.
+    beaten: bool,
 }
 
 /// Suspects peers whose heartbeat stops (see the module docs).
 #[derive(Debug)]
 pub struct Detector {
     timeout: Duration,
+    /// Extra silence allowed before a peer's first beat (see [`Detector::with_startup_grace`]).
+    grace: Duration,
     peers: Vec<Watch>,
 }
 
 impl Detector {
     /// Watches `peers` from `now`.
     pub fn new(peers: &[NodeId], now: Instant, timeout: Duration) -> Detector {
-        let peers = peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false }).collect();
-        Detector { timeout, peers }
+        let peers =
+            peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false }).collect();
+        Detector { timeout, grace: Duration::ZERO, peers }
+    }
+
+    /// Gives every peer `grace` more before its first beat: a peer that has not beaten
+    /// once since the watch began is suspected after `grace + timeout` of silence, and
+    /// after `timeout` once it has. A group runtime watches a new view's members from
+    /// the moment its own setup ends, while a member that is merely later may still be
+    /// in its setup (which ends by its own deadline) and cannot beat yet.
+    pub fn with_startup_grace(mut self, grace: Duration) -> Detector {
+        self.grace = grace;
+        self
     }
 
     /// Watches every member of `table` but this node.
@@ -87,10 +102,12 @@ impl Detector {
         if value != w.last {
             w.last = value;
             w.since = now;
+            w.beaten = true;
             return None;
         }
         let silent = now.saturating_duration_since(w.since);
-        if silent >= self.timeout {
+        let allowed = if w.beaten { self.timeout } else { self.timeout + self.grace };
+        if silent >= allowed {
             w.suspected = true;
             return Some(Suspicion { peer, reason: Reason::Silent(silent) });
         }
@@ -182,6 +199,19 @@ mod tests {
         assert_eq!(d.observe(t0 + ms(500), NodeId(2), 9), None, "never retracted");
         assert!(d.is_suspected(NodeId(2)));
         assert!(!d.is_suspected(NodeId(1)));
+    }
+
+    #[test]
+    fn startup_grace_covers_only_the_first_beat() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut d = Detector::new(&[NodeId(1), NodeId(2)], t0, ms(100)).with_startup_grace(ms(300));
+        assert_eq!(d.observe(t0 + ms(350), NodeId(1), 0), None, "not beaten yet: 100 + 300 ms allowed");
+        let s = d.observe(t0 + ms(400), NodeId(1), 0).expect("silent past timeout + grace");
+        assert!(matches!(s.reason, Reason::Silent(x) if x >= ms(400)));
+        assert_eq!(d.observe(t0 + ms(390), NodeId(2), 1), None, "first beat");
+        assert_eq!(d.observe(t0 + ms(480), NodeId(2), 1), None, "90 ms silent");
+        assert!(d.observe(t0 + ms(490), NodeId(2), 1).is_some(), "after a beat, the plain timeout");
     }
 
     #[test]

@@ -50,6 +50,15 @@ struct Args {
     /// Silence that makes a member suspected (ms).
     #[arg(long, default_value_t = 500)]
     failure_ms: u64,
+    /// Kill every victim within a window of this many milliseconds (from a random
+    /// moment in the middle of the run), so that later kills land inside the view
+    /// change the first one started. 0: each victim at its own random moment.
+    #[arg(long, default_value_t = 0)]
+    burst_ms: u64,
+    /// The lowest-ranked member (the leader of the group's first view, member 0) is
+    /// among the victims, killed last.
+    #[arg(long)]
+    kill_leader: bool,
     /// Seed for the kill schedule (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
@@ -82,8 +91,13 @@ fn main() {
     if let Some(id) = args.child {
         std::process::exit(child(&args, id));
     }
-    if args.nodes < 3 || 2 * args.kill >= args.nodes || args.size < 16 || args.seconds <= 0.0 {
-        err("chaos: need --nodes >= 3, --kill < nodes/2, --size >= 16 and --seconds > 0");
+    if args.nodes < 3
+        || 2 * args.kill >= args.nodes
+        || args.size < 16
+        || args.seconds <= 0.0
+        || (args.kill_leader && args.kill == 0)
+    {
+        err("chaos: need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
         std::process::exit(2);
     }
     sst::cluster::catch_interrupts();
@@ -220,6 +234,33 @@ fn ports(n: usize) -> Result<Vec<u16>, String> {
     Ok(out)
 }
 
+/// Who is killed, and when (sorted). With `--kill-leader`, member 0 (the leader: the
+/// lowest rank of every view it is in) is the last victim, so it dies while the
+/// change that the earlier kills started is running.
+fn kill_schedule(args: &Args, rng: &mut smc::sim::Rng, total: Duration) -> (Vec<usize>, Vec<Duration>) {
+    let mut victims: Vec<usize> = Vec::new();
+    let first = if args.kill_leader { 1 } else { 0 };
+    while victims.len() < args.kill - usize::from(args.kill_leader) {
+        let v = first + rng.below((args.nodes - first) as u64) as usize;
+        if !victims.contains(&v) {
+            victims.push(v);
+        }
+    }
+    if args.kill_leader {
+        victims.push(0);
+    }
+    let mid = |rng: &mut smc::sim::Rng| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0));
+    let mut at: Vec<Duration> = if args.burst_ms > 0 {
+        let start = mid(rng);
+        let w = args.burst_ms * 1000;
+        (0..args.kill).map(|_| start + Duration::from_micros(rng.below(w + 1))).collect()
+    } else {
+        (0..args.kill).map(|_| mid(rng)).collect()
+    };
+    at.sort();
+    (victims, at)
+}
+
 fn parent(args: &Args) -> Result<bool, String> {
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
@@ -246,25 +287,19 @@ fn parent(args: &Args) -> Result<bool, String> {
     }
     let start = Instant::now();
     let total = Duration::from_secs_f64(args.seconds);
-    let mut victims: Vec<usize> = Vec::new();
-    while victims.len() < args.kill {
-        let v = rng.below(args.nodes as u64) as usize;
-        if !victims.contains(&v) {
-            victims.push(v);
-        }
-    }
-    let mut at: Vec<Duration> =
-        (0..args.kill).map(|_| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0))).collect();
-    at.sort();
+    let (victims, at) = kill_schedule(args, &mut rng, total);
     for (v, when) in victims.iter().zip(&at) {
-        std::thread::sleep(when.saturating_sub(start.elapsed()));
+        let wait = when.saturating_sub(start.elapsed());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
         if sst::cluster::interrupted() {
             return Err("interrupted".into());
         }
         let _ = m.list[*v].child.kill();
         let _ = m.list[*v].child.wait();
         m.list[*v].alive = false;
-        err(&format!("chaos: killed member {v} at {:.2} s", start.elapsed().as_secs_f64()));
+        err(&format!("chaos: killed member {v} at {:.4} s", start.elapsed().as_secs_f64()));
     }
     std::thread::sleep(total.saturating_sub(start.elapsed()));
     let survivors: Vec<usize> = (0..args.nodes).filter(|i| !victims.contains(i)).collect();
@@ -284,6 +319,19 @@ fn parent(args: &Args) -> Result<bool, String> {
     let agree = !digests.is_empty()
         && digests.iter().all(|d| !d.is_null() && *d == digests[0])
         && delivered.iter().all(|d| *d == delivered[0]);
+    // The group went on after the kills: every survivor runs a view of exactly the
+    // survivors and delivered in it.
+    let after: Vec<u64> = parsed.iter().map(|r| r["delivered_after_last_view"].as_u64().unwrap_or(0)).collect();
+    let want: Vec<u64> = survivors.iter().map(|i| *i as u64).collect();
+    let final_views: Vec<Vec<u64>> = parsed
+        .iter()
+        .map(|r| {
+            let mut v: Vec<u64> = r["members"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_u64()).collect());
+            v.sort_unstable();
+            v
+        })
+        .collect();
+    let went_on = after.iter().all(|a| *a > 0) && final_views.iter().all(|v| *v == want);
     let mut changes: Vec<f64> = parsed
         .iter()
         .flat_map(|r| r["view_change_ms"].as_array().cloned().unwrap_or_default())
@@ -303,14 +351,20 @@ fn parent(args: &Args) -> Result<bool, String> {
         "views_installed": views.iter().max().copied().unwrap_or(0),
         "digest_agree": agree,
         "delivered": delivered.first().copied().unwrap_or(0),
+        "delivered_after_last_view": after.iter().min().copied().unwrap_or(0),
+        "final_view_is_survivors": final_views.iter().all(|v| *v == want),
+        "burst_ms": args.burst_ms,
+        "kill_leader": args.kill_leader,
         "view_change_ms_p50": round(p50, 2),
         "view_change_ms_max": round(max, 2),
     });
     out(&line.to_string());
     if !agree {
         err(&format!("chaos: survivors disagree: {parsed:?}"));
+    } else if !went_on {
+        err(&format!("chaos: the survivors did not go on in a view of their own: {parsed:?}"));
     }
-    Ok(agree)
+    Ok(agree && went_on)
 }
 
 // ------------------------------------------------------------------ a member
@@ -345,6 +399,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     }
     let cfg = b.build().map_err(|e| e.to_string())?;
     let digest = Arc::new(Mutex::new((0u64, Digest::default())));
+    // (the view of the latest delivery, deliveries in that view)
+    let in_view = Arc::new(Mutex::new((0u64, 0u64)));
+    let iv = in_view.clone();
     let log: Arc<Mutex<Vec<(u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let keep = args.log.is_some();
     let (d, l) = (digest.clone(), log.clone());
@@ -354,6 +411,12 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
                 let seq = u64::from_le_bytes(m.data[..8].try_into().expect("8 bytes"));
                 l.lock().unwrap_or_else(|p| p.into_inner()).push((m.sender.0, seq));
             }
+            let mut v = iv.lock().unwrap_or_else(|p| p.into_inner());
+            if v.0 != m.view.0 {
+                *v = (m.view.0, 0);
+            }
+            v.1 += 1;
+            drop(v);
             let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
             g.0 += 1;
             g.1.add(m.sender.0 as u64);
@@ -457,9 +520,15 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let m = group.metrics();
     let changes: Vec<f64> =
         m.view_change_ms[before.min(m.view_change_ms.len())..].iter().map(|x| round(*x, 3)).collect();
+    let (last_delivery_view, in_last) = *in_view.lock().unwrap_or_else(|p| p.into_inner());
+    let view_now = group.view().map_or(0, |v| v.id().0);
     let line = json!({
         "id": id,
         "delivered": count,
+        "view": view_now,
+        // Deliveries in the view this member runs now (0 if it delivered nothing since
+        // it installed that view).
+        "delivered_after_last_view": if last_delivery_view == view_now { in_last } else { 0 },
         "digest": format!("{:016x}", hash.0),
         "sent": sent.load(Ordering::Relaxed),
         "views": m.views_installed,

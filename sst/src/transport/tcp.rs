@@ -9,7 +9,8 @@
 //! cannot deadlock on full socket buffers.
 //!
 //! Setup: node `i` connects to every peer with a lower id and accepts from every peer
-//! with a higher one. The connecting side sends a Hello (magic, protocol version, node
+//! with a higher one, all at once: each peer has the whole setup deadline, whatever
+//! the others do (one thread per outgoing connection, for the setup only). The connecting side sends a Hello (magic, protocol version, node
 //! id, group id, its regions); the accepting side checks it and answers with its own.
 //! A connection with a bad Hello (garbage, wrong version, wrong group, unknown or
 //! duplicate id) is logged and closed, and setup goes on waiting for the real peer.
@@ -95,21 +96,61 @@ impl Listener {
         }
         let deadline = Instant::now() + cfg.timeout;
         let hello = Hello { node: cfg.me, group: cfg.group, regions: cfg.regions.clone() };
+        // Every peer gets the whole deadline: the connections to lower ids are made
+        // by one short-lived thread each, while this thread accepts from higher ids.
+        // (Made one after another, a dead lower peer used up the deadline and every
+        // peer after it was missed too: a whole group of live members each went on
+        // alone after the leader died during a view change.)
+        let connects: Vec<(NodeId, JoinHandle<Result<(TcpStream, Vec<RegionSpec>), SetupError>>)> = cfg
+            .peers
+            .iter()
+            .filter(|(id, _)| *id < cfg.me)
+            .map(|(id, addr)| {
+                let (id, addr, hello) = (*id, *addr, hello.clone());
+                std::thread::Builder::new()
+                    .name(format!("sst-connect-{}", id.0))
+                    .spawn(move || connect_peer(id, addr, &hello, deadline))
+                    .map(|h| (id, h))
+                    .map_err(SetupError::io("spawn a connect thread"))
+            })
+            .collect::<Result<_, _>>()?;
         let mut links: Vec<(NodeId, TcpStream, Vec<RegionSpec>)> = Vec::new();
-        // Connect to lower ids.
-        for (id, addr) in cfg.peers.iter().filter(|(id, _)| *id < cfg.me) {
-            match connect_peer(*id, *addr, &hello, deadline) {
-                Ok((stream, theirs)) => links.push((*id, stream, theirs)),
+        let mut first_error = None;
+        match self.accept_higher(cfg, &ids, &hello, deadline) {
+            Ok(accepted) => links.extend(accepted),
+            Err(e) => first_error = Some(e),
+        }
+        for (id, h) in connects {
+            match h.join().unwrap_or_else(|_| Err(SetupError::Invalid("a connect thread panicked".into()))) {
+                Ok((stream, theirs)) => links.push((id, stream, theirs)),
                 Err(e) if cfg.partial => tracing::warn!(node = %cfg.me, peer = %id, %e, "going on without a peer"),
-                Err(e) => return Err(e),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
-        // Accept from higher ids.
+        if let Some(e) = first_error {
+            return Err(e);
+        }
+        TcpTransport::start(cfg, links)
+    }
+}
+
+impl Listener {
+    /// Accepts the peers with higher ids until all came or the deadline passed.
+    fn accept_higher(
+        &self,
+        cfg: &TcpConfig,
+        ids: &[NodeId],
+        hello: &Hello,
+        deadline: Instant,
+    ) -> Result<Vec<(NodeId, TcpStream, Vec<RegionSpec>)>, SetupError> {
+        let mut links = Vec::new();
         let mut waiting: Vec<NodeId> = ids.iter().filter(|id| **id > cfg.me).copied().collect();
         self.listener.set_nonblocking(true).map_err(SetupError::io("listener nonblocking"))?;
         while !waiting.is_empty() {
             match self.listener.accept() {
-                Ok((stream, from)) => match accept_peer(stream, &hello, &waiting, deadline) {
+                Ok((stream, from)) => match accept_peer(stream, hello, &waiting, deadline) {
                     Ok((id, stream, theirs)) => {
                         waiting.retain(|w| *w != id);
                         links.push((id, stream, theirs));
@@ -119,6 +160,7 @@ impl Listener {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     if Instant::now() >= deadline {
                         if cfg.partial {
+                            tracing::warn!(node = %cfg.me, ?waiting, "going on without peers that did not connect");
                             break;
                         }
                         return Err(SetupError::Timeout(waiting));
@@ -128,7 +170,7 @@ impl Listener {
                 Err(e) => return Err(SetupError::io("accept")(e)),
             }
         }
-        TcpTransport::start(cfg, links)
+        Ok(links)
     }
 }
 

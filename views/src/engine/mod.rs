@@ -130,6 +130,15 @@ pub(crate) struct Faults {
     pub no_resend: bool,
     /// A new leader acts at once, without waiting for the others to suspect the old.
     pub no_takeover_wait: bool,
+    /// Driver (simulator only): set up a view's links one peer after another in id
+    /// order, so a peer that never comes uses up the deadline of every later one
+    /// (the tcp setup before the fix).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub sequential_setup: bool,
+    /// Driver (simulator only): a member still in its setup is held silent from the
+    /// moment this node runs the view, with no grace for its setup deadline.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub no_setup_grace: bool,
 }
 
 /// One node's view-change engine for one view (see the module docs).

@@ -9,9 +9,32 @@
 //! ```
 //!
 //! Each view gets fresh tables in fresh regions over a fresh transport (Derecho does
-//! the same), so nothing of an old view can land in a new one. Setup waits a bounded
-//! time for the view's members and goes on without the ones that do not come: they
-//! start out suspected.
+//! the same), so nothing of an old view can land in a new one.
+//!
+//! # Members late to a new view
+//! Members reach a view's setup at different times: each one first finishes the old
+//! view's change, which may wait on a failure detector. A member of the new view is,
+//! for this node:
+//! - **present** once its setup met ours (its shm file is there, or its tcp
+//!   connection is made). Setup waits for every member (not already suspected) up to
+//!   the setup deadline, `setup_timeout` after this node arrived, and gives each
+//!   member the whole of it, whatever the others do.
+//! - **missing** if it had not come by that deadline: it starts out suspected, as a
+//!   failure would be.
+//! - **pending** while it is present but has not beaten in the new table yet: it may
+//!   still be waiting out its own setup deadline for a missing member, which ends at
+//!   most `setup_timeout` after ours did. Its silence is held against it only after
+//!   `setup_timeout + failure_timeout` (then `failure_timeout` once it has beaten).
+//!   Transport breaks (a dead pid, a reset connection) still suspect it at once.
+//!
+//! Why this is safe: suspicion is the one input that can remove a member, and the
+//! protocol is safe under any suspicion (a wrong one costs that member its place,
+//! never agreement: the majority rule and the leader's takeover wait hold whatever is
+//! suspected). Missing and pending only decide *when* a member is suspected. What
+//! they protect is liveness: suspecting a live member that is merely late spreads by
+//! gossip, and a view whose members each miss the others leaves no majority anywhere
+//! (it did: a sequential tcp setup let a dead leader use up the whole deadline, and
+//! the survivors of a second failure each went on alone and stopped).
 
 use super::{data_addr, Event, Inner};
 use crate::engine::{Action, Cores, Engine};
@@ -155,7 +178,11 @@ impl Epoch {
             subs[*k] = Some(rt.subgroups()[i].clone());
         }
         let engine = Engine::new(view.clone(), specs.clone(), row, cfg.majority, &suspects);
-        let detector = Detector::for_table(engine.table(), Instant::now(), cfg.failure_timeout());
+        // A member found at setup may still be in its own setup (it arrived later and
+        // waits for the missing ones up to its own deadline): it is pending, not
+        // silent, until that deadline could have passed. See the module docs.
+        let detector =
+            Detector::for_table(engine.table(), Instant::now(), cfg.failure_timeout()).with_startup_grace(timeout);
         let driver = Arc::new(Mutex::new(Driver {
             last_fp: u64::MAX,
             engine,

@@ -7,7 +7,7 @@ use crate::membership::Joiner;
 use sst::transport::NodeId;
 
 impl GroupSim {
-    fn crash(&mut self, i: usize, torn: bool) {
+    pub(super) fn crash(&mut self, i: usize, torn: bool) {
         self.nodes[i].alive = false;
         for t in 0..self.links[i].len() {
             let q = &mut self.links[i][t].queue;
@@ -40,6 +40,9 @@ impl GroupSim {
                 }
             }
         }
+        if self.armed_setup > 0 {
+            self.fire_setup_leader_crash();
+        }
         if self.armed > 0 {
             let wedged = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].engine.is_wedged());
             if let Some(w) = wedged {
@@ -62,7 +65,10 @@ impl GroupSim {
                 Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
                     self.step >= at
                 }
-                Fault::CrashLeaderMidChange { after } | Fault::CrashTrimLeader { after } => self.step >= after,
+                Fault::CrashNode { at, .. } => self.step >= at,
+                Fault::CrashLeaderMidChange { after }
+                | Fault::CrashTrimLeader { after }
+                | Fault::CrashSetupLeader { after } => self.step >= after,
             };
             if !due {
                 continue;
@@ -75,6 +81,20 @@ impl GroupSim {
             let pick = live[self.rng.below(live.len() as u64) as usize];
             match fault {
                 Fault::Crash { torn, .. } => self.crash(pick, torn),
+                Fault::CrashNode { node, .. } => {
+                    if self.nodes.get(node as usize).is_some_and(|n| n.alive) {
+                        self.crash(node as usize, false);
+                    }
+                }
+                Fault::CrashSetupLeader { .. } => {
+                    // The first failure starts the change (a member other than the
+                    // leader, when there is one); the leader fails during its setup.
+                    let view = self.nodes[pick].view().clone();
+                    let other = view.members().iter().skip(1).map(|n| n.0 as usize).find(|n| self.nodes[*n].alive);
+                    let torn = self.rng.chance(50);
+                    self.crash(other.unwrap_or(pick), torn);
+                    self.armed_setup += 1;
+                }
                 Fault::CrashTrimLeader { .. } => {
                     self.armed_trim += 1;
                     let id = NodeId((self.nodes.len() + self.pending_joins.len()) as u32);
@@ -102,6 +122,7 @@ impl GroupSim {
                     for a in 0..self.nodes.len() {
                         for b in 0..self.nodes.len() {
                             if side.contains(&a) != side.contains(&b) {
+                                self.severed[a][b] = true;
                                 self.links[a][b].cut = true;
                                 self.links[a][b].queue.clear();
                             }
@@ -132,11 +153,15 @@ impl GroupSim {
     pub(super) fn detect(&mut self) {
         let n = self.nodes.len();
         for i in 0..n {
-            if !self.nodes[i].active() {
-                continue;
+            if !self.nodes[i].running() {
+                continue; // no detector during setup
             }
             for p in 0..n {
-                let unreachable = p != i && (!self.nodes[p].active() || self.links[p][i].cut);
+                if self.nodes[i].engine.peer_done(NodeId(p as u32)) {
+                    continue; // it finished its part of this view's change and moved on (as the runtime's detector)
+                }
+                let unreachable =
+                    p != i && (!self.nodes[p].active() || self.links[p][i].cut || self.held_silent(i, p));
                 let since = &mut self.nodes[i].unreachable_since[p];
                 match (unreachable, *since) {
                     (false, _) => *since = None,

@@ -13,11 +13,18 @@
 //! steps after the peer became unreachable (crashed, stopped, or cut off), which is
 //! what heartbeats give; suspecting it cuts the link from it.
 //!
+//! Each view starts with a setup, as in the runtime (`setup.rs`): a node that installs
+//! a view waits, taking no turns, until every member it does not suspect has met it in
+//! that view's setup, or until its deadline; the ones missing start out suspected, and
+//! writes go only over the links made. Members arrive at different steps and may
+//! crash before or during their setup.
+//!
 //! Everything derives from one seed; a failing seed is printed and
 //! [`GroupSim::run_seed`] replays it.
 
 mod faults;
 pub mod invariants;
+mod setup;
 
 use crate::engine::{Action, Engine, Next};
 use crate::membership::MembershipLayout;
@@ -68,6 +75,21 @@ pub enum Fault {
         /// Step.
         at: u64,
     },
+    /// Member `node` crashes (if it is alive).
+    CrashNode {
+        /// Step.
+        at: u64,
+        /// Its id.
+        node: u32,
+    },
+    /// At `after`, a member other than the leader crashes; at the first step after
+    /// that where a member is setting up a new view, the leader of that view (its
+    /// lowest-ranked member alive, there yet or not) crashes too: a second failure
+    /// inside a view change.
+    CrashSetupLeader {
+        /// Earliest step.
+        after: u64,
+    },
 }
 
 /// Who sends in subgroup 0.
@@ -110,6 +132,10 @@ pub struct GroupSimConfig {
     pub detect: (u64, u64),
     /// Steps before the run is declared stalled.
     pub max_steps: u64,
+    /// Steps a node waits at a view's setup for members that do not come (the
+    /// runtime's setup timeout: 3× the failure timeout, at least 3 s; here at least
+    /// 1,500 steps, far more than members of a sound group arrive apart).
+    pub setup_steps: u64,
 }
 
 impl GroupSimConfig {
@@ -121,17 +147,19 @@ impl GroupSimConfig {
         let mut faults = Vec::new();
         let mut at = 50 + rng.below(400);
         for _ in 0..1 + rng.below(3) {
-            faults.push(match rng.below(9) {
+            faults.push(match rng.below(10) {
                 0..=2 => Fault::Crash { at, torn: rng.chance(50) },
                 3 if rng.chance(50) => Fault::CrashLeaderMidChange { after: at },
                 3 => Fault::CrashTrimLeader { after: at },
                 4 | 5 => Fault::Join { at },
                 6 => Fault::Leave { at },
                 7 => Fault::Partition { at },
+                8 => Fault::CrashSetupLeader { after: at },
                 _ => Fault::Join { at },
             });
             at += rng.below(1500);
         }
+        let detect = (20, 20 + rng.below(400));
         GroupSimConfig {
             seed,
             initial,
@@ -144,8 +172,9 @@ impl GroupSimConfig {
             send_chance: 10 + rng.below(80),
             faults,
             majority: true,
-            detect: (20, 20 + rng.below(400)),
+            detect,
             max_steps: 300_000,
+            setup_steps: (3 * detect.1).max(1_500),
         }
     }
 
@@ -222,11 +251,21 @@ pub struct SimNode {
     resend: Vec<VecDeque<Vec<u8>>>,
     /// Step since which each peer has been unreachable from here.
     unreachable_since: Vec<Option<u64>>,
+    /// Set while it is setting up its current view.
+    setup: Option<setup::Setup>,
+    /// Step at which it began to run its current view (its setup ended).
+    running_since: u64,
+    /// By node index: a link to that node was made in this view's setup.
+    linked: Vec<bool>,
 }
 
 impl SimNode {
     fn active(&self) -> bool {
         self.alive && self.stopped.is_none()
+    }
+    /// Active and past its setup: it takes turns.
+    fn running(&self) -> bool {
+        self.active() && self.setup.is_none()
     }
     fn view(&self) -> &View {
         self.engine.view()
@@ -251,6 +290,10 @@ pub struct GroupSim {
     armed: usize,
     /// Subgroup-leader crashes waiting for a trim to be under way.
     armed_trim: usize,
+    /// Leader crashes waiting for a view's setup to be under way.
+    armed_setup: usize,
+    /// `severed[a][b]`: a partition cut the link from a to b.
+    severed: Vec<Vec<bool>>,
     /// Print view changes as they happen (`VIEWS_SIM_TRACE` set).
     trace: bool,
     #[cfg(test)]
@@ -274,6 +317,8 @@ impl GroupSim {
             pending_joins: Vec::new(),
             armed: 0,
             armed_trim: 0,
+            armed_setup: 0,
+            severed: Vec::new(),
             trace: std::env::var_os("VIEWS_SIM_TRACE").is_some(),
             #[cfg(test)]
             faults: crate::engine::Faults::default(),
@@ -325,6 +370,9 @@ impl GroupSim {
             next_seq: vec![0; SUBGROUPS_MAX],
             resend: (0..SUBGROUPS_MAX).map(|_| VecDeque::new()).collect(),
             unreachable_since: Vec::new(),
+            setup: None,
+            running_since: 0,
+            linked: Vec::new(),
         }
     }
 
@@ -371,8 +419,15 @@ impl GroupSim {
             row.resize_with(n, Link::default);
         }
         self.links.push((0..n).map(|_| Link::default()).collect());
+        for row in &mut self.severed {
+            row.resize(n, false);
+        }
+        self.severed.push(vec![false; n]);
+        // The first view's members are linked to one another from the start.
+        let first = self.step == 0;
         for node in &mut self.nodes {
             node.unreachable_since.resize(n, None);
+            node.linked.resize(n, first);
         }
     }
 
@@ -385,8 +440,8 @@ impl GroupSim {
             self.nodes[from].regions[region].read_words(p.offset, &mut words);
             for t in p.targets() {
                 let to = t.0 as usize;
-                if to == from || self.links[from][to].cut {
-                    continue;
+                if to == from || self.links[from][to].cut || !self.nodes[from].linked[to] {
+                    continue; // cut off, or no link made at this view's setup
                 }
                 self.links[from][to].queue.push_back(Write {
                     view: vid,
@@ -498,6 +553,11 @@ impl GroupSim {
                 }
                 Action::Stop(why) => {
                     self.trace_node(i, || format!("stop {why:?}"));
+                    if matches!(why, crate::engine::StopReason::Minority { .. }) {
+                        if let Err(d) = self.check_availability(i) {
+                            return Err(self.violation(invariants::availability::NAME, d));
+                        }
+                    }
                     self.report.stopped += 1;
                     self.nodes[i].stopped = Some(why);
                 }
@@ -552,12 +612,14 @@ impl GroupSim {
         node.cores = cores;
         node.regions = regions;
         node.specs = specs;
+        self.begin_setup(i, &next.suspects);
         // The first member to install a view starts its joiners, with its state.
         for j in next.joins {
             self.pending_joins.retain(|p| *p != j.node);
             if self.nodes.len() <= j.node.0 as usize {
                 let joiner = self.make_node(j.node, &next.view, &next.suspects);
                 self.add_node(joiner);
+                self.begin_setup(j.node.0 as usize, &next.suspects);
                 if let Err(d) = self.checks.state.on_transfer(id, j.node, next.view.id().0) {
                     return Err(self.violation(invariants::state_transfer::NAME, d));
                 }
@@ -572,8 +634,15 @@ impl GroupSim {
         self.fire_faults();
         self.ask_to_join();
         self.detect();
-        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].active()).collect();
+        self.setups();
+        let live: Vec<usize> = (0..self.nodes.len()).filter(|i| self.nodes[*i].running()).collect();
         if live.is_empty() {
+            // Nobody takes turns (all are setting up, or gone); writes still land.
+            let links = self.deliverable_links();
+            if !links.is_empty() {
+                let (f, t) = links[self.rng.below(links.len() as u64) as usize];
+                self.deliver_one(f, t);
+            }
             return Ok(());
         }
         match self.rng.below(3) {
@@ -607,6 +676,8 @@ impl GroupSim {
         if self.fired.iter().any(|f| !f)
             || self.armed > 0
             || self.armed_trim > 0
+            || self.armed_setup > 0
+            || self.nodes.iter().any(|n| n.active() && n.setup.is_some())
             || !self.pending_joins.is_empty()
             || !self.deliverable_links().is_empty()
         {
@@ -659,10 +730,11 @@ impl GroupSim {
                     .iter()
                     .map(|n| {
                         format!(
-                            "{}: alive {} stopped {:?} members {:?} {}",
+                            "{}: alive {} stopped {:?} setup {:?} members {:?} {}",
                             n.id,
                             n.alive,
                             n.stopped,
+                            n.setup,
                             n.view().members(),
                             n.engine.summary()
                         )

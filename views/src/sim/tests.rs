@@ -57,3 +57,54 @@ fn a_leader_that_does_not_wait_for_its_predecessor_is_caught() {
     eprintln!("{b:?}");
     assert!(!b.is_empty(), "{b:?}");
 }
+
+/// The failing pattern of the outage after a second failure: five members, member 1
+/// crashes, and member 0 (the leader) crashes while the others set up the next view.
+fn second_failure_in_a_change(seed: u64, faults: Faults) -> Result<GroupSim, Violation> {
+    let mut cfg = GroupSimConfig::from_seed(seed);
+    cfg.initial = 5;
+    cfg.faults = vec![Fault::CrashSetupLeader { after: 100 + seed % 300 }];
+    cfg.max_steps = 60_000;
+    let mut sim = GroupSim { faults, ..GroupSim::new(cfg) };
+    for node in &mut sim.nodes {
+        node.engine.faults = faults;
+    }
+    sim.run_to_settled()?;
+    Ok(sim)
+}
+
+#[test]
+fn survivors_of_a_second_failure_in_a_change_go_on() {
+    for seed in 0..40 {
+        let sim = second_failure_in_a_change(seed, Faults::default()).unwrap_or_else(|v| panic!("{v}"));
+        assert!(!sim.nodes[0].alive && !sim.nodes[1].alive, "seed {seed}: the pattern crashed members 0 and 1");
+        let survivors: Vec<&SimNode> = sim.nodes.iter().filter(|n| n.active()).collect();
+        assert_eq!(survivors.len(), 3, "seed {seed}: every survivor goes on");
+        for n in &survivors {
+            assert_eq!(n.view().members(), &[NodeId(2), NodeId(3), NodeId(4)], "seed {seed}");
+        }
+        assert!(sim.report.delivered > 0);
+    }
+}
+
+#[test]
+fn a_sequential_setup_is_caught() {
+    // The tcp setup before the fix: a dead lower peer used up every later peer's time.
+    let faults = Faults { sequential_setup: true, ..Faults::default() };
+    let caught = (0..40)
+        .filter(|s| matches!(second_failure_in_a_change(*s, faults), Err(v) if v.invariant == invariants::availability::NAME))
+        .count();
+    eprintln!("sequential setup: {caught} of 40 replays of the pattern fail");
+    assert!(caught > 0, "the replayed pattern must fail with the old setup");
+    let b = broken(1500, faults, true);
+    eprintln!("sequential setup over 1500 random schedules: {b:?}");
+    assert!(b.iter().any(|(n, _)| *n == invariants::availability::NAME), "{b:?}");
+}
+
+#[test]
+fn holding_a_member_in_setup_silent_is_caught() {
+    let faults = Faults { no_setup_grace: true, ..Faults::default() };
+    let b = broken(1500, faults, true);
+    eprintln!("no setup grace over 1500 random schedules: {b:?}");
+    assert!(b.iter().any(|(n, _)| *n == invariants::availability::NAME), "{b:?}");
+}

@@ -1,6 +1,7 @@
 //! The invariants the group simulator checks after every step, one per file, each
 //! citing where it comes from.
 
+pub mod availability;
 pub mod delivery_agreement;
 pub mod exactly_once;
 pub mod majority;
