@@ -5,12 +5,20 @@
 //!
 //! ```text
 //! cargo run --release -p examples --bin chaos -- --transport shm --nodes 5 --kill 2 --seconds 10
+//! cargo run --release -p examples --bin chaos -- --transport tcp --nodes 5 --kill 2 --burst-ms 5 --kill-leader
 //! ```
 //!
 //! The parent starts member 0, lets the others join through it, waits until every
 //! member runs the full view, says GO, kills K members at random moments in the
-//! middle 60% of the run, says STOP (survivors stop sending), then REPORT (each
+//! middle 60% of the run (with `--burst-ms W`, all within W ms of a random moment, so
+//! that later kills land inside the change the first one started; with
+//! `--kill-leader`, member 0, the leader, is the last victim), waits until every
+//! survivor runs a view of exactly the survivors, lets them send to the end of the run
+//! (at least 0.5 s more), says STOP (survivors stop sending), then REPORT (each
 //! survivor waits until its deliveries stop moving and prints its digest).
+//!
+//! It passes (exit 0) when the survivors' digests agree, every survivor's final view
+//! is the survivors, and each delivered messages in it (`delivered_after_last_view`).
 
 use clap::Parser;
 use examples::mcast::Digest;
@@ -59,6 +67,12 @@ struct Args {
     /// among the victims, killed last.
     #[arg(long)]
     kill_leader: bool,
+    /// With `--kill-leader`: kill the leader not at its scheduled moment but as soon as
+    /// a survivor installed the view that the earlier kills led to, so that it dies
+    /// while the others set that view up (the pattern of the outage after a second
+    /// failure).
+    #[arg(long, requires = "kill_leader")]
+    kill_leader_in_change: bool,
     /// Seed for the kill schedule (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
@@ -95,7 +109,7 @@ fn main() {
         || 2 * args.kill >= args.nodes
         || args.size < 16
         || args.seconds <= 0.0
-        || (args.kill_leader && args.kill == 0)
+        || (args.kill_leader && args.kill < 1 + usize::from(args.kill_leader_in_change))
     {
         err("chaos: need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
         std::process::exit(2);
@@ -167,6 +181,63 @@ impl Members {
             let _ = writeln!(m.stdin, "{line}");
             let _ = m.stdin.flush();
         }
+    }
+
+    /// Waits until one member in `from` said (with a `VIEW` line) that it runs a view
+    /// without any of `gone`.
+    fn wait_for_view_without(&self, from: &[usize], gone: &[u64], within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        loop {
+            if sst::cluster::interrupted() {
+                return Err("interrupted".into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok((i, line)) => {
+                    if let Some(rest) = line.strip_prefix("VIEW ") {
+                        let ids: Vec<u64> = rest.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                        if from.contains(&i) && !ids.iter().any(|x| gone.contains(x)) {
+                            return Ok(());
+                        }
+                    } else if let Some(why) = line.strip_prefix("FAILED") {
+                        return Err(format!("member {i} failed:{why}"));
+                    }
+                }
+                Err(_) if left.is_zero() => return Err(format!("no view without {gone:?} within {within:?}")),
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// Waits until every member in `from` said (with a `VIEW` line) that it runs a view
+    /// whose members are `want` (sorted ids).
+    fn wait_for_view(&self, from: &[usize], want: &[u64], within: Duration) -> Result<(), String> {
+        let deadline = Instant::now() + within;
+        let mut latest: Vec<Vec<u64>> = vec![Vec::new(); self.list.len()];
+        while !from.iter().all(|i| latest[*i] == want) {
+            if sst::cluster::interrupted() {
+                return Err("interrupted".into());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left.min(Duration::from_millis(200))) {
+                Ok((i, line)) => {
+                    if let Some(rest) = line.strip_prefix("VIEW ") {
+                        let mut ids: Vec<u64> = rest.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                        ids.sort_unstable();
+                        latest[i] = ids;
+                    } else if let Some(why) = line.strip_prefix("FAILED") {
+                        return Err(format!("member {i} failed:{why}"));
+                    }
+                }
+                Err(_) if left.is_zero() => {
+                    let behind: Vec<(usize, &Vec<u64>)> =
+                        from.iter().filter(|i| latest[**i] != want).map(|i| (*i, &latest[*i])).collect();
+                    return Err(format!("no view of the survivors {want:?} within {within:?}: {behind:?}"));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Waits for `marker` from each member in `from`; returns the rest of each line.
@@ -288,10 +359,18 @@ fn parent(args: &Args) -> Result<bool, String> {
     let start = Instant::now();
     let total = Duration::from_secs_f64(args.seconds);
     let (victims, at) = kill_schedule(args, &mut rng, total);
-    for (v, when) in victims.iter().zip(&at) {
-        let wait = when.saturating_sub(start.elapsed());
-        if !wait.is_zero() {
-            std::thread::sleep(wait);
+    let survivors: Vec<usize> = (0..args.nodes).filter(|i| !victims.contains(i)).collect();
+    for (n, (v, when)) in victims.iter().zip(&at).enumerate() {
+        if args.kill_leader_in_change && n + 1 == victims.len() {
+            // The leader dies as soon as a survivor installed the view the earlier
+            // kills led to: the others are setting that view up, or about to.
+            let gone: Vec<u64> = victims[..n].iter().map(|x| *x as u64).collect();
+            m.wait_for_view_without(&survivors, &gone, Duration::from_secs(60))?;
+        } else {
+            let wait = when.saturating_sub(start.elapsed());
+            if !wait.is_zero() {
+                std::thread::sleep(wait);
+            }
         }
         if sst::cluster::interrupted() {
             return Err("interrupted".into());
@@ -301,8 +380,14 @@ fn parent(args: &Args) -> Result<bool, String> {
         m.list[*v].alive = false;
         err(&format!("chaos: killed member {v} at {:.4} s", start.elapsed().as_secs_f64()));
     }
-    std::thread::sleep(total.saturating_sub(start.elapsed()));
-    let survivors: Vec<usize> = (0..args.nodes).filter(|i| !victims.contains(i)).collect();
+    // The survivors must go on: wait until each runs a view of exactly the survivors
+    // (a change may wait out the setup deadline for a victim), then let them send in
+    // it for a while before STOP.
+    let want: Vec<u64> = survivors.iter().map(|i| *i as u64).collect();
+    m.wait_for_view(&survivors, &want, Duration::from_secs(60))?;
+    err(&format!("chaos: every survivor runs a view of the survivors at {:.2} s", start.elapsed().as_secs_f64()));
+    let rest = total.saturating_sub(start.elapsed()).max(Duration::from_millis(500));
+    std::thread::sleep(rest);
     for i in &survivors {
         m.tell(*i, "STOP");
     }
@@ -355,6 +440,7 @@ fn parent(args: &Args) -> Result<bool, String> {
         "final_view_is_survivors": final_views.iter().all(|v| *v == want),
         "burst_ms": args.burst_ms,
         "kill_leader": args.kill_leader,
+        "kill_leader_in_change": args.kill_leader_in_change,
         "view_change_ms_p50": round(p50, 2),
         "view_change_ms_max": round(max, 2),
     });
@@ -421,6 +507,10 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
             g.0 += 1;
             g.1.add(m.sender.0 as u64);
             g.1.add_bytes(m.data);
+        })
+        .on_view(|v| {
+            let ids: Vec<String> = v.members().iter().map(|n| n.0.to_string()).collect();
+            println!("VIEW {}", ids.join(","));
         })
         .start()
         .map_err(|e| e.to_string())?;
