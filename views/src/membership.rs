@@ -9,12 +9,13 @@
 //! |---|---|---|
 //! | data | `suspected` | ranks this member suspects (bit mask; only grows) |
 //! | data | `proposals` | two proposal slots; proposal `p` lives in slot `p % 2` |
-//! | data | `cuts` | per subgroup, per sender: the ragged trim this row publishes |
+//! | data | `received` | per subgroup, per sender: what this member received, final once `wedged` |
+//! | data | `cuts` | per subgroup, per sender: the ragged trim this row publishes or echoes |
 //! | control | `proposal` | number of the proposal held (the leader's: proposed; a follower's: acked) |
 //! | control | `committed` | the proposal number committed (leader) or seen committed (follower) |
 //! | control | `wedged` | every subgroup of this member is wedged (its `received` is final) |
 //! | control | `leaving` | this member asks to leave |
-//! | control | `cut_ready` | per subgroup: the cut in `cuts` is published |
+//! | control | `cut_ready` | per subgroup: the cut in `cuts` is published (every member echoes every subgroup's cut) |
 //!
 //! Two slots for proposals: a reader that reads slot `p % 2` after seeing `proposal = p`
 //! could only see it overwritten by proposal `p + 2`, which needs two more changes
@@ -73,6 +74,7 @@ pub struct MembershipLayout {
     pub(crate) suspected: Bytes,
     proposals: Bytes,
     cuts: Bytes,
+    received: Bytes,
     pub(crate) proposal: Counter,
     pub(crate) committed: Counter,
     pub(crate) wedged: Flag,
@@ -93,6 +95,7 @@ impl MembershipLayout {
         let proposals = b.bytes("proposals", 2 * PROP_WORDS * 8);
         let total: usize = senders.iter().sum();
         let cuts = b.bytes("cuts", total.max(1) * 8);
+        let received = b.bytes("received", total.max(1) * 8);
         let proposal = b.counter("proposal");
         let committed = b.counter("committed");
         let wedged = b.flag("wedged");
@@ -110,6 +113,7 @@ impl MembershipLayout {
             suspected,
             proposals,
             cuts,
+            received,
             proposal,
             committed,
             wedged,
@@ -137,6 +141,7 @@ impl MembershipLayout {
             .suspected
             .sub_range(0, 8)
             .join(self.cuts.sub_range(0, self.cuts.len()))
+            .join(self.received.sub_range(0, self.received.len()))
             .join(self.proposals.sub_range(0, self.proposals.len()));
         let control = self
             .proposal
@@ -202,6 +207,17 @@ impl MembershipLayout {
     pub(crate) fn write_cut(&self, row: &LocalRow, k: usize, cut: &[u64]) {
         for (s, v) in cut.iter().enumerate() {
             row.store_word(self.cuts, self.cut_at[k] + s, *v);
+        }
+    }
+
+    /// What row `rank` received of subgroup `k`'s senders (valid once it is wedged).
+    pub(crate) fn read_received(&self, t: &Table, rank: usize, k: usize) -> Vec<u64> {
+        (0..self.senders[k]).map(|s| t.word(rank, self.received, self.cut_at[k] + s)).collect()
+    }
+
+    pub(crate) fn write_received(&self, row: &LocalRow, k: usize, received: &[u64]) {
+        for (s, v) in received.iter().enumerate() {
+            row.store_word(self.received, self.cut_at[k] + s, *v);
         }
     }
 

@@ -15,15 +15,18 @@
 //! 1. suspicion (`suspicion.rs`): OR the suspicions of every row not suspected (gossip); a
 //!    suspected row is frozen (never read again) and its node disconnected; stop if a
 //!    live row suspects this node, or if the live members are no majority.
-//! 2. wedge: on any pending change, freeze every subgroup (smc `wedge`), then set
-//!    `wedged` (pushed after the smc pushes, so it vouches for final `received`).
+//! 2. wedge: on any pending change, freeze every subgroup (smc `wedge`), copy each
+//!    one's final `received` into the membership row, then set `wedged` (pushed after
+//!    the smc pushes and the row's data, so it vouches for final `received`).
 //! 3. leader (`leader.rs`): the leader (lowest rank not suspected) proposes the next view and
 //!    commits it once every live member holds it; the others copy its proposal (the
 //!    ack) and its commit. A new leader first waits until every live row suspects
 //!    every rank below it, then adopts the highest proposal a live row holds.
-//! 4. trim (`trim.rs`): per subgroup, its leader publishes the ragged trim (per sender, the
-//!    minimum `received` over live members); members echo it, then deliver exactly up
-//!    to it. A new subgroup leader adopts any cut already echoed.
+//! 4. trim (`trim.rs`): the view's leader publishes every subgroup's ragged trim (per
+//!    sender, the minimum `received` over the subgroup's live members, from the rows);
+//!    every member echoes all cuts, and a subgroup member delivers exactly up to its
+//!    cut once every live member of the view echoed the same one. A new leader adopts
+//!    any cut already echoed.
 //! 5. install: once committed and trimmed, the next view (with the suspicions carried
 //!    over and this node's discarded messages, to send again).
 
@@ -161,6 +164,7 @@ pub struct Engine {
     joins: Vec<Joiner>,
     leave: bool,
     /// Per subgroup: the cut echoed (if any) and whether its batch was handed out.
+    /// Every member echoes every subgroup's cut, all at once.
     cuts: Vec<Option<Vec<u64>>>,
     trimmed: Vec<bool>,
     done: bool,
@@ -251,15 +255,12 @@ impl Engine {
     }
 
     /// True if `node` has finished its part of this view's change: it holds the
-    /// commit and has echoed the cut of every subgroup it is in. Such a node moves on
+    /// commit and has echoed the cuts. Such a node moves on
     /// and closes its links; that is no failure (a driver ignores its link breaks and
     /// silence for this view).
     pub fn peer_done(&self, node: NodeId) -> bool {
         let Some(r) = self.view.rank_of(node) else { return false };
-        self.table.counter(r, self.lay.committed) > 0
-            && (0..self.specs.len())
-                .filter(|k| self.specs[*k].member_rank(node).is_some())
-                .all(|k| self.lay.cut_ready(&self.table, r, k))
+        self.table.counter(r, self.lay.committed) > 0 && self.echoed_by(r)
     }
 
     /// The membership table.
@@ -404,10 +405,13 @@ impl Engine {
     fn wedge<C: Cores>(&mut self, cores: &mut C, pushes: &mut Pushes) {
         for k in 0..self.specs.len() {
             if self.specs[k].member_rank(self.view.members()[self.me]).is_some() {
-                cores.with_core(k, |c| {
+                let received = cores.with_core(k, |c| {
                     c.wedge();
                     pushes.push(c.wedged_push());
+                    c.received().to_vec()
                 });
+                // Final now; the view's leader computes every subgroup's cut from these.
+                self.lay.write_received(&self.row, k, &received);
             }
         }
         self.wedged = true;
@@ -423,7 +427,11 @@ impl Engine {
         let me_node = self.view.members()[self.me];
         let mine: Vec<usize> =
             (0..self.specs.len()).filter(|k| self.specs[*k].member_rank(me_node).is_some()).collect();
-        if !mine.iter().all(|k| self.trimmed[*k]) || mine.iter().any(|k| cores.with_core(*k, |c| c.is_delivering())) {
+        let echoed = self.specs.is_empty() || self.cuts.iter().all(|c| c.is_some());
+        if !echoed
+            || !mine.iter().all(|k| self.trimmed[*k])
+            || mine.iter().any(|k| cores.with_core(*k, |c| c.is_delivering()))
+        {
             return None;
         }
         let p = self.lay.read_proposal(&self.table, self.me, c).expect("a committed proposal is held");

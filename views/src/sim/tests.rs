@@ -108,3 +108,11 @@ fn holding_a_member_in_setup_silent_is_caught() {
     eprintln!("no setup grace over 1500 random schedules: {b:?}");
     assert!(b.iter().any(|(n, _)| *n == invariants::availability::NAME), "{b:?}");
 }
+
+#[test]
+fn a_partition_inside_a_subgroup_does_not_split_its_trim() {
+    // Seed 24429: a partition between the two live members of a subgroup while both
+    // still saw a majority of the view. With a cut decided per subgroup, each decided
+    // alone and their deliveries differed; one decider per view keeps them agreed.
+    GroupSim::run_seed(24429).unwrap_or_else(|v| panic!("{v}"));
+}
