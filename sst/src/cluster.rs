@@ -153,6 +153,7 @@ pub fn local_group(
                         regions: regions.to_vec(),
                         timeout,
                         partial: false,
+                        gone: None,
                     };
                     Box::new(move || shm::join(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
                 })
@@ -415,7 +416,7 @@ pub fn child_transport(
             println!("READY");
             read(&mut stdin, &mut line)?;
             let cfg =
-                shm::ShmConfig { group, me, peers: others(me, n), regions: regions.to_vec(), timeout, partial: false };
+                shm::ShmConfig { group, me, peers: others(me, n), regions: regions.to_vec(), timeout, partial: false, gone: None };
             Arc::new(shm::join(&cfg)?)
         }
         TransportKind::Mem => return Err(SetupError::Invalid("mem nodes are threads, not processes".into())),

@@ -33,6 +33,13 @@
 //! off); a sender's messages that the trim discarded are sent again in the next view,
 //! so none is lost or duplicated while its sender lives. Unordered subgroups deliver
 //! on receipt: a message in flight when its sender fails may reach only some members.
+//!
+//! Availability: a member stops for want of a majority only when failures took it.
+//! Members reach a new view's setup at different times; one that has not come by
+//! this node's setup deadline starts out suspected, and one that came but is still
+//! in its own setup is pending (its silence counts only after the setup timeout on
+//! top of the failure timeout). `group::epoch` states the rule and why it is safe;
+//! the simulator checks it ([`sim::invariants::availability`]).
 #![forbid(unsafe_code)]
 
 pub mod config;

@@ -183,9 +183,9 @@ impl Members {
         }
     }
 
-    /// Waits until one member in `from` said (with a `VIEW` line) that it runs a view
-    /// without any of `gone`.
-    fn wait_for_view_without(&self, from: &[usize], gone: &[u64], within: Duration) -> Result<(), String> {
+    /// Reads `VIEW` lines (member, its view's ids sorted) into `seen` until it returns
+    /// true (then `Ok(true)`) or `within` passes (`Ok(false)`).
+    fn watch_views(&self, within: Duration, mut seen: impl FnMut(usize, Vec<u64>) -> bool) -> Result<bool, String> {
         let deadline = Instant::now() + within;
         loop {
             if sst::cluster::interrupted() {
@@ -195,49 +195,40 @@ impl Members {
             match self.lines.recv_timeout(left.min(Duration::from_millis(200))) {
                 Ok((i, line)) => {
                     if let Some(rest) = line.strip_prefix("VIEW ") {
-                        let ids: Vec<u64> = rest.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                        if from.contains(&i) && !ids.iter().any(|x| gone.contains(x)) {
-                            return Ok(());
+                        let mut ids: Vec<u64> = rest.split(',').filter_map(|x| x.trim().parse().ok()).collect();
+                        ids.sort_unstable();
+                        if seen(i, ids) {
+                            return Ok(true);
                         }
                     } else if let Some(why) = line.strip_prefix("FAILED") {
                         return Err(format!("member {i} failed:{why}"));
                     }
                 }
-                Err(_) if left.is_zero() => return Err(format!("no view without {gone:?} within {within:?}")),
+                Err(_) if left.is_zero() => return Ok(false),
                 Err(_) => {}
             }
         }
     }
 
-    /// Waits until every member in `from` said (with a `VIEW` line) that it runs a view
-    /// whose members are `want` (sorted ids).
+    /// Waits until one member in `from` runs a view without any of `gone`.
+    fn wait_for_view_without(&self, from: &[usize], gone: &[u64], within: Duration) -> Result<(), String> {
+        let found = self.watch_views(within, |i, ids| from.contains(&i) && !ids.iter().any(|x| gone.contains(x)))?;
+        found.then_some(()).ok_or_else(|| format!("no view without {gone:?} within {within:?}"))
+    }
+
+    /// Waits until every member in `from` runs a view whose members are `want` (sorted).
     fn wait_for_view(&self, from: &[usize], want: &[u64], within: Duration) -> Result<(), String> {
-        let deadline = Instant::now() + within;
         let mut latest: Vec<Vec<u64>> = vec![Vec::new(); self.list.len()];
-        while !from.iter().all(|i| latest[*i] == want) {
-            if sst::cluster::interrupted() {
-                return Err("interrupted".into());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left.min(Duration::from_millis(200))) {
-                Ok((i, line)) => {
-                    if let Some(rest) = line.strip_prefix("VIEW ") {
-                        let mut ids: Vec<u64> = rest.split(',').filter_map(|x| x.trim().parse().ok()).collect();
-                        ids.sort_unstable();
-                        latest[i] = ids;
-                    } else if let Some(why) = line.strip_prefix("FAILED") {
-                        return Err(format!("member {i} failed:{why}"));
-                    }
-                }
-                Err(_) if left.is_zero() => {
-                    let behind: Vec<(usize, &Vec<u64>)> =
-                        from.iter().filter(|i| latest[**i] != want).map(|i| (*i, &latest[*i])).collect();
-                    return Err(format!("no view of the survivors {want:?} within {within:?}: {behind:?}"));
-                }
-                Err(_) => {}
-            }
+        let found = self.watch_views(within, |i, ids| {
+            latest[i] = ids;
+            from.iter().all(|j| latest[*j] == want)
+        })?;
+        if found {
+            return Ok(());
         }
-        Ok(())
+        let behind: Vec<(usize, &Vec<u64>)> =
+            from.iter().filter(|i| latest[**i] != want).map(|i| (*i, &latest[*i])).collect();
+        Err(format!("no view of the survivors {want:?} within {within:?}: {behind:?}"))
     }
 
     /// Waits for `marker` from each member in `from`; returns the rest of each line.

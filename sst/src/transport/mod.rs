@@ -179,6 +179,9 @@ pub enum SetupError {
     /// A peer did not show up before the deadline.
     #[error("timed out waiting for peers {0:?}")]
     Timeout(Vec<NodeId>),
+    /// A peer's process is gone (a [`GoneProbe`] said so).
+    #[error("peer {0} is gone")]
+    Gone(NodeId),
     /// Bad arguments (duplicate ids, this node among its peers, ...).
     #[error("invalid setup: {0}")]
     Invalid(String),
@@ -198,6 +201,46 @@ pub enum SetupError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+/// Tells a setup that a peer it is waiting for is gone for good (its process no longer
+/// exists), so the setup stops waiting for it instead of running into its deadline.
+/// Asked at most every [`GoneProbe::EVERY`] per missing peer; "don't know" is `false`.
+/// A wrong `true` only leaves that peer out, as a missed deadline would.
+#[derive(Clone)]
+pub struct GoneProbe(std::sync::Arc<dyn Fn(NodeId) -> bool + Send + Sync>);
+
+impl GoneProbe {
+    /// How often a setup asks about one missing peer.
+    pub const EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
+    /// A probe from a function of the peer.
+    pub fn new(f: impl Fn(NodeId) -> bool + Send + Sync + 'static) -> GoneProbe {
+        GoneProbe(std::sync::Arc::new(f))
+    }
+
+    /// True if `peer` is known to be gone.
+    pub fn is_gone(&self, peer: NodeId) -> bool {
+        (self.0)(peer)
+    }
+}
+
+impl std::fmt::Debug for GoneProbe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GoneProbe")
+    }
+}
+
+/// Asks `probe` about `peer` if `last` is at least [`GoneProbe::EVERY`] old (and then
+/// resets it); false without a probe.
+#[cfg_attr(loom, allow(dead_code))]
+pub(crate) fn probe_gone(probe: Option<&GoneProbe>, peer: NodeId, last: &mut std::time::Instant) -> bool {
+    let Some(p) = probe else { return false };
+    if last.elapsed() < GoneProbe::EVERY {
+        return false;
+    }
+    *last = std::time::Instant::now();
+    p.is_gone(peer)
 }
 
 #[cfg_attr(loom, allow(dead_code))]

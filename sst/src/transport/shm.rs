@@ -12,7 +12,7 @@
 //! left behind.
 
 use super::direct::{segment_bytes, DirectTransport, Flavor, NodeMem, MAX_NODE_ID};
-use super::{check_peers, NodeId, RegionSpec, SetupError};
+use super::{check_peers, probe_gone, NodeId, RegionSpec, SetupError};
 use crate::region::Segment;
 use crate::sync::Arc;
 use std::fs::OpenOptions;
@@ -38,6 +38,9 @@ pub struct ShmConfig {
     /// [`Transport::peers`]; writes to them fail) instead of failing. A group runtime
     /// uses this for a new view whose members may have died meanwhile.
     pub partial: bool,
+    /// Stops waiting for a peer this says is gone (then it is missing at once, or,
+    /// without `partial`, setup fails with [`SetupError::Gone`]).
+    pub gone: Option<super::GoneProbe>,
 }
 
 fn check_group(group: &str) -> Result<(), SetupError> {
@@ -148,9 +151,18 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
     let deadline = Instant::now() + cfg.timeout;
     let mut found: Vec<(NodeId, Arc<NodeMem>)> = Vec::new();
     let mut missing = peers.clone();
+    let mut probed = vec![Instant::now(); peers.len()];
     while !missing.is_empty() {
         let mut still = Vec::new();
         for p in missing {
+            let at = peers.iter().position(|x| *x == p).expect("a peer");
+            if probe_gone(cfg.gone.as_ref(), p, &mut probed[at]) {
+                if !cfg.partial {
+                    return Err(SetupError::Gone(p));
+                }
+                tracing::warn!(node = %cfg.me, peer = %p, "a peer is gone: not waiting for it");
+                continue;
+            }
             let ppath = path_for(&cfg.group, p);
             match map_file(&ppath, None) {
                 Ok(map) => {
@@ -237,6 +249,7 @@ mod tests {
             regions: vec![],
             timeout: Duration::ZERO,
             partial: false,
+            gone: None,
         };
         assert!(matches!(join(&cfg), Err(SetupError::Invalid(_))));
         assert_eq!(remove_group_files("a/b"), 0);

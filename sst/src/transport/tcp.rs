@@ -21,7 +21,7 @@
 
 use super::frame::{self, Frame, Hello};
 use super::{
-    check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
+    check_peers, probe_gone, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
 };
 use crate::doorbell::Doorbell;
 use crate::region::Region;
@@ -50,6 +50,8 @@ pub struct TcpConfig {
     /// At the deadline, go on without the peers not connected (left out of
     /// [`Transport::peers`]) instead of failing (see `shm::ShmConfig::partial`).
     pub partial: bool,
+    /// Stops waiting for a peer this says is gone (see `shm::ShmConfig::gone`).
+    pub gone: Option<super::GoneProbe>,
 }
 
 impl TcpConfig {
@@ -63,6 +65,7 @@ impl TcpConfig {
             timeout: Duration::from_secs(10),
             write_timeout: Duration::from_secs(5),
             partial: false,
+            gone: None,
         }
     }
 }
@@ -86,8 +89,12 @@ impl Listener {
         self.listener.local_addr().expect("bound socket has an address")
     }
 
-    /// Connects to every peer, then starts the receiver threads.
-    pub fn establish(self, cfg: &TcpConfig) -> Result<TcpTransport, SetupError> {
+    /// Connects to every peer, then starts the receiver threads. The listener stays
+    /// usable for further setups (a group runtime binds its data port once and sets
+    /// up a transport per view on it: a port released between views could be taken
+    /// meanwhile, as the local port of some outgoing connection). A connection meant
+    /// for another setup says so in its Hello (group id) and is refused.
+    pub fn establish(&self, cfg: &TcpConfig) -> Result<TcpTransport, SetupError> {
         let ids: Vec<NodeId> = cfg.peers.iter().map(|(id, _)| *id).collect();
         let ids = check_peers(cfg.me, &ids)?;
         super::check_regions(&cfg.regions)?;
@@ -106,10 +113,10 @@ impl Listener {
             .iter()
             .filter(|(id, _)| *id < cfg.me)
             .map(|(id, addr)| {
-                let (id, addr, hello) = (*id, *addr, hello.clone());
+                let (id, addr, hello, gone) = (*id, *addr, hello.clone(), cfg.gone.clone());
                 std::thread::Builder::new()
                     .name(format!("sst-connect-{}", id.0))
-                    .spawn(move || connect_peer(id, addr, &hello, deadline))
+                    .spawn(move || connect_peer(id, addr, &hello, deadline, gone.as_ref()))
                     .map(|h| (id, h))
                     .map_err(SetupError::io("spawn a connect thread"))
             })
@@ -146,24 +153,41 @@ impl Listener {
         deadline: Instant,
     ) -> Result<Vec<(NodeId, TcpStream, Vec<RegionSpec>)>, SetupError> {
         let mut links = Vec::new();
-        let mut waiting: Vec<NodeId> = ids.iter().filter(|id| **id > cfg.me).copied().collect();
+        // Each peer waited for, with when the probe last asked about it.
+        let mut waiting: Vec<(NodeId, Instant)> =
+            ids.iter().filter(|id| **id > cfg.me).map(|id| (*id, Instant::now())).collect();
         self.listener.set_nonblocking(true).map_err(SetupError::io("listener nonblocking"))?;
         while !waiting.is_empty() {
             match self.listener.accept() {
-                Ok((stream, from)) => match accept_peer(stream, hello, &waiting, deadline) {
-                    Ok((id, stream, theirs)) => {
-                        waiting.retain(|w| *w != id);
-                        links.push((id, stream, theirs));
+                Ok((stream, from)) => {
+                    let ids: Vec<NodeId> = waiting.iter().map(|(id, _)| *id).collect();
+                    match accept_peer(stream, hello, &ids, deadline) {
+                        Ok((id, stream, theirs)) => {
+                            waiting.retain(|(w, _)| *w != id);
+                            links.push((id, stream, theirs));
+                        }
+                        Err(why) => tracing::warn!(node = %cfg.me, %from, %why, "refused a connection"),
                     }
-                    Err(why) => tracing::warn!(node = %cfg.me, %from, %why, "refused a connection"),
-                },
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    let gone: Vec<NodeId> = waiting
+                        .iter_mut()
+                        .filter_map(|(id, probed)| probe_gone(cfg.gone.as_ref(), *id, probed).then_some(*id))
+                        .collect();
+                    if let Some(g) = gone.first() {
+                        if !cfg.partial {
+                            return Err(SetupError::Gone(*g));
+                        }
+                        tracing::warn!(node = %cfg.me, ?gone, "peers are gone: not waiting for them");
+                        waiting.retain(|(w, _)| !gone.contains(w));
+                    }
                     if Instant::now() >= deadline {
                         if cfg.partial {
-                            tracing::warn!(node = %cfg.me, ?waiting, "going on without peers that did not connect");
+                            let ids: Vec<NodeId> = waiting.iter().map(|(id, _)| *id).collect();
+                            tracing::warn!(node = %cfg.me, ?ids, "going on without peers that did not connect");
                             break;
                         }
-                        return Err(SetupError::Timeout(waiting));
+                        return Err(SetupError::Timeout(waiting.into_iter().map(|(id, _)| id).collect()));
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 }
@@ -200,7 +224,9 @@ fn connect_peer(
     addr: SocketAddr,
     hello: &Hello,
     deadline: Instant,
+    gone: Option<&super::GoneProbe>,
 ) -> Result<(TcpStream, Vec<RegionSpec>), SetupError> {
+    let mut probed = Instant::now();
     loop {
         let attempt = (|| -> Result<(TcpStream, Vec<RegionSpec>), String> {
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
@@ -219,6 +245,7 @@ fn connect_peer(
         match attempt {
             Ok(ok) => return Ok(ok),
             Err(why) if Instant::now() >= deadline => return Err(SetupError::Mismatch { peer: id, why }),
+            Err(_) if probe_gone(gone, id, &mut probed) => return Err(SetupError::Gone(id)),
             Err(_) => std::thread::sleep(Duration::from_millis(5)),
         }
     }

@@ -240,3 +240,15 @@ fn ask(me: &MemberInfo, target: SocketAddr) -> Result<Answer, String> {
 pub(crate) fn member_info(node: NodeId, control: SocketAddr) -> MemberInfo {
     MemberInfo { node: node.0, control, data: Some(data_addr(control)) }
 }
+
+/// True if the member whose control plane listens at `addr` is gone: its port refuses
+/// connections. A member's control listener lives as long as its process, so a
+/// refusal means the process is gone; a timeout or any other error says nothing.
+/// A view's setup asks this about the members it is still waiting for, so that it
+/// does not wait out its whole deadline for one that died before reaching it.
+pub(crate) fn control_gone(addr: SocketAddr) -> bool {
+    match TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
+    }
+}

@@ -19,8 +19,10 @@
 //!   connection is made). Setup waits for every member (not already suspected) up to
 //!   the setup deadline, `setup_timeout` after this node arrived, and gives each
 //!   member the whole of it, whatever the others do.
-//! - **missing** if it had not come by that deadline: it starts out suspected, as a
-//!   failure would be.
+//! - **missing** if it had not come by that deadline, or if it is gone (its control
+//!   port refuses connections: its process no longer exists; setup asks every 50 ms
+//!   about each member it still waits for): it starts out suspected, as a failure
+//!   would be.
 //! - **pending** while it is present but has not beaten in the new table yet: it may
 //!   still be waiting out its own setup deadline for a missing member, which ends at
 //!   most `setup_timeout` after ours did. Its silence is held against it only after
@@ -44,7 +46,8 @@ use smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
 use smc::{SmcCore, SmcLayout, SubgroupSpec};
 use sst::heartbeat::Detector;
 use sst::predicate::{Kind, PollConfig};
-use sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
+use sst::transport::{shm, tcp, GoneProbe, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
+use std::collections::HashMap;
 use sst::{Pushes, Table};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -115,6 +118,7 @@ impl Epoch {
         }
         let peers: Vec<NodeId> = view.members().iter().copied().filter(|n| *n != me && !suspects.contains(n)).collect();
         let timeout = inner.setup_timeout;
+        let gone = gone_probe(inner);
         let transport: Arc<dyn Transport> = match cfg.transport {
             crate::config::Transport::Shm => {
                 let c = shm::ShmConfig {
@@ -124,6 +128,7 @@ impl Epoch {
                     regions,
                     timeout,
                     partial: true,
+                    gone: Some(gone),
                 };
                 Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
             }
@@ -135,9 +140,14 @@ impl Epoch {
                     addrs.push((*p, info.data.unwrap_or_else(|| data_addr(info.control))));
                 }
                 drop(dir);
-                let listener = tcp::bind(data_addr(cfg.listen)).map_err(|e| format!("data port: {e}"))?;
+                let listener = inner.data_listener.as_ref().ok_or("no data port bound")?;
                 let group = smc::sim::digest(cfg.name.as_bytes()) ^ view.id().0;
-                let c = tcp::TcpConfig { timeout, partial: true, ..tcp::TcpConfig::new(me, addrs, group, regions) };
+                let c = tcp::TcpConfig {
+                    timeout,
+                    partial: true,
+                    gone: Some(gone),
+                    ..tcp::TcpConfig::new(me, addrs, group, regions)
+                };
                 Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {}: {e}", view.id().0))?)
             }
             crate::config::Transport::Mem => {
@@ -217,6 +227,14 @@ impl Epoch {
             rt.stop();
         }
     }
+}
+
+/// Tells the setup which members it waits for are gone: their control port refuses
+/// connections (see [`super::control::control_gone`]).
+fn gone_probe(inner: &Inner) -> GoneProbe {
+    let controls: HashMap<NodeId, std::net::SocketAddr> =
+        lock(&inner.directory).iter().map(|(n, m)| (*n, m.control)).collect();
+    GoneProbe::new(move |n| controls.get(&n).is_some_and(|a| super::control::control_gone(*a)))
 }
 
 fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) {

@@ -189,6 +189,8 @@ pub(crate) struct Inner {
     shutdown: AtomicBool,
     pub(crate) setup_timeout: Duration,
     send_timeout: Duration,
+    /// The tcp data port, bound once for every view's setup (tcp transport only).
+    pub(crate) data_listener: Option<sst::transport::tcp::Listener>,
 }
 
 impl Inner {
@@ -352,6 +354,16 @@ impl GroupBuilder {
         let me = NodeId(cfg.node_id);
         let listener =
             TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        let data_listener = match cfg.transport {
+            crate::config::Transport::Tcp => {
+                let addr = data_addr(cfg.listen);
+                Some(
+                    sst::transport::tcp::bind(addr)
+                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
+                )
+            }
+            _ => None,
+        };
         let inner = Arc::new(Inner {
             cfg: cfg.clone(),
             layout: self.layout,
@@ -374,6 +386,7 @@ impl GroupBuilder {
             shutdown: AtomicBool::new(false),
             setup_timeout: self.setup_timeout,
             send_timeout: self.send_timeout,
+            data_listener,
         });
         let server = {
             let inner = inner.clone();
