@@ -108,7 +108,7 @@ impl Listener {
         // (Made one after another, a dead lower peer used up the deadline and every
         // peer after it was missed too: a whole group of live members each went on
         // alone after the leader died during a view change.)
-        let connects: Vec<(NodeId, JoinHandle<Result<(TcpStream, Vec<RegionSpec>), SetupError>>)> = cfg
+        let connects: Vec<(NodeId, JoinHandle<Result<Link, SetupError>>)> = cfg
             .peers
             .iter()
             .filter(|(id, _)| *id < cfg.me)
@@ -219,13 +219,16 @@ fn read_hello(stream: &mut TcpStream) -> Result<Hello, String> {
     }
 }
 
+/// A link made at setup: the connection and the peer's regions.
+type Link = (TcpStream, Vec<RegionSpec>);
+
 fn connect_peer(
     id: NodeId,
     addr: SocketAddr,
     hello: &Hello,
     deadline: Instant,
     gone: Option<&super::GoneProbe>,
-) -> Result<(TcpStream, Vec<RegionSpec>), SetupError> {
+) -> Result<Link, SetupError> {
     let mut probed = Instant::now();
     loop {
         let attempt = (|| -> Result<(TcpStream, Vec<RegionSpec>), String> {
