@@ -354,6 +354,14 @@ impl GroupBuilder {
         let me = NodeId(cfg.node_id);
         let listener =
             TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        if cfg.transport == crate::config::Transport::Shm {
+            // Files of members that were killed (or interrupted) before they could
+            // remove theirs; only files whose creating process is gone are removed.
+            let swept = sst::transport::shm::remove_stale_files();
+            if swept > 0 {
+                tracing::info!(swept, "removed /dev/shm files of processes that no longer exist");
+            }
+        }
         let data_listener = match cfg.transport {
             crate::config::Transport::Tcp => {
                 let addr = data_addr(cfg.listen);
