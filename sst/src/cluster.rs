@@ -415,8 +415,15 @@ pub fn child_transport(
         TransportKind::Shm => {
             println!("READY");
             read(&mut stdin, &mut line)?;
-            let cfg =
-                shm::ShmConfig { group, me, peers: others(me, n), regions: regions.to_vec(), timeout, partial: false, gone: None };
+            let cfg = shm::ShmConfig {
+                group,
+                me,
+                peers: others(me, n),
+                regions: regions.to_vec(),
+                timeout,
+                partial: false,
+                gone: None,
+            };
             Arc::new(shm::join(&cfg)?)
         }
         TransportKind::Mem => return Err(SetupError::Invalid("mem nodes are threads, not processes".into())),

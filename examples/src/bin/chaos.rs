@@ -402,7 +402,8 @@ fn parent(args: &Args) -> Result<bool, String> {
     let final_views: Vec<Vec<u64>> = parsed
         .iter()
         .map(|r| {
-            let mut v: Vec<u64> = r["members"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_u64()).collect());
+            let mut v: Vec<u64> =
+                r["members"].as_array().map_or(Vec::new(), |a| a.iter().filter_map(|x| x.as_u64()).collect());
             v.sort_unstable();
             v
         })

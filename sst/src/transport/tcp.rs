@@ -10,8 +10,9 @@
 //!
 //! Setup: node `i` connects to every peer with a lower id and accepts from every peer
 //! with a higher one, all at once: each peer has the whole setup deadline, whatever
-//! the others do (one thread per outgoing connection, for the setup only). The connecting side sends a Hello (magic, protocol version, node
-//! id, group id, its regions); the accepting side checks it and answers with its own.
+//! the others do (one thread per outgoing connection, for the setup only). The
+//! connecting side sends a Hello (magic, protocol version, node id, group id, its
+//! regions); the accepting side checks it and answers with its own.
 //! A connection with a bad Hello (garbage, wrong version, wrong group, unknown or
 //! duplicate id) is logged and closed, and setup goes on waiting for the real peer.
 //!
@@ -21,7 +22,8 @@
 
 use super::frame::{self, Frame, Hello};
 use super::{
-    check_peers, probe_gone, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
+    check_peers, probe_gone, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError,
+    WriteOp,
 };
 use crate::doorbell::Doorbell;
 use crate::region::Region;
@@ -141,9 +143,7 @@ impl Listener {
         }
         TcpTransport::start(cfg, links)
     }
-}
 
-impl Listener {
     /// Accepts the peers with higher ids until all came or the deadline passed.
     fn accept_higher(
         &self,

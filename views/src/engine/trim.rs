@@ -109,11 +109,8 @@ impl Engine {
                     .map(|n| self.view.rank_of(*n).expect("subgroup members are view members"))
                     .filter(|r| self.is_live(*r))
                     .collect();
-                let received: Vec<Vec<u64>> =
-                    live.iter().map(|r| self.lay.read_received(&self.table, *r, k)).collect();
-                (0..self.specs[k].senders.len())
-                    .map(|s| received.iter().map(|v| v[s]).min().unwrap_or(0))
-                    .collect()
+                let received: Vec<Vec<u64>> = live.iter().map(|r| self.lay.read_received(&self.table, *r, k)).collect();
+                (0..self.specs[k].senders.len()).map(|s| received.iter().map(|v| v[s]).min().unwrap_or(0)).collect()
             })
             .collect();
         Some(cuts)

@@ -160,8 +160,7 @@ impl GroupSim {
                 if self.nodes[i].engine.peer_done(NodeId(p as u32)) {
                     continue; // it finished its part of this view's change and moved on (as the runtime's detector)
                 }
-                let unreachable =
-                    p != i && (!self.nodes[p].active() || self.links[p][i].cut || self.held_silent(i, p));
+                let unreachable = p != i && (!self.nodes[p].active() || self.links[p][i].cut || self.held_silent(i, p));
                 let since = &mut self.nodes[i].unreachable_since[p];
                 match (unreachable, *since) {
                     (false, _) => *since = None,

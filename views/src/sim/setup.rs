@@ -118,8 +118,7 @@ impl GroupSim {
     /// leader (the lowest-ranked alive member) crashes, whether it has reached the
     /// setup or not.
     pub(super) fn fire_setup_leader_crash(&mut self) {
-        let Some(w) = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].setup.is_some())
-        else {
+        let Some(w) = (0..self.nodes.len()).find(|i| self.nodes[*i].active() && self.nodes[*i].setup.is_some()) else {
             return;
         };
         let view = self.nodes[w].view().clone();
