@@ -252,3 +252,17 @@ pub(crate) fn control_gone(addr: SocketAddr) -> bool {
         Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_closed_control_port_means_gone_and_an_open_one_does_not() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        assert!(!control_gone(addr), "a listening member is not gone");
+        drop(l);
+        assert!(control_gone(addr), "a port that refuses connections: the process is gone");
+    }
+}

@@ -15,6 +15,18 @@
 //! decides the subgroups of each view; until a view satisfies it, there are none and
 //! sends wait.
 //!
+//! # Members late to a new view
+//! Each view runs over a transport of its own, set up when the view is installed, and
+//! members reach that setup at different times. For this node, a member of the new
+//! view is *present* once its setup met ours, *missing* if it had not come by our
+//! setup deadline ([`GroupBuilder::setup_timeout`]) or its process is gone (its
+//! control port refuses connections), and *pending* while it is present but has not
+//! beaten in the new view yet. A missing member starts out suspected; a pending one
+//! is suspected for silence only after the setup timeout plus the failure timeout.
+//! This is safe because suspicion only ever removes members, and the protocol is safe
+//! whatever is suspected; the rule is there for availability, so that members merely
+//! later than others are not removed until no majority is left.
+//!
 //! ```no_run
 //! use views::config::Config;
 //! use views::group::GroupBuilder;
@@ -306,6 +318,17 @@ impl GroupBuilder {
     /// The subgroups as a function of the view.
     pub fn layout(mut self, l: impl Layout + 'static) -> Self {
         self.layout = Arc::new(l);
+        self
+    }
+
+    /// How long a view's setup waits for a member that has not come (default 3× the
+    /// failure timeout, at least 3 s). A member that has not come by then starts out
+    /// suspected in that view (one whose process is gone is not waited for at all); a
+    /// member that came but is still in its own setup is given this long again
+    /// before its silence counts (see "Members late to a new view" in the module
+    /// docs). It must exceed how far apart live members reach a view's setup.
+    pub fn setup_timeout(mut self, d: Duration) -> Self {
+        self.setup_timeout = d;
         self
     }
 
