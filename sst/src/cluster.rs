@@ -146,15 +146,7 @@ pub fn local_group(
             (0..n as u32)
                 .map(|i| {
                     let me = NodeId(i);
-                    let cfg = shm::ShmConfig {
-                        group: g.clone(),
-                        me,
-                        peers: others(me, n),
-                        regions: regions.to_vec(),
-                        timeout,
-                        partial: false,
-                        gone: None,
-                    };
+                    let cfg = shm::ShmConfig::new(g.clone(), me, others(me, n), regions.to_vec(), timeout);
                     Box::new(move || shm::join(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
                 })
                 .collect()
@@ -415,15 +407,7 @@ pub fn child_transport(
         TransportKind::Shm => {
             println!("READY");
             read(&mut stdin, &mut line)?;
-            let cfg = shm::ShmConfig {
-                group,
-                me,
-                peers: others(me, n),
-                regions: regions.to_vec(),
-                timeout,
-                partial: false,
-                gone: None,
-            };
+            let cfg = shm::ShmConfig::new(group, me, others(me, n), regions.to_vec(), timeout);
             Arc::new(shm::join(&cfg)?)
         }
         TransportKind::Mem => return Err(SetupError::Invalid("mem nodes are threads, not processes".into())),

@@ -43,6 +43,19 @@ pub struct ShmConfig {
     pub gone: Option<super::GoneProbe>,
 }
 
+impl ShmConfig {
+    /// A config that waits up to `timeout` for every peer and fails without one.
+    pub fn new(
+        group: impl Into<String>,
+        me: NodeId,
+        peers: Vec<NodeId>,
+        regions: Vec<RegionSpec>,
+        timeout: Duration,
+    ) -> Self {
+        ShmConfig { group: group.into(), me, peers, regions, timeout, partial: false, gone: None }
+    }
+}
+
 fn check_group(group: &str) -> Result<(), SetupError> {
     let ok = !group.is_empty()
         && group.len() <= 100
@@ -242,15 +255,7 @@ mod tests {
 
     #[test]
     fn group_names_are_checked() {
-        let cfg = ShmConfig {
-            group: "../etc".into(),
-            me: NodeId(0),
-            peers: vec![],
-            regions: vec![],
-            timeout: Duration::ZERO,
-            partial: false,
-            gone: None,
-        };
+        let cfg = ShmConfig::new("../etc", NodeId(0), vec![], vec![], Duration::ZERO);
         assert!(matches!(join(&cfg), Err(SetupError::Invalid(_))));
         assert_eq!(remove_group_files("a/b"), 0);
     }

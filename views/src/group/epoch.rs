@@ -122,13 +122,9 @@ impl Epoch {
         let transport: Arc<dyn Transport> = match cfg.transport {
             crate::config::Transport::Shm => {
                 let c = shm::ShmConfig {
-                    group: format!("{}-v{}", cfg.name, view.id().0),
-                    me,
-                    peers: peers.clone(),
-                    regions,
-                    timeout,
                     partial: true,
                     gone: Some(gone),
+                    ..shm::ShmConfig::new(format!("{}-v{}", cfg.name, view.id().0), me, peers.clone(), regions, timeout)
                 };
                 Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
             }

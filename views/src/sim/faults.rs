@@ -65,7 +65,6 @@ impl GroupSim {
                 Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
                     self.step >= at
                 }
-                Fault::CrashNode { at, .. } => self.step >= at,
                 Fault::CrashLeaderMidChange { after }
                 | Fault::CrashTrimLeader { after }
                 | Fault::CrashSetupLeader { after } => self.step >= after,
@@ -81,11 +80,6 @@ impl GroupSim {
             let pick = live[self.rng.below(live.len() as u64) as usize];
             match fault {
                 Fault::Crash { torn, .. } => self.crash(pick, torn),
-                Fault::CrashNode { node, .. } => {
-                    if self.nodes.get(node as usize).is_some_and(|n| n.alive) {
-                        self.crash(node as usize, false);
-                    }
-                }
                 Fault::CrashSetupLeader { .. } => {
                     // The first failure starts the change (a member other than the
                     // leader, when there is one); the leader fails during its setup.

@@ -75,13 +75,6 @@ pub enum Fault {
         /// Step.
         at: u64,
     },
-    /// Member `node` crashes (if it is alive).
-    CrashNode {
-        /// Step.
-        at: u64,
-        /// Its id.
-        node: u32,
-    },
     /// At `after`, a member other than the leader crashes; at the first step after
     /// that where a member is setting up a new view, the leader of that view (its
     /// lowest-ranked member alive, there yet or not) crashes too: a second failure
