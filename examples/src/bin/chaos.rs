@@ -152,7 +152,7 @@ impl Members {
         cmd.args(["--child", &id.to_string(), "--port", &port.to_string(), "--name", name])
             .args(["--transport", &args.transport, "--size", &args.size.to_string()])
             .args(["--heartbeat-ms", &args.heartbeat_ms.to_string(), "--failure-ms", &args.failure_ms.to_string()])
-            .args(["--rate", &args.rate.to_string()])
+            .args(["--rate", &args.rate.to_string(), "--nodes", &args.nodes.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -374,9 +374,14 @@ fn parent(args: &Args) -> Result<bool, String> {
     // The survivors must go on: wait until each runs a view of exactly the survivors
     // (a change may wait out the setup deadline for a victim), then let them send in
     // it for a while before STOP.
-    let want: Vec<u64> = survivors.iter().map(|i| *i as u64).collect();
-    m.wait_for_view(&survivors, &want, Duration::from_secs(60))?;
-    err(&format!("chaos: every survivor runs a view of the survivors at {:.2} s", start.elapsed().as_secs_f64()));
+    // (With no victims there is no change to wait for: the full view was announced
+    // before GO.)
+    if !victims.is_empty() {
+        let want: Vec<u64> = survivors.iter().map(|i| *i as u64).collect();
+        m.wait_for_view(&survivors, &want, Duration::from_secs(60))?;
+        let at = start.elapsed().as_secs_f64();
+        err(&format!("chaos: every survivor runs a view of the survivors at {at:.2} s"));
+    }
     let rest = total.saturating_sub(start.elapsed()).max(Duration::from_millis(500));
     std::thread::sleep(rest);
     for i in &survivors {
