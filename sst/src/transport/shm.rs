@@ -163,13 +163,12 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
 
     let deadline = Instant::now() + cfg.timeout;
     let mut found: Vec<(NodeId, Arc<NodeMem>)> = Vec::new();
-    let mut missing = peers.clone();
-    let mut probed = vec![Instant::now(); peers.len()];
+    // Each peer still missing, with when the probe last asked about it.
+    let mut missing: Vec<(NodeId, Instant)> = peers.iter().map(|p| (*p, Instant::now())).collect();
     while !missing.is_empty() {
         let mut still = Vec::new();
-        for p in missing {
-            let at = peers.iter().position(|x| *x == p).expect("a peer");
-            if probe_gone(cfg.gone.as_ref(), p, &mut probed[at]) {
+        for (p, mut probed) in missing {
+            if probe_gone(cfg.gone.as_ref(), p, &mut probed) {
                 if !cfg.partial {
                     return Err(SetupError::Gone(p));
                 }
@@ -183,10 +182,10 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
                     if mem_pid_alive(&mem) {
                         found.push((p, Arc::new(mem)));
                     } else {
-                        still.push(p); // a stale file of a dead process
+                        still.push((p, probed)); // a stale file of a dead process
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => still.push(p),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => still.push((p, probed)),
                 Err(e) => return Err(SetupError::io(format!("map {}", ppath.display()))(e)),
             }
         }
@@ -196,7 +195,7 @@ pub fn join(cfg: &ShmConfig) -> Result<DirectTransport, SetupError> {
                 if cfg.partial {
                     break;
                 }
-                return Err(SetupError::Timeout(missing));
+                return Err(SetupError::Timeout(missing.into_iter().map(|(p, _)| p).collect()));
             }
             std::thread::sleep(Duration::from_millis(2));
         }

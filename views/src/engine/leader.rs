@@ -34,9 +34,7 @@ impl Engine {
             self.follow(leader);
             return Ok(());
         }
-        let lower = (1u64 << self.me) - 1;
-        let lower = if self.faults().no_takeover_wait { 0 } else { lower };
-        if self.others().any(|r| self.lay.suspected_of(&self.table, r) & lower != lower) {
+        if !self.predecessors_abandoned() {
             return Ok(()); // someone may still follow an older leader
         }
         let top = self.live().map(|r| self.table.counter(r, self.lay.proposal)).max().unwrap_or(0);
@@ -66,6 +64,14 @@ impl Engine {
             self.commit(p.no);
         }
         Ok(())
+    }
+
+    /// True once every other live row suspects every rank below this node, so no
+    /// member still follows an older leader (the takeover wait; the proposal and the
+    /// trim both start with it).
+    pub(super) fn predecessors_abandoned(&self) -> bool {
+        let lower = if self.faults().no_takeover_wait { 0 } else { (1u64 << self.me) - 1 };
+        self.others().all(|r| self.lay.suspected_of(&self.table, r) & lower == lower)
     }
 
     /// A fresh proposal if the changes wanted differ from `mine` (or there is none).

@@ -94,8 +94,7 @@ impl Engine {
         if leader != self.me {
             return None;
         }
-        let lower = if self.faults().no_takeover_wait { 0 } else { (1u64 << self.me) - 1 };
-        if self.others().any(|r| self.lay.suspected_of(&self.table, r) & lower != lower) {
+        if !self.predecessors_abandoned() {
             return None; // someone may still follow an older leader
         }
         if !self.live().all(|r| self.table.flag(r, self.lay.wedged)) {
