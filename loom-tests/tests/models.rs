@@ -16,6 +16,7 @@ use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
 use sst::doorbell::Doorbell;
+use sst::publish;
 use sst::transport::{NodeId, RegionId};
 use sst::{LayoutBuilder, Region, Table};
 
@@ -66,6 +67,105 @@ fn guard_publication_through_the_transport_path() {
 #[should_panic(expected = "guard seen before its data")]
 fn guard_publication_with_a_relaxed_guard_is_caught() {
     guard_publication(GuardPush::RelaxedStore);
+}
+
+// ---------------------------------------------------------------- (a2) one-copy publication
+//
+// The same guard rule on the mem/shm path (`sst::publish`): the owner publishes the
+// data and then the guard into its own publication row (one copy each, under the
+// sequence word) and the reader reads that row in place, in the owner's memory. The
+// buggy variant publishes the guard with a plain Relaxed store, no fence.
+
+fn guard_publication_in_place(fenced: bool) {
+    loom::model(move || {
+        // Working row: words 0..2 data, word 2 guard; publication row at byte 24.
+        let region = Arc::new(Region::new(48));
+        let seq = Arc::new(AtomicU64::new(0));
+        let (r, q) = (region.clone(), seq.clone());
+        let writer = thread::spawn(move || {
+            r.write_bytes(0, &[7u8; 16]);
+            publish::publish(&q, &r, 0, 24, 16);
+            r.store(16, 1, Ordering::Relaxed);
+            if fenced {
+                publish::publish(&q, &r, 16, 40, 8);
+            } else {
+                r.store(40, r.load(16, Ordering::Relaxed), Ordering::Relaxed);
+            }
+        });
+        if region.load(40, Ordering::Acquire) == 1 {
+            let mut data = [0u8; 16];
+            region.read_bytes(24, &mut data);
+            assert_eq!(data, [7u8; 16], "guard seen before its data");
+        }
+        writer.join().unwrap();
+    });
+}
+
+#[test]
+fn guard_publication_in_place_through_publish() {
+    guard_publication_in_place(true);
+}
+
+#[test]
+#[should_panic(expected = "guard seen before its data")]
+fn guard_publication_in_place_without_fence_is_caught() {
+    guard_publication_in_place(false);
+}
+
+// A reader that cuts the owner off freezes its view on a snapshot of the owner's
+// publication row taken while the owner keeps publishing (data, then guard). A snapshot
+// reported clean never holds a guard newer than its data. The buggy variant trusts
+// every copy (no sequence check): the copy can take the old data and the new guard.
+
+std::thread_local! {
+    /// Executions whose snapshot was clean and held the guard (must be reached).
+    static CLEAN_WITH_GUARD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn frozen_snapshot(check_seq: bool) -> u64 {
+    CLEAN_WITH_GUARD.with(|c| c.set(0));
+    loom::model(move || {
+        // The owner's region: working row (data words 0..2, guard word 2), then its
+        // publication row at byte 24; the snapshot copies the whole region.
+        let live = Arc::new(Region::new(48));
+        let seq = Arc::new(AtomicU64::new(0));
+        let (l, q) = (live.clone(), seq.clone());
+        let reader = thread::spawn(move || {
+            let snap = Region::new(48);
+            let clean = if check_seq {
+                publish::try_snapshot(&q, &l, &snap)
+            } else {
+                l.copy_to(0, &snap, 0, 48);
+                true
+            };
+            if clean && snap.load(40, Ordering::Relaxed) == 1 {
+                let mut data = [0u8; 16];
+                snap.read_bytes(24, &mut data);
+                assert_eq!(data, [7u8; 16], "torn snapshot: guard without its data");
+                return true;
+            }
+            false
+        });
+        live.write_bytes(0, &[7u8; 16]);
+        publish::publish(&seq, &live, 0, 24, 16);
+        live.store(16, 1, Ordering::Relaxed);
+        publish::publish(&seq, &live, 16, 40, 8);
+        if reader.join().unwrap() {
+            CLEAN_WITH_GUARD.with(|c| c.set(c.get() + 1));
+        }
+    });
+    CLEAN_WITH_GUARD.with(|c| c.get())
+}
+
+#[test]
+fn frozen_snapshot_is_never_torn() {
+    assert!(frozen_snapshot(true) > 0, "no clean snapshot held the guard: the model checks nothing");
+}
+
+#[test]
+#[should_panic(expected = "torn snapshot")]
+fn frozen_snapshot_without_sequence_check_is_caught() {
+    let _ = frozen_snapshot(false);
 }
 
 // ---------------------------------------------------------------- (b) the doorbell

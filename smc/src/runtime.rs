@@ -152,11 +152,10 @@ impl Runtime {
             }
             let lay = SmcLayout::new(&s.spec);
             let need = lay.table_bytes();
-            let region = match transport.region(s.region) {
-                Some(r) if r.len() >= need => r.clone(),
-                _ => return Err(StartError::Region { index, region: s.region, need }),
-            };
-            let row = Table::create(lay.table_layout().clone(), &s.spec.members, me, s.region, region)?;
+            if !transport.region(s.region).is_some_and(|r| r.len() >= need) {
+                return Err(StartError::Region { index, region: s.region, need });
+            }
+            let row = Table::create_shared(lay.table_layout().clone(), &s.spec.members, me, s.region, &*transport)?;
             shared.push(Arc::new(Shared {
                 core: Mutex::new(SmcCore::new(s.spec, row)),
                 space: Condvar::new(),

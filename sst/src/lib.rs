@@ -49,6 +49,7 @@ pub mod heartbeat;
 pub mod predicate;
 
 pub mod doorbell;
+pub mod publish;
 pub mod region;
 pub mod sync;
 pub mod table;

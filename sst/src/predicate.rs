@@ -108,6 +108,9 @@ pub struct Stats {
     pub writes: u64,
     /// Writes the transport refused (disconnected peers and the like).
     pub write_errors: u64,
+    /// Bytes the pushes copied: a push to k peers counts k times its length where it
+    /// is a write per peer, once where it is published once (`mem`, `shm`).
+    pub bytes_written: u64,
 }
 
 #[derive(Default)]
@@ -117,6 +120,7 @@ struct AtomicStats {
     parks: AtomicU64,
     writes: AtomicU64,
     write_errors: AtomicU64,
+    bytes_written: AtomicU64,
 }
 
 struct Inner<S> {
@@ -239,6 +243,7 @@ impl<S: Send + 'static> PredicateThread<S> {
             parks: s.parks.load(Ordering::Relaxed),
             writes: s.writes.load(Ordering::Relaxed),
             write_errors: s.write_errors.load(Ordering::Relaxed),
+            bytes_written: s.bytes_written.load(Ordering::Relaxed),
         }
     }
 
@@ -340,10 +345,20 @@ impl<S> Worker<S> {
         // The state lock is released: now post.
         let t = &inner.transport;
         for p in self.pushes.drain() {
+            let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
+            if let Some(at) = p.publish_at {
+                let (ok, err) = t.publish(WriteOp { dst_offset: at, ..op }, &mut p.targets());
+                self.local.writes += ok;
+                self.local.write_errors += err;
+                self.local.bytes_written += p.len as u64;
+                continue;
+            }
             for peer in p.targets() {
-                let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
                 match t.post_write(peer, op) {
-                    Ok(_) => self.local.writes += 1,
+                    Ok(_) => {
+                        self.local.writes += 1;
+                        self.local.bytes_written += p.len as u64;
+                    }
                     Err(_) => self.local.write_errors += 1,
                 }
             }
@@ -364,6 +379,7 @@ impl<S> Worker<S> {
         s.parks.fetch_add(std::mem::take(&mut self.local.parks), Ordering::Relaxed);
         s.writes.fetch_add(std::mem::take(&mut self.local.writes), Ordering::Relaxed);
         s.write_errors.fetch_add(std::mem::take(&mut self.local.write_errors), Ordering::Relaxed);
+        s.bytes_written.fetch_add(std::mem::take(&mut self.local.bytes_written), Ordering::Relaxed);
     }
 }
 

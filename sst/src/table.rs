@@ -16,7 +16,16 @@
 //!
 //! Rows are padded to 64 bytes so that rows written by different peers never share a
 //! cache line.
+//!
+//! # Where peers' rows are read
+//! A table made with [`Table::create`] reads every row from its own region, where
+//! pushes land as copies (`tcp`, and drivers such as the simulators). A table made
+//! with [`Table::create_shared`] over a transport that maps its peers' memory (`mem`,
+//! `shm`) reads each peer's row in place, from that peer's publication row, and its
+//! pushes are published once instead of copied to every peer (see [`crate::publish`]).
+//! Either way a region holds one row more than the members: the publication row.
 
+use crate::publish::PeerView;
 use crate::region::{Region, WORD};
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
@@ -209,9 +218,9 @@ impl Layout {
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }
-    /// Region size needed for a table of `rows` rows.
+    /// Region size needed for a table of `rows` rows (and its publication row).
     pub fn table_bytes(&self, rows: usize) -> usize {
-        self.row_bytes * rows
+        self.row_bytes * (rows + 1)
     }
     /// Column names and their byte offsets, in declaration order.
     pub fn columns(&self) -> impl Iterator<Item = (&str, usize)> {
@@ -235,6 +244,9 @@ pub enum TableError {
     /// A member appears twice.
     #[error("node {0:?} appears twice in the member list")]
     Duplicate(NodeId),
+    /// The transport has no region with this id.
+    #[error("region {0:?} is not registered")]
+    NoRegion(RegionId),
     /// The region cannot hold the table.
     #[error("region of {have} bytes cannot hold a table of {need} bytes")]
     RegionTooSmall {
@@ -279,6 +291,11 @@ pub struct Table {
     my_rank: usize,
     region_id: RegionId,
     region: Arc<Region>,
+    /// Per rank, the peer's memory to read its row from in place; empty when every
+    /// row is read from `region` (see the module docs).
+    views: Vec<Option<Arc<PeerView>>>,
+    /// Offset of the publication row.
+    pub_off: usize,
 }
 
 impl Table {
@@ -290,6 +307,31 @@ impl Table {
         me: NodeId,
         region_id: RegionId,
         region: Arc<Region>,
+    ) -> Result<LocalRow, TableError> {
+        Table::build(layout, members, me, region_id, region, |_| None)
+    }
+
+    /// Like [`Table::create`], over `transport`'s region `region_id`; where the
+    /// transport maps every peer's memory ([`crate::Transport::peer_view`]), peers'
+    /// rows are read in place and pushes are published once (see the module docs).
+    pub fn create_shared(
+        layout: Layout,
+        members: &[NodeId],
+        me: NodeId,
+        region_id: RegionId,
+        transport: &dyn crate::Transport,
+    ) -> Result<LocalRow, TableError> {
+        let region = transport.region(region_id).ok_or(TableError::NoRegion(region_id))?.clone();
+        Table::build(layout, members, me, region_id, region, |m| transport.peer_view(m, region_id))
+    }
+
+    fn build(
+        layout: Layout,
+        members: &[NodeId],
+        me: NodeId,
+        region_id: RegionId,
+        region: Arc<Region>,
+        view: impl Fn(NodeId) -> Option<Arc<PeerView>>,
     ) -> Result<LocalRow, TableError> {
         if members.is_empty() || members.len() > MAX_ROWS {
             return Err(TableError::Rows(members.len()));
@@ -304,8 +346,23 @@ impl Table {
         if region.len() < need {
             return Err(TableError::RegionTooSmall { need, have: region.len() });
         }
-        let table = Arc::new(Table { layout, members: Arc::new(members.to_vec()), my_rank, region_id, region });
+        // Each peer's row is read in place where its memory is mapped here. A member
+        // the transport does not connect (missing at setup) keeps its local row, which
+        // nothing writes: it reads as its initial state, as a peer cut off at once.
+        let mut views: Vec<Option<Arc<PeerView>>> =
+            members.iter().map(|m| if *m == me { None } else { view(*m) }).collect();
+        if views.iter().all(Option::is_none) {
+            views.clear();
+        }
+        let pub_off = layout.row_bytes * members.len();
+        let members = Arc::new(members.to_vec());
+        let table = Arc::new(Table { layout, members, my_rank, region_id, region, views, pub_off });
         Ok(LocalRow { table })
+    }
+
+    /// True if peers' rows are read in place and pushes are published once.
+    pub fn is_shared(&self) -> bool {
+        !self.views.is_empty()
     }
 
     /// The layout.
@@ -339,21 +396,33 @@ impl Table {
         rank * self.layout.row_bytes + off
     }
 
+    /// The region and offset holding byte `off` of row `rank`, as this node reads it.
+    #[inline]
+    fn loc(&self, rank: usize, off: usize) -> (&Region, usize) {
+        match self.views.get(rank) {
+            Some(Some(v)) => (v.region(), self.pub_off + off),
+            _ => (&self.region, self.at(rank, off)),
+        }
+    }
+
     /// Reads a counter of row `rank` (`Acquire`: data it guards is visible).
     #[inline]
     pub fn counter(&self, rank: usize, c: Counter) -> u64 {
-        self.region.load(self.at(rank, c.off), Ordering::Acquire)
+        let (r, at) = self.loc(rank, c.off);
+        r.load(at, Ordering::Acquire)
     }
     /// Reads a flag of row `rank`.
     #[inline]
     pub fn flag(&self, rank: usize, f: Flag) -> bool {
-        self.region.load(self.at(rank, f.off), Ordering::Acquire) != 0
+        let (r, at) = self.loc(rank, f.off);
+        r.load(at, Ordering::Acquire) != 0
     }
     /// Reads counter `i` of a vector column of row `rank`.
     #[inline]
     pub fn counter_at(&self, rank: usize, v: CounterVec, i: usize) -> u64 {
         assert!(i < v.len, "index {i} outside a vector of {}", v.len);
-        self.region.load(self.at(rank, v.off + i * WORD), Ordering::Acquire)
+        let (r, at) = self.loc(rank, v.off + i * WORD);
+        r.load(at, Ordering::Acquire)
     }
     /// The minimum over all rows of a counter (the typical stability test).
     pub fn min_counter(&self, c: Counter) -> u64 {
@@ -363,21 +432,25 @@ impl Table {
     #[inline]
     pub fn word(&self, rank: usize, b: Bytes, word: usize) -> u64 {
         assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
-        self.region.load(self.at(rank, b.off + word * WORD), Ordering::Acquire)
+        let (r, at) = self.loc(rank, b.off + word * WORD);
+        r.load(at, Ordering::Acquire)
     }
     /// Copies `out.len()` bytes from `at` in byte area `b` of row `rank` (`Relaxed`
     /// loads; read the column that publishes the area first).
     pub fn read_bytes(&self, rank: usize, b: Bytes, at: usize, out: &mut [u8]) {
         assert!(at % WORD == 0 && at + out.len() <= b.len, "read outside a {}-byte area", b.len);
-        self.region.read_bytes(self.at(rank, b.off + at), out);
+        let (r, at) = self.loc(rank, b.off + at);
+        r.read_bytes(at, out);
     }
     /// Reads a guarded field of row `rank`: loads the guard (`Acquire`), then copies
     /// `out.len()` data bytes. Returns the guard. The data is at least as new as the
     /// write the guard published.
     pub fn guarded(&self, rank: usize, g: Guarded, out: &mut [u8]) -> u64 {
         assert!(out.len() <= g.cap, "read of {} bytes from a {}-byte field", out.len(), g.cap);
-        let guard = self.region.load(self.at(rank, g.guard), Ordering::Acquire);
-        self.region.read_bytes(self.at(rank, g.off), out);
+        let (r, at) = self.loc(rank, g.guard);
+        let guard = r.load(at, Ordering::Acquire);
+        let (r, at) = self.loc(rank, g.off);
+        r.read_bytes(at, out);
         guard
     }
 }
@@ -491,6 +564,7 @@ impl LocalRow {
             members: self.table.members.clone(),
             ranks: ranks & !(1u64 << self.table.my_rank),
             wake: true,
+            publish_at: self.table.is_shared().then_some(self.table.pub_off + range.off),
         }
     }
     /// The two pushes that publish guarded field `g` to every other member: the data,
@@ -517,6 +591,9 @@ pub struct Push {
     pub ranks: u64,
     /// Ring the targets' doorbells (see [`crate::transport::WriteOp::wake`]).
     pub wake: bool,
+    /// For a shared table: where the range goes in this node's publication row. The
+    /// push is then one [`crate::Transport::publish`] instead of a write per target.
+    pub publish_at: Option<usize>,
 }
 
 impl Push {
@@ -625,7 +702,8 @@ mod tests {
     #[test]
     fn table_construction_errors() {
         let layout = LayoutBuilder::new().build();
-        let region = Arc::new(Region::new(64));
+        // One row and the publication row.
+        let region = Arc::new(Region::new(128));
         let t = |m: &[u32], me| {
             let members: Vec<NodeId> = m.iter().copied().map(NodeId).collect();
             Table::create(layout.clone(), &members, NodeId(me), RegionId(0), region.clone()).err()
@@ -633,7 +711,7 @@ mod tests {
         assert_eq!(t(&[], 0), Some(TableError::Rows(0)));
         assert_eq!(t(&[1, 2], 0), Some(TableError::NotMember(NodeId(0))));
         assert_eq!(t(&[1, 1], 1), Some(TableError::Duplicate(NodeId(1))));
-        assert_eq!(t(&[1, 2], 1), Some(TableError::RegionTooSmall { need: 128, have: 64 }));
+        assert_eq!(t(&[1, 2], 1), Some(TableError::RegionTooSmall { need: 192, have: 128 }));
         assert_eq!(t(&[1], 1), None);
     }
 

@@ -244,6 +244,90 @@ fn disconnect_stops_writes(kind: Kind) {
     assert!(eventually(DEADLINE, || c.region(R).unwrap().load(8, Ordering::Acquire) == 5));
 }
 
+// ---------------------------------------------------------------- one-copy publication
+//
+// `Transport::publish` copies a range once into the writer's own memory (mem, shm),
+// where peers read it through `peer_view`; tcp (the default method) writes it to each
+// peer. Same hammer as above: data, then guard, each one publication.
+
+/// Where this node reads what `writer` published at `off`: the writer's memory in
+/// place where the transport maps it, else this node's copy.
+fn published(t: &dyn Transport, writer: NodeId, off: usize) -> u64 {
+    match t.peer_view(writer, R) {
+        Some(v) => v.region().load(PUB + off, Ordering::Acquire),
+        None => t.region(R).unwrap().load(off, Ordering::Acquire),
+    }
+}
+
+/// The publication row's offset in the hammer region.
+const PUB: usize = HAMMER_BYTES;
+
+fn publish_op(off: usize, len: usize) -> WriteOp {
+    WriteOp { dst_offset: PUB + off, ..WriteOp::same(R, off, len) }
+}
+
+fn publish_hammer(kind: Kind) {
+    let g = group(kind, 3, &regions(2 * HAMMER_BYTES));
+    let (w, readers) = (&g.nodes[0], &g.nodes[1..]);
+    let iters = hammer_iters(kind);
+    let r = w.region(R).unwrap().clone();
+    std::thread::scope(|s| {
+        for t in readers {
+            s.spawn(move || {
+                let deadline = Instant::now() + DEADLINE;
+                let mut last = 0;
+                while last < iters && Instant::now() < deadline {
+                    let guard = published(t.as_ref(), NodeId(0), GUARD);
+                    for i in 0..DATA_WORDS {
+                        let d = published(t.as_ref(), NodeId(0), DATA + 8 * i);
+                        assert!(d >= guard, "guard {guard} ahead of data word {d}");
+                    }
+                    last = guard;
+                }
+                assert_eq!(last, iters, "reader saw every publication");
+            });
+        }
+        let peers = [NodeId(1), NodeId(2)];
+        for v in 1..=iters {
+            r.apply_write(DATA, &[v; DATA_WORDS]);
+            assert_eq!(w.publish(publish_op(DATA, DATA_WORDS * 8), &mut peers.iter().copied()), (2, 0));
+            r.store(GUARD, v, Ordering::Release);
+            assert_eq!(w.publish(publish_op(GUARD, 8), &mut peers.iter().copied()), (2, 0));
+            if v % 4 == 0 {
+                w.flush();
+            }
+        }
+        w.flush();
+    });
+}
+
+fn disconnect_freezes_published_rows(kind: Kind) {
+    let g = group(kind, 3, &regions(2 * HAMMER_BYTES));
+    let (a, b, c) = (&g.nodes[0], &g.nodes[1], &g.nodes[2]);
+    let peers = [NodeId(1), NodeId(2)];
+    let ra = a.region(R).unwrap();
+    ra.apply_write(0, &[77]);
+    a.publish(publish_op(0, 8), &mut peers.iter().copied());
+    a.flush();
+    for t in [b, c] {
+        assert!(eventually(DEADLINE, || published(t.as_ref(), NodeId(0), 0) == 77), "published to both");
+    }
+    b.disconnect(NodeId(0));
+    ra.apply_write(0, &[78]);
+    let (ok, refused) = a.publish(publish_op(0, 8), &mut peers.iter().copied());
+    if kind != Kind::Tcp {
+        // tcp learns of the cut-off from the connection, asynchronously.
+        assert_eq!((ok, refused), (1, 1), "the peer that cut us off is refused");
+    }
+    a.flush();
+    assert!(eventually(DEADLINE, || published(c.as_ref(), NodeId(0), 0) == 78), "the other peer keeps reading");
+    assert!(wait_broken(a.as_ref(), NodeId(1), DEADLINE), "the cut-off writer learns of it");
+    assert_eq!(published(b.as_ref(), NodeId(0), 0), 77, "a cut-off peer's row is frozen");
+    if let Some(v) = b.peer_view(NodeId(0), R) {
+        assert!(v.is_frozen());
+    }
+}
+
 // ---------------------------------------------------------------- table + predicates
 
 struct Node {
@@ -274,7 +358,8 @@ fn start_nodes(
         .nodes
         .iter()
         .map(|t| {
-            let row = Table::create(l.clone(), &members, t.local_id(), R, t.region(R).unwrap().clone()).unwrap();
+            let row = Table::create_shared(l.clone(), &members, t.local_id(), R, t.as_ref()).unwrap();
+            assert_eq!(row.table().is_shared(), kind != Kind::Tcp, "mem and shm read peers' rows in place");
             let node = Node { row, ping, pong, target: 0, suspects: Vec::new() };
             let cfg = PollConfig { name: format!("pred-{}", t.local_id().0), ..PollConfig::default() };
             let pt = PredicateThread::spawn(node, t.clone(), cfg).unwrap();
@@ -376,7 +461,7 @@ fn heartbeat_across_processes(kind: Kind) {
 fn child_heartbeat() {
     let (l, ping, pong, beat) = layout();
     let (me, n, t) = common::child_transport(&regions(l.table_bytes(3)));
-    let row = Table::create(l, &common::ids(n), me, R, t.region(R).unwrap().clone()).unwrap();
+    let row = Table::create_shared(l, &common::ids(n), me, R, t.as_ref()).unwrap();
     let node = Node { row, ping, pong, target: 0, suspects: Vec::new() };
     let pt = PredicateThread::spawn(node, t.clone(), PollConfig::default()).unwrap();
     let hb = HeartbeatConfig { period: Duration::from_millis(20), timeout: Duration::from_millis(1500) };
@@ -400,11 +485,11 @@ macro_rules! per_transport {
 }
 
 mod mem {
-    per_transport!(Mem: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node);
+    per_transport!(Mem: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, publish_hammer, disconnect_freezes_published_rows);
 }
 mod shm {
-    per_transport!(Shm: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
+    per_transport!(Shm: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes, publish_hammer, disconnect_freezes_published_rows);
 }
 mod tcp {
-    per_transport!(Tcp: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes);
+    per_transport!(Tcp: writes_land_and_complete, quiet_writes_land_without_ringing, ordering_hammer_2_nodes, ordering_hammer_3_nodes, disconnect_stops_writes, table_ping_pong, heartbeat_suspects_stopped_node, ordering_hammer_across_processes, heartbeat_across_processes, publish_hammer, disconnect_freezes_published_rows);
 }

@@ -120,6 +120,7 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
         stats.recv_batches.merge(&s.recv_batches);
         stats.deliver_batches.merge(&s.deliver_batches);
     }
+    let bytes_written = rt.poll_stats().bytes_written;
     rt.stop();
     let (mut msgs, mut bytes, mut last) = (0, 0, start);
     let mut digests = Vec::new();
@@ -136,6 +137,8 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
     Ok(json!({
         "node": me.0, "msgs": msgs, "bytes": bytes, "secs": secs, "digests": digests,
         "nulls": stats.nulls,
+        "sent": if sending { c.count * c.subgroups as u64 } else { 0 },
+        "bytes_written": bytes_written,
         "send_batch_mean": stats.send_batches.mean(),
         "recv_batch_mean": stats.recv_batches.mean(),
         "deliver_batch_mean": stats.deliver_batches.mean(),
@@ -266,6 +269,14 @@ fn main() {
     let complete = msgs.iter().all(|m| *m as u64 == expected);
     let mean = |k: &str| round(f(k).iter().sum::<f64>() / n, 2);
     let nulls: f64 = f("nulls").iter().sum();
+    // Bytes a sending node's pushes copied per message it sent (every push: slots,
+    // counters); the mean over sending nodes.
+    let per_sender: Vec<f64> = results
+        .iter()
+        .filter(|r| r["sent"].as_f64().unwrap_or(0.0) > 0.0)
+        .map(|r| r["bytes_written"].as_f64().unwrap_or(0.0) / r["sent"].as_f64().unwrap_or(1.0))
+        .collect();
+    let bytes_written_per_msg = per_sender.iter().sum::<f64>() / per_sender.len().max(1) as f64;
     let mut line = json!({
         "bench": "bandwidth",
         "transport": c.transport.name(),
@@ -281,6 +292,7 @@ fn main() {
         "digest_agree": digest_agree && complete,
         "complete": complete,
         "nulls": nulls,
+        "bytes_written_per_msg": round(bytes_written_per_msg, 1),
         "send_batch_mean": mean("send_batch_mean"),
         "recv_batch_mean": mean("recv_batch_mean"),
         "deliver_batch_mean": mean("deliver_batch_mean"),
@@ -299,6 +311,7 @@ fn main() {
         ));
         out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
         out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));
+        out(&format!("  bytes a sender's pushes wrote per message sent: {:.1}", bytes_written_per_msg));
         out(&format!(
             "  mean batch: send {} recv {} deliver {}",
             line["send_batch_mean"], line["recv_batch_mean"], line["deliver_batch_mean"]

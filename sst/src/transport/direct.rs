@@ -7,8 +7,16 @@
 //!   0 magic   8 version   16 pid   24 region count
 //!   32 + 24*i  region i: id, offset, length          (i < MAX_REGIONS)
 //!   512        doorbell futex word
+//!   768        publication sequence word (see `crate::publish`)
 //!   1024 + 64*w  gate of writer w: busy word, cut word   (w < MAX_NODE_ID)
 //! ```
+//!
+//! # Pushes: one copy, read in place
+//! A table made with `Table::create_shared` reads each peer's row straight from the
+//! peer's memory and pushes through [`Transport::publish`]: one copy into this node's
+//! own publication row, whatever the group size (`crate::publish`). Writes posted with
+//! [`Transport::post_write`] still copy into the peer's memory, for callers that
+//! address a peer's region directly.
 //!
 //! The gate makes [`Transport::disconnect`] real for writers that can store into our
 //! memory at will. A writer stores `busy = 1` and then loads `cut` (both `SeqCst`),
@@ -23,8 +31,9 @@ use super::{
 };
 use crate::doorbell::Doorbell;
 use crate::region::{round_up, Region, Segment, PAGE, WORD};
+use crate::publish::PeerView;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::Arc;
+use crate::sync::{lock, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SPNDLSST");
@@ -34,6 +43,7 @@ pub(crate) const MAX_REGIONS: usize = 16;
 pub const MAX_NODE_ID: u32 = 1024;
 const REGIONS_OFF: usize = 32;
 const DOORBELL_OFF: usize = 512;
+const PUB_SEQ_OFF: usize = 768;
 const GATES_OFF: usize = 1024;
 const GATE_STRIDE: usize = 64;
 pub(crate) const HEADER_BYTES: usize = (GATES_OFF + GATE_STRIDE * MAX_NODE_ID as usize).div_ceil(PAGE) * PAGE;
@@ -133,6 +143,11 @@ impl NodeMem {
         self.pid
     }
 
+    /// The publication sequence word (written by the owner only).
+    fn pub_seq(&self) -> &AtomicU64 {
+        &self.seg.words(PUB_SEQ_OFF, 1)[0]
+    }
+
     /// The (busy, cut) words of writer `w`'s gate.
     fn gate(&self, w: NodeId) -> (&AtomicU64, &AtomicU64) {
         let g = self.seg.words(GATES_OFF + GATE_STRIDE * w.0 as usize, 2);
@@ -156,6 +171,8 @@ impl NodeMem {
 struct DirectPeer {
     id: NodeId,
     mem: Arc<NodeMem>,
+    /// The peer's regions as this node reads them (frozen when it is cut off).
+    views: Vec<(RegionId, Arc<PeerView>)>,
     posted: AtomicU64,
     cut: AtomicBool,
     ring: AtomicBool,
@@ -176,6 +193,8 @@ pub struct DirectTransport {
     peers: Vec<DirectPeer>,
     events: EventQueue,
     flavor: Flavor,
+    /// Serializes publications (the sequence word has one writer at a time).
+    publishing: Mutex<()>,
 }
 
 impl DirectTransport {
@@ -194,6 +213,7 @@ impl DirectTransport {
             .into_iter()
             .map(|(id, mem)| DirectPeer {
                 id,
+                views: mem.regions.iter().map(|(r, region)| (*r, Arc::new(PeerView::new(region.clone())))).collect(),
                 mem,
                 posted: AtomicU64::new(0),
                 cut: AtomicBool::new(false),
@@ -201,7 +221,7 @@ impl DirectTransport {
             })
             .collect();
         peers.sort_by_key(|p| p.id);
-        Ok(DirectTransport { me, local, peers, events: EventQueue::default(), flavor })
+        Ok(DirectTransport { me, local, peers, events: EventQueue::default(), flavor, publishing: Mutex::new(()) })
     }
 
     fn peer(&self, id: NodeId) -> Option<&DirectPeer> {
@@ -253,6 +273,46 @@ impl Transport for DirectTransport {
         Ok(p.posted.fetch_add(1, Ordering::Relaxed) + 1)
     }
 
+    fn peer_view(&self, peer: NodeId, id: RegionId) -> Option<Arc<PeerView>> {
+        self.peer(peer)?.views.iter().find(|(r, _)| *r == id).map(|(_, v)| v.clone())
+    }
+
+    fn publish(&self, op: WriteOp, targets: &mut dyn Iterator<Item = NodeId>) -> (u64, u64) {
+        let Some(region) = self.local.region(op.region) else { return (0, targets.count() as u64) };
+        if region.check_range(op.src_offset as u64, op.len as u64).is_err()
+            || region.check_range(op.dst_offset as u64, op.len as u64).is_err()
+        {
+            return (0, targets.count() as u64);
+        }
+        {
+            let _one_writer = lock(&self.publishing);
+            crate::publish::publish(self.local.pub_seq(), region, op.src_offset, op.dst_offset, op.len);
+        }
+        let (mut ok, mut err) = (0, 0);
+        for id in targets {
+            let Some(p) = self.peer(id) else {
+                err += 1;
+                continue;
+            };
+            // A peer that cut us off no longer reads our memory; tell the detector.
+            if p.cut.load(Ordering::Relaxed) {
+                err += 1;
+                continue;
+            }
+            if p.mem.gate(self.me).1.load(Ordering::Acquire) != 0 {
+                self.report(p, "the peer cut this node off");
+                err += 1;
+                continue;
+            }
+            if op.wake {
+                p.ring.store(true, Ordering::Relaxed);
+            }
+            p.posted.fetch_add(1, Ordering::Relaxed);
+            ok += 1;
+        }
+        (ok, err)
+    }
+
     fn flush(&self) {
         for p in &self.peers {
             if p.ring.load(Ordering::Relaxed) && p.ring.swap(false, Ordering::Relaxed) {
@@ -272,6 +332,12 @@ impl Transport for DirectTransport {
         let (busy, cut) = self.local.gate(peer);
         cut.store(1, Ordering::SeqCst);
         let start = Instant::now();
+        // Stop reading what the peer publishes: from now on its rows are a snapshot.
+        for (_, v) in &p.views {
+            if !v.freeze(p.mem.pub_seq(), start + CUT_WAIT) {
+                tracing::warn!(node = %self.me, %peer, "peer inside a publication at cut-off; kept a torn snapshot");
+            }
+        }
         while busy.load(Ordering::SeqCst) != 0 {
             if start.elapsed() > CUT_WAIT {
                 // The writer died inside a write (a torn write; it will write no more)

@@ -148,6 +148,29 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// A cheap liveness probe the predicate thread calls on its timer (the `shm`
     /// transport checks that peer processes still exist). Queues events.
     fn check_peers(&self) {}
+    /// Where this node maps its peers' memory (`mem`, `shm`): `peer`'s region `id`, to
+    /// read its rows in place (see [`crate::publish`]). `None` where rows arrive as
+    /// copies (`tcp`), the default.
+    fn peer_view(&self, _peer: NodeId, _id: RegionId) -> Option<Arc<crate::publish::PeerView>> {
+        None
+    }
+    /// Publishes `op` once in this node's own memory (`src_offset` to `dst_offset` of
+    /// region `op.region`, the table's publication row) for `targets`, which read it in
+    /// place through their [`Transport::peer_view`]; rings them at [`Transport::flush`]
+    /// if `op.wake`. Returns (targets reached, targets refused). Only for transports
+    /// with peer views; the default posts `op`'s source range to each target as an
+    /// ordinary write.
+    fn publish(&self, op: WriteOp, targets: &mut dyn Iterator<Item = NodeId>) -> (u64, u64) {
+        let op = WriteOp { dst_offset: op.src_offset, ..op };
+        let (mut ok, mut err) = (0, 0);
+        for peer in targets {
+            match self.post_write(peer, op) {
+                Ok(_) => ok += 1,
+                Err(_) => err += 1,
+            }
+        }
+        (ok, err)
+    }
 }
 
 /// A queue of [`PeerEvent`]s with a lock-free emptiness check.

@@ -157,8 +157,7 @@ impl Epoch {
         }
         let mut suspects = suspects.to_vec();
         suspects.extend(missing);
-        let mregion = transport.region(RegionId(0)).expect("registered").clone();
-        let row = Table::create(mlay.table_layout().clone(), view.members(), me, RegionId(0), mregion)
+        let row = Table::create_shared(mlay.table_layout().clone(), view.members(), me, RegionId(0), &*transport)
             .map_err(|e| format!("membership table: {e}"))?;
         let mut setups = Vec::new();
         let mut mine = Vec::new();
