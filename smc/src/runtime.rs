@@ -2,28 +2,30 @@
 //!
 //! ```text
 //!   application threads                         predicate thread (one per node)
-//!   handle.reserve(len) ─┐                      for each subgroup, when it has work:
-//!     slot.write(..)     │ no lock held           lock core: receive, nulls, send
-//!   slot.commit() ───────┴─▶ core (Mutex) ◀───    take what is deliverable; unlock
-//!     rings the doorbell                          upcall(batch)  ← no lock held
-//!   full window: sleep on a condvar ◀─ notify ─   lock core: finish (delivered); unlock
-//!                                                 post the pushes (after every lock)
+//!   handle.reserve(len): CAS claim ─┐            for each subgroup, when it has work:
+//!     slot.write(..)   no lock held │              lock core: absorb, receive, nulls,
+//!   slot.commit(): publish entry ───┴─▶ shared     send; take what is deliverable
+//!     rings the doorbell              send state   upcall(batch)  ← no lock held
+//!   full window: sleep on a condvar ◀─ notify ─    lock core: finish (delivered)
+//!                                                  post the pushes (after every lock)
 //! ```
 //!
 //! Each subgroup has its own table (its own region), its own lock and its own upcall,
-//! and pushes only to its members. A sender that finds no free slot sleeps on the
-//! subgroup's condvar; it never spins. The delivery upcall runs with no lock held, so
+//! and pushes only to its members. Senders never take the core's lock: they claim
+//! slots and publish messages through atomics (`core::send`), which the predicate
+//! thread takes in, in order, at its next pass. A sender that finds no free slot
+//! sleeps on the subgroup's condvar; it never spins on a lock. The delivery upcall runs with no lock held, so
 //! senders keep building messages meanwhile: on the predicate thread by default
 //! ([`Delivery::Inline`], where a slow upcall also delays the node's other subgroups),
 //! or on a thread of the subgroup's own ([`Delivery::Dedicated`], where it slows only
 //! its subgroup). Either way the predicate thread is the only thread that posts.
 
-use crate::core::{Reservation, SendError, SmcCore};
+use crate::core::{Reservation, SendError, Sender, SmcCore};
 use crate::message::Batch;
 use crate::spec::{SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
 use sst::predicate::{Kind, PollConfig, PredicateThread};
-use sst::sync::atomic::{AtomicUsize, Ordering};
+use sst::sync::atomic::{fence, AtomicUsize, Ordering};
 use sst::sync::{lock, Arc, Condvar, Mutex};
 use sst::transport::{RegionId, Transport};
 use sst::Table;
@@ -93,6 +95,10 @@ pub enum StartError {
 
 struct Shared {
     core: Mutex<SmcCore>,
+    /// Lock-free reservations (senders only).
+    sender: Option<Sender>,
+    /// Senders waiting for a slot sleep on `space` under this lock.
+    wait: Mutex<()>,
     space: Condvar,
     waiters: AtomicUsize,
     upcall: Mutex<Upcall>,
@@ -156,8 +162,11 @@ impl Runtime {
                 return Err(StartError::Region { index, region: s.region, need });
             }
             let row = Table::create_shared(lay.table_layout().clone(), &s.spec.members, me, s.region, &*transport)?;
+            let core = SmcCore::new(s.spec, row);
             shared.push(Arc::new(Shared {
-                core: Mutex::new(SmcCore::new(s.spec, row)),
+                sender: core.sender(),
+                core: Mutex::new(core),
+                wait: Mutex::new(()),
                 space: Condvar::new(),
                 waiters: AtomicUsize::new(0),
                 upcall: Mutex::new(s.upcall),
@@ -258,9 +267,18 @@ fn deliver_loop(sh: &Shared, transport: &dyn Transport) {
         lock(&sh.core).finish(d, &mut sst::Pushes::default());
         h.delivered_dirty.store(true, Ordering::Release);
         transport.doorbell().ring();
-        if sh.waiters.load(Ordering::Acquire) > 0 {
-            sh.space.notify_all();
-        }
+        wake_waiters(sh);
+    }
+}
+
+/// Wakes senders sleeping for a slot, if any (after something that may free one).
+fn wake_waiters(sh: &Shared) {
+    // Pairs with the fence in `Subgroup::reserve`: either the waiter sees what freed
+    // the slot when it looks again, or this sees the waiter.
+    fence(Ordering::SeqCst);
+    if sh.waiters.load(Ordering::Relaxed) > 0 {
+        let _g = lock(&sh.wait);
+        sh.space.notify_all();
     }
 }
 
@@ -292,11 +310,7 @@ fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
             *lock(&h.batch) = Some(d);
             h.ready.notify_one();
         }
-        // The pass may have taken in a published message, which frees a sender
-        // waiting as Busy: wake it now, not at its safety timeout.
-        if sh.waiters.load(Ordering::Acquire) > 0 {
-            sh.space.notify_all();
-        }
+        wake_waiters(sh);
         return;
     }
     let ready = core.take_deliverable();
@@ -307,9 +321,7 @@ fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
         }
         lock(&sh.core).finish(d, pushes);
     }
-    if sh.waiters.load(Ordering::Acquire) > 0 {
-        sh.space.notify_all();
-    }
+    wake_waiters(sh);
 }
 
 /// A reserved slot being built in place; [`SendSlot::commit`] sends it.
@@ -343,42 +355,60 @@ impl SendSlot<'_> {
 }
 
 impl Drop for SendSlot<'_> {
+    /// An uncommitted slot goes out as a null (its index is skipped), without a lock.
     fn drop(&mut self) {
         if let Some(res) = self.res.take() {
-            lock(&self.sub.shared.core).abandon(res);
-            self.sub.shared.space.notify_all();
+            res.abandon();
+            self.sub.transport.doorbell().ring();
         }
     }
 }
 
 impl Subgroup {
-    /// Reserves a slot for a `len`-byte message, sleeping while the window is full or
-    /// another thread is building a message. Errors only for what waiting cannot fix.
+    /// Reserves a slot for a `len`-byte message, sleeping while the window is full
+    /// (and yielding for the moment the predicate thread inserts nulls). Takes no lock
+    /// unless it has to sleep. Errors only for what waiting cannot fix.
     pub fn reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
-        let mut core = lock(&self.shared.core);
+        let sender = self.shared.sender.as_ref().ok_or(SendError::NotSender)?;
+        let backoff = crossbeam_utils::Backoff::new();
         loop {
-            match core.reserve(len) {
+            match sender.try_reserve(len) {
                 Ok(res) => return Ok(SendSlot { sub: self, res: Some(res) }),
-                Err(SendError::Full | SendError::Busy) => {
-                    self.shared.waiters.fetch_add(1, Ordering::AcqRel);
-                    // Make sure the predicate thread looks at this subgroup again.
-                    self.transport.doorbell().ring();
-                    // The timeout is a safety net; the predicate thread notifies.
-                    core = match self.shared.space.wait_timeout(core, Duration::from_millis(50)) {
-                        Ok((g, _)) => g,
-                        Err(p) => p.into_inner().0,
-                    };
-                    self.shared.waiters.fetch_sub(1, Ordering::AcqRel);
-                }
+                Err(SendError::Busy) if !backoff.is_completed() => backoff.snooze(),
+                Err(SendError::Full | SendError::Busy) => return self.reserve_waiting(sender, len),
                 Err(e) => return Err(e),
             }
         }
     }
 
+    /// The slow path of [`Subgroup::reserve`]: sleep on the condvar until a slot frees.
+    fn reserve_waiting(&self, sender: &Sender, len: usize) -> Result<SendSlot<'_>, SendError> {
+        let mut guard = lock(&self.shared.wait);
+        self.shared.waiters.fetch_add(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+        let out = loop {
+            match sender.try_reserve(len) {
+                Ok(res) => break Ok(SendSlot { sub: self, res: Some(res) }),
+                Err(SendError::Full | SendError::Busy) => {
+                    // Make sure the predicate thread looks at this subgroup again.
+                    self.transport.doorbell().ring();
+                    // The timeout is a safety net; the predicate thread notifies.
+                    guard = match self.shared.space.wait_timeout(guard, Duration::from_millis(50)) {
+                        Ok((g, _)) => g,
+                        Err(p) => p.into_inner().0,
+                    };
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        self.shared.waiters.fetch_sub(1, Ordering::Relaxed);
+        out
+    }
+
     /// Like [`Subgroup::reserve`] but never waits.
     pub fn try_reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
-        let res = lock(&self.shared.core).reserve(len)?;
-        Ok(SendSlot { sub: self, res: Some(res) })
+        let sender = self.shared.sender.as_ref().ok_or(SendError::NotSender)?;
+        Ok(SendSlot { sub: self, res: Some(sender.try_reserve(len)?) })
     }
 
     /// Sends a copy of `data` (reserve, write, commit); returns its index.
@@ -406,14 +436,12 @@ impl Subgroup {
             (lock(&self.shared.upcall))(&d.batch);
         }
         lock(&self.shared.core).finish(d, pushes);
-        if self.shared.waiters.load(Ordering::Acquire) > 0 {
-            self.shared.space.notify_all();
-        }
+        wake_waiters(&self.shared);
     }
 
     /// Wakes senders waiting for a slot (after a wedge they find the subgroup wedged).
     pub fn wake_senders(&self) {
-        let _guard = lock(&self.shared.core);
+        let _guard = lock(&self.shared.wait);
         self.shared.space.notify_all();
     }
 

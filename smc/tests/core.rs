@@ -198,9 +198,23 @@ fn send_errors() {
     let mut sim = Sim::manual(spec(2, &[0], 2, 8, Mode::Ordered));
     assert_eq!(sim.nodes[1].core.reserve(1), Err(SendError::NotSender));
     assert_eq!(sim.nodes[0].core.reserve(9), Err(SendError::TooLarge { len: 9, max: 8 }));
-    let r = sim.nodes[0].core.reserve(4).unwrap();
-    assert_eq!(sim.nodes[0].core.reserve(4), Err(SendError::Busy));
-    sim.nodes[0].core.abandon(r);
+    // Reservations are independent: two may be open at once, up to the window.
+    let r0 = sim.nodes[0].core.reserve(8).unwrap();
+    let r1 = sim.nodes[0].core.reserve(8).unwrap();
+    assert_eq!((r0.index(), r1.index()), (0, 1));
+    assert_eq!(sim.nodes[0].core.reserve(4), Err(SendError::Full));
+    r1.write(0, b"second!!");
+    sim.nodes[0].core.commit(r1);
+    assert_eq!(sim.nodes[0].core.committed_entries(), 0, "taken in only after the entry claimed before it");
+    // A reservation given back becomes a null: its index is skipped, nothing is lost.
+    sim.nodes[0].core.abandon(r0);
+    assert_eq!(sim.nodes[0].core.committed_entries(), 2);
+    poll(&mut sim, 0);
+    sim.flush();
+    poll(&mut sim, 1);
+    poll(&mut sim, 0);
+    sim.flush();
+    assert_eq!(deliver(&mut sim, 1), vec![(0, 1, b"second!!".to_vec())]);
     sim.nodes[0].core.wedge();
     assert_eq!(sim.nodes[0].core.reserve(4), Err(SendError::Wedged));
 }

@@ -14,6 +14,9 @@ impl SmcCore {
     /// [`SmcCore::take_up_to_cut`].
     pub fn wedge(&mut self) {
         self.wedged = true;
+        if let Some(s) = &self.send {
+            s.wedge();
+        }
         self.row.set(self.lay.wedged);
     }
 

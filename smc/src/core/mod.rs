@@ -36,9 +36,8 @@
 //! delivered every index of that entry, since delivery reads messages in place.
 
 use crate::message::{Batch, MsgRef};
-use crate::spec::{Mode, SmcLayout, SubgroupSpec, HEADER};
+use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
-use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::Arc;
 use sst::Pushes;
 use sst::{Bytes, LocalRow, Table};
@@ -46,7 +45,10 @@ use std::collections::VecDeque;
 use thiserror::Error;
 
 mod cut;
+mod send;
 pub use cut::CutError;
+pub use send::{Reservation, Sender};
+use send::SendState;
 
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
@@ -85,76 +87,12 @@ pub enum SendError {
     /// Every slot holds a message not yet delivered everywhere: retry later.
     #[error("no free slot")]
     Full,
-    /// Another send is being built (one at a time per subgroup): retry later.
-    #[error("another send is in progress")]
+    /// The predicate thread is inserting nulls for a moment: retry.
+    #[error("the subgroup is adding nulls; retry")]
     Busy,
     /// The subgroup is wedged for a view change: no more sends in this view.
     #[error("the subgroup is wedged")]
     Wedged,
-}
-
-/// A slot reserved for a message: write the payload in place with
-/// [`Reservation::write`] (no lock is needed), then [`SmcCore::commit`] it.
-#[derive(Debug)]
-#[must_use = "a reservation blocks further sends until it is committed"]
-pub struct Reservation {
-    entry: u64,
-    index: u64,
-    slot: usize,
-    len: usize,
-    row: Arc<LocalRow>,
-    slots: Bytes,
-    payload_at: usize,
-    published: Arc<AtomicU64>,
-}
-
-impl PartialEq for Reservation {
-    fn eq(&self, o: &Reservation) -> bool {
-        (self.entry, self.index, self.slot, self.len) == (o.entry, o.index, o.slot, o.len)
-    }
-}
-
-impl Reservation {
-    /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
-    /// slot.
-    pub fn write(&self, at: usize, data: &[u8]) {
-        assert!(
-            at % 8 == 0 && at + data.len() <= self.len,
-            "write {at}+{} outside a {}-byte message",
-            data.len(),
-            self.len
-        );
-        self.row.write_bytes(self.slots, self.payload_at + at, data);
-    }
-
-    /// Publishes the message without the core's lock: writes its header into the slot,
-    /// then raises the shared `published` count (`Release`), which the core absorbs at
-    /// its next reserve or pass. Returns the message's index.
-    pub fn publish(self) -> u64 {
-        let header = self.payload_at / 8 - HEADER / 8;
-        store_header(&self.row, self.slots, header, KIND_DATA, self.len as u64, self.index);
-        self.published.store(self.entry + 1, Ordering::Release);
-        self.index
-    }
-
-    /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
-    pub fn write_word(&self, i: usize, value: u64) {
-        assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
-        self.row.store_word(self.slots, self.payload_at / 8 + i, value);
-    }
-
-    /// The message's index among this sender's messages.
-    pub fn index(&self) -> u64 {
-        self.index
-    }
-    /// The reserved payload length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True for a zero-length reservation.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
 }
 
 /// An entry received but not yet wholly delivered.
@@ -190,6 +128,9 @@ pub struct Faults {
     pub no_nulls: bool,
     /// Keep sending nulls when nothing happens.
     pub endless_nulls: bool,
+    /// Insert nulls without revoking the senders' lease (a look, then act: a sender
+    /// may claim the same entry in between).
+    pub null_without_revoke: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
@@ -205,15 +146,12 @@ pub struct SmcCore {
     sender_row: Vec<usize>,
     me_sender: Option<usize>,
     // Sender side.
+    /// Shared with sender threads (see [`send`]); `None` for a non-sender.
+    send: Option<Arc<SendState>>,
+    /// Entries taken in, in ring order (messages published by senders, null runs).
     committed: u64,
     pushed: u64,
     next_index: u64,
-    /// A lower bound of every member's `delivered` count for this sender.
-    delivered_floor: std::cell::Cell<u64>,
-    /// The open reservation: (entry, index, slot).
-    res: Option<(u64, u64, usize)>,
-    /// Entries the application has published (see [`Reservation::publish`]).
-    published: Arc<AtomicU64>,
     entry_end: Vec<u64>,
     null_target: u64,
     // Receiver side.
@@ -243,21 +181,23 @@ impl SmcCore {
         let me = table.members()[table.my_rank()];
         let sender_row = spec.senders.iter().map(|s| spec.member_rank(*s).expect("sender is a member")).collect();
         let s = spec.senders.len();
+        let row = Arc::new(row);
+        let send = spec.sender_rank(me).map(|r| {
+            Arc::new(SendState::new(row.clone(), lay.slots, lay.slot_bytes, spec.window, spec.max_msg, lay.delivered, r))
+        });
         SmcCore {
             #[cfg(any(test, loom))]
             faults: Faults::default(),
             me_sender: spec.sender_rank(me),
             entry_end: vec![0; spec.window],
             lay,
-            row: Arc::new(row),
+            row,
             table,
             sender_row,
+            send,
             committed: 0,
             pushed: 0,
             next_index: 0,
-            res: None,
-            delivered_floor: std::cell::Cell::new(0),
-            published: Arc::new(AtomicU64::new(0)),
             null_target: 0,
             seen: vec![0; s],
             recv: vec![0; s],
@@ -290,97 +230,64 @@ impl SmcCore {
 
     // ------------------------------------------------------------------ sending
 
-    /// True if entry `committed` may take its slot now.
-    fn slot_free(&self) -> bool {
-        if self.committed < self.spec.window as u64 {
-            return true;
-        }
-        #[cfg(any(test, loom))]
-        if self.faults.reuse_early {
-            return true;
-        }
-        let Some(s) = self.me_sender else { return false };
-        let end = self.entry_end[(self.committed % self.spec.window as u64) as usize];
-        // `delivered` only grows, so a minimum seen before is still a lower bound: the
-        // columns (written by peers' pushes, so cache misses) are read again only when
-        // the sender catches up with it.
-        if self.delivered_floor.get() >= end {
-            return true;
-        }
-        let floor = (0..self.table.rows()).map(|m| self.table.counter_at(m, self.lay.delivered, s)).min().unwrap_or(0);
-        self.delivered_floor.set(floor);
-        floor >= end
+    /// A handle that reserves slots without this core's lock (senders only).
+    pub fn sender(&self) -> Option<Sender> {
+        self.send.clone().map(Sender)
     }
 
-    /// Reserves the next slot for a message of `len` bytes.
+    /// Reserves the next slot for a message of `len` bytes (after taking in what was
+    /// published); the same as [`Sender::try_reserve`].
     pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
-        let Some(_) = self.me_sender else { return Err(SendError::NotSender) };
+        let Some(s) = self.send.clone() else { return Err(SendError::NotSender) };
         self.absorb();
-        if len > self.spec.max_msg {
-            return Err(SendError::TooLarge { len, max: self.spec.max_msg });
-        }
-        if self.wedged {
-            return Err(SendError::Wedged);
-        }
-        if self.res.is_some() {
-            return Err(SendError::Busy);
-        }
-        if !self.slot_free() {
-            return Err(SendError::Full);
-        }
-        let slot = (self.committed % self.spec.window as u64) as usize;
-        self.res = Some((self.committed, self.next_index, slot));
-        Ok(Reservation {
-            entry: self.committed,
-            index: self.next_index,
-            slot,
-            len,
-            row: self.row.clone(),
-            slots: self.lay.slots,
-            payload_at: slot * self.lay.slot_bytes + HEADER,
-            published: self.published.clone(),
-        })
+        SendState::try_reserve(&s, len)
     }
 
     /// Publishes a reserved message and takes it in: it goes out at the next send
     /// stage. (Equivalent to [`Reservation::publish`] followed by the next pass.)
     pub fn commit(&mut self, r: Reservation) {
-        debug_assert!(self.res.is_some_and(|(e, _, _)| e == r.entry), "commit of a stale reservation");
         r.publish();
         self.absorb();
     }
 
-    /// Takes in a message the application published without the lock.
-    fn absorb(&mut self) -> bool {
-        match self.res {
-            Some((entry, index, slot)) if self.published.load(Ordering::Acquire) > entry => {
-                self.entry_end[slot] = index + 1;
-                self.next_index = index + 1;
-                self.committed += 1;
-                self.res = None;
-                self.stats.messages_sent += 1;
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// True if the application published a message not yet taken in.
-    fn publish_pending(&self) -> bool {
-        self.res.is_some_and(|(entry, _, _)| self.published.load(Ordering::Acquire) > entry)
-    }
-
-    /// Gives a reservation back unused.
+    /// Gives a reservation back unused (its index becomes a null).
     pub fn abandon(&mut self, r: Reservation) {
-        debug_assert!(self.res.is_some_and(|(e, _, _)| e == r.entry));
-        self.res = None;
+        r.abandon();
+        self.absorb();
+    }
+
+    /// Takes in, in ring order, the entries senders have published.
+    fn absorb(&mut self) -> bool {
+        let Some(s) = self.send.clone() else { return false };
+        let mut any = false;
+        while let Some((w0, first)) = s.published_at(self.committed) {
+            let (end, is_message) = send::entry_span(w0, first);
+            debug_assert_eq!(first, self.next_index, "a lease gives consecutive indices");
+            let slot = (self.committed % self.spec.window as u64) as usize;
+            self.entry_end[slot] = end;
+            self.next_index = end;
+            s.absorbed(self.committed, end);
+            self.committed += 1;
+            if is_message {
+                self.stats.messages_sent += 1;
+            }
+            any = true;
+        }
+        any
+    }
+
+    /// True if a sender published an entry not yet taken in.
+    fn publish_pending(&self) -> bool {
+        self.send.as_ref().is_some_and(|s| s.publish_pending(self.committed))
     }
 
     fn write_header(&self, slot: usize, kind: u64, len: u64, index: u64) {
         store_header(&self.row, self.lay.slots, slot * self.lay.slot_bytes / 8, kind, len, index);
     }
 
-    /// Adds the nulls this sender owes as one run, if it may.
+    /// Adds the nulls this sender owes as one run, if it may: only when every
+    /// claimed entry is taken in and the senders' lease could be revoked (see
+    /// [`send`]); a new lease is granted after the run.
     fn add_nulls(&mut self) -> bool {
         #[cfg(any(test, loom))]
         if self.faults.no_nulls {
@@ -390,20 +297,23 @@ impl SmcCore {
         if self.faults.endless_nulls && self.me_sender.is_some() {
             self.null_target = self.null_target.max(self.next_index + 1);
         }
-        if self.me_sender.is_none()
-            || self.res.is_some()
-            || self.wedged
-            || self.next_index >= self.null_target
-            || !self.slot_free()
-        {
+        let Some(s) = self.send.clone() else { return false };
+        if self.wedged || self.next_index >= self.null_target || !s.extend_limit() {
             return false;
         }
+        #[cfg(any(test, loom))]
+        let check_claims = !self.faults.null_without_revoke;
+        #[cfg(not(any(test, loom)))]
+        let check_claims = true;
+        let Some(gen) = s.revoke(self.committed, check_claims) else { return false };
         let count = (self.null_target - self.next_index).min(u32::MAX as u64);
         let slot = (self.committed % self.spec.window as u64) as usize;
         self.write_header(slot, KIND_NULL, count, self.next_index);
         self.next_index += count;
         self.entry_end[slot] = self.next_index;
+        s.absorbed(self.committed, self.next_index);
         self.committed += 1;
+        s.grant(gen, self.committed, self.next_index);
         self.stats.nulls += count;
         self.stats.null_runs += 1;
         true
@@ -635,13 +545,10 @@ impl SmcCore {
                 return true;
             }
         }
-        if self.me_sender.is_some()
-            && self.res.is_none()
-            && !self.wedged
-            && self.next_index < self.null_target
-            && self.slot_free()
-        {
-            return true;
+        if let Some(snd) = &self.send {
+            if self.next_index < self.null_target && snd.can_claim() && snd.revoke(self.committed, false).is_some() {
+                return true;
+            }
         }
         if self.delivering {
             return false;
@@ -660,6 +567,9 @@ impl SmcCore {
     #[cfg(any(test, loom))]
     pub fn set_faults(&mut self, f: Faults) {
         self.faults = f;
+        if let Some(s) = &self.send {
+            s.reuse_early.store(f.reuse_early, sst::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Entries this node has committed (messages and null runs).
@@ -674,8 +584,9 @@ impl SmcCore {
         self.entry_end[(e % self.spec.window as u64) as usize]
     }
 
-    /// True if a sender waiting for a slot could reserve one now.
+    /// True if a sender waiting for a slot could reserve one now (raises the shared
+    /// free-slot limit as a side effect).
     pub fn can_reserve(&self) -> bool {
-        self.me_sender.is_some() && !self.wedged && self.res.is_none() && self.slot_free()
+        !self.wedged && self.send.as_ref().is_some_and(|s| s.can_claim())
     }
 }

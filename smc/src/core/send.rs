@@ -1,0 +1,335 @@
+//! The lock-free send side: sender threads claim slots without the core's lock.
+//!
+//! ```text
+//!   sender threads                        predicate thread (holds the core)
+//!   claim: CAS on `claim` (entry + 1) ─┐   absorb: entries published in order
+//!   write the payload in place         │   add nulls: revoke the lease (CAS), write a
+//!   publish: header, then              │     null run, grant a new lease
+//!     published[slot] = entry + 1 ─────┘   push, deliver, extend `limit`
+//! ```
+//!
+//! # The lease
+//! Entries are numbered in ring order; both sender threads (messages) and the
+//! predicate thread (null runs) take them. The `claim` word holds the next entry, a
+//! lease generation and a *revoked* bit. While the lease stands, entry `e` carries
+//! index `base_index + (e - base_entry)`, so a sender knows its index when it claims.
+//! To add nulls, the predicate thread revokes the lease with a CAS that succeeds only
+//! when every claimed entry has been published and absorbed; it writes the null run,
+//! then grants a new lease (new bases, next generation, `Release`). A sender that
+//! claimed between the predicate thread's look and its CAS makes the CAS fail, so an
+//! entry is never taken twice. The generation keeps a sender from succeeding with
+//! bases it read before a revoke and grant (ABA), unless 2^20 leases came between
+//! its load and its CAS.
+//!
+//! # Free slots
+//! Entry `e` may take slot `e % window` once every member delivered every index of
+//! entry `e - window`. `limit` is the first entry not known to be free; any thread
+//! raises it ([`SendState::extend_limit`]) from the absorbed entries' ends and the
+//! members' `delivered` columns. A sender that finds no free slot tries to raise it
+//! itself before it sleeps.
+//!
+//! # Publication
+//! A sender writes the payload, then the header, then stores `entry + 1` in the
+//! slot's `published` word (`Release`). The predicate thread takes entries in ring
+//! order only, so a message published early waits for the ones claimed before it.
+//! Dropping a reservation publishes it as a null run of one: its index is filled.
+
+use super::{parse_header, store_header, SendError, KIND_DATA, KIND_NULL};
+use crate::spec::HEADER;
+use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use sst::sync::Arc;
+use sst::{Bytes, CounterVec, LocalRow};
+
+const ENTRY_BITS: u32 = 43;
+const ENTRY_MASK: u64 = (1 << ENTRY_BITS) - 1;
+const REVOKED: u64 = 1 << ENTRY_BITS;
+const GEN_SHIFT: u32 = ENTRY_BITS + 1;
+
+fn claim_word(gen: u64, entry: u64) -> u64 {
+    (gen << GEN_SHIFT) | (entry & ENTRY_MASK)
+}
+
+/// The send state shared by the core (predicate thread) and sender threads.
+#[derive(Debug)]
+pub(crate) struct SendState {
+    claim: AtomicU64,
+    base_entry: AtomicU64,
+    base_index: AtomicU64,
+    limit: AtomicU64,
+    /// Entries absorbed by the core (published copy of its `committed`).
+    committed: AtomicU64,
+    /// Per slot: the end index of the last entry absorbed into it.
+    ends: Box<[AtomicU64]>,
+    /// Per slot: `entry + 1` once a sender published entry `entry` there.
+    published: Box<[AtomicU64]>,
+    wedged: AtomicBool,
+    #[cfg(any(test, loom))]
+    pub(crate) reuse_early: AtomicBool,
+    row: Arc<LocalRow>,
+    slots: Bytes,
+    slot_bytes: usize,
+    window: u64,
+    max_msg: usize,
+    delivered: CounterVec,
+    sender: usize,
+}
+
+impl SendState {
+    pub(crate) fn new(
+        row: Arc<LocalRow>,
+        slots: Bytes,
+        slot_bytes: usize,
+        window: usize,
+        max_msg: usize,
+        delivered: CounterVec,
+        sender: usize,
+    ) -> SendState {
+        let words = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
+        SendState {
+            claim: AtomicU64::new(0),
+            base_entry: AtomicU64::new(0),
+            base_index: AtomicU64::new(0),
+            limit: AtomicU64::new(window as u64),
+            committed: AtomicU64::new(0),
+            ends: words(window),
+            published: words(window),
+            wedged: AtomicBool::new(false),
+            #[cfg(any(test, loom))]
+            reuse_early: AtomicBool::new(false),
+            row,
+            slots,
+            slot_bytes,
+            window: window as u64,
+            max_msg,
+            delivered,
+            sender,
+        }
+    }
+
+    /// Claims the next entry for a `len`-byte message, if a slot is free and the
+    /// lease stands. Lock-free: the loop repeats only when another thread claimed.
+    pub(crate) fn try_reserve(this: &Arc<Self>, len: usize) -> Result<Reservation, SendError> {
+        let s = &**this;
+        if len > s.max_msg {
+            return Err(SendError::TooLarge { len, max: s.max_msg });
+        }
+        loop {
+            let c = s.claim.load(Ordering::Acquire);
+            if c & REVOKED != 0 {
+                return Err(if s.wedged.load(Ordering::Acquire) { SendError::Wedged } else { SendError::Busy });
+            }
+            let entry = c & ENTRY_MASK;
+            if entry >= s.limit.load(Ordering::Acquire) && !s.extend_limit() {
+                return Err(SendError::Full);
+            }
+            let (be, bi) = (s.base_entry.load(Ordering::Relaxed), s.base_index.load(Ordering::Relaxed));
+            if s.claim.compare_exchange(c, c + 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                let slot = (entry % s.window) as usize;
+                return Ok(Reservation {
+                    entry,
+                    index: bi + (entry - be),
+                    slot,
+                    len,
+                    payload_at: slot * s.slot_bytes + HEADER,
+                    state: this.clone(),
+                });
+            }
+        }
+    }
+
+    /// Raises `limit` as far as the absorbed entries and the members' `delivered`
+    /// columns allow; true if the next unclaimed entry is free now.
+    pub(crate) fn extend_limit(&self) -> bool {
+        let w = self.window;
+        let start = self.limit.load(Ordering::Acquire);
+        let committed = self.committed.load(Ordering::Acquire);
+        let cap = committed + w;
+        let mut l = start;
+        #[cfg(any(test, loom))]
+        if self.reuse_early.load(Ordering::Relaxed) {
+            l = l.max(cap);
+        }
+        let mut floor: Option<u64> = None;
+        while l < cap {
+            if l >= w {
+                // Entry l - w < committed is absorbed: its slot's end is its own end,
+                // or a later entry's (larger) if the slot moved on, which only errs
+                // on the side of waiting.
+                let end = self.ends[((l - w) % w) as usize].load(Ordering::Acquire);
+                let f = *floor.get_or_insert_with(|| self.delivered_floor());
+                if f < end {
+                    break;
+                }
+            }
+            l += 1;
+        }
+        let limit = if l > start { self.limit.fetch_max(l, Ordering::AcqRel).max(l) } else { start };
+        (self.claim.load(Ordering::Acquire) & ENTRY_MASK) < limit
+    }
+
+    /// The least `delivered` count of this sender over all members.
+    fn delivered_floor(&self) -> u64 {
+        let t = self.row.table();
+        (0..t.rows()).map(|m| t.counter_at(m, self.delivered, self.sender)).min().unwrap_or(0)
+    }
+
+    /// The entry a sender would claim next and whether the lease is revoked.
+    fn next_claim(&self) -> (u64, bool) {
+        let c = self.claim.load(Ordering::Acquire);
+        (c & ENTRY_MASK, c & REVOKED != 0)
+    }
+
+    // ------------------------------------------------------------ predicate thread
+
+    /// Entry `committed`, if a sender published it: (header word 0, first index).
+    pub(crate) fn published_at(&self, committed: u64) -> Option<(u64, u64)> {
+        let slot = (committed % self.window) as usize;
+        if self.published[slot].load(Ordering::Acquire) != committed + 1 {
+            return None;
+        }
+        let t = self.row.table();
+        let base = slot * self.slot_bytes / 8;
+        Some((t.word(t.my_rank(), self.slots, base), t.word(t.my_rank(), self.slots, base + 1)))
+    }
+
+    /// Records entry `entry` as absorbed with end index `end`.
+    pub(crate) fn absorbed(&self, entry: u64, end: u64) {
+        self.ends[(entry % self.window) as usize].store(end, Ordering::Release);
+        self.committed.store(entry + 1, Ordering::Release);
+    }
+
+    /// Revokes the lease if every claimed entry is absorbed (`committed`); returns the
+    /// generation to grant the next lease with.
+    pub(crate) fn revoke(&self, committed: u64, check_claims: bool) -> Option<u64> {
+        let c = self.claim.load(Ordering::Acquire);
+        if c & REVOKED != 0 || c & ENTRY_MASK != committed {
+            return None;
+        }
+        if check_claims && self.claim.compare_exchange(c, c | REVOKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return None;
+        }
+        Some(c >> GEN_SHIFT)
+    }
+
+    /// Grants a new lease from entry `entry` at index `index`.
+    pub(crate) fn grant(&self, gen: u64, entry: u64, index: u64) {
+        self.base_entry.store(entry, Ordering::Relaxed);
+        self.base_index.store(index, Ordering::Relaxed);
+        self.claim.store(claim_word(gen.wrapping_add(1), entry), Ordering::Release);
+    }
+
+    /// Revokes the lease for good: no more claims in this view.
+    pub(crate) fn wedge(&self) {
+        self.wedged.store(true, Ordering::Release);
+        self.claim.fetch_or(REVOKED, Ordering::AcqRel);
+    }
+
+    /// True if a sender could claim now (lease standing, slot free).
+    pub(crate) fn can_claim(&self) -> bool {
+        let (entry, revoked) = self.next_claim();
+        !revoked && (entry < self.limit.load(Ordering::Acquire) || self.extend_limit())
+    }
+
+    /// True if the next unabsorbed entry is published.
+    pub(crate) fn publish_pending(&self, committed: u64) -> bool {
+        self.published[(committed % self.window) as usize].load(Ordering::Acquire) == committed + 1
+    }
+}
+
+/// A slot claimed for a message: write the payload in place (no lock is needed), then
+/// [`Reservation::publish`] it (or [`crate::SmcCore::commit`] it). Dropping it
+/// unpublished fills its index with a null.
+#[derive(Debug)]
+#[must_use = "a reservation holds up every later send until it is published"]
+pub struct Reservation {
+    entry: u64,
+    index: u64,
+    slot: usize,
+    len: usize,
+    payload_at: usize,
+    state: Arc<SendState>,
+}
+
+impl PartialEq for Reservation {
+    fn eq(&self, o: &Reservation) -> bool {
+        (self.entry, self.index, self.slot, self.len) == (o.entry, o.index, o.slot, o.len)
+    }
+}
+
+impl Reservation {
+    /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
+    /// slot.
+    pub fn write(&self, at: usize, data: &[u8]) {
+        assert!(
+            at % 8 == 0 && at + data.len() <= self.len,
+            "write {at}+{} outside a {}-byte message",
+            data.len(),
+            self.len
+        );
+        self.state.row.write_bytes(self.state.slots, self.payload_at + at, data);
+    }
+
+    /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
+    pub fn write_word(&self, i: usize, value: u64) {
+        assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
+        self.state.row.store_word(self.state.slots, self.payload_at / 8 + i, value);
+    }
+
+    /// Publishes the message without any lock: writes its header, then marks the
+    /// entry published (`Release`); the predicate thread takes it in at its next pass,
+    /// after every entry claimed before it. Returns the message's index.
+    pub fn publish(self) -> u64 {
+        let len = self.len as u64;
+        self.finish(KIND_DATA, len)
+    }
+
+    /// Gives the slot back: publishes it as a null run of one (its index is skipped).
+    pub fn abandon(self) {
+        self.finish(KIND_NULL, 1);
+    }
+
+    fn finish(self, kind: u64, len: u64) -> u64 {
+        let s = &self.state;
+        store_header(&s.row, s.slots, self.slot * s.slot_bytes / 8, kind, len, self.index);
+        s.published[self.slot].store(self.entry + 1, Ordering::Release);
+        self.index
+    }
+
+    /// The message's index among this sender's messages.
+    pub fn index(&self) -> u64 {
+        self.index
+    }
+    /// The reserved payload length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for a zero-length reservation.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// A handle that reserves slots of one subgroup without the core's lock (cheap to
+/// clone; any number of threads may hold one).
+#[derive(Debug, Clone)]
+pub struct Sender(pub(crate) Arc<SendState>);
+
+impl Sender {
+    /// Claims the next slot for a `len`-byte message; never blocks. `Full`: no free
+    /// slot (wait for deliveries); `Busy`: the predicate thread is inserting nulls for
+    /// a moment; `Wedged`: the view is ending.
+    pub fn try_reserve(&self, len: usize) -> Result<Reservation, SendError> {
+        SendState::try_reserve(&self.0, len)
+    }
+
+    /// True if [`Sender::try_reserve`] could succeed now.
+    pub fn can_reserve(&self) -> bool {
+        self.0.can_claim()
+    }
+}
+
+/// Decodes an absorbed entry's header: its end index, and whether it is a message.
+pub(crate) fn entry_span(w0: u64, first: u64) -> (u64, bool) {
+    let (data, count) = parse_header(w0);
+    (first + count, data.is_some())
+}
