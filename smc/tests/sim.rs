@@ -1,6 +1,8 @@
 //! The deterministic simulator over many seeds. Each seed draws a subgroup (2-5 nodes,
 //! all/half/one senders, window 1-6, ordered or unordered), sender patterns
-//! (continuous, bursty, silent, random delays) and link speeds, runs it to quiescence
+//! (continuous, bursty, silent, random delays), how many reservations a sender holds
+//! open at once (published or given back in any order, as several application threads
+//! would on the lock-free send path) and link speeds, runs it to quiescence
 //! and checks every invariant after every step (see `smc::sim::invariants`).
 //!
 //! ```text

@@ -48,7 +48,7 @@ mod cut;
 mod send;
 pub use cut::CutError;
 pub use send::{Reservation, Sender};
-use send::SendState;
+use send::{Revoke, SendState};
 
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
@@ -131,6 +131,8 @@ pub struct Faults {
     /// Insert nulls without revoking the senders' lease (a look, then act: a sender
     /// may claim the same entry in between).
     pub null_without_revoke: bool,
+    /// Insert nulls even while senders hold claimed entries.
+    pub nulls_over_claims: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
@@ -302,10 +304,14 @@ impl SmcCore {
             return false;
         }
         #[cfg(any(test, loom))]
-        let check_claims = !self.faults.null_without_revoke;
+        let how = match (self.faults.null_without_revoke, self.faults.nulls_over_claims) {
+            (_, true) => Revoke::Blind,
+            (true, false) => Revoke::Look,
+            _ => Revoke::Cas,
+        };
         #[cfg(not(any(test, loom)))]
-        let check_claims = true;
-        let Some(gen) = s.revoke(self.committed, check_claims) else { return false };
+        let how = Revoke::Cas;
+        let Some(gen) = s.revoke(self.committed, how) else { return false };
         let count = (self.null_target - self.next_index).min(u32::MAX as u64);
         let slot = (self.committed % self.spec.window as u64) as usize;
         self.write_header(slot, KIND_NULL, count, self.next_index);
@@ -546,7 +552,7 @@ impl SmcCore {
             }
         }
         if let Some(snd) = &self.send {
-            if self.next_index < self.null_target && snd.can_claim() && snd.revoke(self.committed, false).is_some() {
+            if self.next_index < self.null_target && snd.can_claim() && snd.revoke(self.committed, Revoke::Look).is_some() {
                 return true;
             }
         }

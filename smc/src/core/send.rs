@@ -45,6 +45,18 @@ const ENTRY_MASK: u64 = (1 << ENTRY_BITS) - 1;
 const REVOKED: u64 = 1 << ENTRY_BITS;
 const GEN_SHIFT: u32 = ENTRY_BITS + 1;
 
+/// How the predicate thread takes the lease back before it inserts nulls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Revoke {
+    /// Only if no claim is outstanding, by a CAS that fails if a sender claims first.
+    Cas,
+    /// Look whether it could (no CAS). Alone, a look-then-act race (a fault).
+    Look,
+    /// Not at all (a fault: nulls over entries that senders hold).
+    #[cfg_attr(not(any(test, loom)), allow(dead_code))]
+    Blind,
+}
+
 fn claim_word(gen: u64, entry: u64) -> u64 {
     (gen << GEN_SHIFT) | (entry & ENTRY_MASK)
 }
@@ -199,16 +211,17 @@ impl SendState {
     }
 
     /// Revokes the lease if every claimed entry is absorbed (`committed`); returns the
-    /// generation to grant the next lease with.
-    pub(crate) fn revoke(&self, committed: u64, check_claims: bool) -> Option<u64> {
+    /// generation to grant the next lease with. [`Revoke::Look`] only looks (for
+    /// `has_work`, or a deliberately racy variant).
+    pub(crate) fn revoke(&self, committed: u64, how: Revoke) -> Option<u64> {
         let c = self.claim.load(Ordering::Acquire);
-        if c & REVOKED != 0 || c & ENTRY_MASK != committed {
-            return None;
+        match how {
+            Revoke::Blind => return Some(c >> GEN_SHIFT),
+            _ if c & REVOKED != 0 || c & ENTRY_MASK != committed => return None,
+            Revoke::Look => return Some(c >> GEN_SHIFT),
+            Revoke::Cas => {}
         }
-        if check_claims && self.claim.compare_exchange(c, c | REVOKED, Ordering::AcqRel, Ordering::Acquire).is_err() {
-            return None;
-        }
-        Some(c >> GEN_SHIFT)
+        self.claim.compare_exchange(c, c | REVOKED, Ordering::AcqRel, Ordering::Acquire).ok().map(|c| c >> GEN_SHIFT)
     }
 
     /// Grants a new lease from entry `entry` at index `index`.

@@ -10,10 +10,14 @@
 //! The nodes run the real [`SmcCore`] over real sst tables; only the byte moving is
 //! simulated: a push is copied out of the sender's row when posted and applied to the
 //! target's region when the schedule delivers it.
+//!
+//! Senders act as several application threads would on the lock-free send path: a
+//! sender may hold up to `open_max` reservations at once, and publishes or gives back
+//! (`abandon_percent`) any of them at a later turn, in any order.
 
 pub mod invariants;
 
-use crate::core::SmcCore;
+use crate::core::{Reservation, SmcCore};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use invariants::Checks;
 use sst::sync::Arc;
@@ -82,6 +86,10 @@ pub struct SimConfig {
     pub link_speed: Vec<u64>,
     /// Steps before the run is declared stalled.
     pub max_steps: u64,
+    /// Reservations a sender may hold open at once (1 = reserve, write, publish).
+    pub open_max: usize,
+    /// Chance in percent that an open reservation is given back instead of published.
+    pub abandon_percent: u64,
 }
 
 impl SimConfig {
@@ -112,7 +120,10 @@ impl SimConfig {
             mode,
         };
         let link_speed = (0..n * n).map(|_| 1 + rng.below(10)).collect();
-        SimConfig { seed, spec, patterns, msgs_per_sender: 5 + rng.below(40), link_speed, max_steps: 400_000 }
+        let msgs_per_sender = 5 + rng.below(40);
+        let open_max = 1 + rng.below(3) as usize;
+        let abandon_percent = if rng.chance(25) { 10 } else { 0 };
+        SimConfig { seed, spec, patterns, msgs_per_sender, link_speed, max_steps: 400_000, open_max, abandon_percent }
     }
 }
 
@@ -160,7 +171,12 @@ pub struct SimNode {
     /// Its multicast core.
     pub core: SmcCore,
     region: Arc<Region>,
+    /// Messages published or given back.
     sent: u64,
+    /// Messages reserved so far (the next payload number).
+    claimed: u64,
+    /// Open reservations with their payload numbers.
+    open: Vec<(Reservation, u64)>,
     turn: u64,
 }
 
@@ -212,7 +228,16 @@ impl Sim {
     pub fn manual(spec: SubgroupSpec) -> Sim {
         let n = spec.members.len();
         let patterns = vec![Pattern::Silent; spec.senders.len()];
-        Sim::new(SimConfig { seed: 0, spec, patterns, msgs_per_sender: 0, link_speed: vec![1; n * n], max_steps: 0 })
+        Sim::new(SimConfig {
+            seed: 0,
+            spec,
+            patterns,
+            msgs_per_sender: 0,
+            link_speed: vec![1; n * n],
+            max_steps: 0,
+            open_max: 1,
+            abandon_percent: 0,
+        })
     }
 
     /// Builds the subgroup of `cfg`.
@@ -226,7 +251,14 @@ impl Sim {
                 let region = Arc::new(Region::new(lay.table_bytes()));
                 let row = Table::create(lay.table_layout().clone(), &cfg.spec.members, me, REGION, region.clone())
                     .expect("table");
-                SimNode { core: SmcCore::new(cfg.spec.clone(), row), region, sent: 0, turn: 0 }
+                SimNode {
+                    core: SmcCore::new(cfg.spec.clone(), row),
+                    region,
+                    sent: 0,
+                    claimed: 0,
+                    open: Vec::new(),
+                    turn: 0,
+                }
             })
             .collect::<Vec<_>>();
         let n = nodes.len();
@@ -287,11 +319,41 @@ impl Sim {
             Pattern::Bursty { burst, pause } => (node.turn % (burst + pause) as u64) < u64::from(burst),
             Pattern::Random(p) => self.rng.chance(p as u64),
         };
-        if go {
+        if !go {
+            return Ok(());
+        }
+        if self.cfg.open_max == 1 {
             let k = node.sent;
             self.send(i, &payload(self.cfg.seed, r, k, self.cfg.spec.max_msg))?;
+            return Ok(());
         }
-        Ok(())
+        // Several application threads: claim another slot, or finish an open one.
+        let can_claim = node.claimed < self.cfg.msgs_per_sender && node.open.len() < self.cfg.open_max;
+        if can_claim && (node.open.is_empty() || self.rng.chance(50)) {
+            let data = payload(self.cfg.seed, r, node.claimed, self.cfg.spec.max_msg);
+            if let Ok(res) = node.core.reserve(data.len()) {
+                res.write(0, &data);
+                node.open.push((res, node.claimed));
+                node.claimed += 1;
+                return Ok(());
+            }
+        }
+        if node.open.is_empty() {
+            return Ok(());
+        }
+        let pick = self.rng.below(node.open.len() as u64) as usize;
+        let (res, k) = node.open.swap_remove(pick);
+        let before = node.core.committed_entries();
+        if self.rng.chance(self.cfg.abandon_percent) {
+            node.core.abandon(res);
+        } else {
+            let data = payload(self.cfg.seed, r, k, self.cfg.spec.max_msg);
+            let index = res.index();
+            node.core.commit(res);
+            self.checks.on_commit(r, index, digest(&data));
+        }
+        self.nodes[i].sent += 1;
+        self.check_entries(i, before)
     }
 
     /// Sends `data` from node `i` if a slot is free; returns whether it was sent.
@@ -414,7 +476,10 @@ impl Sim {
 
     fn all_sent(&self) -> bool {
         self.nodes.iter().all(|node| match node.core.sender_rank() {
-            Some(r) => self.cfg.patterns[r] == Pattern::Silent || node.sent >= self.cfg.msgs_per_sender,
+            Some(r) => {
+                self.cfg.patterns[r] == Pattern::Silent
+                    || (node.sent >= self.cfg.msgs_per_sender && node.open.is_empty())
+            }
             None => true,
         })
     }
@@ -516,6 +581,12 @@ mod tests {
             v == Some(invariants::quiescence::NAME) || v == Some(invariants::progress::NAME),
             "endless nulls went unnoticed: {v:?}"
         );
+    }
+
+    #[test]
+    fn catches_nulls_over_claimed_entries() {
+        let v = first_violation(Faults { nulls_over_claims: true, ..Faults::default() }, 300);
+        assert_eq!(v, Some(invariants::no_gaps::NAME), "nulls over entries held by senders went unnoticed");
     }
 
     #[test]

@@ -23,8 +23,14 @@ impl NoGaps {
     }
 
     /// A sender committed a message.
+    ///
+    /// Sender threads may publish out of claim order; the list is kept in index
+    /// order, which is final up to any index delivered (an index is delivered only
+    /// after every index before it was published or given back).
     pub fn on_commit(&mut self, sender: usize, index: u64, digest: u64) {
-        self.committed[sender].push((index, digest));
+        let list = &mut self.committed[sender];
+        let at = list.partition_point(|(i, _)| *i < index);
+        list.insert(at, (index, digest));
     }
 
     /// Checks one delivery.
