@@ -112,6 +112,50 @@ fn guard_publication_in_place_without_fence_is_caught() {
     guard_publication_in_place(false);
 }
 
+// In-place areas (smc's slots on mem/shm): a sender thread writes a message into the
+// owner's working row and marks it published (`Release`); the predicate thread takes
+// it (`Acquire`) and publishes only the guard; the reader, seeing the guard, reads the
+// data from the working row, which no push copied. The buggy variant marks the message
+// published with a Relaxed store.
+
+fn in_place_data(release_mark: bool) {
+    loom::model(move || {
+        // Working row: data words 0..2, mark word 2, guard word 3; publication at 32.
+        let region = Arc::new(Region::new(64));
+        let seq = Arc::new(AtomicU64::new(0));
+        let r = region.clone();
+        let app = thread::spawn(move || {
+            r.write_bytes(0, &[7u8; 16]);
+            r.store(16, 1, if release_mark { Ordering::Release } else { Ordering::Relaxed });
+        });
+        let (r, q) = (region.clone(), seq.clone());
+        let predicate = thread::spawn(move || {
+            if r.load(16, Ordering::Acquire) == 1 {
+                r.store(24, 1, Ordering::Relaxed);
+                publish::publish(&q, &r, 24, 56, 8);
+            }
+        });
+        if region.load(56, Ordering::Acquire) == 1 {
+            let mut data = [0u8; 16];
+            region.read_bytes(0, &mut data);
+            assert_eq!(data, [7u8; 16], "guard seen before its in-place data");
+        }
+        app.join().unwrap();
+        predicate.join().unwrap();
+    });
+}
+
+#[test]
+fn in_place_data_is_visible_with_its_guard() {
+    in_place_data(true);
+}
+
+#[test]
+#[should_panic(expected = "guard seen before its in-place data")]
+fn in_place_data_with_a_relaxed_mark_is_caught() {
+    in_place_data(false);
+}
+
 // A reader that cuts the owner off freezes its view on a snapshot of the owner's
 // publication row taken while the owner keeps publishing (data, then guard). A snapshot
 // reported clean never holds a guard newer than its data. The buggy variant trusts

@@ -127,7 +127,9 @@ impl SmcLayout {
         let received = b.counters("received", spec.senders.len());
         let delivered = b.counters("delivered", spec.senders.len());
         let slot_bytes = HEADER + spec.max_msg.div_ceil(8) * 8;
-        let slots = b.bytes("slots", slot_bytes * spec.window);
+        // Published by `sent`, reused only once delivered everywhere: on mem/shm peers
+        // read messages straight from the sender's row (no copy at all).
+        let slots = b.bytes_in_place("slots", slot_bytes * spec.window);
         SmcLayout { table: b.build(), sent, wedged, received, delivered, slots, slot_bytes, rows: spec.members.len() }
     }
 

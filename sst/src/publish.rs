@@ -16,6 +16,12 @@
 //!   └──────────────┘
 //! ```
 //!
+//! Areas declared with [`crate::LayoutBuilder::bytes_in_place`] (smc's slot ring) are
+//! not even copied once: peers read them from the owner's *working* row, and only the
+//! counter that publishes them is pushed. The owner's `Release` (its publication fence,
+//! after the writer thread's own `Release` mark was acquired) orders the area before
+//! the counter, and the area is not rewritten until every reader is done with it.
+//!
 //! The transport contract holds unchanged: the publication row only changes by
 //! pushes, each a `Release`-fenced copy, so a reader that `Acquire`-loads a guard in it
 //! sees the data pushed before the guard. Cutting a peer off cannot stop it writing

@@ -62,6 +62,9 @@ pub struct CounterVec {
 pub struct Bytes {
     off: usize,
     len: usize,
+    /// Read in place from the owner's working row on shared tables (see
+    /// [`LayoutBuilder::bytes_in_place`]).
+    in_place: bool,
 }
 
 impl Bytes {
@@ -77,6 +80,10 @@ impl Bytes {
     pub fn sub_range(&self, at: usize, len: usize) -> ColumnRange {
         assert!(at % WORD == 0 && at + len <= self.len, "range {at}+{len} outside a {}-byte area", self.len);
         ColumnRange { off: self.off + at, len: len.div_ceil(WORD) * WORD }
+    }
+    /// True if declared with [`LayoutBuilder::bytes_in_place`].
+    pub fn is_in_place(&self) -> bool {
+        self.in_place
     }
 }
 
@@ -191,7 +198,17 @@ impl LayoutBuilder {
     /// Adds a plain byte area of `len` bytes (rounded up to whole words).
     pub fn bytes(&mut self, name: &str, len: usize) -> Bytes {
         let words = len.div_ceil(WORD);
-        Bytes { off: self.take(name, words), len: words * WORD }
+        Bytes { off: self.take(name, words), len: words * WORD, in_place: false }
+    }
+
+    /// Adds a byte area that, on a shared table ([`Table::create_shared`]), peers read
+    /// straight from the owner's working row and that pushes never copy: zero copies
+    /// beyond the owner's own write. For areas whose every part is published by a
+    /// counter pushed after it was written, and not written again until every reader
+    /// is done with it (smc's slot ring: `sent` publishes a slot, and a slot is reused
+    /// only once every member delivered its message). Elsewhere it is a plain area.
+    pub fn bytes_in_place(&mut self, name: &str, len: usize) -> Bytes {
+        Bytes { in_place: true, ..self.bytes(name, len) }
     }
     /// Adds a guarded byte field of `capacity` bytes (padded to whole words), followed
     /// by its guard counter.
@@ -405,6 +422,21 @@ impl Table {
         }
     }
 
+    /// Like `loc`, for byte `off` of area `b`: an in-place area of a peer is read from
+    /// the peer's working row.
+    #[inline]
+    fn loc_bytes(&self, rank: usize, b: Bytes, off: usize) -> (&Region, usize) {
+        match self.views.get(rank) {
+            Some(Some(v)) if b.in_place => (v.region(), self.at(rank, b.off + off)),
+            _ => self.loc(rank, b.off + off),
+        }
+    }
+
+    /// True if peers read area `b` in place and pushes of it are not needed.
+    pub fn reads_in_place(&self, b: Bytes) -> bool {
+        b.in_place && self.is_shared()
+    }
+
     /// Reads a counter of row `rank` (`Acquire`: data it guards is visible).
     #[inline]
     pub fn counter(&self, rank: usize, c: Counter) -> u64 {
@@ -432,14 +464,14 @@ impl Table {
     #[inline]
     pub fn word(&self, rank: usize, b: Bytes, word: usize) -> u64 {
         assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
-        let (r, at) = self.loc(rank, b.off + word * WORD);
+        let (r, at) = self.loc_bytes(rank, b, word * WORD);
         r.load(at, Ordering::Acquire)
     }
     /// Copies `out.len()` bytes from `at` in byte area `b` of row `rank` (`Relaxed`
     /// loads; read the column that publishes the area first).
     pub fn read_bytes(&self, rank: usize, b: Bytes, at: usize, out: &mut [u8]) {
         assert!(at % WORD == 0 && at + out.len() <= b.len, "read outside a {}-byte area", b.len);
-        let (r, at) = self.loc(rank, b.off + at);
+        let (r, at) = self.loc_bytes(rank, b, at);
         r.read_bytes(at, out);
     }
     /// Reads a guarded field of row `rank`: loads the guard (`Acquire`), then copies

@@ -13,6 +13,12 @@
 //! message of every subgroup, and keeps a running digest of its delivery sequence
 //! (per sender in unordered mode). Throughput is averaged over nodes.
 //!
+//! `push_bytes_per_msg` is what a sending node's pushes copied per message it sent
+//! (the predicate thread's `bytes_written`: slots and counters, once per target on tcp,
+//! once in all on mem/shm); `bytes_written_per_msg` adds the message's own `size`
+//! bytes, which the application writes once, in place (this benchmark writes only the
+//! first word; a real sender writes them all).
+//!
 //! `--baseline` first measures, in the same run, the raw limit of the transport's
 //! medium: for mem/shm a two-party copy loop through a shared ring of the same message
 //! size (word copies in, word copies out, a counter handshake); for tcp a coalesced
@@ -270,13 +276,16 @@ fn main() {
     let mean = |k: &str| round(f(k).iter().sum::<f64>() / n, 2);
     let nulls: f64 = f("nulls").iter().sum();
     // Bytes a sending node's pushes copied per message it sent (every push: slots,
-    // counters); the mean over sending nodes.
+    // counters), the mean over sending nodes; and with the message's own write in its
+    // slot (the application builds it in place: `size` bytes, once) all the bytes a
+    // sender writes per message.
     let per_sender: Vec<f64> = results
         .iter()
         .filter(|r| r["sent"].as_f64().unwrap_or(0.0) > 0.0)
         .map(|r| r["bytes_written"].as_f64().unwrap_or(0.0) / r["sent"].as_f64().unwrap_or(1.0))
         .collect();
-    let bytes_written_per_msg = per_sender.iter().sum::<f64>() / per_sender.len().max(1) as f64;
+    let push_bytes_per_msg = per_sender.iter().sum::<f64>() / per_sender.len().max(1) as f64;
+    let bytes_written_per_msg = c.size as f64 + push_bytes_per_msg;
     let mut line = json!({
         "bench": "bandwidth",
         "transport": c.transport.name(),
@@ -292,6 +301,7 @@ fn main() {
         "digest_agree": digest_agree && complete,
         "complete": complete,
         "nulls": nulls,
+        "push_bytes_per_msg": round(push_bytes_per_msg, 1),
         "bytes_written_per_msg": round(bytes_written_per_msg, 1),
         "send_batch_mean": mean("send_batch_mean"),
         "recv_batch_mean": mean("recv_batch_mean"),
@@ -311,7 +321,10 @@ fn main() {
         ));
         out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
         out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));
-        out(&format!("  bytes a sender's pushes wrote per message sent: {:.1}", bytes_written_per_msg));
+        out(&format!(
+            "  bytes a sender writes per message: {:.1} (the message in place, {} B, and {:.1} B of pushes)",
+            bytes_written_per_msg, c.size, push_bytes_per_msg
+        ));
         out(&format!(
             "  mean batch: send {} recv {} deliver {}",
             line["send_batch_mean"], line["recv_batch_mean"], line["deliver_batch_mean"]

@@ -332,7 +332,8 @@ impl SmcCore {
         }
         let w = self.spec.window as u64;
         let (from, to) = (self.pushed, self.committed);
-        let mut at = from;
+        // Where peers read the slots in place, `sent` alone publishes them.
+        let mut at = if self.table.reads_in_place(self.lay.slots) { to } else { from };
         while at < to {
             let slot = (at % w) as usize;
             let n = ((to - at).min(w - slot as u64)) as usize;
