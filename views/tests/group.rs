@@ -214,12 +214,18 @@ fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
 }
 
 /// Point-to-point requests over the control plane: a member's handler answers; a
-/// member without a handler refuses; an unknown member is an error.
+/// member without a handler refuses; an unknown member is an error. Requests in a
+/// row reuse one connection: one control thread (one per connection) serves them.
 #[test]
 fn members_answer_point_to_point_requests() {
     let name = format!("gr{}", std::process::id());
+    let threads = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    let t2 = threads.clone();
     let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
-        .on_request(|b| b.to_ascii_uppercase())
+        .on_request(move |b| {
+            t2.lock().unwrap().insert(std::thread::current().id());
+            b.to_ascii_uppercase()
+        })
         .start()
         .unwrap();
     let g1 = GroupBuilder::new(config(&name, 1, Some(g0.listen_addr()), Transport::Shm)).start().unwrap();
@@ -227,6 +233,10 @@ fn members_answer_point_to_point_requests() {
     let id = |n| sst::transport::NodeId(n);
     assert_eq!(g1.request(id(0), b"ping", WAIT).unwrap(), b"PING");
     assert_eq!(g1.request(id(0), &[], WAIT).unwrap(), b"");
+    for i in 0..50u8 {
+        assert_eq!(g1.request(id(0), &[b'a' + i % 26], WAIT).unwrap(), [b'A' + i % 26]);
+    }
+    assert_eq!(threads.lock().unwrap().len(), 1, "52 requests in a row over one connection");
     let refused = g0.request(id(1), b"ping", WAIT).unwrap_err();
     assert!(refused.to_string().contains("takes no requests"), "{refused}");
     assert_eq!(g1.request(id(9), b"x", WAIT), Err(views::group::RequestError::NotAMember(id(9))));

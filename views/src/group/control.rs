@@ -11,6 +11,7 @@ use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
 use sst::sync::atomic::{AtomicUsize, Ordering};
 use sst::transport::NodeId;
 use std::io::Write;
+use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,7 +61,7 @@ pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
 
 fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    stream.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    stream.set_read_timeout(Some(SERVER_IDLE)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let msg = read_frame(&mut stream).map_err(|e| e.to_string())?;
     let member = match msg {
@@ -130,18 +131,69 @@ fn answer_request(inner: &Arc<Inner>, mut stream: TcpStream, mut id: u64, body: 
     }
 }
 
-/// Sends one request to `to` and waits for its reply.
-pub(crate) fn request(to: SocketAddr, id: u64, body: &[u8], within: Duration) -> Result<Vec<u8>, String> {
-    let mut s = TcpStream::connect_timeout(&to, within).map_err(|e| format!("{to}: {e}"))?;
+/// A connection kept for requests is not used again after this long idle: the
+/// server closes one idle for `SERVER_IDLE`, and reuse must not race that close.
+const POOL_IDLE: Duration = Duration::from_secs(4);
+/// How long a member's request connection may sit idle before it closes it.
+const SERVER_IDLE: Duration = Duration::from_secs(5);
+
+/// Request connections kept open, one per member, for [`request`].
+#[derive(Default)]
+pub(crate) struct RequestPool(std::sync::Mutex<HashMap<NodeId, Pooled>>);
+
+struct Pooled {
+    addr: SocketAddr,
+    stream: TcpStream,
+    used: Instant,
+}
+
+impl RequestPool {
+    /// The kept connection to `to` at `addr`, if it is fresh and still open (a peek
+    /// that would block: no end of stream, no stray bytes).
+    fn take(&self, to: NodeId, addr: SocketAddr) -> Option<TcpStream> {
+        let p = lock(&self.0).remove(&to)?;
+        if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.set_nonblocking(true).is_err() {
+            return None;
+        }
+        let open = matches!(p.stream.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        (open && p.stream.set_nonblocking(false).is_ok()).then_some(p.stream)
+    }
+
+    fn keep(&self, to: NodeId, addr: SocketAddr, stream: TcpStream) {
+        lock(&self.0).insert(to, Pooled { addr, stream, used: Instant::now() });
+    }
+}
+
+/// Sends one request to member `to` at `addr` and waits for its reply, on the
+/// connection kept for `to` if there is one (else a new one, kept afterwards). A
+/// request is never sent twice: a failure on a kept connection is reported as is.
+pub(crate) fn request(
+    pool: &RequestPool,
+    to: NodeId,
+    addr: SocketAddr,
+    id: u64,
+    body: &[u8],
+    within: Duration,
+) -> Result<Vec<u8>, String> {
+    let mut s = match pool.take(to, addr) {
+        Some(s) => s,
+        None => {
+            let s = TcpStream::connect_timeout(&addr, within).map_err(|e| format!("{addr}: {e}"))?;
+            s.set_nodelay(true).map_err(|e| e.to_string())?;
+            s
+        }
+    };
     s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
     send(&mut s, &Message::Request { id, body: body.to_vec() }).map_err(|e| e.to_string())?;
-    match read_frame(&mut s).map_err(|e| e.to_string())? {
-        Message::Reply { id: got, body } if got == id => Ok(body),
-        Message::Reply { id: got, .. } => Err(format!("reply to request {got}, expected {id}")),
-        Message::JoinRefused { reason } => Err(reason),
-        other => Err(format!("unexpected answer {other:?}")),
-    }
+    let reply = match read_frame(&mut s).map_err(|e| e.to_string())? {
+        Message::Reply { id: got, body } if got == id => body,
+        Message::Reply { id: got, .. } => return Err(format!("reply to request {got}, expected {id}")),
+        Message::JoinRefused { reason } => return Err(reason),
+        other => return Err(format!("unexpected answer {other:?}")),
+    };
+    pool.keep(to, addr, s);
+    Ok(reply)
 }
 
 /// Sends the new view and every declared state to a joiner this node took.

@@ -42,6 +42,7 @@
 //! group.send(0, b"hello").unwrap();
 //! ```
 
+mod deliver;
 mod control;
 mod epoch;
 
@@ -61,18 +62,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// A delivered message as the callback sees it.
-#[derive(Debug)]
-pub struct Delivery<'a> {
-    /// The view it was delivered in.
-    pub view: ViewId,
-    /// Its sender.
-    pub sender: NodeId,
-    /// Its payload.
-    pub data: &'a [u8],
-}
+pub use deliver::{Delivery, InPlace};
+use deliver::Callback;
 
-type DeliverFn = Box<dyn FnMut(&Delivery<'_>) + Send>;
 type ViewFn = Box<dyn FnMut(&View) + Send>;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -181,11 +173,12 @@ pub(crate) enum Event {
 pub(crate) struct Inner {
     pub(crate) cfg: Config,
     pub(crate) layout: Arc<dyn Layout>,
-    deliver: HashMap<usize, Arc<Mutex<DeliverFn>>>,
+    deliver: HashMap<usize, Arc<Mutex<Callback>>>,
     on_view: Mutex<Option<ViewFn>>,
     pub(crate) state: Vec<(usize, StateHook)>,
     pub(crate) on_request: Option<RequestFn>,
     next_request: AtomicU64,
+    requests: control::RequestPool,
     pub(crate) current: RwLock<Option<Epoch>>,
     /// Raised at every view installed and at the stop; waiters sleep on `changed`.
     generation: AtomicU64,
@@ -212,20 +205,7 @@ impl Inner {
 
     /// The smc upcall of subgroup `k` in view `vid`: each message to the callback.
     pub(crate) fn upcall(&self, k: usize, vid: ViewId, senders: Vec<NodeId>) -> smc::runtime::Upcall {
-        let cb = self.deliver.get(&k).cloned();
-        let count = self.delivered.clone();
-        let mut buf = Vec::new();
-        Box::new(move |batch: &smc::Batch| {
-            count.fetch_add(batch.len() as u64, Ordering::Relaxed);
-            if let Some(cb) = &cb {
-                let mut f = lock(cb);
-                for m in batch.iter() {
-                    buf.resize(m.len(), 0);
-                    m.read(&mut buf);
-                    f(&Delivery { view: vid, sender: senders[m.sender()], data: &buf });
-                }
-            }
-        })
+        deliver::upcall(self.deliver.get(&k).cloned(), self.delivered.clone(), vid, senders)
     }
 
     fn bump(&self) {
@@ -281,7 +261,7 @@ pub(crate) fn data_addr(control: SocketAddr) -> SocketAddr {
 pub struct GroupBuilder {
     cfg: Config,
     layout: Arc<dyn Layout>,
-    deliver: HashMap<usize, Arc<Mutex<DeliverFn>>>,
+    deliver: HashMap<usize, Arc<Mutex<Callback>>>,
     on_view: Option<ViewFn>,
     state: Vec<(usize, StateHook)>,
     on_request: Option<RequestFn>,
@@ -339,9 +319,28 @@ impl GroupBuilder {
         self
     }
 
-    /// Called with every message delivered in subgroup `k`, in delivery order.
+    /// Called with every message delivered in subgroup `k`, in delivery order, with
+    /// the payload copied into a buffer (one copy per message; see
+    /// [`GroupBuilder::on_deliver_in_place`] for none). Replaces an earlier callback
+    /// of `k`.
     pub fn on_deliver(mut self, k: usize, f: impl FnMut(&Delivery<'_>) + Send + 'static) -> Self {
-        self.deliver.insert(k, Arc::new(Mutex::new(Box::new(f))));
+        self.deliver.insert(k, Arc::new(Mutex::new(Callback::Copy(Box::new(f)))));
+        self
+    }
+
+    /// Like [`GroupBuilder::on_deliver`], but the callback reads each message in its
+    /// slot (word reads or a copy of what it needs; valid until it returns): no copy.
+    ///
+    /// ```no_run
+    /// # use views::{config::Config, group::GroupBuilder};
+    /// # let cfg = Config::builder(0, "127.0.0.1:7000".parse().unwrap()).build().unwrap();
+    /// let g = GroupBuilder::new(cfg).on_deliver_in_place(0, |d| {
+    ///     let first = d.message.word(0); // bytes 0..8 of the payload, read in place
+    ///     println!("{} sent {} bytes, first word {first}", d.sender, d.message.len());
+    /// });
+    /// ```
+    pub fn on_deliver_in_place(mut self, k: usize, f: impl FnMut(&InPlace<'_>) + Send + 'static) -> Self {
+        self.deliver.insert(k, Arc::new(Mutex::new(Callback::InPlace(Box::new(f)))));
         self
     }
 
@@ -403,6 +402,7 @@ impl GroupBuilder {
             state: self.state,
             on_request: self.on_request,
             next_request: AtomicU64::new(1),
+            requests: control::RequestPool::default(),
             current: RwLock::new(None),
             generation: AtomicU64::new(0),
             gen_lock: Mutex::new(()),
@@ -661,11 +661,12 @@ impl Group {
 
     /// Sends `body` to member `to` over the control plane and waits up to `within`
     /// for its handler's answer (see [`GroupBuilder::on_request`]). Point to point,
-    /// outside the multicast order.
+    /// outside the multicast order. One connection per member is kept open between
+    /// requests (closed after 4 s idle); concurrent requests to one member open more.
     pub fn request(&self, to: NodeId, body: &[u8], within: Duration) -> Result<Vec<u8>, RequestError> {
         let addr = lock(&self.inner.directory).get(&to).map(|m| m.control).ok_or(RequestError::NotAMember(to))?;
         let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
-        control::request(addr, id, body, within).map_err(RequestError::Failed)
+        control::request(&self.inner.requests, to, addr, id, body, within).map_err(RequestError::Failed)
     }
 
     /// A handle for sending in subgroup `k` (the subgroup of that index in every view).

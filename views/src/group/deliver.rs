@@ -1,0 +1,74 @@
+//! Delivery to the application: each message of an smc batch to the subgroup's
+//! callback, either copied into a buffer (`on_deliver`) or read in place
+//! (`on_deliver_in_place`).
+//!
+//! Why the plain callback copies: it hands out a `&[u8]`, and no byte slice is ever
+//! formed over table memory (peers' memory on shm, written through atomics only; see
+//! sst's region docs). The copy is one per message per node, into a buffer reused for
+//! the whole view. The in-place callback copies nothing: it gets the slot itself, valid
+//! until it returns (the slot is not reused before this node's `delivered` passes it).
+
+use super::epoch::lock;
+use crate::view::ViewId;
+use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::transport::NodeId;
+use std::sync::{Arc, Mutex};
+
+/// A delivered message as the callback sees it.
+#[derive(Debug)]
+pub struct Delivery<'a> {
+    /// The view it was delivered in.
+    pub view: ViewId,
+    /// Its sender.
+    pub sender: NodeId,
+    /// Its payload.
+    pub data: &'a [u8],
+}
+
+/// A delivered message read in place, in its slot (see [`super::GroupBuilder::on_deliver_in_place`]).
+#[derive(Debug)]
+pub struct InPlace<'a> {
+    /// The view it was delivered in.
+    pub view: ViewId,
+    /// Its sender.
+    pub sender: NodeId,
+    /// The message in its slot: `len`, `word(i)`, `read(buf)`, `to_vec()`.
+    pub message: smc::Message<'a>,
+}
+
+pub(crate) type DeliverFn = Box<dyn FnMut(&Delivery<'_>) + Send>;
+pub(crate) type InPlaceFn = Box<dyn FnMut(&InPlace<'_>) + Send>;
+
+/// A subgroup's delivery callback.
+pub(crate) enum Callback {
+    Copy(DeliverFn),
+    InPlace(InPlaceFn),
+}
+
+/// The smc upcall of one subgroup in view `vid`: each message to `cb`.
+pub(crate) fn upcall(
+    cb: Option<Arc<Mutex<Callback>>>,
+    count: Arc<AtomicU64>,
+    vid: ViewId,
+    senders: Vec<NodeId>,
+) -> smc::runtime::Upcall {
+    let mut buf = Vec::new();
+    Box::new(move |batch: &smc::Batch| {
+        count.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let Some(cb) = &cb else { return };
+        match &mut *lock(cb) {
+            Callback::Copy(f) => {
+                for m in batch.iter() {
+                    buf.resize(m.len(), 0);
+                    m.read(&mut buf);
+                    f(&Delivery { view: vid, sender: senders[m.sender()], data: &buf });
+                }
+            }
+            Callback::InPlace(f) => {
+                for m in batch.iter() {
+                    f(&InPlace { view: vid, sender: senders[m.sender()], message: m });
+                }
+            }
+        }
+    })
+}
