@@ -30,6 +30,17 @@ fn matrix(transport: &str) {
                     if mode == "unordered" || senders == "one" {
                         assert_eq!(v["nulls"], 0.0, "nulls only serve round-robin order with several senders: {v}");
                     }
+                    if size == 10240 && senders == "one" {
+                        // What a sender's pushes copy per message: nothing of the
+                        // payload where peers read its slots in place (mem, shm), a
+                        // copy per peer over tcp.
+                        let pushed = v["push_bytes_per_msg"].as_f64().expect("push_bytes_per_msg");
+                        if transport == "tcp" {
+                            assert!(pushed >= ((nodes - 1) * size) as f64, "{v}");
+                        } else {
+                            assert!(pushed < 256.0, "payload copied on {transport}: {v}");
+                        }
+                    }
                 }
             }
         }

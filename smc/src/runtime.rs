@@ -212,9 +212,11 @@ impl Runtime {
         self.pt.stats()
     }
 
-    /// Stops the predicate thread and the delivery threads (also on drop).
-    pub fn stop(mut self) {
+    /// Stops the predicate thread and the delivery threads (also on drop); returns the
+    /// predicate thread's final counters.
+    pub fn stop(mut self) -> sst::predicate::Stats {
         self.shutdown();
+        self.pt.stats()
     }
 
     fn shutdown(&mut self) {

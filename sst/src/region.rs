@@ -310,19 +310,33 @@ impl Region {
     /// of the last word is zero-filled.
     pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
         let words = &self.words()[offset / WORD..offset / WORD + bytes.len().div_ceil(WORD)];
-        for (w, chunk) in words.iter().zip(bytes.chunks(WORD)) {
+        // Whole words first (`chunks_exact` lets the compiler drop the per-word
+        // length checks), then the zero-filled tail.
+        let whole = bytes.chunks_exact(WORD);
+        let tail = whole.remainder();
+        let n = bytes.len() / WORD;
+        for (w, chunk) in words.iter().zip(whole) {
+            w.store(u64::from_le_bytes(chunk.try_into().expect("a whole word")), Ordering::Relaxed);
+        }
+        if !tail.is_empty() {
             let mut b = [0u8; WORD];
-            b[..chunk.len()].copy_from_slice(chunk);
-            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
+            b[..tail.len()].copy_from_slice(tail);
+            words[n].store(u64::from_le_bytes(b), Ordering::Relaxed);
         }
     }
 
     /// Loads `dst.len()` bytes from `offset` (`Relaxed`), the inverse of `write_bytes`.
     pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) {
         let words = &self.words()[offset / WORD..offset / WORD + dst.len().div_ceil(WORD)];
-        for (w, chunk) in words.iter().zip(dst.chunks_mut(WORD)) {
-            let b = w.load(Ordering::Relaxed).to_le_bytes();
-            chunk.copy_from_slice(&b[..chunk.len()]);
+        let n = dst.len() / WORD;
+        let mut whole = dst.chunks_exact_mut(WORD);
+        for (w, chunk) in words.iter().zip(&mut whole) {
+            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        let tail = whole.into_remainder();
+        if !tail.is_empty() {
+            let b = words[n].load(Ordering::Relaxed).to_le_bytes();
+            tail.copy_from_slice(&b[..tail.len()]);
         }
     }
 }

@@ -126,8 +126,7 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
         stats.recv_batches.merge(&s.recv_batches);
         stats.deliver_batches.merge(&s.deliver_batches);
     }
-    let bytes_written = rt.poll_stats().bytes_written;
-    rt.stop();
+    let bytes_written = rt.stop().bytes_written;
     let (mut msgs, mut bytes, mut last) = (0, 0, start);
     let mut digests = Vec::new();
     for s in &seen {

@@ -26,7 +26,7 @@ use examples::{err, out, round};
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -274,28 +274,6 @@ impl Drop for Members {
 }
 
 /// `n` control ports whose next ports are free too (data ports).
-fn ports(n: usize) -> Result<Vec<u16>, String> {
-    let mut out = Vec::new();
-    for _ in 0..500 {
-        if out.len() == n {
-            break;
-        }
-        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let p = l.local_addr().map_err(|e| e.to_string())?.port();
-        if p < u16::MAX
-            && !out.contains(&p)
-            && !out.contains(&(p + 1))
-            && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
-        {
-            out.push(p);
-        }
-    }
-    if out.len() < n {
-        return Err("not enough free loopback ports".into());
-    }
-    Ok(out)
-}
-
 /// Who is killed, and when (sorted). With `--kill-leader`, member 0 (the leader: the
 /// lowest rank of every view it is in) is the last victim, so it dies while the
 /// change that the earlier kills started is running.
@@ -329,7 +307,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     });
     let mut rng = smc::sim::Rng::new(seed);
     let name = format!("chaos{}", std::process::id());
-    let ports = ports(args.nodes)?;
+    let ports = examples::free_ports(args.nodes)?;
     let (tx, rx) = channel();
     let mut m = Members { list: Vec::new(), lines: rx };
     let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));

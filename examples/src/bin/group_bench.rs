@@ -1,0 +1,337 @@
+//! group_bench: multicast throughput through the full `Group` runtime (views engine
+//! live, heartbeats on, failure detection armed), next to raw smc in the same run.
+//!
+//! ```text
+//! cargo run --release -p examples --bin group_bench -- --transport shm|tcp --nodes N \
+//!     --senders one|all --size BYTES --count MSGS_PER_SENDER [--deliver in-place|copy] \
+//!     [--requests R] [--no-raw] [--json]
+//! ```
+//!
+//! N member processes form one group (member 0 starts it, the others join through
+//! it) with one subgroup of every member; once all run the full view, the senders send
+//! `count` messages each, built in place (the first word is the sender and index), and
+//! every member times its deliveries and keeps a digest of the delivery sequence.
+//! `--deliver in-place` reads each message in its slot (`on_deliver_in_place`: the
+//! first word, as `bandwidth` does); `copy` takes the `&[u8]` callback (`on_deliver`:
+//! one copy per message). Then member 1 sends `--requests` point-to-point requests of
+//! 64 bytes to member 0 (`Group::request`, one kept connection) and reports p50/p99.
+//! Unless `--no-raw`, the parent then runs `bandwidth` with the same shape (raw smc
+//! over a bare transport: no views engine, no heartbeats) and reports the fraction.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use examples::mcast::{Digest, Senders};
+use examples::{err, out, round, Latency};
+use serde_json::{json, Value};
+use sst::cluster::{self, ChildSet, TransportKind};
+use std::net::SocketAddr;
+use std::process::Command;
+use sst::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::config::{Config, Transport};
+use views::group::GroupBuilder;
+use views::layout::Shards;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Multicast throughput through the Group runtime, next to raw smc")]
+struct Args {
+    /// Transport: shm (processes, /dev/shm) or tcp (processes, 127.0.0.1).
+    #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Members.
+    #[arg(long, default_value_t = 2)]
+    nodes: usize,
+    /// Which members send.
+    #[arg(long, value_enum, default_value = "one")]
+    senders: Senders,
+    /// Payload bytes per message (the subgroup's max_msg; at least 8).
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// Messages per sender.
+    #[arg(long, default_value_t = 200_000)]
+    count: u64,
+    /// Slots per sender ring.
+    #[arg(long, default_value_t = 256)]
+    window: usize,
+    /// How members take deliveries.
+    #[arg(long, default_value = "in-place", value_parser = ["in-place", "copy"])]
+    deliver: String,
+    /// Point-to-point requests from member 1 to member 0 after the multicast phase.
+    #[arg(long, default_value_t = 2000)]
+    requests: u64,
+    /// Skip the raw smc run.
+    #[arg(long)]
+    no_raw: bool,
+    /// Print one JSON line instead of the summary.
+    #[arg(long)]
+    json: bool,
+    /// (internal) this process is member `ID` of a run.
+    #[arg(long, hide = true)]
+    child: Option<u32>,
+    /// (internal) every member's control port.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    ports: Vec<u16>,
+}
+
+impl Args {
+    fn senders(&self) -> usize {
+        match self.senders {
+            Senders::All => self.nodes,
+            Senders::Half => (self.nodes / 2).max(1),
+            Senders::One => 1,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(1..=64).contains(&self.nodes) {
+            return Err("--nodes must be in 1..=64".into());
+        }
+        if self.size < 8 || self.size > smc::spec::MAX_MSG {
+            return Err(format!("--size must be in 8..={}", smc::spec::MAX_MSG));
+        }
+        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
+            return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
+        }
+        if self.count == 0 {
+            return Err("--count must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = args.validate() {
+        err(&format!("group_bench: {e}"));
+        std::process::exit(2);
+    }
+    if let Some(id) = args.child {
+        cluster::die_with_parent();
+        if let Err(e) = member(&args, id) {
+            err(&format!("group_bench member {id}: {e}"));
+            std::process::exit(1);
+        }
+        return;
+    }
+    match parent(&args) {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(3),
+        Err(e) => {
+            err(&format!("group_bench: {e}"));
+            std::process::exit(if cluster::interrupted() { 130 } else { 1 });
+        }
+    }
+}
+
+/// What a member's callback counts (it owns the digest and publishes its figures
+/// through atomics, so the callback takes no lock per message).
+struct Seen {
+    digest: Digest,
+    msgs: u64,
+    expected: u64,
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    msgs: AtomicU64,
+    digest: AtomicU64,
+    /// When the last expected message was delivered.
+    done: Mutex<Option<Instant>>,
+}
+
+impl Seen {
+    fn add(&mut self, sender: u32, first_word: u64) {
+        self.digest.add(sender as u64);
+        self.digest.add(first_word);
+        self.msgs += 1;
+        if self.msgs == self.expected {
+            *self.shared.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+            self.shared.digest.store(self.digest.0, Ordering::Relaxed);
+        }
+        self.shared.msgs.store(self.msgs, Ordering::Release);
+    }
+}
+
+/// One member process: the setup lines `ChildSet` expects, the run, `RESULT`.
+fn member(args: &Args, id: u32) -> Result<(), String> {
+    let port = *args.ports.get(id as usize).ok_or("no port for this member")?;
+    let group_name = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "gbench".into());
+    println!("READY");
+    cluster::wait_for_parent(); // the peer list of the bare-transport protocol: unused
+    let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+        .name(&group_name)
+        .transport(transport)
+        .max_msg(args.size)
+        .window(args.window);
+    if id > 0 {
+        b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
+    }
+    let cfg = b.build().map_err(|e| e.to_string())?;
+    let k = args.senders();
+    let layout = Shards {
+        shard_size: args.nodes,
+        max_shards: 1,
+        senders: views::layout::Senders::First(k),
+        mode: smc::Mode::Ordered,
+        window: args.window,
+        max_msg: args.size,
+    };
+    let expected = args.count * k as u64;
+    let shared = Arc::new(Shared::default());
+    let mut seen = Seen { digest: Digest::default(), msgs: 0, expected, shared: shared.clone() };
+    let mut builder = GroupBuilder::new(cfg).layout(layout).on_request(|b| b.to_vec());
+    builder = if args.deliver == "copy" {
+        builder.on_deliver(0, move |d| {
+            let w = u64::from_le_bytes(d.data[..8].try_into().expect("8 bytes"));
+            seen.add(d.sender.0, w);
+        })
+    } else {
+        builder.on_deliver_in_place(0, move |d| seen.add(d.sender.0, d.message.word(0)))
+    };
+    let group = builder.start().map_err(|e| e.to_string())?;
+    if !group.wait_for_members(args.nodes, Duration::from_secs(120)) {
+        return Err(format!("the group did not reach {} members", args.nodes));
+    }
+    println!("JOINED");
+    if cluster::wait_for_parent() != "GO" {
+        return Err("expected GO".into());
+    }
+    let start = Instant::now();
+    std::thread::scope(|scope| -> Result<(), String> {
+        if (id as usize) < k {
+            let g = &group;
+            scope.spawn(move || {
+                for i in 0..args.count {
+                    let tag = (u64::from(id) << 48) | i;
+                    if let Err(e) = g.send_with(0, args.size, |slot| slot.write_word(0, tag)) {
+                        err(&format!("member {id}: send {i}: {e}"));
+                        return;
+                    }
+                }
+            });
+        }
+        let done = cluster::poll_until(Duration::from_secs(1800), Duration::from_millis(1), || {
+            shared.msgs.load(Ordering::Acquire) >= expected || group.stopped().is_some()
+        });
+        match group.stopped() {
+            Some(why) => Err(format!("the group stopped: {why}")),
+            None if !done => Err("gave up after 30 min".into()),
+            None => Ok(()),
+        }
+    })?;
+    let msgs = shared.msgs.load(Ordering::Acquire);
+    let digest = Digest(shared.digest.load(Ordering::Relaxed));
+    let last = shared.done.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(Instant::now);
+    let secs = (last - start).as_secs_f64().max(1e-9);
+    let mut lat = Latency::default();
+    if id == 1 {
+        let body = [7u8; 64];
+        for _ in 0..args.requests {
+            let t = Instant::now();
+            group.request(sst::transport::NodeId(0), &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+            lat.record(t.elapsed());
+        }
+    }
+    let m = group.metrics();
+    let v = json!({
+        "node": id, "msgs": msgs, "secs": secs, "digest": format!("{:016x}", digest.0),
+        "views": m.views_installed, "requests": lat.len(),
+        "request_p50_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.5), 1)) },
+        "request_p99_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.99), 1)) },
+    });
+    println!("RESULT {v}");
+    cluster::wait_for_parent();
+    drop(group);
+    Ok(())
+}
+
+fn parent(args: &Args) -> Result<bool, String> {
+    cluster::catch_interrupts();
+    sst::transport::shm::remove_stale_files();
+    let ports = examples::free_ports(args.nodes)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut kids = ChildSet::start(
+        |i| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
+            cmd
+        },
+        // The bare-transport handshake is only used for its READY/JOINED/GO lines.
+        TransportKind::Shm,
+        args.nodes,
+        Duration::from_secs(3600),
+    )
+    .map_err(|e| e.to_string())?;
+    let all: Vec<usize> = (0..args.nodes).collect();
+    let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
+    kids.tell_all("EXIT").map_err(|e| e.to_string())?;
+    let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
+    drop(kids);
+    let results: Vec<Value> =
+        lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect::<Result<_, _>>()?;
+    let n = results.len() as f64;
+    let expected = args.count * args.senders() as u64;
+    let complete = results.iter().all(|r| r["msgs"].as_u64() == Some(expected));
+    let digest_agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"]) && complete;
+    let msgs_per_s = results.iter().map(|r| r["msgs"].as_f64().unwrap_or(0.0) / r["secs"].as_f64().unwrap_or(1.0)).sum::<f64>() / n;
+    let views = results.iter().map(|r| r["views"].as_u64().unwrap_or(0)).max().unwrap_or(0);
+    let requester = results.iter().find(|r| r["node"] == 1);
+    let mut line = json!({
+        "bench": "group_bench",
+        "transport": args.transport,
+        "nodes": args.nodes,
+        "senders": format!("{:?}", args.senders).to_lowercase(),
+        "size": args.size,
+        "count": args.count,
+        "window": args.window,
+        "deliver": args.deliver,
+        "msgs_per_s": round(msgs_per_s, 0),
+        "gb_per_s": round(msgs_per_s * args.size as f64 / 1e9, 4),
+        "digest_agree": digest_agree,
+        "views_installed": views,
+        "request_p50_us": requester.map_or(Value::Null, |r| r["request_p50_us"].clone()),
+        "request_p99_us": requester.map_or(Value::Null, |r| r["request_p99_us"].clone()),
+    });
+    if !args.no_raw {
+        let raw = raw_smc(args)?;
+        line["raw_smc_msgs_per_s"] = json!(round(raw, 0));
+        line["fraction_of_raw"] = json!(round(msgs_per_s / raw, 3));
+    }
+    if args.json {
+        out(&line.to_string());
+    } else {
+        out(&format!(
+            "group_bench: {} members over {}, {} sender(s), {} B x {} each, deliveries {}",
+            args.nodes, args.transport, args.senders(), args.size, args.count, args.deliver
+        ));
+        out(&format!("  {:.0} msgs/s delivered per member; sequences agree: {digest_agree}", msgs_per_s));
+        if let Some(raw) = line["raw_smc_msgs_per_s"].as_f64() {
+            out(&format!("  raw smc, same shape, this run: {raw:.0} msgs/s; the Group reaches {:.1}%", 100.0 * msgs_per_s / raw));
+        }
+        out(&format!("  requests member 1 -> 0: p50 {} µs, p99 {} µs", line["request_p50_us"], line["request_p99_us"]));
+    }
+    Ok(digest_agree && exited_ok)
+}
+
+/// Raw smc with the same shape: the `bandwidth` program next to this one.
+fn raw_smc(args: &Args) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?.with_file_name("bandwidth");
+    let senders = format!("{:?}", args.senders).to_lowercase();
+    let o = Command::new(&exe)
+        .args(["--transport", &args.transport, "--nodes", &args.nodes.to_string(), "--senders", &senders])
+        .args(["--size", &args.size.to_string(), "--count", &args.count.to_string()])
+        .args(["--window", &args.window.to_string(), "--mode", "ordered", "--json"])
+        .output()
+        .map_err(|e| format!("run {}: {e}", exe.display()))?;
+    let text = String::from_utf8_lossy(&o.stdout);
+    let v: Value = serde_json::from_str(text.trim()).map_err(|e| format!("bandwidth printed {text:?}: {e}"))?;
+    if v["digest_agree"] != json!(true) {
+        return Err(format!("the raw run did not complete: {text}"));
+    }
+    v["msgs_per_s"].as_f64().ok_or_else(|| "no msgs_per_s from bandwidth".into())
+}
