@@ -28,6 +28,9 @@
 //!   ever formed over memory that peers write.
 //! - Every transport applies a node's writes to a peer in posting order, each wholly
 //!   visible before the next ([`transport`]); data and its guard go in separate writes.
+//! - On `mem`/`shm`, a shared table ([`table::Table::create_shared`]) reads peers'
+//!   rows in place and publishes each push once ([`publish`]); a peer cut off is read
+//!   from a snapshot from then on. The ordering guarantee is the same.
 //! - All atomics come from [`sync`], so `--cfg loom` model-checks the real code.
 //!
 //! ## Threads per node

@@ -14,7 +14,8 @@
 //! batching) and producing at most one push per peer:
 //!
 //! - **send**: entries committed since the last pass go out as one write per member
-//!   (two when the ring wraps), then `sent` (the guard) in a second write;
+//!   (two when the ring wraps), then `sent` (the guard) in a second write; on a shared
+//!   table (mem/shm) peers read the slots in place and only `sent` is pushed;
 //! - **receive**: every new entry of every sender (up to its `sent`) is taken, the
 //!   `received` vector is pushed once, and the nulls this sender owes are added as one
 //!   null-run entry;
@@ -30,6 +31,11 @@
 //! owes nulls until its own next index is `> k` (if `s < r`) or `>= k` (if `s > r`);
 //! all nulls owed after one receive stage go out as one run. A null is only added
 //! while no application message is being built, so it never takes a user's slot.
+//!
+//! # Sending without the lock
+//! Senders claim entries and publish them through [`Sender`] (module `send`), with no
+//! lock; [`SmcCore::reserve`] and [`SmcCore::commit`] are the same for a driver that
+//! holds the core. The pass takes published entries in ring order ("absorb").
 //!
 //! # Slot reuse
 //! Entry `e` may reuse the slot of entry `e - window` only when every member has

@@ -35,7 +35,7 @@ pub struct ShmConfig {
     /// How long to wait for peers' files.
     pub timeout: Duration,
     /// At the deadline, go on without the peers still missing (they are left out of
-    /// [`Transport::peers`]; writes to them fail) instead of failing. A group runtime
+    /// [`super::Transport::peers`]; writes to them fail) instead of failing. A group runtime
     /// uses this for a new view whose members may have died meanwhile.
     pub partial: bool,
     /// Stops waiting for a peer this says is gone (then it is missing at once, or,
