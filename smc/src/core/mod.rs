@@ -246,9 +246,11 @@ impl SmcCore {
     /// Reserves the next slot for a message of `len` bytes (after taking in what was
     /// published); the same as [`Sender::try_reserve`].
     pub fn reserve(&mut self, len: usize) -> Result<Reservation, SendError> {
-        let Some(s) = self.send.clone() else { return Err(SendError::NotSender) };
         self.absorb();
-        SendState::try_reserve(&s, len)
+        match &self.send {
+            Some(s) => SendState::try_reserve(s, len),
+            None => Err(SendError::NotSender),
+        }
     }
 
     /// Publishes a reserved message and takes it in: it goes out at the next send
@@ -266,7 +268,7 @@ impl SmcCore {
 
     /// Takes in, in ring order, the entries senders have published.
     fn absorb(&mut self) -> bool {
-        let Some(s) = self.send.clone() else { return false };
+        let Some(s) = &self.send else { return false };
         let mut any = false;
         while let Some((w0, first)) = s.published_at(self.committed) {
             let (end, is_message) = send::entry_span(w0, first);
@@ -305,7 +307,7 @@ impl SmcCore {
         if self.faults.endless_nulls && self.me_sender.is_some() {
             self.null_target = self.null_target.max(self.next_index + 1);
         }
-        let Some(s) = self.send.clone() else { return false };
+        let Some(s) = &self.send else { return false };
         if self.wedged || self.next_index >= self.null_target || !s.extend_limit() {
             return false;
         }
