@@ -102,16 +102,17 @@ impl PeerView {
     }
 
     /// Freezes the view on a snapshot (idempotent): retries until a snapshot falls
-    /// between two publications or `deadline` passes (the owner died inside a push, or
-    /// is stopped there), then keeps the last attempt. Returns true if it was clean.
+    /// between two publications, `deadline` passes (the owner is stopped inside a
+    /// push) or `gone` says the owner's process is dead (it died inside a push and the
+    /// word stays odd), then keeps the last attempt. Returns true if it was clean.
     #[cfg(not(loom))]
-    pub(crate) fn freeze(&self, seq: &AtomicU64, deadline: std::time::Instant) -> bool {
+    pub(crate) fn freeze(&self, seq: &AtomicU64, deadline: std::time::Instant, gone: impl Fn() -> bool) -> bool {
         if self.is_frozen() {
             return true;
         }
         let snap = Region::new(self.live.len());
         let mut clean = try_snapshot(seq, &self.live, &snap);
-        while !clean && std::time::Instant::now() < deadline {
+        while !clean && std::time::Instant::now() < deadline && !gone() {
             std::thread::sleep(std::time::Duration::from_micros(20));
             clean = try_snapshot(seq, &self.live, &snap);
         }
@@ -153,13 +154,19 @@ mod tests {
         assert_eq!(v.region().load(0, Ordering::Acquire), 5);
         // The owner died inside the push: the freeze gives up at its deadline and
         // keeps what was there.
-        assert!(!v.freeze(&seq, std::time::Instant::now() + std::time::Duration::from_millis(2)));
+        assert!(!v.freeze(&seq, std::time::Instant::now() + std::time::Duration::from_millis(2), || false));
         live.store(0, 6, Ordering::Relaxed);
         assert_eq!(v.region().load(0, Ordering::Acquire), 5, "a frozen view no longer follows the owner");
         assert!(v.is_frozen());
         seq.store(4, Ordering::Relaxed);
         let w = PeerView::new(live);
-        assert!(w.freeze(&seq, std::time::Instant::now()));
+        assert!(w.freeze(&seq, std::time::Instant::now(), || false));
+        // A dead owner is not waited for: the deadline is far, `gone` says so.
+        seq.store(5, Ordering::Relaxed);
+        let x = PeerView::new(Arc::new(Region::new(32)));
+        let t = std::time::Instant::now();
+        assert!(!x.freeze(&seq, t + std::time::Duration::from_secs(60), || true));
+        assert!(t.elapsed() < std::time::Duration::from_secs(30), "waited for a dead owner");
         assert_eq!(w.region().load(0, Ordering::Acquire), 6);
     }
 }

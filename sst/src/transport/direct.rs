@@ -333,8 +333,10 @@ impl Transport for DirectTransport {
         cut.store(1, Ordering::SeqCst);
         let start = Instant::now();
         // Stop reading what the peer publishes: from now on its rows are a snapshot.
+        // A dead peer process (shm) that died inside a push is not waited for.
+        let gone = || matches!(self.flavor, Flavor::Shm { .. }) && !process_alive(p.mem.pid);
         for (_, v) in &p.views {
-            if !v.freeze(p.mem.pub_seq(), start + CUT_WAIT) {
+            if !v.freeze(p.mem.pub_seq(), start + CUT_WAIT, gone) {
                 tracing::warn!(node = %self.me, %peer, "peer inside a publication at cut-off; kept a torn snapshot");
             }
         }
