@@ -14,8 +14,8 @@
 //! and pushes only to its members. Senders never take the core's lock: they claim
 //! slots and publish messages through atomics (`core::send`), which the predicate
 //! thread takes in, in order, at its next pass. A sender that finds no free slot
-//! sleeps on the subgroup's condvar; it never spins on a lock. The delivery upcall runs with no lock held, so
-//! senders keep building messages meanwhile: on the predicate thread by default
+//! sleeps on the subgroup's condvar; it never spins on a lock. The delivery upcall
+//! runs with no lock held, so senders keep building messages meanwhile: on the predicate thread by default
 //! ([`Delivery::Inline`], where a slow upcall also delays the node's other subgroups),
 //! or on a thread of the subgroup's own ([`Delivery::Dedicated`], where it slows only
 //! its subgroup). Either way the predicate thread is the only thread that posts.

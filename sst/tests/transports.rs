@@ -352,8 +352,11 @@ fn in_place_bytes_need_no_copy(kind: Kind) {
     let l = b.build();
     let g = group(kind, 2, &regions(l.table_bytes(2)));
     let members = common::ids(2);
-    let rows: Vec<LocalRow> =
-        g.nodes.iter().map(|t| Table::create_shared(l.clone(), &members, t.local_id(), R, t.as_ref()).unwrap()).collect();
+    let rows: Vec<LocalRow> = g
+        .nodes
+        .iter()
+        .map(|t| Table::create_shared(l.clone(), &members, t.local_id(), R, t.as_ref()).unwrap())
+        .collect();
     let (owner, reader) = (&rows[0], &rows[1]);
     assert_eq!(owner.table().reads_in_place(data), kind != Kind::Tcp);
     for v in 1..=50u8 {

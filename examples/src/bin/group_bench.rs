@@ -24,9 +24,9 @@ use examples::mcast::{Digest, Senders};
 use examples::{err, out, round, Latency};
 use serde_json::{json, Value};
 use sst::cluster::{self, ChildSet, TransportKind};
+use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
 use std::process::Command;
-use sst::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use views::config::{Config, Transport};
@@ -272,13 +272,16 @@ fn parent(args: &Args) -> Result<bool, String> {
     kids.tell_all("EXIT").map_err(|e| e.to_string())?;
     let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
     drop(kids);
-    let results: Vec<Value> =
-        lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect::<Result<_, _>>()?;
+    let results: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
+        .collect::<Result<_, _>>()?;
     let n = results.len() as f64;
     let expected = args.count * args.senders() as u64;
     let complete = results.iter().all(|r| r["msgs"].as_u64() == Some(expected));
     let digest_agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"]) && complete;
-    let msgs_per_s = results.iter().map(|r| r["msgs"].as_f64().unwrap_or(0.0) / r["secs"].as_f64().unwrap_or(1.0)).sum::<f64>() / n;
+    let msgs_per_s =
+        results.iter().map(|r| r["msgs"].as_f64().unwrap_or(0.0) / r["secs"].as_f64().unwrap_or(1.0)).sum::<f64>() / n;
     let views = results.iter().map(|r| r["views"].as_u64().unwrap_or(0)).max().unwrap_or(0);
     let requester = results.iter().find(|r| r["node"] == 1);
     let mut line = json!({
@@ -307,11 +310,19 @@ fn parent(args: &Args) -> Result<bool, String> {
     } else {
         out(&format!(
             "group_bench: {} members over {}, {} sender(s), {} B x {} each, deliveries {}",
-            args.nodes, args.transport, args.senders(), args.size, args.count, args.deliver
+            args.nodes,
+            args.transport,
+            args.senders(),
+            args.size,
+            args.count,
+            args.deliver
         ));
         out(&format!("  {:.0} msgs/s delivered per member; sequences agree: {digest_agree}", msgs_per_s));
         if let Some(raw) = line["raw_smc_msgs_per_s"].as_f64() {
-            out(&format!("  raw smc, same shape, this run: {raw:.0} msgs/s; the Group reaches {:.1}%", 100.0 * msgs_per_s / raw));
+            out(&format!(
+                "  raw smc, same shape, this run: {raw:.0} msgs/s; the Group reaches {:.1}%",
+                100.0 * msgs_per_s / raw
+            ));
         }
         out(&format!("  requests member 1 -> 0: p50 {} µs, p99 {} µs", line["request_p50_us"], line["request_p99_us"]));
     }

@@ -191,7 +191,15 @@ impl SmcCore {
         let s = spec.senders.len();
         let row = Arc::new(row);
         let send = spec.sender_rank(me).map(|r| {
-            Arc::new(SendState::new(row.clone(), lay.slots, lay.slot_bytes, spec.window, spec.max_msg, lay.delivered, r))
+            Arc::new(SendState::new(
+                row.clone(),
+                lay.slots,
+                lay.slot_bytes,
+                spec.window,
+                spec.max_msg,
+                lay.delivered,
+                r,
+            ))
         });
         SmcCore {
             #[cfg(any(test, loom))]
@@ -561,7 +569,10 @@ impl SmcCore {
             }
         }
         if let Some(snd) = &self.send {
-            if self.next_index < self.null_target && snd.can_claim() && snd.revoke(self.committed, Revoke::Look).is_some() {
+            if self.next_index < self.null_target
+                && snd.can_claim()
+                && snd.revoke(self.committed, Revoke::Look).is_some()
+            {
                 return true;
             }
         }

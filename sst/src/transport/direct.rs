@@ -30,8 +30,8 @@ use super::{
     check_peers, EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp,
 };
 use crate::doorbell::Doorbell;
-use crate::region::{round_up, Region, Segment, PAGE, WORD};
 use crate::publish::PeerView;
+use crate::region::{round_up, Region, Segment, PAGE, WORD};
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -42,8 +42,8 @@
 //! group.send(0, b"hello").unwrap();
 //! ```
 
-mod deliver;
 mod control;
+mod deliver;
 mod epoch;
 
 use crate::config::{Config, ConfigError};
@@ -62,8 +62,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-pub use deliver::{Delivery, InPlace};
 use deliver::Callback;
+pub use deliver::{Delivery, InPlace};
 
 type ViewFn = Box<dyn FnMut(&View) + Send>;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
