@@ -27,10 +27,23 @@ pub(crate) fn send(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
     stream.write_all(&bytes)
 }
 
-/// Accepts control connections until the group shuts down.
+/// How long a blocked `accept` waits before the server looks at the shutdown flag.
+const ACCEPT_WAKE: Duration = Duration::from_millis(100);
+
+/// Accepts control connections until the group shuts down. `accept` blocks (so a
+/// connection is taken at once) with a receive timeout, which Linux applies to
+/// `accept`, to look at the shutdown flag now and then.
 pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
     let active = Arc::new(AtomicUsize::new(0));
-    let _ = listener.set_nonblocking(true);
+    let _ = listener.set_nonblocking(false);
+    let polling = match socket2::SockRef::from(&listener).set_read_timeout(Some(ACCEPT_WAKE)) {
+        Ok(()) => false,
+        Err(e) => {
+            // Without the timeout accept would block past a shutdown: poll instead.
+            tracing::warn!(%e, "no accept timeout; polling the control listener");
+            listener.set_nonblocking(true).is_ok()
+        }
+    };
     while !inner.is_shut_down() {
         match listener.accept() {
             Ok((stream, from)) => {
@@ -50,7 +63,13 @@ pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
                     tracing::warn!(%from, "no thread for a control connection");
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => {
+                // The accept timeout ran out (or, polling, nothing is pending): look at
+                // the flag again.
+                if polling {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
             Err(e) => {
                 tracing::warn!(%e, "accept failed");
                 std::thread::sleep(Duration::from_millis(100));
