@@ -177,7 +177,7 @@ fn frozen_snapshot(check_seq: bool) -> u64 {
         let reader = thread::spawn(move || {
             let snap = Region::new(48);
             let clean = if check_seq {
-                publish::try_snapshot(&q, &l, &snap)
+                publish::try_snapshot(&q, &l, &snap, &[])
             } else {
                 l.copy_to(0, &snap, 0, 48);
                 true

@@ -47,17 +47,28 @@ pub fn publish(seq: &AtomicU64, region: &Region, src_off: usize, dst_off: usize,
     seq.store((s | 1) + 1, Ordering::Release);
 }
 
-/// One attempt at a snapshot of `src` into `dst` (same length): true if no
+/// One attempt at a snapshot of `src` into `dst` (same length), of the byte ranges
+/// `(offset, len)` in `ranges` or, if it is empty, of all of it: true if no
 /// publication overlapped it, so `dst` holds `src` as of one point between pushes.
-pub fn try_snapshot(seq: &AtomicU64, src: &Region, dst: &Region) -> bool {
+pub fn try_snapshot(seq: &AtomicU64, src: &Region, dst: &Region, ranges: &[(usize, usize)]) -> bool {
     let before = seq.load(Ordering::Acquire);
     if before & 1 == 1 {
         return false;
     }
-    src.copy_to(0, dst, 0, src.len().min(dst.len()));
+    copy_ranges(src, dst, ranges);
     // A copied word written by a later publication makes its odd value visible here.
     fence(Ordering::Acquire);
     seq.load(Ordering::Relaxed) == before
+}
+
+/// Copies `ranges` of `src` into `dst` (all of it if `ranges` is empty).
+fn copy_ranges(src: &Region, dst: &Region, ranges: &[(usize, usize)]) {
+    if ranges.is_empty() {
+        src.copy_to(0, dst, 0, src.len().min(dst.len()));
+    }
+    for &(off, len) in ranges {
+        src.copy_to(off, dst, off, len);
+    }
 }
 
 /// A peer's region as this node reads it: the peer's own memory while it is
@@ -67,6 +78,10 @@ pub struct PeerView {
     live: crate::sync::Arc<Region>,
     #[cfg(not(loom))]
     frozen: std::sync::OnceLock<Region>,
+    /// The byte ranges readers use (the peer's rows of the tables over this region);
+    /// a freeze copies only these (all of the region if none were declared).
+    #[cfg(not(loom))]
+    watched: std::sync::Mutex<Vec<(usize, usize)>>,
 }
 
 impl PeerView {
@@ -76,7 +91,22 @@ impl PeerView {
             live,
             #[cfg(not(loom))]
             frozen: std::sync::OnceLock::new(),
+            #[cfg(not(loom))]
+            watched: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Declares that readers use `[off, off + len)` of the region, so that a freeze
+    /// needs to copy only such ranges (a table declares its peer's rows).
+    pub fn watch(&self, off: usize, len: usize) {
+        #[cfg(not(loom))]
+        {
+            if self.live.check_range(off as u64, len as u64).is_ok() {
+                crate::sync::lock(&self.watched).push((off, len));
+            }
+        }
+        #[cfg(loom)]
+        let _ = (off, len);
     }
 
     /// The region to read the peer's rows from now.
@@ -110,15 +140,18 @@ impl PeerView {
         if self.is_frozen() {
             return true;
         }
+        // Untouched pages of a large zeroed allocation cost nothing; only the watched
+        // ranges are copied.
         let snap = Region::new(self.live.len());
-        let mut clean = try_snapshot(seq, &self.live, &snap);
+        let ranges = crate::sync::lock(&self.watched).clone();
+        let mut clean = try_snapshot(seq, &self.live, &snap, &ranges);
         while !clean && std::time::Instant::now() < deadline && !gone() {
             std::thread::sleep(std::time::Duration::from_micros(20));
-            clean = try_snapshot(seq, &self.live, &snap);
+            clean = try_snapshot(seq, &self.live, &snap, &ranges);
         }
         if !clean {
             // The last attempt may have been skipped (the word was odd): copy anyway.
-            self.live.copy_to(0, &snap, 0, snap.len());
+            copy_ranges(&self.live, &snap, &ranges);
         }
         let _ = self.frozen.set(snap);
         clean
@@ -149,7 +182,7 @@ mod tests {
         live.store(0, 5, Ordering::Relaxed);
         let seq = AtomicU64::new(3); // a push in progress (odd)
         let snap = Region::new(32);
-        assert!(!try_snapshot(&seq, &live, &snap));
+        assert!(!try_snapshot(&seq, &live, &snap, &[]));
         let v = PeerView::new(live.clone());
         assert_eq!(v.region().load(0, Ordering::Acquire), 5);
         // The owner died inside the push: the freeze gives up at its deadline and
@@ -159,8 +192,15 @@ mod tests {
         assert_eq!(v.region().load(0, Ordering::Acquire), 5, "a frozen view no longer follows the owner");
         assert!(v.is_frozen());
         seq.store(4, Ordering::Relaxed);
-        let w = PeerView::new(live);
+        let w = PeerView::new(live.clone());
         assert!(w.freeze(&seq, std::time::Instant::now(), || false));
+        // Watched ranges: only they are copied.
+        live.store(8, 9, Ordering::Relaxed);
+        let y = PeerView::new(live.clone());
+        y.watch(8, 8);
+        assert!(y.freeze(&seq, std::time::Instant::now(), || false));
+        assert_eq!(y.region().load(8, Ordering::Acquire), 9, "a watched word is in the snapshot");
+        assert_eq!(y.region().load(0, Ordering::Acquire), 0, "an unwatched word is not copied");
         // A dead owner is not waited for: the deadline is far, `gone` says so.
         seq.store(5, Ordering::Relaxed);
         let x = PeerView::new(Arc::new(Region::new(32)));

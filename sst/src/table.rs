@@ -372,6 +372,14 @@ impl Table {
             views.clear();
         }
         let pub_off = layout.row_bytes * members.len();
+        for (rank, v) in views.iter().enumerate() {
+            if let Some(v) = v {
+                // What this table reads of the peer: its working row (in-place areas)
+                // and its publication row.
+                v.watch(rank * layout.row_bytes, layout.row_bytes);
+                v.watch(pub_off, layout.row_bytes);
+            }
+        }
         let members = Arc::new(members.to_vec());
         let table = Arc::new(Table { layout, members, my_rank, region_id, region, views, pub_off });
         Ok(LocalRow { table })
