@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p examples --bin sst_bench -- --transport mem|shm|tcp --nodes N \
-//!     [--seconds S] [--idle-seconds I] [--spin-us U] [--json]
+//!     [--seconds S] [--idle-seconds I] [--spin-us U] [--per-peer] [--json]
 //! ```
 //!
 //! Nodes are threads for `mem` and child processes of this program for `shm` and `tcp`
@@ -52,6 +52,11 @@ struct Args {
     /// How long a predicate thread spins after its last work before parking (µs).
     #[arg(long, default_value_t = DEFAULT_SPIN_US)]
     spin_us: u64,
+    /// Copy each push into every peer's memory (`Table::create`), as before the
+    /// one-copy path; by default mem/shm tables are shared (`Table::create_shared`:
+    /// one publication per push, peers read in place).
+    #[arg(long)]
+    per_peer: bool,
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     json: bool,
@@ -110,11 +115,22 @@ struct Node {
 const NODE0: u64 = 1 << 0;
 const NODE1: u64 = 1 << 1;
 
-fn start_node(t: Arc<dyn Transport>, n: usize, spin: Duration, clock: CpuClock) -> PredicateThread<Node> {
+fn start_node(
+    t: Arc<dyn Transport>,
+    n: usize,
+    spin: Duration,
+    clock: CpuClock,
+    per_peer: bool,
+) -> PredicateThread<Node> {
     let (l, c) = layout();
     let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let me = t.local_id();
-    let row = Table::create(l, &members, me, R, t.region(R).expect("table region").clone()).expect("table");
+    let row = if per_peer {
+        Table::create(l, &members, me, R, t.region(R).expect("table region").clone())
+    } else {
+        Table::create_shared(l, &members, me, R, t.as_ref())
+    }
+    .expect("table");
     let rank = row.table().my_rank();
     let node = Node {
         row,
@@ -322,7 +338,7 @@ fn child(args: &Args) -> Result<(), String> {
     let (me, n, t) =
         cluster::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
             .map_err(|e| e.to_string())?;
-    let mut pt = start_node(t, n, Duration::from_micros(args.spin_us), CpuClock::Process);
+    let mut pt = start_node(t, n, Duration::from_micros(args.spin_us), CpuClock::Process, args.per_peer);
     let mut report = if me == NodeId(0) { drive_result(&drive(&pt, args, false)?) } else { json!({}) };
     let mine = node_result(&pt);
     report["node"] = json!(me.0);
@@ -344,8 +360,11 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
         TransportKind::Mem => {
             let g = cluster::local_group(TransportKind::Mem, args.nodes, &regions, Duration::from_secs(10))
                 .map_err(|e| e.to_string())?;
-            let pts: Vec<_> =
-                g.nodes.iter().map(|t| start_node(t.clone(), args.nodes, spin, CpuClock::Thread)).collect();
+            let pts: Vec<_> = g
+                .nodes
+                .iter()
+                .map(|t| start_node(t.clone(), args.nodes, spin, CpuClock::Thread, args.per_peer))
+                .collect();
             let d = drive(&pts[0], args, progress)?;
             let nodes = pts.iter().map(node_result).collect();
             Ok((drive_result(&d), nodes))
@@ -436,6 +455,7 @@ fn main() {
             "idle_cpu_pct_nodes": idle.iter().map(|x| x.map(|v| round(v, 3))).collect::<Vec<_>>(),
             "rtt_samples": d["rtt_samples"],
             "spin_us": args.spin_us,
+            "per_peer": args.per_peer,
             "suspicions": suspicions,
         });
         out(&line.to_string());
