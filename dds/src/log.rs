@@ -227,7 +227,8 @@ impl SampleLog {
     pub fn open(path: impl AsRef<Path>, fsync: Fsync) -> Result<(SampleLog, Vec<Vec<u8>>), LogError> {
         let path = path.as_ref().to_path_buf();
         let io = |source| LogError::Io { path: path.clone(), source };
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let (found, tail) = scan(&bytes);
@@ -344,7 +345,8 @@ mod tests {
                 for f in &found {
                     assert_eq!(&bad[f.at..f.at + f.len], &p[f.seq as usize][..], "flip {byte}.{bit}");
                 }
-                let in_padding = ends.iter().zip(&p).any(|(&e, q)| byte < e && byte >= e - (extent(q.len()) - HEADER - q.len()));
+                let in_padding =
+                    ends.iter().zip(&p).any(|(&e, q)| byte < e && byte >= e - (extent(q.len()) - HEADER - q.len()));
                 if in_padding {
                     assert_eq!(found.len(), 3, "a padding flip changes nothing");
                 } else if byte < ends[1] {
