@@ -246,18 +246,14 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
 /// Two application threads share one sender in Dedicated mode; each must wait for the
 /// other's message to be taken in (Busy). Every message still goes through, in order
 /// per thread.
-#[test]
-fn concurrent_senders_on_one_node_with_dedicated_delivery() {
-    use smc::runtime::Delivery;
-    let spec = SubgroupSpec {
-        members: vec![NodeId(0), NodeId(1)],
-        senders: vec![NodeId(0)],
-        window: 4,
-        max_msg: 16,
-        mode: Mode::Ordered,
-    };
+/// Several application threads per node send into one subgroup at once (lock-free
+/// claims); with every node a sender, nulls are inserted between their claims.
+fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all_send: bool, threads: u8) {
+    let members = vec![NodeId(0), NodeId(1)];
+    let senders = if all_send { members.clone() } else { vec![NodeId(0)] };
+    let spec = SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, mode: Mode::Ordered };
     let regions = [RegionSpec { id: RegionId(0), len: SmcLayout::new(&spec).table_bytes() }];
-    let g = local_group(TransportKind::Mem, 2, &regions, Duration::from_secs(20)).unwrap();
+    let g = local_group(kind, 2, &regions, Duration::from_secs(20)).unwrap();
     let logs: Vec<Log> = (0..2).map(|_| Log::default()).collect();
     let rts: Vec<Runtime> = g
         .nodes
@@ -268,7 +264,7 @@ fn concurrent_senders_on_one_node_with_dedicated_delivery() {
             let setup = SubgroupSetup {
                 spec: spec.clone(),
                 region: RegionId(0),
-                delivery: Delivery::Dedicated,
+                delivery,
                 upcall: Box::new(move |b: &smc::Batch| {
                     let mut l = log.lock().unwrap();
                     for m in b.iter() {
@@ -281,26 +277,45 @@ fn concurrent_senders_on_one_node_with_dedicated_delivery() {
         .collect();
     let per = 100u64;
     std::thread::scope(|s| {
-        for th in 0..2u8 {
-            let sg = &rts[0].subgroups()[0];
-            s.spawn(move || {
-                for k in 0..per {
-                    let mut msg = [th; 16];
-                    msg[8..].copy_from_slice(&k.to_le_bytes());
-                    sg.send(&msg).unwrap();
-                }
-            });
+        for (node, rt) in rts.iter().enumerate().take(senders.len()) {
+            for th in 0..threads {
+                let sg = &rt.subgroups()[0];
+                s.spawn(move || {
+                    for k in 0..per {
+                        let mut msg = [th; 16];
+                        msg[1] = node as u8;
+                        msg[8..].copy_from_slice(&k.to_le_bytes());
+                        sg.send(&msg).unwrap();
+                    }
+                });
+            }
         }
     });
+    let total = per * threads as u64 * senders.len() as u64;
     let done = sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(2), || {
-        logs.iter().all(|l| l.lock().unwrap().len() as u64 == 2 * per)
+        logs.iter().all(|l| l.lock().unwrap().len() as u64 == total)
     });
-    assert!(done, "every message of both threads is delivered at both nodes");
+    assert!(done, "every message of every thread is delivered at both nodes");
     let a = logs[0].lock().unwrap().clone();
     assert_eq!(a, logs[1].lock().unwrap().clone(), "same sequence at both nodes");
-    for th in 0..2u8 {
-        let ks: Vec<u64> =
-            a.iter().filter(|m| m.2[0] == th).map(|m| u64::from_le_bytes(m.2[8..].try_into().unwrap())).collect();
-        assert_eq!(ks, (0..per).collect::<Vec<_>>(), "thread {th}'s messages in its order");
+    for node in 0..senders.len() as u8 {
+        for th in 0..threads {
+            let ks: Vec<u64> = a
+                .iter()
+                .filter(|m| m.2[0] == th && m.2[1] == node)
+                .map(|m| u64::from_le_bytes(m.2[8..].try_into().unwrap()))
+                .collect();
+            assert_eq!(ks, (0..per).collect::<Vec<_>>(), "node {node} thread {th}: its messages in its order");
+        }
     }
+}
+
+#[test]
+fn concurrent_senders_on_one_node_with_dedicated_delivery() {
+    concurrent_senders(TransportKind::Mem, smc::runtime::Delivery::Dedicated, false, 2);
+}
+
+#[test]
+fn concurrent_senders_on_every_node_with_nulls_over_shm() {
+    concurrent_senders(TransportKind::Shm, smc::runtime::Delivery::Inline, true, 3);
 }
