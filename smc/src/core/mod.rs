@@ -160,7 +160,6 @@ pub struct SmcCore {
     committed: u64,
     pushed: u64,
     next_index: u64,
-    entry_end: Vec<u64>,
     null_target: u64,
     // Receiver side.
     seen: Vec<u64>,
@@ -205,7 +204,6 @@ impl SmcCore {
             #[cfg(any(test, loom))]
             faults: Faults::default(),
             me_sender: spec.sender_rank(me),
-            entry_end: vec![0; spec.window],
             lay,
             row,
             table,
@@ -281,8 +279,6 @@ impl SmcCore {
         while let Some((w0, first)) = s.published_at(self.committed) {
             let (end, is_message) = send::entry_span(w0, first);
             debug_assert_eq!(first, self.next_index, "a lease gives consecutive indices");
-            let slot = (self.committed % self.spec.window as u64) as usize;
-            self.entry_end[slot] = end;
             self.next_index = end;
             s.absorbed(self.committed, end);
             self.committed += 1;
@@ -332,7 +328,6 @@ impl SmcCore {
         let slot = (self.committed % self.spec.window as u64) as usize;
         self.write_header(slot, KIND_NULL, count, self.next_index);
         self.next_index += count;
-        self.entry_end[slot] = self.next_index;
         s.absorbed(self.committed, self.next_index);
         self.committed += 1;
         s.grant(gen, self.committed, self.next_index);
@@ -607,7 +602,7 @@ impl SmcCore {
     /// entries committed.
     pub fn entry_end(&self, e: u64) -> u64 {
         debug_assert!(e < self.committed && e + self.spec.window as u64 >= self.committed);
-        self.entry_end[(e % self.spec.window as u64) as usize]
+        self.send.as_ref().map_or(0, |s| s.end_of(e))
     }
 
     /// True if a sender waiting for a slot could reserve one now (raises the shared

@@ -72,6 +72,10 @@ pub(crate) struct SendState {
     committed: AtomicU64,
     /// Per slot: the end index of the last entry absorbed into it.
     ends: Box<[AtomicU64]>,
+    /// A lower bound of every member's `delivered` count for this sender: `delivered`
+    /// only grows, so the columns (peers' memory, cache misses) are read again only
+    /// when the bound is not enough.
+    floor: AtomicU64,
     /// Per slot: `entry + 1` once a sender published entry `entry` there.
     published: Box<[AtomicU64]>,
     wedged: AtomicBool,
@@ -104,6 +108,7 @@ impl SendState {
             limit: AtomicU64::new(window as u64),
             committed: AtomicU64::new(0),
             ends: words(window),
+            floor: AtomicU64::new(0),
             published: words(window),
             wedged: AtomicBool::new(false),
             #[cfg(any(test, loom))]
@@ -161,15 +166,22 @@ impl SendState {
         if self.reuse_early.load(Ordering::Relaxed) {
             l = l.max(cap);
         }
-        let mut floor: Option<u64> = None;
+        // Acquire/AcqRel: a thread that uses the cached floor is ordered after the
+        // members' `delivered` writes the thread that cached it acquired.
+        let mut floor = self.floor.load(Ordering::Acquire);
+        let mut read = false;
         while l < cap {
             if l >= w {
                 // Entry l - w < committed is absorbed: its slot's end is its own end,
                 // or a later entry's (larger) if the slot moved on, which only errs
                 // on the side of waiting.
                 let end = self.ends[((l - w) % w) as usize].load(Ordering::Acquire);
-                let f = *floor.get_or_insert_with(|| self.delivered_floor());
-                if f < end {
+                if floor < end && !read {
+                    let fresh = self.delivered_floor();
+                    floor = self.floor.fetch_max(fresh, Ordering::AcqRel).max(fresh);
+                    read = true;
+                }
+                if floor < end {
                     break;
                 }
             }
@@ -202,6 +214,11 @@ impl SendState {
         let t = self.row.table();
         let base = slot * self.slot_bytes / 8;
         Some((t.word(t.my_rank(), self.slots, base), t.word(t.my_rank(), self.slots, base + 1)))
+    }
+
+    /// The end index of absorbed entry `e` (valid for the last `window` absorbed).
+    pub(crate) fn end_of(&self, e: u64) -> u64 {
+        self.ends[(e % self.window) as usize].load(Ordering::Acquire)
     }
 
     /// Records entry `entry` as absorbed with end index `end`.
