@@ -24,6 +24,17 @@ pub enum Senders {
     One,
 }
 
+impl Senders {
+    /// How many of `nodes` members send (the first ones).
+    pub fn count(self, nodes: usize) -> usize {
+        match self {
+            Senders::All => nodes,
+            Senders::Half => (nodes / 2).max(1),
+            Senders::One => 1,
+        }
+    }
+}
+
 /// Delivery mode on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ModeArg {
@@ -95,12 +106,7 @@ impl Common {
 
     /// The sending members.
     pub fn sender_ids(&self) -> Vec<NodeId> {
-        let k = match self.senders {
-            Senders::All => self.nodes,
-            Senders::Half => (self.nodes / 2).max(1),
-            Senders::One => 1,
-        };
-        (0..k as u32).map(NodeId).collect()
+        (0..self.senders.count(self.nodes) as u32).map(NodeId).collect()
     }
 
     /// The subgroups (all over every node).

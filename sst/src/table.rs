@@ -81,10 +81,6 @@ impl Bytes {
         assert!(at % WORD == 0 && at + len <= self.len, "range {at}+{len} outside a {}-byte area", self.len);
         ColumnRange { off: self.off + at, len: len.div_ceil(WORD) * WORD }
     }
-    /// True if declared with [`LayoutBuilder::bytes_in_place`].
-    pub fn is_in_place(&self) -> bool {
-        self.in_place
-    }
 }
 
 /// A byte field published by a guard counter stored after it.

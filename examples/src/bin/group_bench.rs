@@ -76,11 +76,7 @@ struct Args {
 
 impl Args {
     fn senders(&self) -> usize {
-        match self.senders {
-            Senders::All => self.nodes,
-            Senders::Half => (self.nodes / 2).max(1),
-            Senders::One => 1,
-        }
+        self.senders.count(self.nodes)
     }
 
     fn validate(&self) -> Result<(), String> {
