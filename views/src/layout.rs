@@ -31,10 +31,58 @@ pub enum LayoutError {
     },
 }
 
+/// Why a layout edit was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum EditError {
+    /// This layout has no document to edit (the default for static layouts).
+    #[error("this layout is fixed: it takes no edits")]
+    Static,
+    /// The edit does not decode or does not fit the document; the text says why.
+    #[error("layout edit refused: {0}")]
+    Invalid(String),
+    /// The new document would exceed [`MAX_DOC`] bytes.
+    #[error("the layout document would take {0} bytes, more than the {MAX_DOC} a view carries")]
+    TooLarge(usize),
+    /// This node stopped, or no view took the edit in time.
+    #[error("layout edit not applied: {0}")]
+    NotApplied(String),
+}
+
+/// The largest layout document a view carries (it travels in the membership rows).
+pub const MAX_DOC: usize = 16 * 1024;
+/// The most bytes of edits one member may have pending in one view (each edit takes
+/// its length rounded up to 8 bytes, plus 8).
+pub const MAX_EDITS: usize = 2 * 1024;
+
 /// Maps a view to its subgroups.
+///
+/// A layout may also be *dynamic*: its subgroups depend on the view's layout
+/// document ([`View::layout`]), which members change with edits
+/// ([`crate::group::Group::edit_layout`]). The view's leader applies the edits every
+/// member asked for with [`Layout::edit`] and proposes the result as part of the next
+/// view, with the same members (or with whatever membership change is due anyway).
 pub trait Layout: Send + Sync {
     /// The subgroups of `view`, or why it cannot host them.
     fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, LayoutError>;
+
+    /// Applies `edit` to document `doc`: `Ok(None)` if the document already says
+    /// what the edit asks (edits must be idempotent: an edit is retried in every
+    /// view until one holds it), `Ok(Some(new))` with the changed document, or an
+    /// error for an edit that cannot apply. Deterministic: every leader must compute
+    /// the same document. Edits come from peers' rows: treat them as untrusted.
+    fn edit(&self, doc: &[u8], edit: &[u8]) -> Result<Option<Vec<u8>>, EditError> {
+        let _ = (doc, edit);
+        Err(EditError::Static)
+    }
+
+    /// The index in `new` of subgroup `k` of `old` (a sender's messages the view
+    /// change discarded are sent again there), or `None` if it has no counterpart.
+    /// The default keeps the index, which suits layouts whose subgroups are a fixed
+    /// list; a dynamic layout that reorders subgroups maps them itself.
+    fn successor(&self, old: &View, k: usize, new: &View) -> Option<usize> {
+        let _ = old;
+        self.subgroups(new).ok().filter(|s| k < s.len()).map(|_| k)
+    }
 }
 
 impl<F> Layout for F

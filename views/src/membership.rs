@@ -9,6 +9,8 @@
 //! |---|---|---|
 //! | data | `suspected` | ranks this member suspects (bit mask; only grows) |
 //! | data | `proposals` | two proposal slots; proposal `p` lives in slot `p % 2` |
+//! | data | `docs` | two layout-document slots, one per proposal slot (a proposal that changes the layout) |
+//! | data | `edits` | the layout edits this member asks for in this view (length-prefixed, append only) |
 //! | data | `received` | per subgroup, per sender: what this member received, final once `wedged` |
 //! | data | `cuts` | per subgroup, per sender: the ragged trim this row publishes or echoes |
 //! | control | `proposal` | number of the proposal held (the leader's: proposed; a follower's: acked) |
@@ -16,18 +18,24 @@
 //! | control | `wedged` | every subgroup of this member is wedged (its `received` is final) |
 //! | control | `leaving` | this member asks to leave |
 //! | control | `cut_ready` | per subgroup: the cut in `cuts` is published (every member echoes every subgroup's cut) |
+//! | control | `edit_words` | words of `edits` written (the guard of that list) |
 //!
 //! Two slots for proposals: a reader that reads slot `p % 2` after seeing `proposal = p`
 //! could only see it overwritten by proposal `p + 2`, which needs two more changes
 //! within one read; the slot's first word is the number, checked after the read.
 
+use crate::layout::{MAX_DOC, MAX_EDITS};
+use crate::view::LayoutDoc;
 use sst::transport::NodeId;
 use sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder, LocalRow, Push, Table};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// At most this many joiners are added by one view change (more wait for the next).
 pub const MAX_JOINS: usize = 8;
-const PROP_WORDS: usize = 5 + MAX_JOINS;
+/// Words of a proposal: number, issuer, removed, left, joins, layout version,
+/// document length, then the joiners.
+const PROP_WORDS: usize = 7 + MAX_JOINS;
+const JOINS_AT: usize = 7;
 
 /// A joining process: its id and the control-plane address it listens on (`None` for
 /// transports that need none, such as the in-process and simulated ones).
@@ -65,6 +73,8 @@ pub struct Proposal {
     pub left: u64,
     /// Processes added, in order.
     pub joins: Vec<Joiner>,
+    /// The next view's layout document, if the proposal changes it.
+    pub layout: Option<LayoutDoc>,
 }
 
 /// The membership table's columns for a view with the given subgroup sender counts.
@@ -73,6 +83,8 @@ pub struct MembershipLayout {
     layout: sst::table::Layout,
     pub(crate) suspected: Bytes,
     proposals: Bytes,
+    docs: Bytes,
+    edits: Bytes,
     cuts: Bytes,
     received: Bytes,
     pub(crate) proposal: Counter,
@@ -80,6 +92,7 @@ pub struct MembershipLayout {
     pub(crate) wedged: Flag,
     pub(crate) leaving: Flag,
     cut_ready: CounterVec,
+    pub(crate) edit_words: Counter,
     /// Raised every heartbeat period; pushed on its own, quietly.
     pub heartbeat: Counter,
     /// First cut word of each subgroup.
@@ -93,6 +106,8 @@ impl MembershipLayout {
         let mut b = LayoutBuilder::new();
         let suspected = b.bytes("suspected", 8);
         let proposals = b.bytes("proposals", 2 * PROP_WORDS * 8);
+        let docs = b.bytes("docs", 2 * MAX_DOC);
+        let edits = b.bytes("edits", MAX_EDITS);
         let total: usize = senders.iter().sum();
         let cuts = b.bytes("cuts", total.max(1) * 8);
         let received = b.bytes("received", total.max(1) * 8);
@@ -101,6 +116,7 @@ impl MembershipLayout {
         let wedged = b.flag("wedged");
         let leaving = b.flag("leaving");
         let cut_ready = b.counters("cut_ready", senders.len().max(1));
+        let edit_words = b.counter("edit_words");
         let heartbeat = b.counter("heartbeat");
         let mut cut_at = Vec::new();
         let mut at = 0;
@@ -112,6 +128,8 @@ impl MembershipLayout {
             layout: b.build(),
             suspected,
             proposals,
+            docs,
+            edits,
             cuts,
             received,
             proposal,
@@ -119,6 +137,7 @@ impl MembershipLayout {
             wedged,
             leaving,
             cut_ready,
+            edit_words,
             heartbeat,
             cut_at,
             senders: senders.to_vec(),
@@ -142,14 +161,17 @@ impl MembershipLayout {
             .sub_range(0, 8)
             .join(self.cuts.sub_range(0, self.cuts.len()))
             .join(self.received.sub_range(0, self.received.len()))
-            .join(self.proposals.sub_range(0, self.proposals.len()));
+            .join(self.proposals.sub_range(0, self.proposals.len()))
+            .join(self.docs.sub_range(0, self.docs.len()))
+            .join(self.edits.sub_range(0, self.edits.len()));
         let control = self
             .proposal
             .range()
             .join(self.committed.range())
             .join(self.wedged.range())
             .join(self.leaving.range())
-            .join(self.cut_ready.range());
+            .join(self.cut_ready.range())
+            .join(self.edit_words.range());
         [row.push(data), row.push(control)]
     }
 
@@ -162,6 +184,7 @@ impl MembershipLayout {
                     + t.counter(r, self.committed)
                     + t.flag(r, self.wedged) as u64
                     + t.flag(r, self.leaving) as u64
+                    + t.counter(r, self.edit_words)
                     + (0..self.senders.len()).map(|k| t.counter_at(r, self.cut_ready, k)).sum::<u64>()
                     + self.suspected_of(t, r).count_ones() as u64
             })
@@ -177,23 +200,71 @@ impl MembershipLayout {
         let base = (no % 2) as usize * PROP_WORDS;
         let w = |i: usize| t.word(rank, self.proposals, base + i);
         let n = (w(4) as usize).min(MAX_JOINS);
+        let (version, len) = (w(5), w(6) as usize);
+        let layout = (version > 0).then(|| {
+            let mut doc = vec![0; len.min(MAX_DOC)];
+            t.read_bytes(rank, self.docs, (no % 2) as usize * MAX_DOC, &mut doc);
+            LayoutDoc::new(version, doc)
+        });
         let p = Proposal {
             no,
             issuer: w(1) as usize,
             removed: w(2),
             left: w(3),
-            joins: (0..n).map(|i| Joiner::decode(w(5 + i))).collect(),
+            joins: (0..n).map(|i| Joiner::decode(w(JOINS_AT + i))).collect(),
+            layout,
         };
         (w(0) == no).then_some(p)
     }
 
+    /// Writes `p` into its slot. Its layout document, if any, fits ([`MAX_DOC`]):
+    /// the engine checks that before it proposes.
     pub(crate) fn write_proposal(&self, row: &LocalRow, p: &Proposal) {
         let base = (p.no % 2) as usize * PROP_WORDS;
-        let mut words = vec![p.no, p.issuer as u64, p.removed, p.left, p.joins.len() as u64];
+        let (version, len) = p.layout.as_ref().map(|d| (d.version(), d.bytes().len())).unwrap_or((0, 0));
+        let mut words = vec![p.no, p.issuer as u64, p.removed, p.left, p.joins.len() as u64, version, len as u64];
         words.extend(p.joins.iter().map(Joiner::encode));
+        if let Some(d) = &p.layout {
+            row.write_bytes(self.docs, (p.no % 2) as usize * MAX_DOC, &d.bytes()[..len.min(MAX_DOC)]);
+        }
         for (i, w) in words.into_iter().enumerate() {
             row.store_word(self.proposals, base + i, w);
         }
+    }
+
+    /// Appends `edit` to this row's edit list (the guard is raised by the caller's
+    /// [`MembershipLayout::pushes`] order: data first). False if the list is full.
+    pub(crate) fn append_edit(&self, row: &LocalRow, edit: &[u8]) -> bool {
+        let at = row.get(self.edit_words) as usize;
+        let words = 1 + edit.len().div_ceil(8);
+        if (at + words) * 8 > MAX_EDITS {
+            return false;
+        }
+        row.store_word(self.edits, at, edit.len() as u64);
+        let mut padded = edit.to_vec();
+        padded.resize(edit.len().div_ceil(8) * 8, 0);
+        row.write_bytes(self.edits, (at + 1) * 8, &padded);
+        row.advance(self.edit_words, (at + words) as u64).expect("the edit list only grows");
+        true
+    }
+
+    /// The edits row `rank` asks for (a malformed list yields what parses before it).
+    pub(crate) fn read_edits(&self, t: &Table, rank: usize) -> Vec<Vec<u8>> {
+        let end = (t.counter(rank, self.edit_words) as usize).min(MAX_EDITS / 8);
+        let mut out = Vec::new();
+        let mut at = 0;
+        while at < end {
+            let len = t.word(rank, self.edits, at) as usize;
+            let words = len.div_ceil(8);
+            if at + 1 + words > end {
+                break;
+            }
+            let mut e = vec![0; len];
+            t.read_bytes(rank, self.edits, (at + 1) * 8, &mut e);
+            out.push(e);
+            at += 1 + words;
+        }
+        out
     }
 
     pub(crate) fn cut_ready(&self, t: &Table, rank: usize, k: usize) -> bool {

@@ -19,6 +19,7 @@
 //! ```
 
 use sst::transport::NodeId;
+use std::sync::Arc;
 use thiserror::Error;
 
 /// A view's epoch number; each installed view's is one more than the last.
@@ -36,11 +37,39 @@ pub enum Change {
     Joined(NodeId),
 }
 
-/// A view: an epoch with an ordered membership.
+/// The layout document of a view: bytes the group's [`crate::layout::Layout`]
+/// interprets (a static layout ignores them; the DDS keeps its topic table here),
+/// numbered so that every change makes a new version. It is replicated with the
+/// view: every member of view `v` holds the same document, and it changes only by a
+/// view change (DESIGN.md "dds": "the layout becomes a replicated, versioned part of
+/// the view").
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LayoutDoc {
+    version: u64,
+    bytes: Arc<[u8]>,
+}
+
+impl LayoutDoc {
+    /// Version `version` with contents `bytes`.
+    pub fn new(version: u64, bytes: impl Into<Arc<[u8]>>) -> LayoutDoc {
+        LayoutDoc { version, bytes: bytes.into() }
+    }
+    /// Its version (0: the empty document every group starts with).
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+    /// Its contents.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+/// A view: an epoch with an ordered membership and a layout document.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
     id: ViewId,
     members: Vec<NodeId>,
+    layout: LayoutDoc,
 }
 
 /// Why a next view cannot be formed.
@@ -65,12 +94,24 @@ pub enum ViewError {
 impl View {
     /// The first view of a group.
     pub fn initial(members: Vec<NodeId>) -> View {
-        View { id: ViewId(0), members }
+        View { id: ViewId(0), members, layout: LayoutDoc::default() }
     }
 
     /// A view as a joiner learns it from the control plane.
     pub fn with_id(id: ViewId, members: Vec<NodeId>) -> View {
-        View { id, members }
+        View { id, members, layout: LayoutDoc::default() }
+    }
+
+    /// The same view with layout document `doc` (the next view of a change that
+    /// edits the layout; a joiner's view as it learns it).
+    pub fn with_layout(mut self, doc: LayoutDoc) -> View {
+        self.layout = doc;
+        self
+    }
+
+    /// The layout document.
+    pub fn layout(&self) -> &LayoutDoc {
+        &self.layout
     }
 
     /// The epoch.
@@ -98,7 +139,8 @@ impl View {
         2 * alive > self.members.len()
     }
 
-    /// The view after `changes`: survivors in order, then joiners in the order given.
+    /// The view after `changes`: survivors in order, then joiners in the order given;
+    /// the same layout document.
     /// With `majority` on, refuses unless the survivors are a strict majority.
     pub fn next(&self, changes: &[Change], majority: bool) -> Result<View, ViewError> {
         let mut members = self.members.clone();
@@ -125,7 +167,7 @@ impl View {
         if members.is_empty() {
             return Err(ViewError::Empty);
         }
-        Ok(View { id: ViewId(self.id.0 + 1), members })
+        Ok(View { id: ViewId(self.id.0 + 1), members, layout: self.layout.clone() })
     }
 }
 

@@ -28,7 +28,7 @@ use thiserror::Error;
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"SPCP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Header bytes.
 pub const HEADER: usize = 10;
 /// Largest body accepted (state transfer sends larger state in chunks).
@@ -56,6 +56,10 @@ pub struct ViewMsg {
     pub id: u64,
     /// Members in rank order.
     pub members: Vec<MemberInfo>,
+    /// The layout document's version.
+    pub layout_version: u64,
+    /// The layout document (at most [`crate::layout::MAX_DOC`] bytes).
+    pub layout: Vec<u8>,
 }
 
 /// Every control-plane message.
@@ -144,6 +148,9 @@ impl Message {
             Message::JoinAccepted { view } | Message::ViewInstall { view } => {
                 if view.members.is_empty() || view.members.len() > MAX_MEMBERS {
                     return bad("a view needs 1..=1024 members");
+                }
+                if view.layout.len() > crate::layout::MAX_DOC {
+                    return bad("layout document larger than MAX_DOC");
                 }
                 for (i, m) in view.members.iter().enumerate() {
                     if view.members[..i].iter().any(|o| o.node == m.node) {
@@ -234,9 +241,18 @@ mod tests {
         vec![
             Message::JoinRequest { member: member(4) },
             Message::Redirect { leader: "127.0.0.1:7000".parse().unwrap() },
-            Message::JoinAccepted { view: ViewMsg { id: 3, members: vec![member(0), member(4)] } },
+            Message::JoinAccepted {
+                view: ViewMsg {
+                    id: 3,
+                    members: vec![member(0), member(4)],
+                    layout_version: 2,
+                    layout: b"topics".to_vec(),
+                },
+            },
             Message::JoinRefused { reason: "minority".into() },
-            Message::ViewInstall { view: ViewMsg { id: 9, members: vec![member(1)] } },
+            Message::ViewInstall {
+                view: ViewMsg { id: 9, members: vec![member(1)], layout_version: 0, layout: vec![] },
+            },
             Message::StateChunk { subgroup: 2, offset: 4096, data: vec![7; 100], last: true },
             Message::Request { id: 11, body: b"get".to_vec() },
             Message::Reply { id: 11, body: vec![] },
@@ -291,10 +307,13 @@ mod tests {
         b[6..10].copy_from_slice(&len.to_le_bytes());
         assert!(matches!(decode(&b), Err(WireError::Body(_))));
         // A view that lists a node twice decodes but is invalid.
-        let dup = Message::ViewInstall { view: ViewMsg { id: 1, members: vec![member(2), member(2)] } };
+        let view = |members, layout| ViewMsg { id: 1, members, layout_version: 1, layout };
+        let dup = Message::ViewInstall { view: view(vec![member(2), member(2)], vec![]) };
         let b = encode(&dup).unwrap();
         assert!(matches!(decode(&b), Err(WireError::Invalid(_))));
-        let empty = Message::ViewInstall { view: ViewMsg { id: 1, members: vec![] } };
+        let empty = Message::ViewInstall { view: view(vec![], vec![]) };
+        let huge = Message::ViewInstall { view: view(vec![member(1)], vec![0; crate::layout::MAX_DOC + 1]) };
+        assert!(matches!(decode(&encode(&huge).unwrap()), Err(WireError::Invalid(_))), "an oversize layout is refused");
         assert!(matches!(decode(&encode(&empty).unwrap()), Err(WireError::Invalid(_))));
     }
 

@@ -91,13 +91,19 @@ impl Engine {
             left &= !(1 << self.me);
         }
         let joins: Vec<_> = self.joins.iter().take(MAX_JOINS).copied().collect();
-        if removed == 0 && joins.is_empty() {
+        let layout = self.pending_doc.clone();
+        if removed == 0 && joins.is_empty() && layout.is_none() {
             return Ok(None);
         }
         let no = self.live().map(|r| self.table.counter(r, self.lay.proposal)).max().unwrap_or(0) + 1;
-        let fresh = Proposal { no, issuer: self.me, removed, left, joins };
+        let fresh = Proposal { no, issuer: self.me, removed, left, joins, layout };
         Ok(match mine {
-            Some(p) if (p.removed, p.left, &p.joins) == (fresh.removed, fresh.left, &fresh.joins) => None,
+            Some(p)
+                if (p.removed, p.left, &p.joins, &p.layout)
+                    == (fresh.removed, fresh.left, &fresh.joins, &fresh.layout) =>
+            {
+                None
+            }
             // Never drop a removal already proposed (a superset only).
             Some(p) if p.removed & !fresh.removed != 0 => None,
             _ => Some(fresh),

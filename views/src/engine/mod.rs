@@ -36,8 +36,9 @@ mod suspicion;
 mod tests;
 mod trim;
 
+use crate::layout::{Layout, MAX_DOC};
 use crate::membership::{Joiner, MembershipLayout, Proposal};
-use crate::view::View;
+use crate::view::{LayoutDoc, View};
 use smc::{Deliverable, SmcCore, SubgroupSpec};
 use sst::transport::NodeId;
 use sst::{LocalRow, Pushes, Table};
@@ -133,6 +134,9 @@ pub(crate) struct Faults {
     pub no_resend: bool,
     /// A new leader acts at once, without waiting for the others to suspect the old.
     pub no_takeover_wait: bool,
+    /// A member that did not issue the proposal installs the next view with the
+    /// old layout document.
+    pub stale_layout: bool,
     /// Driver (simulator only): set up a view's links one peer after another in id
     /// order, so a peer that never comes uses up the deadline of every later one
     /// (the tcp setup before the fix).
@@ -169,6 +173,18 @@ pub struct Engine {
     trimmed: Vec<bool>,
     done: bool,
     dirty: bool,
+    /// Applies layout edits (leader only); `None`: a static layout.
+    editor: Option<Arc<dyn Layout>>,
+    /// The document the live rows' edits lead to, if it differs from the view's,
+    /// and the edit counters it was computed from.
+    pending_doc: Option<LayoutDoc>,
+    edits_seen: Option<(u64, u64)>,
+}
+
+impl std::fmt::Debug for dyn Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Layout")
+    }
 }
 
 impl Engine {
@@ -203,6 +219,9 @@ impl Engine {
             trimmed: vec![false; k],
             done: false,
             dirty: false,
+            editor: None,
+            pending_doc: None,
+            edits_seen: None,
         };
         e.add_suspects(susp);
         e
@@ -314,6 +333,23 @@ impl Engine {
         Ok(())
     }
 
+    /// The layout that applies edits when this node leads (none: edits are ignored).
+    pub fn set_editor(&mut self, layout: Arc<dyn Layout>) {
+        self.editor = Some(layout);
+    }
+
+    /// Asks the view's leader to apply layout edit `edit` (see
+    /// [`Layout::edit`]): it is published in this node's row, and the leader
+    /// proposes the edited document with the next view. False if this view's edit
+    /// list is full ([`crate::layout::MAX_EDITS`]) or the engine is done.
+    pub fn request_edit(&mut self, edit: &[u8]) -> bool {
+        if self.done || !self.lay.append_edit(&self.row, edit) {
+            return false;
+        }
+        self.dirty = true;
+        true
+    }
+
     /// Asks to leave the group gracefully.
     pub fn leave(&mut self) {
         if !self.leave {
@@ -332,6 +368,7 @@ impl Engine {
             self.finish_with(Action::Stop(why), pushes, out);
             return;
         }
+        self.refresh_pending_doc();
         if !self.wedged && self.change_pending() {
             self.wedge(cores, pushes);
         }
@@ -398,7 +435,42 @@ impl Engine {
         self.susp != 0
             || self.leave
             || self.live().any(|r| self.table.counter(r, self.lay.proposal) > 0 || self.table.flag(r, self.lay.leaving))
-            || (self.leader_rank() == self.me && !self.joins.is_empty())
+            || (self.leader_rank() == self.me && (!self.joins.is_empty() || self.pending_doc.is_some()))
+    }
+
+    /// The leader folds every live row's edits (rank order, each row's in order)
+    /// over the view's document; an edit that does not apply is skipped (rows come
+    /// from peers). Recomputed only when the edit counters or suspicions moved.
+    fn refresh_pending_doc(&mut self) {
+        let Some(editor) = self.editor.clone() else { return };
+        if self.leader_rank() != self.me {
+            return;
+        }
+        let key = (self.live().map(|r| self.table.counter(r, self.lay.edit_words)).sum::<u64>(), self.susp);
+        if self.edits_seen == Some(key) {
+            return;
+        }
+        self.edits_seen = Some(key);
+        let base = self.view.layout();
+        let mut doc: Option<Vec<u8>> = None;
+        for r in self.live().collect::<Vec<_>>() {
+            for e in self.lay.read_edits(&self.table, r) {
+                let cur = doc.as_deref().unwrap_or(base.bytes());
+                match editor.edit(cur, &e) {
+                    Ok(Some(next)) if next.len() <= MAX_DOC => doc = Some(next),
+                    Ok(Some(next)) => {
+                        tracing::warn!(
+                            from = r,
+                            len = next.len(),
+                            "layout edit skipped: the document would be too large"
+                        )
+                    }
+                    Ok(None) => {}
+                    Err(why) => tracing::warn!(from = r, %why, "layout edit skipped"),
+                }
+            }
+        }
+        self.pending_doc = doc.filter(|d| d.as_slice() != base.bytes()).map(|d| LayoutDoc::new(base.version() + 1, d));
     }
 
     /// Freezes every subgroup of this node, then publishes `wedged`.
@@ -451,6 +523,10 @@ impl Engine {
                 my_cuts.push((k, cut[s]));
             }
         }
+        let mut p = p;
+        if self.faults().stale_layout && p.issuer != self.me {
+            p.layout = None;
+        }
         let view = match next_view(&self.view, &p) {
             Ok(v) => v,
             Err(e) => return Some(Action::Stop(StopReason::Protocol(format!("committed proposal {}: {e}", p.no)))),
@@ -474,5 +550,9 @@ pub fn next_view(view: &View, p: &Proposal) -> Result<View, crate::view::ViewErr
     }
     changes.extend(p.joins.iter().map(|j| crate::view::Change::Joined(j.node)));
     // The issuer checked the majority rule.
-    view.next(&changes, false)
+    let next = view.next(&changes, false)?;
+    Ok(match &p.layout {
+        Some(doc) => next.with_layout(doc.clone()),
+        None => next,
+    })
 }

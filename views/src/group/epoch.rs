@@ -167,7 +167,7 @@ impl Epoch {
                 setups.push(SubgroupSetup {
                     spec: spec.clone(),
                     region: RegionId(1 + k as u16),
-                    upcall: inner.upcall(k, view.id(), spec.senders.clone()),
+                    upcall: inner.upcall(k, &view, spec),
                     delivery: Delivery::Inline,
                 });
             }
@@ -182,7 +182,11 @@ impl Epoch {
         for (i, k) in mine.iter().enumerate() {
             subs[*k] = Some(rt.subgroups()[i].clone());
         }
-        let engine = Engine::new(view.clone(), specs.clone(), row, cfg.majority, &suspects);
+        let mut engine = Engine::new(view.clone(), specs.clone(), row, cfg.majority, &suspects);
+        engine.set_editor(inner.layout.clone());
+        for e in inner.edits_due(&view) {
+            engine.request_edit(&e);
+        }
         // A member found at setup may still be in its own setup (it arrived later and
         // waits for the missing ones up to its own deadline): it is pending, not
         // silent, until that deadline could have passed. See the module docs.

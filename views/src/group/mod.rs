@@ -45,18 +45,20 @@
 mod control;
 mod deliver;
 mod epoch;
+mod install;
+mod send;
 
 use crate::config::{Config, ConfigError};
 use crate::engine::{Next, StopReason};
-use crate::layout::{Layout, Shards};
+use crate::layout::{EditError, Layout, Shards};
 use crate::view::{View, ViewId};
-use crate::wire::{MemberInfo, ViewMsg};
+use crate::wire::MemberInfo;
 use epoch::{lock, Epoch};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sst::transport::NodeId;
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::channel;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -64,11 +66,15 @@ use thiserror::Error;
 
 use deliver::Callback;
 pub use deliver::{Delivery, InPlace};
+pub use send::SubgroupHandle;
 
 type ViewFn = Box<dyn FnMut(&View) + Send>;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
+/// Makes the in-place delivery callback of one subgroup of one view.
+pub type DeliverFactory =
+    Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<Box<dyn FnMut(&InPlace<'_>) + Send>> + Send + Sync>;
 
 /// State a subgroup declares for joiners: `get` runs at the member that takes the
 /// join, at the start of the view that adds it; `set` runs at the joiner before it
@@ -174,6 +180,9 @@ pub(crate) struct Inner {
     pub(crate) cfg: Config,
     pub(crate) layout: Arc<dyn Layout>,
     deliver: HashMap<usize, Arc<Mutex<Callback>>>,
+    deliver_by: Option<DeliverFactory>,
+    /// Layout edits this node asked for that no view holds yet.
+    edits: Mutex<Vec<Vec<u8>>>,
     on_view: Mutex<Option<ViewFn>>,
     pub(crate) state: Vec<(usize, StateHook)>,
     pub(crate) on_request: Option<RequestFn>,
@@ -203,9 +212,22 @@ impl Inner {
         self.shutdown.load(Ordering::Acquire)
     }
 
-    /// The smc upcall of subgroup `k` in view `vid`: each message to the callback.
-    pub(crate) fn upcall(&self, k: usize, vid: ViewId, senders: Vec<NodeId>) -> smc::runtime::Upcall {
-        deliver::upcall(self.deliver.get(&k).cloned(), self.delivered.clone(), vid, senders)
+    /// The smc upcall of subgroup `k` of `view`: each message to the callback (the
+    /// one registered for `k`, else the one the factory makes).
+    pub(crate) fn upcall(&self, k: usize, view: &View, spec: &smc::SubgroupSpec) -> smc::runtime::Upcall {
+        let cb = self.deliver.get(&k).cloned().or_else(|| {
+            let f = self.deliver_by.as_ref()?(view, k, spec)?;
+            Some(Arc::new(Mutex::new(Callback::InPlace(f))))
+        });
+        deliver::upcall(cb, self.delivered.clone(), view.id(), spec.senders.clone())
+    }
+
+    /// The edits still due in `view` (those it does not hold yet); drops the ones
+    /// that no longer apply (their waiters see the error).
+    pub(crate) fn edits_due(&self, view: &View) -> Vec<Vec<u8>> {
+        let mut edits = lock(&self.edits);
+        edits.retain(|e| matches!(self.layout.edit(view.layout().bytes(), e), Ok(Some(_))));
+        edits.clone()
     }
 
     fn bump(&self) {
@@ -262,6 +284,7 @@ pub struct GroupBuilder {
     cfg: Config,
     layout: Arc<dyn Layout>,
     deliver: HashMap<usize, Arc<Mutex<Callback>>>,
+    deliver_by: Option<DeliverFactory>,
     on_view: Option<ViewFn>,
     state: Vec<(usize, StateHook)>,
     on_request: Option<RequestFn>,
@@ -287,6 +310,7 @@ impl GroupBuilder {
             cfg,
             layout: Arc::new(all),
             deliver: HashMap::new(),
+            deliver_by: None,
             on_view: None,
             state: Vec::new(),
             on_request: None,
@@ -344,6 +368,19 @@ impl GroupBuilder {
         self
     }
 
+    /// Makes the in-place delivery callback of each subgroup of each view that has
+    /// no callback of its own ([`GroupBuilder::on_deliver`]): for dynamic layouts,
+    /// whose subgroups mean different things in different views. Runs at the start
+    /// of every view, before it delivers anything, once per subgroup this node is in;
+    /// `None` delivers that subgroup to nobody.
+    pub fn deliver_by(
+        mut self,
+        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<Box<dyn FnMut(&InPlace<'_>) + Send>> + Send + Sync + 'static,
+    ) -> Self {
+        self.deliver_by = Some(Box::new(f));
+        self
+    }
+
     /// Answers point-to-point requests from other members ([`Group::request`]) on
     /// the control plane's threads: bytes in, bytes out.
     pub fn on_request(mut self, f: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
@@ -398,6 +435,8 @@ impl GroupBuilder {
             cfg: cfg.clone(),
             layout: self.layout,
             deliver: self.deliver,
+            deliver_by: self.deliver_by,
+            edits: Mutex::new(Vec::new()),
             on_view: Mutex::new(self.on_view),
             state: self.state,
             on_request: self.on_request,
@@ -444,6 +483,7 @@ impl GroupBuilder {
                 }
                 drop(dir);
                 View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
+                    .with_layout(crate::view::LayoutDoc::new(view.layout_version, view.layout))
             }
         };
         let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;
@@ -455,7 +495,7 @@ impl GroupBuilder {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name("spindle-views".into())
-                .spawn(move || manage(inner, rx, tx))
+                .spawn(move || install::manage(inner, rx, tx))
                 .map_err(|e| StartError::Setup(e.to_string()))?
         };
         Ok(Group { inner, threads: Mutex::new(vec![server, manager]) })
@@ -470,120 +510,6 @@ impl Layout for AllMembers {
     fn subgroups(&self, view: &View) -> Result<Vec<smc::SubgroupSpec>, crate::layout::LayoutError> {
         let n = view.members().len();
         Shards { shard_size: n, ..self.0.clone() }.subgroups(view)
-    }
-}
-
-/// The manager thread: installs views and stops the node.
-fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc::Sender<Event>) {
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Event::Install(next, began)) => {
-                if let Err(why) = install(&inner, *next, began, &tx) {
-                    inner.stop_with(why);
-                    return;
-                }
-            }
-            Ok(Event::Stop(why)) => {
-                let text = match why {
-                    StopReason::Minority { live, members } => format!(
-                        "only {live} of {members} members are reachable: a minority must not go on (majority rule)"
-                    ),
-                    StopReason::Removed => "removed from the group by the others".into(),
-                    StopReason::Left => "left the group".into(),
-                    StopReason::Protocol(why) => format!("membership protocol error: {why}"),
-                };
-                inner.stop_with(text);
-                return;
-            }
-            Err(RecvTimeoutError::Timeout) if inner.is_shut_down() => return,
-            Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => return,
-        }
-    }
-}
-
-fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc::Sender<Event>) -> Result<(), String> {
-    let me = NodeId(inner.cfg.node_id);
-    let mut cur = inner.current.write().unwrap_or_else(|p| p.into_inner());
-    let mut old = cur.take().ok_or("no view to leave")?;
-    // No send is in flight now (senders hold the read lock): take what the trim
-    // discarded, including anything published since the engine looked.
-    let resend: Vec<(usize, Vec<Vec<u8>>)> = next
-        .my_cuts
-        .iter()
-        .filter_map(|(k, cut)| old.sub(*k).map(|s| (*k, s.with_core(|c| c.own_messages_from(*cut)))))
-        .collect();
-    {
-        let mut dir = lock(&inner.directory);
-        dir.retain(|n, _| next.view.rank_of(*n).is_some());
-        for j in &next.joins {
-            if let Some(a) = j.addr {
-                dir.insert(j.node, control::member_info(j.node, SocketAddr::V4(a)));
-            }
-        }
-    }
-    let msg = ViewMsg {
-        id: next.view.id().0,
-        members: {
-            let dir = lock(&inner.directory);
-            next.view.members().iter().filter_map(|n| dir.get(n).cloned()).collect()
-        },
-    };
-    for j in &next.joins {
-        if let Some(stream) = lock(&inner.joiners).remove(&j.node) {
-            if let Err(e) = control::welcome(inner, stream, msg.clone()) {
-                tracing::warn!(joiner = %j.node, %e, "could not send the view to a joiner");
-            }
-        }
-    }
-    tracing::info!(node = %me, "trim done, stopping the old view");
-    old.stop();
-    drop(old);
-    lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners
-    let epoch = Epoch::start(inner, next.view.clone(), &next.suspects, tx.clone())?;
-    let mut resent = 0;
-    for (k, msgs) in resend {
-        match epoch.sub(k) {
-            Some(s) => {
-                for m in msgs {
-                    s.send(&m).map_err(|e| format!("resending in view {}: {e}", next.view.id().0))?;
-                    resent += 1;
-                }
-            }
-            None => tracing::warn!(node = %me, subgroup = k, lost = msgs.len(), "no longer a sender: messages dropped"),
-        }
-    }
-    *cur = Some(epoch);
-    drop(cur);
-    {
-        let mut m = lock(&inner.metrics);
-        m.views_installed += 1;
-        m.view_change_ms.push(began.elapsed().as_secs_f64() * 1e3);
-        m.resent += resent;
-    }
-    tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
-    inner.bump();
-    if let Some(f) = lock(&inner.on_view).as_mut() {
-        f(&next.view);
-    }
-    Ok(())
-}
-
-/// Sends in one subgroup of a [`Group`] (see [`Group::subgroup`]).
-#[derive(Debug, Clone, Copy)]
-pub struct SubgroupHandle<'a> {
-    group: &'a Group,
-    k: usize,
-}
-
-impl SubgroupHandle<'_> {
-    /// Sends a copy of `data` (see [`Group::send`]).
-    pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
-        self.group.send(self.k, data)
-    }
-    /// Sends a message built in place (see [`Group::send_with`]).
-    pub fn send_with(&self, len: usize, build: impl Fn(&mut smc::runtime::SendSlot<'_>)) -> Result<(), SendError> {
-        self.group.send_with(self.k, len, build)
     }
 }
 
@@ -639,7 +565,7 @@ impl Group {
     }
 
     /// Waits up to `within` for a view satisfying `f`.
-    fn wait_until(&self, within: Duration, f: impl Fn(&Epoch) -> bool) -> bool {
+    fn wait_until(&self, within: Duration, mut f: impl FnMut(&Epoch) -> bool) -> bool {
         let deadline = Instant::now() + within;
         loop {
             let gen = self.inner.generation.load(Ordering::SeqCst);
@@ -669,60 +595,50 @@ impl Group {
         control::request(&self.inner.requests, to, addr, id, body, within).map_err(RequestError::Failed)
     }
 
-    /// A handle for sending in subgroup `k` (the subgroup of that index in every view).
-    pub fn subgroup(&self, k: usize) -> SubgroupHandle<'_> {
-        SubgroupHandle { group: self, k }
-    }
-
-    /// Sends a copy of `data` in subgroup `k`; waits through view changes (up to the
-    /// send timeout for a view that has the subgroup).
-    pub fn send(&self, k: usize, data: &[u8]) -> Result<(), SendError> {
-        self.send_with(k, data.len(), |slot| slot.write(0, data))
-    }
-
-    /// Sends a `len`-byte message built in place by `build` (which may run more than
-    /// once if a view change interrupts the send).
-    pub fn send_with(
-        &self,
-        k: usize,
-        len: usize,
-        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
-    ) -> Result<(), SendError> {
-        let deadline = Instant::now() + self.inner.send_timeout;
-        loop {
-            if let Some(why) = self.stopped() {
-                return Err(SendError::Stopped(why));
-            }
-            let gen = self.inner.generation.load(Ordering::SeqCst);
-            {
-                let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
-                if let Some(e) = cur.as_ref() {
-                    match (e.specs.get(k), e.sub(k)) {
-                        (Some(spec), Some(s)) if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() => {
-                            match s.reserve(len) {
-                                Ok(mut slot) => {
-                                    build(&mut slot);
-                                    slot.commit();
-                                    self.inner.sent.fetch_add(1, Ordering::Relaxed);
-                                    return Ok(());
-                                }
-                                Err(smc::SendError::TooLarge { len, max }) => {
-                                    return Err(SendError::TooLarge { len, max })
-                                }
-                                Err(_) => {} // wedged: wait for the next view
-                            }
-                        }
-                        (Some(_), _) => return Err(SendError::NotSender(k)),
-                        (None, _) => {} // the layout is not satisfied yet
-                    }
-                }
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(SendError::NotReady(k));
-            }
-            self.inner.wait_change(gen, left.min(Duration::from_millis(20)));
+    /// Changes the layout document (see [`Layout::edit`]): the edit goes to the
+    /// view's leader, which proposes the edited document with the next view (the
+    /// same members, unless a membership change is due too). Returns the first view
+    /// that holds the edit, at once if the current one does; waits up to `within`.
+    ///
+    /// Errors: the layout's own refusal (checked here first, against the current
+    /// document), a document over [`crate::layout::MAX_DOC`], or
+    /// [`EditError::NotApplied`] if no view took it in time or this node stopped.
+    pub fn edit_layout(&self, edit: &[u8], within: Duration) -> Result<View, EditError> {
+        let layout = self.inner.layout.clone();
+        let check = |v: &View| match layout.edit(v.layout().bytes(), edit) {
+            Ok(Some(d)) if d.len() > crate::layout::MAX_DOC => Err(EditError::TooLarge(d.len())),
+            other => other,
+        };
+        if edit.len() + 8 > crate::layout::MAX_EDITS {
+            return Err(EditError::Invalid(format!("an edit of {} bytes exceeds MAX_EDITS", edit.len())));
         }
+        let view = self.view().ok_or_else(|| EditError::NotApplied(self.stopped().unwrap_or_default()))?;
+        if check(&view)?.is_none() {
+            return Ok(view);
+        }
+        lock(&self.inner.edits).push(edit.to_vec());
+        if let Some(e) = self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            // If this view's list is full or it is ending, the next view asks again.
+            lock(&e.driver).engine.request_edit(edit);
+            e.poke();
+        }
+        let mut result = Err(EditError::NotApplied(format!("no view took the edit within {within:?}")));
+        self.wait_until(within, |e| match check(&e.view) {
+            Ok(Some(_)) => false,
+            Ok(None) => {
+                result = Ok(e.view.clone());
+                true
+            }
+            Err(why) => {
+                result = Err(why);
+                true
+            }
+        });
+        lock(&self.inner.edits).retain(|e| e != edit);
+        if let (Err(EditError::NotApplied(_)), Some(why)) = (&result, self.stopped()) {
+            return Err(EditError::NotApplied(why));
+        }
+        result
     }
 
     /// Leaves the group gracefully: a view change removes this node after everything

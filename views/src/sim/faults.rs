@@ -62,9 +62,11 @@ impl GroupSim {
             }
             let fault = self.cfg.faults[f];
             let due = match fault {
-                Fault::Crash { at, .. } | Fault::Join { at } | Fault::Leave { at } | Fault::Partition { at } => {
-                    self.step >= at
-                }
+                Fault::Crash { at, .. }
+                | Fault::Join { at }
+                | Fault::Leave { at }
+                | Fault::Partition { at }
+                | Fault::Edit { at } => self.step >= at,
                 Fault::CrashLeaderMidChange { after }
                 | Fault::CrashTrimLeader { after }
                 | Fault::CrashSetupLeader { after } => self.step >= after,
@@ -104,6 +106,15 @@ impl GroupSim {
                     self.pending_joins.push(id);
                 }
                 Fault::Leave { .. } => self.nodes[pick].engine.leave(),
+                Fault::Edit { .. } => {
+                    let e = self.nodes[pick].id.0.to_le_bytes().to_vec();
+                    self.trace(|| format!("{} asks to join subgroup 1", NodeId(pick as u32)));
+                    let node = &mut self.nodes[pick];
+                    if !node.edits.contains(&e) {
+                        node.engine.request_edit(&e);
+                        node.edits.push(e);
+                    }
+                }
                 Fault::Partition { .. } => {
                     let view = self.nodes[pick].view().clone();
                     self.trace(|| "partition".into());

@@ -83,6 +83,12 @@ pub enum Fault {
         /// Earliest step.
         after: u64,
     },
+    /// A random member asks for a layout edit: to be added to subgroup 1 (with
+    /// [`GroupSimConfig::dynamic`]). The edit is retried in every view until one holds it.
+    Edit {
+        /// Step.
+        at: u64,
+    },
 }
 
 /// Who sends in subgroup 0.
@@ -107,6 +113,10 @@ pub struct GroupSimConfig {
     pub senders: Senders,
     /// Add subgroup 1: the members at even ranks, all sending.
     pub two_subgroups: bool,
+    /// A dynamic layout: subgroup 1 is the members the view's layout document names
+    /// (all sending), added by [`Fault::Edit`]s: view changes with the same members
+    /// and a new layout, also while members fail and join.
+    pub dynamic: bool,
     /// Ring window.
     pub window: usize,
     /// Largest message (at least 16).
@@ -153,11 +163,12 @@ impl GroupSimConfig {
             at += rng.below(1500);
         }
         let detect = (20, 20 + rng.below(400));
-        GroupSimConfig {
+        let mut cfg = GroupSimConfig {
             seed,
             initial,
             senders,
             two_subgroups: rng.chance(40),
+            dynamic: false,
             window: 1 + rng.below(4) as usize,
             max_msg: [16, 24, 40, 64][rng.below(4) as usize],
             mode: if rng.chance(80) { Mode::Ordered } else { Mode::Unordered },
@@ -168,7 +179,31 @@ impl GroupSimConfig {
             detect,
             max_steps: 300_000,
             setup_steps: (3 * detect.1).max(1_500),
+        };
+        // Drawn last, so that the configurations above stay what they were.
+        if !cfg.two_subgroups && rng.chance(40) {
+            cfg.dynamic = true;
+            let mut at = 20 + rng.below(300);
+            for _ in 0..1 + rng.below(4) {
+                cfg.faults.push(Fault::Edit { at });
+                at += rng.below(800);
+            }
         }
+        cfg
+    }
+
+    /// Applies a simulated layout edit (a 4-byte node id) to a document (a list of
+    /// 4-byte node ids): adds the node unless it is named already.
+    pub fn edit(doc: &[u8], edit: &[u8]) -> Result<Option<Vec<u8>>, crate::layout::EditError> {
+        let bad = || crate::layout::EditError::Invalid("not a 4-byte node id".into());
+        let id: [u8; 4] = edit.try_into().map_err(|_| bad())?;
+        if doc.len() % 4 != 0 {
+            return Err(bad());
+        }
+        if doc.chunks_exact(4).any(|c| c == id) {
+            return Ok(None);
+        }
+        Ok(Some([doc, &id[..]].concat()))
     }
 
     /// The subgroups of `view` (the simulated layout function).
@@ -191,7 +226,32 @@ impl GroupSimConfig {
             let even: Vec<NodeId> = m.iter().step_by(2).copied().collect();
             out.push(spec(even.clone(), even));
         }
+        if self.dynamic {
+            let named: Vec<NodeId> = view
+                .layout()
+                .bytes()
+                .chunks_exact(4)
+                .map(|c| NodeId(u32::from_le_bytes(c.try_into().expect("4 bytes"))))
+                .collect();
+            let sub1: Vec<NodeId> = m.iter().copied().filter(|n| named.contains(n)).collect();
+            if !sub1.is_empty() {
+                out.push(spec(sub1.clone(), sub1));
+            }
+        }
         out
+    }
+}
+
+/// The simulated layout as the engines see it (for edits).
+#[derive(Debug)]
+struct SimLayout(GroupSimConfig);
+
+impl crate::layout::Layout for SimLayout {
+    fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, crate::layout::LayoutError> {
+        Ok(self.0.layout(view))
+    }
+    fn edit(&self, doc: &[u8], edit: &[u8]) -> Result<Option<Vec<u8>>, crate::layout::EditError> {
+        GroupSimConfig::edit(doc, edit)
     }
 }
 
@@ -208,6 +268,10 @@ pub struct Report {
     pub delivered: u64,
     /// Nodes that stopped (minority, removed, left).
     pub stopped: u64,
+    /// Installs whose view changed the layout document.
+    pub layout_installs: u64,
+    /// Deliveries in subgroup 1 of a dynamic layout.
+    pub dynamic_delivered: u64,
 }
 
 #[derive(Debug)]
@@ -250,6 +314,8 @@ pub struct SimNode {
     running_since: u64,
     /// By node index: a link to that node was made in this view's setup.
     linked: Vec<bool>,
+    /// Layout edits it asked for that its view does not hold yet.
+    edits: Vec<Vec<u8>>,
 }
 
 impl SimNode {
@@ -366,6 +432,7 @@ impl GroupSim {
             setup: None,
             running_since: 0,
             linked: Vec::new(),
+            edits: Vec::new(),
         }
     }
 
@@ -394,8 +461,10 @@ impl GroupSim {
                 SmcCore::new(spec.clone(), row)
             }));
         }
-        #[allow(unused_mut)]
         let mut engine = Engine::new(view.clone(), specs.to_vec(), row, self.cfg.majority, suspects);
+        if self.cfg.dynamic {
+            engine.set_editor(Arc::new(SimLayout(self.cfg.clone())));
+        }
         #[cfg(test)]
         {
             engine.faults = self.faults;
@@ -563,6 +632,9 @@ impl GroupSim {
     fn on_deliver(&mut self, i: usize, vid: u64, k: usize, msgs: &[Vec<u8>]) -> Result<(), Violation> {
         for m in msgs {
             self.report.delivered += 1;
+            if self.cfg.dynamic && k == 1 {
+                self.report.dynamic_delivered += 1;
+            }
             let id = self.nodes[i].id;
             if let Err((name, d)) = self.checks.on_deliver(id, vid, k, m) {
                 return Err(self.violation(name, d));
@@ -574,6 +646,9 @@ impl GroupSim {
     fn install(&mut self, i: usize, next: Next) -> Result<(), Violation> {
         self.report.installs += 1;
         let old = self.nodes[i].view().clone();
+        if next.view.layout() != old.layout() {
+            self.report.layout_installs += 1;
+        }
         let id = self.nodes[i].id;
         let wedged = self.nodes[i].engine.is_wedged()
             && self.nodes[i].cores.iter().flatten().all(|c| c.member_wedged(c.table().my_rank()));
@@ -602,6 +677,10 @@ impl GroupSim {
             }
         }
         node.engine = engine;
+        node.edits.retain(|e| matches!(GroupSimConfig::edit(next.view.layout().bytes(), e), Ok(Some(_))));
+        for e in &node.edits {
+            node.engine.request_edit(e);
+        }
         node.cores = cores;
         node.regions = regions;
         node.specs = specs;
@@ -683,6 +762,7 @@ impl GroupSim {
             n.view().id() == vid
                 && !n.engine.is_wedged()
                 && n.resend.iter().all(|q| q.is_empty())
+                && n.edits.iter().all(|e| matches!(GroupSimConfig::edit(n.view().layout().bytes(), e), Ok(None)))
                 && (0..n.specs.len()).all(|k| {
                     n.cores[k].as_ref().map_or(true, |c| {
                         !c.has_work() && (c.sender_rank().is_none() || n.next_seq[k] >= self.cfg.msgs_per_sender)

@@ -116,3 +116,29 @@ fn a_partition_inside_a_subgroup_does_not_split_its_trim() {
     // alone and their deliveries differed; one decider per view keeps them agreed.
     GroupSim::run_seed(24429).unwrap_or_else(|v| panic!("{v}"));
 }
+
+#[test]
+fn layout_edits_change_views_and_the_new_subgroup_delivers() {
+    let (mut runs, mut layout_installs, mut delivered) = (0, 0, 0);
+    for seed in 0..300 {
+        let cfg = GroupSimConfig::from_seed(seed);
+        if !cfg.dynamic {
+            continue;
+        }
+        let r = GroupSim::new(cfg).run().unwrap_or_else(|v| panic!("{v}"));
+        runs += 1;
+        layout_installs += r.layout_installs;
+        delivered += r.dynamic_delivered;
+    }
+    // Every live member's edits are held by the final view (the run settles only
+    // then); these show the edits happened and the new subgroup carried messages.
+    assert!(runs > 50, "{runs} dynamic runs");
+    assert!(layout_installs > runs, "{layout_installs} layout changes in {runs} runs");
+    assert!(delivered > 0);
+}
+
+#[test]
+fn installing_a_stale_layout_is_caught() {
+    let b = broken(300, Faults { stale_layout: true, ..Faults::default() }, true);
+    assert!(b.iter().any(|(n, _)| *n == invariants::view_agreement::NAME), "{b:?}");
+}

@@ -1,0 +1,115 @@
+//! The manager thread: installs each next view (welcomes joiners, stops the old
+//! epoch, starts the next, sends again what the trim discarded) and stops the node.
+
+use super::epoch::{lock, Epoch};
+use super::{control, Event, Inner};
+use crate::engine::{Next, StopReason};
+use crate::wire::ViewMsg;
+use sst::transport::NodeId;
+use std::net::SocketAddr;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The manager thread: installs views and stops the node.
+pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc::Sender<Event>) {
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Install(next, began)) => {
+                if let Err(why) = install(&inner, *next, began, &tx) {
+                    inner.stop_with(why);
+                    return;
+                }
+            }
+            Ok(Event::Stop(why)) => {
+                let text = match why {
+                    StopReason::Minority { live, members } => format!(
+                        "only {live} of {members} members are reachable: a minority must not go on (majority rule)"
+                    ),
+                    StopReason::Removed => "removed from the group by the others".into(),
+                    StopReason::Left => "left the group".into(),
+                    StopReason::Protocol(why) => format!("membership protocol error: {why}"),
+                };
+                inner.stop_with(text);
+                return;
+            }
+            Err(RecvTimeoutError::Timeout) if inner.is_shut_down() => return,
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}
+
+fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc::Sender<Event>) -> Result<(), String> {
+    let me = NodeId(inner.cfg.node_id);
+    let mut cur = inner.current.write().unwrap_or_else(|p| p.into_inner());
+    let mut old = cur.take().ok_or("no view to leave")?;
+    // No send is in flight now (senders hold the read lock): take what the trim
+    // discarded, including anything published since the engine looked.
+    let resend: Vec<(usize, Vec<Vec<u8>>)> = next
+        .my_cuts
+        .iter()
+        .filter_map(|(k, cut)| old.sub(*k).map(|s| (*k, s.with_core(|c| c.own_messages_from(*cut)))))
+        .collect();
+    {
+        let mut dir = lock(&inner.directory);
+        dir.retain(|n, _| next.view.rank_of(*n).is_some());
+        for j in &next.joins {
+            if let Some(a) = j.addr {
+                dir.insert(j.node, control::member_info(j.node, SocketAddr::V4(a)));
+            }
+        }
+    }
+    let msg = ViewMsg {
+        id: next.view.id().0,
+        members: {
+            let dir = lock(&inner.directory);
+            next.view.members().iter().filter_map(|n| dir.get(n).cloned()).collect()
+        },
+        layout_version: next.view.layout().version(),
+        layout: next.view.layout().bytes().to_vec(),
+    };
+    for j in &next.joins {
+        if let Some(stream) = lock(&inner.joiners).remove(&j.node) {
+            if let Err(e) = control::welcome(inner, stream, msg.clone()) {
+                tracing::warn!(joiner = %j.node, %e, "could not send the view to a joiner");
+            }
+        }
+    }
+    tracing::info!(node = %me, "trim done, stopping the old view");
+    let old_view = old.view.clone();
+    old.stop();
+    drop(old);
+    lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners
+    let epoch = Epoch::start(inner, next.view.clone(), &next.suspects, tx.clone())?;
+    let mut resent = 0;
+    for (old_k, msgs) in resend {
+        // A dynamic layout may number the subgroups differently in the next view.
+        let k = inner.layout.successor(&old_view, old_k, &next.view).unwrap_or(usize::MAX);
+        match epoch.sub(k) {
+            Some(s) => {
+                for m in msgs {
+                    s.send(&m).map_err(|e| format!("resending in view {}: {e}", next.view.id().0))?;
+                    resent += 1;
+                }
+            }
+            None => {
+                tracing::warn!(node = %me, subgroup = old_k, lost = msgs.len(), "no longer a sender: messages dropped")
+            }
+        }
+    }
+    *cur = Some(epoch);
+    drop(cur);
+    {
+        let mut m = lock(&inner.metrics);
+        m.views_installed += 1;
+        m.view_change_ms.push(began.elapsed().as_secs_f64() * 1e3);
+        m.resent += resent;
+    }
+    tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
+    inner.bump();
+    if let Some(f) = lock(&inner.on_view).as_mut() {
+        f(&next.view);
+    }
+    Ok(())
+}

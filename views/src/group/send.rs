@@ -1,0 +1,99 @@
+//! Sending: into a subgroup by index, or into the one a dynamic layout names in the
+//! view the send happens in.
+
+use super::{Group, SendError};
+use crate::view::View;
+use sst::sync::atomic::Ordering;
+use sst::transport::NodeId;
+use std::time::{Duration, Instant};
+
+/// Sends in one subgroup of a [`Group`] (see [`Group::subgroup`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SubgroupHandle<'a> {
+    group: &'a Group,
+    k: usize,
+}
+
+impl SubgroupHandle<'_> {
+    /// Sends a copy of `data` (see [`Group::send`]).
+    pub fn send(&self, data: &[u8]) -> Result<(), SendError> {
+        self.group.send(self.k, data)
+    }
+    /// Sends a message built in place (see [`Group::send_with`]).
+    pub fn send_with(&self, len: usize, build: impl Fn(&mut smc::runtime::SendSlot<'_>)) -> Result<(), SendError> {
+        self.group.send_with(self.k, len, build)
+    }
+}
+
+impl Group {
+    /// A handle for sending in subgroup `k` (the subgroup of that index in every view).
+    pub fn subgroup(&self, k: usize) -> SubgroupHandle<'_> {
+        SubgroupHandle { group: self, k }
+    }
+
+    /// Sends a copy of `data` in subgroup `k`; waits through view changes (up to the
+    /// send timeout for a view that has the subgroup).
+    pub fn send(&self, k: usize, data: &[u8]) -> Result<(), SendError> {
+        self.send_with(k, data.len(), |slot| slot.write(0, data))
+    }
+
+    /// Sends a `len`-byte message built in place by `build` (which may run more than
+    /// once if a view change interrupts the send).
+    pub fn send_with(
+        &self,
+        k: usize,
+        len: usize,
+        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+    ) -> Result<(), SendError> {
+        self.send_where(|_| Some(k), len, build)
+    }
+
+    /// Like [`Group::send_with`], into the subgroup `pick` names in the view the
+    /// send happens in (`None`: not in this view; wait for the next). For dynamic
+    /// layouts, whose subgroups may be numbered anew in every view: the choice and
+    /// the send happen in the same view.
+    pub fn send_where(
+        &self,
+        pick: impl Fn(&View) -> Option<usize>,
+        len: usize,
+        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+    ) -> Result<(), SendError> {
+        let mut k = usize::MAX;
+        let deadline = Instant::now() + self.inner.send_timeout;
+        loop {
+            if let Some(why) = self.stopped() {
+                return Err(SendError::Stopped(why));
+            }
+            let gen = self.inner.generation.load(Ordering::SeqCst);
+            {
+                let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
+                if let Some(e) = cur.as_ref() {
+                    k = pick(&e.view).unwrap_or(usize::MAX);
+                    match (e.specs.get(k), e.sub(k)) {
+                        (Some(spec), Some(s)) if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() => {
+                            match s.reserve(len) {
+                                Ok(mut slot) => {
+                                    build(&mut slot);
+                                    slot.commit();
+                                    self.inner.sent.fetch_add(1, Ordering::Relaxed);
+                                    return Ok(());
+                                }
+                                Err(smc::SendError::TooLarge { len, max }) => {
+                                    return Err(SendError::TooLarge { len, max })
+                                }
+                                Err(_) => {} // wedged: wait for the next view
+                            }
+                        }
+                        (Some(_), _) => return Err(SendError::NotSender(k)),
+                        (None, _) => {} // the layout is not satisfied yet
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(SendError::NotReady(k));
+            }
+            self.inner.wait_change(gen, left.min(Duration::from_millis(20)));
+        }
+    }
+}
