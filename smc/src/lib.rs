@@ -32,5 +32,5 @@ pub mod stats;
 pub use crate::core::Faults;
 pub use crate::core::{CutError, Deliverable, Reservation, SendError, SmcCore};
 pub use message::{Batch, Message, MsgRef};
-pub use spec::{Mode, SmcLayout, SubgroupSpec};
+pub use spec::{Mode, SmcLayout, SubgroupSpec, MAX_MSG, MAX_WINDOW};
 pub use stats::{BatchSizes, Stats};

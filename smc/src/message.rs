@@ -86,6 +86,18 @@ impl Message<'_> {
         let at = self.m.slot * self.batch.slot_bytes + HEADER;
         self.batch.table.read_bytes(self.m.row, self.batch.slots, at, out);
     }
+    /// Copies `out.len()` payload bytes from payload offset `at` (a multiple of 8).
+    pub fn read_at(&self, at: usize, out: &mut [u8]) {
+        assert!(
+            at % 8 == 0 && at + out.len() <= self.m.len,
+            "read of {}..{} from a {}-byte message",
+            at,
+            at + out.len(),
+            self.m.len
+        );
+        let base = self.m.slot * self.batch.slot_bytes + HEADER;
+        self.batch.table.read_bytes(self.m.row, self.batch.slots, base + at, out);
+    }
     /// The payload, copied.
     pub fn to_vec(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.m.len];

@@ -1,0 +1,178 @@
+//! Quality of service: the four levels of Spindle §4.6, history and resource limits,
+//! and the requested/offered match between readers and writers.
+//!
+//! A topic is created with a [`Qos`]; its level decides how its subgroup delivers
+//! (Unordered: on receipt; every other level: atomic multicast, one total order over
+//! all writers) and what every member keeps (Volatile: the history in memory; Logged:
+//! the history in a log file on disk as well). A writer *offers* a level, a reader
+//! *requests* one; they match when the offer is at least the request, as DDS's
+//! "requested/offered" rule. A pair that does not match is never silent: both sides
+//! get an [`crate::IncompatibleQos`] status, and the reader does not take that
+//! writer's samples.
+//!
+//! ```
+//! use dds::qos::{History, Level, Qos};
+//! let topic = Qos::volatile(History::KeepLast(100));
+//! assert_eq!(topic.level, Level::Volatile);
+//! assert!(Level::Ordered.satisfies(Level::Unordered));
+//! assert!(!Level::Ordered.satisfies(Level::Logged), "a Logged reader needs a Logged writer");
+//! assert_eq!(Qos::default().level, Level::Ordered, "total order is the default");
+//! ```
+
+use serde::{Deserialize, Serialize};
+
+/// The delivery and durability level, weakest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub enum Level {
+    /// Delivered on receipt, without waiting for stability; nothing kept. A sample
+    /// in flight when its writer fails may reach only some readers.
+    Unordered,
+    /// Atomic multicast: every reader delivers the same samples in the same total
+    /// order across all writers of the topic; nothing kept after delivery.
+    #[default]
+    Ordered,
+    /// Ordered, and every member keeps the topic's history in memory; a reader that
+    /// joins late receives it before the live samples, with no gap and no duplicate.
+    Volatile,
+    /// Volatile, and every member appends the samples to a log file on disk; a
+    /// process that restarts recovers its log and catches up from the others.
+    Logged,
+}
+
+impl Level {
+    /// True if an offer at this level meets a request at `requested`.
+    pub fn satisfies(self, requested: Level) -> bool {
+        self >= requested
+    }
+
+    /// The name used in configuration files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Unordered => "unordered",
+            Level::Ordered => "ordered",
+            Level::Volatile => "volatile",
+            Level::Logged => "logged",
+        }
+    }
+}
+
+impl std::str::FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Level, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "unordered" => Level::Unordered,
+            "ordered" => Level::Ordered,
+            "volatile" => Level::Volatile,
+            "logged" => Level::Logged,
+            _ => return Err(format!("unknown QoS level `{s}` (unordered, ordered, volatile, logged)")),
+        })
+    }
+}
+
+/// How many samples are kept: by a reader until taken, and by every member of a
+/// Volatile or Logged topic for late joiners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum History {
+    /// The last `n` (at least 1); older ones are dropped.
+    KeepLast(u32),
+    /// All, up to the resource limit ([`Qos::max_samples`]); past it the oldest are
+    /// dropped and counted as lost.
+    KeepAll,
+}
+
+impl Default for History {
+    fn default() -> Self {
+        History::KeepLast(1024)
+    }
+}
+
+/// A topic's, writer's or reader's quality of service. For a topic every field
+/// counts; a writer uses `level` (its offer); a reader uses `level` (its request),
+/// `history` and `max_samples` (its queue of samples not yet taken).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Qos {
+    /// The level.
+    pub level: Level,
+    /// How many samples are kept.
+    pub history: History,
+    /// The most samples kept under [`History::KeepAll`] (the resource limit).
+    pub max_samples: u32,
+    /// The largest serialized sample, in bytes (topic only; default 1008, so that a
+    /// sample with its 16-byte header fills a 1 KB slot).
+    pub max_sample_bytes: u32,
+    /// Slots per writer ring (topic only).
+    pub window: u32,
+}
+
+impl Default for Qos {
+    fn default() -> Self {
+        Qos {
+            level: Level::Ordered,
+            history: History::default(),
+            max_samples: 100_000,
+            max_sample_bytes: 1008,
+            window: 256,
+        }
+    }
+}
+
+impl Qos {
+    /// Level [`Level::Unordered`], other fields default.
+    pub fn unordered() -> Qos {
+        Qos { level: Level::Unordered, ..Qos::default() }
+    }
+    /// Level [`Level::Ordered`] (the default).
+    pub fn ordered() -> Qos {
+        Qos::default()
+    }
+    /// Level [`Level::Volatile`] keeping `history`.
+    pub fn volatile(history: History) -> Qos {
+        Qos { level: Level::Volatile, history, ..Qos::default() }
+    }
+    /// Level [`Level::Logged`] keeping `history` in memory (the log keeps all).
+    pub fn logged(history: History) -> Qos {
+        Qos { level: Level::Logged, history, ..Qos::default() }
+    }
+    /// The same with samples up to `bytes` long.
+    pub fn max_sample_bytes(mut self, bytes: u32) -> Qos {
+        self.max_sample_bytes = bytes;
+        self
+    }
+    /// The same with `window` slots per writer.
+    pub fn window(mut self, window: u32) -> Qos {
+        self.window = window;
+        self
+    }
+    /// The same with this history.
+    pub fn history(mut self, history: History) -> Qos {
+        self.history = history;
+        self
+    }
+
+    /// How many samples this policy keeps at most.
+    pub fn keep(&self) -> usize {
+        match self.history {
+            History::KeepLast(n) => n.max(1) as usize,
+            History::KeepAll => self.max_samples.max(1) as usize,
+        }
+    }
+
+    /// Checks the fields a topic needs.
+    pub(crate) fn validate_topic(&self) -> Result<(), String> {
+        let max_msg = self.max_sample_bytes as usize + crate::sample::HEADER;
+        if self.max_sample_bytes == 0 || max_msg > smc::MAX_MSG {
+            return Err(format!(
+                "max_sample_bytes {} must be 1..={}",
+                self.max_sample_bytes,
+                smc::MAX_MSG - crate::sample::HEADER
+            ));
+        }
+        if self.window == 0 || self.window as usize > smc::MAX_WINDOW {
+            return Err(format!("window {} must be 1..={}", self.window, smc::MAX_WINDOW));
+        }
+        if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
+            return Err("history must keep at least one sample".into());
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,398 @@
+//! One topic in one participant: its delivery path, its history (Volatile and
+//! Logged), its log file (Logged), its local readers and writers, and the seams
+//! that late joiners catch up to.
+//!
+//! Every delivery of the topic's subgroup goes through [`TopicState::deliver`]
+//! under the topic's lock, in delivery order; so do catch-up and the creation of a
+//! reader, which is how a reader's history and live samples meet with no gap and no
+//! duplicate: both are numbered by the topic's delivery count (`topic_seq`), which
+//! is the same at every member of an ordered topic.
+
+use crate::log::{Fsync, SampleLog};
+use crate::qos::{Level, Qos};
+use crate::reader::{ReaderCore, Src};
+use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
+use crate::table::TopicEntry;
+use sst::transport::NodeId;
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use views::view::ViewId;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A sample kept in history: where it stands in the topic's order and its bytes
+/// (header and payload).
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) view: u64,
+    pub(crate) node: u32,
+    pub(crate) bytes: Arc<[u8]>,
+}
+
+impl Entry {
+    /// The log record of this entry: view, node, then the bytes.
+    pub(crate) fn record(&self) -> Vec<u8> {
+        let mut r = Vec::with_capacity(16 + self.bytes.len());
+        r.extend_from_slice(&self.view.to_le_bytes());
+        r.extend_from_slice(&self.node.to_le_bytes());
+        r.extend_from_slice(&[0; 4]);
+        r.extend_from_slice(&self.bytes);
+        r
+    }
+
+    /// Decodes log record `seq`.
+    pub(crate) fn from_record(seq: u64, r: &[u8]) -> Result<Entry, String> {
+        if r.len() < 16 + HEADER {
+            return Err(format!("log record {seq} of {} bytes is too short for a sample", r.len()));
+        }
+        let view = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
+        let node = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
+        Ok(Entry { seq, view, node, bytes: r[16..].into() })
+    }
+
+    pub(crate) fn info(&self, from_history: bool) -> SampleInfo {
+        let w = |i: usize| u64::from_le_bytes(self.bytes[i * 8..i * 8 + 8].try_into().expect("a header word"));
+        let (id, seq, ts) = parse_header(w(0), w(1));
+        SampleInfo {
+            writer: WriterId { node: NodeId(self.node), id },
+            seq,
+            source_timestamp: ts,
+            view: ViewId(self.view),
+            topic_seq: self.seq,
+            from_history,
+        }
+    }
+}
+
+/// Where this node stood in the topic at the start of a view.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Seam {
+    pub(crate) view: u64,
+    /// The topic's delivery count when the view began.
+    pub(crate) seq: u64,
+    /// False while this node was still catching up then (it had not got all the
+    /// history before the view yet).
+    pub(crate) complete: bool,
+}
+
+/// A late join in progress: live samples wait here until the history is in.
+#[derive(Debug)]
+pub(crate) struct CatchUp {
+    pub(crate) view: u64,
+    pub(crate) buffered: Vec<(u64, NodeId, Vec<u8>)>,
+}
+
+/// A local writer's state the topic tracks.
+#[derive(Debug, Default)]
+pub(crate) struct WriterStatus {
+    pub(crate) level: Level,
+    /// Its highest sample delivered here (it is a member, so it delivers its own).
+    pub(crate) delivered: u64,
+    pub(crate) incompatible: crate::IncompatibleQos,
+}
+
+#[derive(Debug)]
+pub(crate) struct TopicInner {
+    pub(crate) next_seq: u64,
+    pub(crate) store: VecDeque<Entry>,
+    pub(crate) log: Option<SampleLog>,
+    pub(crate) readers: Vec<Arc<ReaderCore>>,
+    pub(crate) writers: HashMap<u32, WriterStatus>,
+    /// Offered levels of the writers the table listed, as last seen.
+    pub(crate) writer_levels: HashMap<(u32, u32), Level>,
+    pub(crate) catching_up: Option<CatchUp>,
+    pub(crate) seams: VecDeque<Seam>,
+    /// The last view this node was in the topic's subgroup.
+    pub(crate) last_view: Option<u64>,
+    /// Why the last catch-up failed, if it did.
+    pub(crate) catch_up_failed: Option<String>,
+}
+
+/// One topic of one participant.
+#[derive(Debug)]
+pub(crate) struct TopicState {
+    pub(crate) name: String,
+    pub(crate) qos: Qos,
+    pub(crate) me: NodeId,
+    pub(crate) log_path: Option<PathBuf>,
+    pub(crate) inner: Mutex<TopicInner>,
+    /// Signalled when a local writer's sample is delivered here.
+    pub(crate) delivered: Condvar,
+}
+
+/// Seams kept per topic (a late joiner asks about the view it joined in).
+const SEAMS: usize = 64;
+
+impl TopicState {
+    /// The state of topic `name` with QoS `qos`; a Logged topic opens its log at
+    /// `log_path` and starts from what it holds.
+    pub(crate) fn open(
+        name: &str,
+        qos: Qos,
+        me: NodeId,
+        log: Option<(PathBuf, Fsync)>,
+    ) -> Result<TopicState, crate::DdsError> {
+        let mut inner = TopicInner {
+            next_seq: 0,
+            store: VecDeque::new(),
+            log: None,
+            readers: Vec::new(),
+            writers: HashMap::new(),
+            writer_levels: HashMap::new(),
+            catching_up: None,
+            seams: VecDeque::new(),
+            last_view: None,
+            catch_up_failed: None,
+        };
+        let mut log_path = None;
+        if let Some((path, fsync)) = log {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| crate::log::LogError::Io { path: dir.to_path_buf(), source })?;
+            }
+            let (file, records) = SampleLog::open(&path, fsync)?;
+            for (seq, r) in records.iter().enumerate() {
+                let e = Entry::from_record(seq as u64, r).map_err(|why| crate::log::LogError::Corrupt {
+                    path: path.clone(),
+                    offset: 0,
+                    why,
+                })?;
+                inner.store.push_back(e);
+                if inner.store.len() > qos.keep() {
+                    inner.store.pop_front();
+                }
+            }
+            inner.next_seq = records.len() as u64;
+            inner.log = Some(file);
+            log_path = Some(path);
+        }
+        Ok(TopicState { name: name.into(), qos, me, log_path, inner: Mutex::new(inner), delivered: Condvar::new() })
+    }
+
+    fn keeps_history(&self) -> bool {
+        self.qos.level >= Level::Volatile
+    }
+
+    /// A new view in which this node is in the topic's subgroup (`entry` as the
+    /// view's table lists it, `members` the subgroup's). Returns the members to
+    /// catch up from when this is the node's first view in the topic and the topic
+    /// keeps history.
+    pub(crate) fn enter_view(&self, view: u64, entry: &TopicEntry, members: &[NodeId]) -> Option<Vec<NodeId>> {
+        let mut g = lock(&self.inner);
+        let first = g.last_view.is_none();
+        g.last_view = Some(view);
+        let complete = g.catching_up.is_none() && !(first && self.keeps_history());
+        let seq = g.next_seq;
+        g.seams.push_back(Seam { view, seq, complete });
+        if g.seams.len() > SEAMS {
+            g.seams.pop_front();
+        }
+        for w in &entry.writers {
+            g.writer_levels.insert((w.node, w.id), w.level);
+        }
+        // Requested/offered: every pair of a local endpoint and a peer endpoint.
+        for r in &g.readers {
+            let bad: Vec<(WriterId, Level)> = entry
+                .writers
+                .iter()
+                .filter(|w| !w.level.satisfies(r.level))
+                .map(|w| (WriterId { node: NodeId(w.node), id: w.id }, w.level))
+                .collect();
+            r.set_incompatible(bad);
+        }
+        for (id, w) in g.writers.iter_mut() {
+            let _ = id;
+            let bad: Vec<(WriterId, Level)> = entry
+                .readers
+                .iter()
+                .filter(|r| !w.level.satisfies(r.level))
+                .map(|r| (WriterId { node: NodeId(r.node), id: r.id }, r.level))
+                .collect();
+            w.incompatible.update(bad);
+        }
+        if first && self.keeps_history() {
+            let others: Vec<NodeId> = members.iter().copied().filter(|n| *n != self.me).collect();
+            if !others.is_empty() {
+                g.catching_up = Some(CatchUp { view, buffered: Vec::new() });
+                return Some(others);
+            }
+            // Alone in the topic: its own history (its log, or nothing) is all there is.
+            if let Some(s) = g.seams.back_mut() {
+                s.complete = true;
+            }
+        }
+        None
+    }
+
+    /// One delivered message of the topic's subgroup.
+    pub(crate) fn deliver(&self, view: u64, sender: NodeId, src: Src<'_>) {
+        let mut g = lock(&self.inner);
+        if src.len() < HEADER {
+            for r in &g.readers {
+                r.reject(format!("a {}-byte message from {sender} is shorter than a sample header", src.len()));
+            }
+            return;
+        }
+        if let Some(c) = g.catching_up.as_mut() {
+            c.buffered.push((view, sender, src.copy_all()));
+            return;
+        }
+        self.deliver_locked(&mut g, view, sender, src, false);
+    }
+
+    pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: u64, sender: NodeId, src: Src<'_>, history: bool) {
+        let seq = g.next_seq;
+        g.next_seq += 1;
+        let (w0, w1) = (src.word(0), src.word(1));
+        let (wid, wseq, ts) = parse_header(w0, w1);
+        let info = SampleInfo {
+            writer: WriterId { node: sender, id: wid },
+            seq: wseq,
+            source_timestamp: ts,
+            view: ViewId(view),
+            topic_seq: seq,
+            from_history: history,
+        };
+        if self.keeps_history() {
+            let e = Entry { seq, view, node: sender.0, bytes: src.copy_all().into() };
+            if let Some(log) = g.log.as_mut() {
+                if let Err(e) = log.append(&e.record()) {
+                    tracing::error!(topic = %self.name, %e, "log append failed");
+                    for r in &g.readers {
+                        r.reject(format!("log append failed: {e}"));
+                    }
+                }
+            }
+            g.store.push_back(e);
+            if g.store.len() > self.qos.keep() {
+                g.store.pop_front();
+            }
+        }
+        let level = g.writer_levels.get(&(sender.0, wid)).copied();
+        for r in &g.readers {
+            if level.map_or(true, |l| l.satisfies(r.level)) {
+                r.offer(&info, src);
+            }
+        }
+        if sender == self.me {
+            if let Some(w) = g.writers.get_mut(&wid) {
+                w.delivered = w.delivered.max(wseq);
+                self.delivered.notify_all();
+            }
+        }
+    }
+
+    /// Adds a local reader: it first gets the history this node holds.
+    pub(crate) fn add_reader(&self, r: Arc<ReaderCore>) {
+        let mut g = lock(&self.inner);
+        for e in &g.store {
+            let info = e.info(true);
+            let level = g.writer_levels.get(&(e.node, info.writer.id)).copied();
+            if level.map_or(true, |l| l.satisfies(r.level)) {
+                r.offer(&info, Src::Bytes(&e.bytes));
+            }
+        }
+        g.readers.push(r);
+    }
+
+    /// Ends a late join: `entries` (the history before the seam at `seam`) first,
+    /// then the live samples that waited.
+    pub(crate) fn finish_catch_up(&self, entries: Vec<Entry>, seam: Option<u64>, failed: Option<String>) {
+        let mut g = lock(&self.inner);
+        for e in entries {
+            if e.seq < g.next_seq {
+                continue; // held already (this node's own log)
+            }
+            if g.log.as_ref().is_some_and(|l| l.len() != e.seq) {
+                // A Logged member serves its whole log, so this is a gap in its answer.
+                tracing::error!(topic = %self.name, seq = e.seq, "catch-up left a gap in the log");
+                break;
+            }
+            g.next_seq = e.seq;
+            let node = NodeId(e.node);
+            self.deliver_locked(&mut g, e.view, node, Src::Bytes(&e.bytes), true);
+        }
+        if let Some(s) = seam {
+            g.next_seq = g.next_seq.max(s);
+        }
+        let Some(c) = g.catching_up.take() else { return };
+        let at = g.next_seq;
+        if let Some(s) = g.seams.iter_mut().find(|s| s.view == c.view) {
+            *s = Seam { view: c.view, seq: at, complete: true };
+        }
+        if let Some(why) = failed {
+            for r in &g.readers {
+                r.reject(format!("history not received: {why}"));
+            }
+            g.catch_up_failed = Some(why);
+        }
+        for (view, sender, bytes) in c.buffered {
+            self.deliver_locked(&mut g, view, sender, Src::Bytes(&bytes), false);
+        }
+    }
+
+    /// The history before the start of view `view`, from `from` on, at most
+    /// `budget` bytes (see [`crate::catchup`]).
+    pub(crate) fn history(&self, view: u64, from: u64, any: bool, budget: usize) -> crate::catchup::Answer {
+        use crate::catchup::{Answer, WireEntry};
+        let g = lock(&self.inner);
+        let Some(seam) = g.seams.iter().find(|s| s.view == view).copied() else {
+            return if g.last_view.map_or(true, |v| v < view) {
+                Answer::NotYet
+            } else {
+                Answer::Error(format!("view {view} is too old to serve"))
+            };
+        };
+        if !seam.complete && !any {
+            return Answer::New { seam: seam.seq };
+        }
+        let mut entries = Vec::new();
+        let mut used = 0;
+        let oldest = g.store.front().map(|e| e.seq).unwrap_or(g.next_seq);
+        if from < oldest.min(seam.seq) {
+            if let Some(path) = &self.log_path {
+                drop(g);
+                return read_log(path, from, seam.seq, budget);
+            }
+        }
+        for e in g.store.iter().filter(|e| e.seq >= from && e.seq < seam.seq) {
+            if used > 0 && used + e.bytes.len() > budget {
+                break;
+            }
+            used += e.bytes.len();
+            entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.to_vec() });
+        }
+        let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
+        Answer::Entries { seam: seam.seq, entries, more }
+    }
+}
+
+/// Entries `from..seam` read from the log file (older than the memory holds).
+fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> crate::catchup::Answer {
+    use crate::catchup::{Answer, WireEntry};
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Answer::Error(format!("reading {}: {e}", path.display())),
+    };
+    let (found, _) = crate::log::scan(&bytes);
+    let mut entries = Vec::new();
+    let mut used = 0;
+    for f in found.iter().filter(|f| f.seq >= from && f.seq < seam) {
+        if used > 0 && used + f.len > budget {
+            break;
+        }
+        match Entry::from_record(f.seq, &bytes[f.at..f.at + f.len]) {
+            Ok(e) => {
+                used += e.bytes.len();
+                entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.to_vec() });
+            }
+            Err(why) => return Answer::Error(why),
+        }
+    }
+    let more = entries.last().is_some_and(|e| e.seq + 1 < seam);
+    Answer::Entries { seam, entries, more }
+}
