@@ -1,0 +1,453 @@
+//! dds_perf: DDS publish/subscribe throughput and latency, shaped like Cyclone DDS's
+//! `ddsperf`.
+//!
+//! ```text
+//! # one writer and N reader processes on this host, one JSON line per subscriber
+//! # and a summary (the default mode, `local`):
+//! cargo run --release -p examples --bin dds_perf -- --size 1024 --qos ordered --subscribers 1 --seconds 5
+//! # round-trip latency (ping/pong through two topics), p50/p99:
+//! cargo run --release -p examples --bin dds_perf -- --latency --size 128 --count 20000
+//! # or by hand in two terminals (the publisher waits for --subscribers readers):
+//! dds_perf --role sub --id 1 --port 7110 --contact 127.0.0.1:7100
+//! dds_perf --role pub --id 0 --port 7100 --subscribers 1
+//! ```
+//!
+//! The writer fills each sample in a loan (a Pod array of `--size` bytes whose first
+//! word is its number; no serialization) and writes as fast as the window allows
+//! for `--seconds`, then a last sample that marks the end. Each reader reads every
+//! sample in place (its first word, checked against the writer's order) and reports
+//! samples/s and GB/s from its first to its last sample. With `--qos logged` the
+//! run also times a plain sequential write of the same bytes to a file in the same
+//! directory (the disk's baseline) and reports both.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use dds::config::DdsConfig;
+use dds::qos::{History, Level, Qos};
+use dds::{DataReader, DataWriter, DomainParticipant};
+use examples::{err, out, round, Latency};
+use serde_json::{json, Value};
+use sst::cluster::{self, ChildSet, TransportKind};
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::config::{Config, Transport};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "DDS pub/sub throughput and latency over spindle, like ddsperf")]
+struct Args {
+    /// `local` runs a writer and the readers as processes here; `pub` and `sub` run one
+    /// role by hand.
+    #[arg(long, default_value = "local", value_parser = ["local", "pub", "sub"])]
+    role: String,
+    /// Sample bytes: 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384,
+    /// 32768 or 65536.
+    #[arg(long, default_value_t = 1024)]
+    size: usize,
+    /// QoS level: unordered, ordered, volatile, logged.
+    #[arg(long, default_value = "ordered")]
+    qos: Level,
+    /// Reader processes.
+    #[arg(long, default_value_t = 1)]
+    subscribers: usize,
+    /// Seconds of writing (throughput mode).
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    /// Round-trip latency instead of throughput.
+    #[arg(long)]
+    latency: bool,
+    /// Round trips (latency mode).
+    #[arg(long, default_value_t = 20_000)]
+    count: u64,
+    /// Transport: shm or tcp.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Slots per writer ring.
+    #[arg(long, default_value_t = 256)]
+    window: u32,
+    /// Print JSON lines only.
+    #[arg(long)]
+    json: bool,
+    /// Manual roles: this participant's node id.
+    #[arg(long, default_value_t = 0)]
+    id: u32,
+    /// Manual roles: control port on 127.0.0.1.
+    #[arg(long, default_value_t = 7100)]
+    port: u16,
+    /// Manual roles: a member to join through.
+    #[arg(long)]
+    contact: Option<SocketAddr>,
+    /// (internal) this process is participant `ID` of a local run.
+    #[arg(long, hide = true)]
+    child: Option<u32>,
+    /// (internal) every participant's control port.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    ports: Vec<u16>,
+}
+
+const SIZES: [usize; 14] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536];
+const END: u64 = u64::MAX;
+
+fn main() {
+    let args = Args::parse();
+    if !SIZES.contains(&args.size) {
+        err(&format!("dds_perf: --size must be one of {SIZES:?}"));
+        std::process::exit(2);
+    }
+    if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
+        err("dds_perf: --subscribers must be 1..=32, --seconds and --count positive");
+        std::process::exit(2);
+    }
+    let r = match (args.child, args.role.as_str()) {
+        (Some(id), _) => {
+            cluster::die_with_parent();
+            dispatch(&args, id, true).map(|_| true)
+        }
+        (None, "local") => parent(&args),
+        (None, _) => dispatch(&args, args.id, false).map(|_| true),
+    };
+    match r {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(3),
+        Err(e) => {
+            err(&format!("dds_perf: {e}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+/// Runs this participant with a Pod sample of `--size` bytes.
+fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
+    macro_rules! sized {
+        ($($n:literal),*) => {
+            match args.size {
+                $($n => participant::<[u64; $n / 8]>(args, id, child),)*
+                _ => unreachable!("sizes are checked"),
+            }
+        };
+    }
+    sized!(16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536)
+}
+
+fn level_qos(args: &Args, size: usize) -> Qos {
+    let base = Qos { level: args.qos, history: History::KeepLast(1024), ..Qos::default() };
+    base.max_sample_bytes(size as u32).window(args.window)
+}
+
+/// Where Logged topics write: the parent's directory for a local run (it removes it).
+fn log_dir() -> std::path::PathBuf {
+    std::env::var_os("DDS_PERF_LOG_DIR")
+        .map(Into::into)
+        .unwrap_or_else(|| std::env::temp_dir().join(format!("dds-perf-{}", std::process::id())))
+}
+
+fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Result<(), String> {
+    let (port, contact) = if child {
+        let port = *args.ports.get(id as usize).ok_or("no port for this participant")?;
+        (port, (id > 0).then(|| SocketAddr::from(([127, 0, 0, 1], args.ports[0]))))
+    } else {
+        (args.port, args.contact)
+    };
+    let domain = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "ddsperf".into());
+    if child {
+        println!("READY");
+        cluster::wait_for_parent();
+    }
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+        .name(&domain)
+        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm });
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
+    cfg.log_dir = log_dir();
+    let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
+    let qos = level_qos(args, std::mem::size_of::<T>());
+    let data = p.pod_topic::<T>("perf", qos).map_err(|e| e.to_string())?;
+    let is_pub = if child { id == 0 } else { args.role == "pub" };
+    let result = if args.latency {
+        let pong = p.pod_topic::<T>("perf-pong", qos).map_err(|e| e.to_string())?;
+        if is_pub {
+            latency_pub(args, &p, &data, &pong, child)?
+        } else {
+            latency_sub(args, &p, &data, &pong, id, child)?
+        }
+    } else if is_pub {
+        throughput_pub(args, &p, &data, child)?
+    } else {
+        throughput_sub(args, &p, &data, id, child)?
+    };
+    if child {
+        println!("RESULT {result}");
+        cluster::wait_for_parent();
+    } else {
+        out(&result.to_string());
+    }
+    Ok(())
+}
+
+/// Waits until the topic has `readers` readers and `writers` writers in the view.
+fn wait_for_endpoints(p: &DomainParticipant, topic: &str, readers: usize, writers: usize) -> Result<(), String> {
+    let ok = cluster::poll_until(Duration::from_secs(120), Duration::from_millis(5), || {
+        p.group().view().is_some_and(|v| {
+            dds::table::TopicTable::decode(v.layout().bytes()).ok().and_then(|t| t.topic(topic).cloned()).is_some_and(
+                |t| {
+                    let live = |n: u32| v.members().iter().any(|m| m.0 == n);
+                    t.readers.iter().filter(|e| live(e.node)).count() >= readers
+                        && t.writers.iter().filter(|e| live(e.node)).count() >= writers
+                },
+            )
+        })
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("topic {topic} did not get {readers} readers and {writers} writers"))
+    }
+}
+
+fn joined(child: bool) -> Result<(), String> {
+    if child {
+        println!("JOINED");
+        if cluster::wait_for_parent() != "GO" {
+            return Err("expected GO".into());
+        }
+    }
+    Ok(())
+}
+
+fn throughput_pub<T: bytemuck::Pod>(
+    args: &Args,
+    p: &DomainParticipant,
+    topic: &dds::Topic<T>,
+    child: bool,
+) -> Result<Value, String> {
+    let w = p.create_writer(topic, topic.qos()).map_err(|e| e.to_string())?;
+    wait_for_endpoints(p, "perf", args.subscribers, 1)?;
+    joined(child)?;
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(args.seconds);
+    let mut n = 0u64;
+    while Instant::now() < until {
+        for _ in 0..256 {
+            let mut loan = w.loan().map_err(|e| e.to_string())?;
+            bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *loan))[0] = n;
+            loan.write().map_err(|e| e.to_string())?;
+            n += 1;
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let mut end = w.loan().map_err(|e| e.to_string())?;
+    bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *end))[0] = END;
+    end.write().map_err(|e| e.to_string())?;
+    w.wait_for_delivery(Duration::from_secs(60));
+    Ok(json!({"role": "pub", "samples": n, "secs": round(secs, 3), "samples_per_s": round(n as f64 / secs, 0)}))
+}
+
+#[derive(Default)]
+struct Count {
+    n: AtomicU64,
+    out_of_order: AtomicU64,
+    first: Mutex<Option<Instant>>,
+    last: Mutex<Option<Instant>>,
+}
+
+fn throughput_sub<T: bytemuck::Pod + Send>(
+    args: &Args,
+    p: &DomainParticipant,
+    topic: &dds::Topic<T>,
+    id: u32,
+    child: bool,
+) -> Result<Value, String> {
+    let r: DataReader<T> = p.create_reader(topic, topic.qos()).map_err(|e| e.to_string())?;
+    let c = Arc::new(Count::default());
+    let c2 = c.clone();
+    let mut expect = 0u64;
+    r.on_sample_in_place(move |s| {
+        let w = s.word(0);
+        let now = Instant::now();
+        if w == END {
+            *c2.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+            return;
+        }
+        if expect == 0 {
+            *c2.first.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+        }
+        if w != expect {
+            c2.out_of_order.fetch_add(1, Ordering::Relaxed);
+        }
+        expect = w + 1;
+        c2.n.fetch_add(1, Ordering::Relaxed);
+    });
+    joined(child)?;
+    let done = cluster::poll_until(Duration::from_secs_f64(args.seconds + 120.0), Duration::from_millis(5), || {
+        c.last.lock().unwrap_or_else(|p| p.into_inner()).is_some() || p.group().stopped().is_some()
+    });
+    if !done {
+        return Err("no end marker".into());
+    }
+    let n = c.n.load(Ordering::Relaxed);
+    let first = c.first.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no samples")?;
+    let last = c.last.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no end")?;
+    let secs = (last - first).as_secs_f64().max(1e-9);
+    let rate = n as f64 / secs;
+    Ok(json!({
+        "role": "sub", "node": id, "samples": n, "secs": round(secs, 3),
+        "samples_per_s": round(rate, 0), "gb_per_s": round(rate * args.size as f64 / 1e9, 4),
+        "out_of_order": c.out_of_order.load(Ordering::Relaxed), "lost": r.status().lost,
+    }))
+}
+
+fn latency_pub<T: bytemuck::Pod + Send>(
+    args: &Args,
+    p: &DomainParticipant,
+    ping: &dds::Topic<T>,
+    pong: &dds::Topic<T>,
+    child: bool,
+) -> Result<Value, String> {
+    let w: DataWriter<T> = p.create_writer(ping, ping.qos()).map_err(|e| e.to_string())?;
+    let r: DataReader<T> = p.create_reader(pong, pong.qos()).map_err(|e| e.to_string())?;
+    wait_for_endpoints(p, "perf", 1, 1)?;
+    wait_for_endpoints(p, "perf-pong", 1, 1)?;
+    joined(child)?;
+    let mut lat = Latency::default();
+    let warm = args.count / 10;
+    for i in 0..args.count + warm {
+        let t = Instant::now();
+        let mut loan = w.loan().map_err(|e| e.to_string())?;
+        bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *loan))[0] = i;
+        loan.write().map_err(|e| e.to_string())?;
+        let back = r.take_n(1, Duration::from_secs(10));
+        if back.is_empty() {
+            return Err(format!("no pong for ping {i}"));
+        }
+        if i >= warm {
+            lat.record(t.elapsed());
+        }
+    }
+    Ok(json!({
+        "role": "pub", "round_trips": lat.len(),
+        "rtt_p50_us": round(lat.quantile_us(0.5), 1), "rtt_p99_us": round(lat.quantile_us(0.99), 1),
+        "rtt_p999_us": round(lat.quantile_us(0.999), 1),
+    }))
+}
+
+fn latency_sub<T: bytemuck::Pod + Send>(
+    args: &Args,
+    p: &DomainParticipant,
+    ping: &dds::Topic<T>,
+    pong: &dds::Topic<T>,
+    id: u32,
+    child: bool,
+) -> Result<Value, String> {
+    let r: DataReader<T> = p.create_reader(ping, ping.qos()).map_err(|e| e.to_string())?;
+    let w: Option<DataWriter<T>> =
+        if id == 1 { Some(p.create_writer(pong, pong.qos()).map_err(|e| e.to_string())?) } else { None };
+    joined(child)?;
+    let total = args.count + args.count / 10;
+    let mut n = 0;
+    let deadline = Instant::now() + Duration::from_secs(600);
+    while n < total && Instant::now() < deadline {
+        for s in r.take_n(1, Duration::from_secs(1)) {
+            n += 1;
+            if let Some(w) = &w {
+                w.write(&s.data).map_err(|e| e.to_string())?;
+            }
+        }
+        if p.group().stopped().is_some() {
+            break;
+        }
+    }
+    Ok(json!({"role": "sub", "node": id, "echoed": n}))
+}
+
+/// A plain sequential write of `samples` records of `size` bytes (as the log frames
+/// them) to a file in the log directory, with the log's fsync policy: the disk's
+/// figure to compare the Logged level against.
+fn disk_baseline(size: usize, samples: u64) -> Result<f64, String> {
+    use std::io::Write;
+    let dir = std::env::temp_dir().join(format!("dds-perf-disk-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let path = dir.join("baseline");
+    let mut f = std::fs::File::create(&path).map_err(|e| e.to_string())?;
+    let rec = vec![0x5au8; dds::log::HEADER + 16 + dds::sample::HEADER + size];
+    let start = Instant::now();
+    for i in 0..samples {
+        f.write_all(&rec).map_err(|e| e.to_string())?;
+        if (i + 1) % 64 == 0 {
+            f.sync_data().map_err(|e| e.to_string())?;
+        }
+    }
+    f.sync_data().map_err(|e| e.to_string())?;
+    let secs = start.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(samples as f64 / secs)
+}
+
+fn parent(args: &Args) -> Result<bool, String> {
+    cluster::catch_interrupts();
+    sst::transport::shm::remove_stale_files();
+    let n = 1 + args.subscribers;
+    let ports = examples::free_ports(n)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut kids = ChildSet::start(
+        |i| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
+            cmd.env("DDS_PERF_LOG_DIR", log_dir());
+            cmd
+        },
+        TransportKind::Shm,
+        n,
+        Duration::from_secs(900),
+    )
+    .map_err(|e| e.to_string())?;
+    let all: Vec<usize> = (0..n).collect();
+    let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
+    kids.tell_all("EXIT").map_err(|e| e.to_string())?;
+    let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
+    drop(kids);
+    let results: Vec<Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let mut summary = json!({
+        "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
+        "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
+    });
+    if args.latency {
+        for k in ["rtt_p50_us", "rtt_p99_us", "rtt_p999_us", "round_trips"] {
+            summary[k] = results[0][k].clone();
+        }
+    } else {
+        let subs: Vec<&Value> = results.iter().filter(|r| r["role"] == "sub").collect();
+        for s in &subs {
+            if !args.json {
+                out(&s.to_string());
+            }
+        }
+        let rates: Vec<f64> = subs.iter().map(|s| s["samples_per_s"].as_f64().unwrap_or(0.0)).collect();
+        let min = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let mean = rates.iter().sum::<f64>() / rates.len().max(1) as f64;
+        summary["samples_per_s_per_sub"] = json!(round(mean, 0));
+        summary["min_samples_per_s"] = json!(round(min, 0));
+        summary["gb_per_s_per_sub"] = json!(round(mean * args.size as f64 / 1e9, 4));
+        summary["written"] = results[0]["samples"].clone();
+        let written = results[0]["samples"].as_u64().unwrap_or(0);
+        summary["all_received_in_order"] = json!(subs
+            .iter()
+            .all(|s| s["samples"].as_u64() == Some(written) && s["out_of_order"] == 0 && s["lost"] == 0));
+        if args.qos == Level::Logged {
+            let base = disk_baseline(args.size, written.clamp(1000, 2_000_000))?;
+            summary["disk_baseline_samples_per_s"] = json!(round(base, 0));
+            summary["fraction_of_disk"] = json!(round(mean / base, 3));
+        }
+    }
+    let _ = std::fs::remove_dir_all(log_dir());
+    out(&summary.to_string());
+    Ok(exited_ok && summary["all_received_in_order"] != false)
+}
