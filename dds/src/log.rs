@@ -187,14 +187,19 @@ struct Header {
 }
 
 impl Header {
+    #[cfg(test)]
     fn encode(len: usize, seq: u64, payload: &[u8]) -> [u8; HEADER] {
+        Header::encode_crc(len, seq, crc32c::crc32c(payload))
+    }
+
+    fn encode_crc(len: usize, seq: u64, pcrc: u32) -> [u8; HEADER] {
         let mut h = [0u8; HEADER];
         h[0..4].copy_from_slice(&MAGIC.to_le_bytes());
         h[4..8].copy_from_slice(&(len as u32).to_le_bytes());
         h[8..16].copy_from_slice(&seq.to_le_bytes());
         let hcrc = crc32c::crc32c(&h[0..16]);
         h[16..20].copy_from_slice(&hcrc.to_le_bytes());
-        h[20..24].copy_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        h[20..24].copy_from_slice(&pcrc.to_le_bytes());
         h
     }
 
@@ -218,6 +223,8 @@ pub struct SampleLog {
     next_seq: u64,
     fsync: Fsync,
     unsynced: u32,
+    /// The record being written (kept to spare an allocation per append).
+    buf: Vec<u8>,
 }
 
 impl SampleLog {
@@ -244,22 +251,35 @@ impl SampleLog {
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;
         let records = found.iter().map(|f| bytes[f.at..f.at + f.len].to_vec()).collect();
-        let log = SampleLog { path, file, next_seq: found.len() as u64, fsync, unsynced: 0 };
+        let log = SampleLog { path, file, next_seq: found.len() as u64, fsync, unsynced: 0, buf: Vec::new() };
         Ok((log, records))
     }
 
     /// Appends one record; returns its number. With [`Fsync::Always`] it is on disk
     /// when this returns.
     pub fn append(&mut self, payload: &[u8]) -> Result<u64, LogError> {
-        if payload.len() > MAX_RECORD {
-            return Err(LogError::TooLarge { len: payload.len() });
+        self.append_parts(&[payload])
+    }
+
+    /// Appends one record whose payload is `parts` one after the other (no
+    /// intermediate buffer for the caller to build); returns its number.
+    pub fn append_parts(&mut self, parts: &[&[u8]]) -> Result<u64, LogError> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        if len > MAX_RECORD {
+            return Err(LogError::TooLarge { len });
         }
         let seq = self.next_seq;
-        let mut rec = Vec::with_capacity(extent(payload.len()));
-        rec.extend_from_slice(&Header::encode(payload.len(), seq, payload));
-        rec.extend_from_slice(payload);
-        rec.resize(extent(payload.len()), 0);
-        self.file.write_all(&rec).map_err(|source| LogError::Io { path: self.path.clone(), source })?;
+        let pcrc = parts.iter().fold(0, |crc, p| crc32c::crc32c_append(crc, p));
+        let mut rec = std::mem::take(&mut self.buf);
+        rec.clear();
+        rec.extend_from_slice(&Header::encode_crc(len, seq, pcrc));
+        for p in parts {
+            rec.extend_from_slice(p);
+        }
+        rec.resize(extent(len), 0);
+        let written = self.file.write_all(&rec);
+        self.buf = rec;
+        written.map_err(|source| LogError::Io { path: self.path.clone(), source })?;
         self.next_seq += 1;
         self.unsynced += 1;
         let due = match self.fsync {

@@ -31,9 +31,15 @@ impl Src<'_> {
         }
     }
     pub(crate) fn copy_all(self) -> Vec<u8> {
+        let mut v = vec![0; self.len()];
+        self.read_all(&mut v);
+        v
+    }
+    /// Copies header and payload into `out`, which is as long as them.
+    pub(crate) fn read_all(&self, out: &mut [u8]) {
         match self {
-            Src::Slot(m) => m.to_vec(),
-            Src::Bytes(b) => b.to_vec(),
+            Src::Slot(m) => m.read(out),
+            Src::Bytes(b) => out.copy_from_slice(b),
         }
     }
     /// Copies the payload (after the header) into `out`, which is as long as it.
@@ -140,6 +146,8 @@ pub(crate) struct ReaderCore {
     q: Mutex<Queue>,
     cond: Condvar,
     listener: Mutex<Option<InPlaceFn>>,
+    /// Samples handed to a listener (counted apart: no queue lock per sample).
+    taken_by_listener: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for ReaderCore {
@@ -157,13 +165,14 @@ impl ReaderCore {
             q: Mutex::new(Queue { samples: VecDeque::new(), status: ReaderStatus::default() }),
             cond: Condvar::new(),
             listener: Mutex::new(None),
+            taken_by_listener: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// A sample for this reader: to its listener, or into its queue.
     pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
         if let Some(f) = lock(&self.listener).as_mut() {
-            lock(&self.q).status.received += 1;
+            self.taken_by_listener.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             f(info, &src);
             return;
         }
@@ -301,7 +310,9 @@ impl<T: Send + 'static> DataReader<T> {
 
     /// The counters so far.
     pub fn status(&self) -> ReaderStatus {
-        lock(&self.core.q).status.clone()
+        let mut s = lock(&self.core.q).status.clone();
+        s.received += self.core.taken_by_listener.load(std::sync::atomic::Ordering::Relaxed);
+        s
     }
 
     /// Writers whose offer does not meet this reader's request (their samples are

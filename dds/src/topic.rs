@@ -30,18 +30,16 @@ pub(crate) struct Entry {
     pub(crate) seq: u64,
     pub(crate) view: u64,
     pub(crate) node: u32,
-    pub(crate) bytes: Arc<[u8]>,
+    pub(crate) bytes: Vec<u8>,
 }
 
 impl Entry {
-    /// The log record of this entry: view, node, then the bytes.
-    pub(crate) fn record(&self) -> Vec<u8> {
-        let mut r = Vec::with_capacity(16 + self.bytes.len());
-        r.extend_from_slice(&self.view.to_le_bytes());
-        r.extend_from_slice(&self.node.to_le_bytes());
-        r.extend_from_slice(&[0; 4]);
-        r.extend_from_slice(&self.bytes);
-        r
+    /// The 16 bytes in front of the sample in its log record: view, node, zero.
+    pub(crate) fn record_head(&self) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h[..8].copy_from_slice(&self.view.to_le_bytes());
+        h[8..12].copy_from_slice(&self.node.to_le_bytes());
+        h
     }
 
     /// Decodes log record `seq`.
@@ -51,7 +49,7 @@ impl Entry {
         }
         let view = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
         let node = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
-        Ok(Entry { seq, view, node, bytes: r[16..].into() })
+        Ok(Entry { seq, view, node, bytes: r[16..].to_vec() })
     }
 
     pub(crate) fn info(&self, from_history: bool) -> SampleInfo {
@@ -102,14 +100,21 @@ pub(crate) struct TopicInner {
     pub(crate) log: Option<SampleLog>,
     pub(crate) readers: Vec<Arc<ReaderCore>>,
     pub(crate) writers: HashMap<u32, WriterStatus>,
-    /// Offered levels of the writers the table listed, as last seen.
-    pub(crate) writer_levels: HashMap<(u32, u32), Level>,
+    /// Offered levels of the writers the table listed, as last seen (a short list:
+    /// a linear scan beats hashing on the delivery path).
+    pub(crate) writer_levels: Vec<((u32, u32), Level)>,
     pub(crate) catching_up: Option<CatchUp>,
     pub(crate) seams: VecDeque<Seam>,
     /// The last view this node was in the topic's subgroup.
     pub(crate) last_view: Option<u64>,
     /// Why the last catch-up failed, if it did.
     pub(crate) catch_up_failed: Option<String>,
+}
+
+impl TopicInner {
+    fn level_of(&self, node: u32, id: u32) -> Option<Level> {
+        self.writer_levels.iter().find(|(k, _)| *k == (node, id)).map(|(_, l)| *l)
+    }
 }
 
 /// One topic of one participant.
@@ -120,8 +125,10 @@ pub(crate) struct TopicState {
     pub(crate) me: NodeId,
     pub(crate) log_path: Option<PathBuf>,
     pub(crate) inner: Mutex<TopicInner>,
-    /// Signalled when a local writer's sample is delivered here.
+    /// Signalled when a local writer's sample is delivered here, if `waiters` > 0
+    /// (both change under `inner`'s lock).
     pub(crate) delivered: Condvar,
+    pub(crate) waiters: std::sync::atomic::AtomicUsize,
 }
 
 /// Seams kept per topic (a late joiner asks about the view it joined in).
@@ -142,7 +149,7 @@ impl TopicState {
             log: None,
             readers: Vec::new(),
             writers: HashMap::new(),
-            writer_levels: HashMap::new(),
+            writer_levels: Vec::new(),
             catching_up: None,
             seams: VecDeque::new(),
             last_view: None,
@@ -170,7 +177,15 @@ impl TopicState {
             inner.log = Some(file);
             log_path = Some(path);
         }
-        Ok(TopicState { name: name.into(), qos, me, log_path, inner: Mutex::new(inner), delivered: Condvar::new() })
+        Ok(TopicState {
+            name: name.into(),
+            qos,
+            me,
+            log_path,
+            inner: Mutex::new(inner),
+            delivered: Condvar::new(),
+            waiters: std::sync::atomic::AtomicUsize::new(0),
+        })
     }
 
     fn keeps_history(&self) -> bool {
@@ -192,7 +207,10 @@ impl TopicState {
             g.seams.pop_front();
         }
         for w in &entry.writers {
-            g.writer_levels.insert((w.node, w.id), w.level);
+            match g.writer_levels.iter_mut().find(|(k, _)| *k == (w.node, w.id)) {
+                Some(x) => x.1 = w.level,
+                None => g.writer_levels.push(((w.node, w.id), w.level)),
+            }
         }
         // Requested/offered: every pair of a local endpoint and a peer endpoint.
         for r in &g.readers {
@@ -258,9 +276,15 @@ impl TopicState {
             from_history: history,
         };
         if self.keeps_history() {
-            let e = Entry { seq, view, node: sender.0, bytes: src.copy_all().into() };
+            // The oldest entry's buffer takes the new one once the history is full:
+            // one copy per sample and no allocation in the steady state.
+            let mut bytes = if g.store.len() >= self.qos.keep() { g.store.pop_front().map(|e| e.bytes) } else { None }
+                .unwrap_or_default();
+            bytes.resize(src.len(), 0);
+            src.read_all(&mut bytes);
+            let e = Entry { seq, view, node: sender.0, bytes };
             if let Some(log) = g.log.as_mut() {
-                if let Err(e) = log.append(&e.record()) {
+                if let Err(e) = log.append_parts(&[&e.record_head(), &e.bytes]) {
                     tracing::error!(topic = %self.name, %e, "log append failed");
                     for r in &g.readers {
                         r.reject(format!("log append failed: {e}"));
@@ -268,11 +292,8 @@ impl TopicState {
                 }
             }
             g.store.push_back(e);
-            if g.store.len() > self.qos.keep() {
-                g.store.pop_front();
-            }
         }
-        let level = g.writer_levels.get(&(sender.0, wid)).copied();
+        let level = g.level_of(sender.0, wid);
         for r in &g.readers {
             if level.map_or(true, |l| l.satisfies(r.level)) {
                 r.offer(&info, src);
@@ -281,7 +302,10 @@ impl TopicState {
         if sender == self.me {
             if let Some(w) = g.writers.get_mut(&wid) {
                 w.delivered = w.delivered.max(wseq);
-                self.delivered.notify_all();
+                // A notify is a system call: only when someone waits.
+                if self.waiters.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                    self.delivered.notify_all();
+                }
             }
         }
     }
@@ -291,7 +315,7 @@ impl TopicState {
         let mut g = lock(&self.inner);
         for e in &g.store {
             let info = e.info(true);
-            let level = g.writer_levels.get(&(e.node, info.writer.id)).copied();
+            let level = g.level_of(e.node, info.writer.id);
             if level.map_or(true, |l| l.satisfies(r.level)) {
                 r.offer(&info, Src::Bytes(&e.bytes));
             }
@@ -364,7 +388,7 @@ impl TopicState {
                 break;
             }
             used += e.bytes.len();
-            entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.to_vec() });
+            entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.clone() });
         }
         let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
         Answer::Entries { seam: seam.seq, entries, more }
@@ -388,7 +412,7 @@ fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> crat
         match Entry::from_record(f.seq, &bytes[f.at..f.at + f.len]) {
             Ok(e) => {
                 used += e.bytes.len();
-                entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.to_vec() });
+                entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
             }
             Err(why) => return Answer::Error(why),
         }

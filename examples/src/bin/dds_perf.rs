@@ -267,13 +267,12 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
     let mut expect = 0u64;
     r.on_sample_in_place(move |s| {
         let w = s.word(0);
-        let now = Instant::now();
         if w == END {
-            *c2.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+            *c2.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
             return;
         }
         if expect == 0 {
-            *c2.first.lock().unwrap_or_else(|p| p.into_inner()) = Some(now);
+            *c2.first.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
         }
         if w != expect {
             c2.out_of_order.fetch_add(1, Ordering::Relaxed);

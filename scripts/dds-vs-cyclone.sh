@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# DDS throughput, back to back on this machine: Eclipse Cyclone DDS (`ddsperf`, reliable,
+# loopback in a private network namespace; ../shared/bench/cyclone-ddsperf.sh) and spindle's
+# dds_perf (shm, loans, in-place reads), 1 writer -> 1 reader at 128 B, 1 KB and 10 KB for
+# every QoS level, then 1 writer -> 3 readers at 1 KB for both. Needs root and Debian's
+# cyclonedds-tools (installed if missing). Prints JSON lines, then a table.
+# usage: bash scripts/dds-vs-cyclone.sh [SECONDS] [ROUNDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+T=${1:-5}
+ROUNDS=${2:-1}
+command -v ddsperf >/dev/null || { echo "installing cyclonedds-tools" >&2; apt-get install -y -qq cyclonedds-tools >/dev/null; }
+cargo build --release -q -p examples --bin dds_perf
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+
+cyclone_1to3() {
+  # One ddsperf publisher and three subscribers of 1 KB samples; the median of each
+  # subscriber's per-second rates (first and last second dropped), then their mean.
+  unshare -n bash -c '
+    ip link set lo up
+    export CYCLONEDDS_URI=file://'"$PWD"'/../shared/bench/cyclone-lo.xml
+    d=$(mktemp -d)
+    for i in 1 2 3; do timeout '"$((T+20))"' ddsperf -TKS -D '"$((T+4))"' sub > $d/sub$i.txt 2>&1 & done
+    sleep 1
+    timeout '"$((T+15))"' ddsperf -TKS -D '"$T"' pub size 1k > $d/pub.txt 2>&1
+    wait
+    python3 - $d/sub1.txt $d/sub2.txt $d/sub3.txt <<"PY"
+import json, re, statistics, sys
+meds = []
+for f in sys.argv[1:]:
+    r = [float(m.group(1)) * 1e3 for m in (re.search(r"rate (\d+(?:\.\d+)?) kS/s", l) for l in open(f)) if m]
+    r = r[1:-1] or r
+    if r:
+        meds.append(statistics.median(r))
+print(json.dumps({"peer": "cyclonedds", "size": 1024, "subscribers": 3, "msgs_per_s": round(sum(meds) / max(len(meds), 1))}))
+PY
+    rm -rf $d'
+}
+
+for round in $(seq "$ROUNDS"); do
+  echo "round $round of $ROUNDS" >&2
+  unshare -n bash ../shared/bench/cyclone-ddsperf.sh "$T" 128 1k 10k | tee -a "$out"
+  for size in 128 1024 10240; do
+    for qos in unordered ordered volatile logged; do
+      ./target/release/dds_perf --size $size --qos $qos --subscribers 1 --seconds "$T" --json | tee -a "$out"
+    done
+  done
+  cyclone_1to3 | tee -a "$out"
+  ./target/release/dds_perf --size 1024 --qos ordered --subscribers 3 --seconds "$T" --json | tee -a "$out"
+done
+
+python3 - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def med(xs):
+    return statistics.median(xs) if xs else float("nan")
+def cyc(size, subs=1):
+    return med([r["msgs_per_s"] for r in rows if r.get("peer") == "cyclonedds" and r.get("size") == size
+                and r.get("subscribers", 1) == subs and "msgs_per_s" in r])
+def ours(size, qos, subs=1):
+    return med([r["samples_per_s_per_sub"] for r in rows if r.get("bench") == "dds_perf" and r["size"] == size
+                and r["qos"] == qos and r["subscribers"] == subs])
+print("\n| size | readers | Cyclone samples/s | spindle Unordered | Ordered | Volatile | Logged (disk baseline) | Ordered / Cyclone |")
+print("|---|---|---|---|---|---|---|---|")
+for size in (128, 1024, 10240):
+    c = cyc(size)
+    o = ours(size, "ordered")
+    disk = med([r["disk_baseline_samples_per_s"] for r in rows if r.get("bench") == "dds_perf" and r["size"] == size and r["qos"] == "logged"])
+    print(f"| {size} | 1 | {c:,.0f} | {ours(size,'unordered'):,.0f} | {o:,.0f} | {ours(size,'volatile'):,.0f} | {ours(size,'logged'):,.0f} ({disk:,.0f}) | {o / c:.2f}x |")
+c3, o3 = cyc(1024, 3), ours(1024, "ordered", 3)
+print(f"| 1024 | 3 | {c3:,.0f} | | {o3:,.0f} | | | {o3 / c3:.2f}x |")
+PY
