@@ -88,7 +88,7 @@ fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u
                     if !next_ok || e.seq >= seam || e.bytes.len() < HEADER {
                         return Err(format!("{to} sent entry {} out of order, out of range or short", e.seq));
                     }
-                    out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.into() });
+                    out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
                 }
                 match out.last() {
                     Some(l) if more && l.seq + 1 > f.from => f.from = l.seq + 1,
