@@ -41,6 +41,39 @@
 //!
 //! Pod types have a zero-serialization path: [`DomainParticipant::pod_topic`],
 //! [`DataWriter::loan`] and [`DataReader::on_sample_in_place`].
+//!
+//! # How it fits together
+//! - The domain's layout document is the [`table::TopicTable`]: participants (node
+//!   and a random incarnation, so a restarted process sheds its old endpoints),
+//!   topics (name, type, QoS) and their endpoints. Topic `t` has a subgroup in a view
+//!   when a member writes it; subgroups are numbered by topic order, so a writer picks
+//!   its subgroup in the view its send happens in (`Group::send_where`) and delivery
+//!   callbacks are made per view (`GroupBuilder::deliver_by`).
+//! - Each sample travels with a 16-byte header (writer number and its sequence
+//!   number, source timestamp; [`sample`]). Delivery runs on the participant's
+//!   predicate thread, under the topic's lock, in delivery order; it numbers samples
+//!   (`topic_seq`), keeps the history (Volatile/Logged), appends to the log (Logged)
+//!   and hands each sample to the local readers whose request the writer meets.
+//! - A participant new to a Volatile or Logged topic holds the live samples back and
+//!   fetches the history before the view it joined in from a member that had it all
+//!   ([`catchup`]), then numbers the held samples from there: no gap, no duplicate.
+//!
+//! # What is left out
+//! - Keys and instances (every topic is keyless: one stream), content filters,
+//!   deadline, liveliness, lifespan, ownership and the other DCPS policies; one
+//!   implicit publisher and subscriber per participant; no discovery across domains.
+//! - The reader's history limit drops the oldest untaken samples (counted in
+//!   [`ReaderStatus::lost`]) rather than pushing back on writers.
+//! - A listener runs on the participant's delivery thread: it must not block nor
+//!   write (a write can wait for that very thread).
+//! - `topic_seq` of an Unordered topic is local arrival order; the four levels match
+//!   only by level (no per-policy requested/offered beyond it).
+//! - Logged: a log file per topic per node; a late joiner's catch-up from a log older
+//!   than the members' memory reads the whole file; if the entire domain restarts,
+//!   participants start from their own logs and the longest is the source for the
+//!   others (logs that diverged are not reconciled).
+//! - Stale endpoints of a node that failed and never came back stay in the table
+//!   (they name no member, so they cost nothing but bytes; the table has 16 KB).
 #![forbid(unsafe_code)]
 
 pub mod catchup;

@@ -67,6 +67,10 @@ struct Args {
     /// Slots per writer ring.
     #[arg(long, default_value_t = 256)]
     window: u32,
+    /// How readers read each sample: `word` reads its first word in its slot (as
+    /// Derecho's bandwidth test does), `full` copies the whole sample out.
+    #[arg(long, default_value = "word", value_parser = ["word", "full"])]
+    read: String,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -165,7 +169,9 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
     let qos = level_qos(args, std::mem::size_of::<T>());
+    let t0 = Instant::now();
     let data = p.pod_topic::<T>("perf", qos).map_err(|e| e.to_string())?;
+    let topic_ms = t0.elapsed().as_secs_f64() * 1e3;
     let is_pub = if child { id == 0 } else { args.role == "pub" };
     let result = if args.latency {
         let pong = p.pod_topic::<T>("perf-pong", qos).map_err(|e| e.to_string())?;
@@ -175,7 +181,9 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
             latency_sub(args, &p, &data, &pong, id, child)?
         }
     } else if is_pub {
-        throughput_pub(args, &p, &data, child)?
+        let mut v = throughput_pub(args, &p, &data, child)?;
+        v["topic_create_ms"] = json!(round(topic_ms, 2));
+        v
     } else {
         throughput_sub(args, &p, &data, id, child)?
     };
@@ -224,7 +232,9 @@ fn throughput_pub<T: bytemuck::Pod>(
     topic: &dds::Topic<T>,
     child: bool,
 ) -> Result<Value, String> {
+    let t0 = Instant::now();
     let w = p.create_writer(topic, topic.qos()).map_err(|e| e.to_string())?;
+    let writer_ms = t0.elapsed().as_secs_f64() * 1e3;
     wait_for_endpoints(p, "perf", args.subscribers, 1)?;
     joined(child)?;
     let start = Instant::now();
@@ -243,7 +253,10 @@ fn throughput_pub<T: bytemuck::Pod>(
     bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *end))[0] = END;
     end.write().map_err(|e| e.to_string())?;
     w.wait_for_delivery(Duration::from_secs(60));
-    Ok(json!({"role": "pub", "samples": n, "secs": round(secs, 3), "samples_per_s": round(n as f64 / secs, 0)}))
+    Ok(json!({
+        "role": "pub", "samples": n, "secs": round(secs, 3), "samples_per_s": round(n as f64 / secs, 0),
+        "writer_create_ms": round(writer_ms, 2),
+    }))
 }
 
 #[derive(Default)]
@@ -265,8 +278,17 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
     let c = Arc::new(Count::default());
     let c2 = c.clone();
     let mut expect = 0u64;
+    let full = args.read == "full";
+    let mut sample = T::zeroed();
     r.on_sample_in_place(move |s| {
-        let w = s.word(0);
+        let w = if full {
+            if s.read_pod(&mut sample).is_err() {
+                return;
+            }
+            bytemuck::cast_slice::<T, u64>(std::slice::from_ref(&sample))[0]
+        } else {
+            s.word(0)
+        };
         if w == END {
             *c2.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
             return;
@@ -417,6 +439,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
+        "read": args.read,
     });
     if args.latency {
         for k in ["rtt_p50_us", "rtt_p99_us", "rtt_p999_us", "round_trips"] {
@@ -436,6 +459,8 @@ fn parent(args: &Args) -> Result<bool, String> {
         summary["min_samples_per_s"] = json!(round(min, 0));
         summary["gb_per_s_per_sub"] = json!(round(mean * args.size as f64 / 1e9, 4));
         summary["written"] = results[0]["samples"].clone();
+        summary["topic_create_ms"] = results[0]["topic_create_ms"].clone();
+        summary["writer_create_ms"] = results[0]["writer_create_ms"].clone();
         let written = results[0]["samples"].as_u64().unwrap_or(0);
         summary["all_received_in_order"] = json!(subs
             .iter()

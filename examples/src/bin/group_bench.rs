@@ -63,6 +63,11 @@ struct Args {
     /// Skip the raw smc run.
     #[arg(long)]
     no_raw: bool,
+    /// Write every payload byte of each message (default: the first word only, as
+    /// Derecho's bandwidth test does); for comparisons with programs that fill the
+    /// whole message, such as `dds_perf`.
+    #[arg(long)]
+    fill: bool,
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     json: bool,
@@ -200,9 +205,18 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         if (id as usize) < k {
             let g = &group;
             scope.spawn(move || {
+                let body = vec![0x5au8; args.size];
                 for i in 0..args.count {
                     let tag = (u64::from(id) << 48) | i;
-                    if let Err(e) = g.send_with(0, args.size, |slot| slot.write_word(0, tag)) {
+                    let sent = if args.fill {
+                        g.send_with(0, args.size, |slot| {
+                            slot.write(0, &body);
+                            slot.write_word(0, tag);
+                        })
+                    } else {
+                        g.send_with(0, args.size, |slot| slot.write_word(0, tag))
+                    };
+                    if let Err(e) = sent {
                         err(&format!("member {id}: send {i}: {e}"));
                         return;
                     }
