@@ -277,8 +277,9 @@ impl<T: Send + 'static> DataReader<T> {
 
     /// Calls `f` with each sample as it is delivered, decoded, instead of queueing it
     /// (samples already waiting stay for [`DataReader::take`]). Runs on the domain's
-    /// delivery thread: it must not block, nor write to a topic (a write may wait for
-    /// this very thread); hand work to another thread instead.
+    /// delivery thread, under the topic's lock: it must not block, nor write to a
+    /// topic, nor wait for a writer's delivery (each waits for this very thread);
+    /// hand such work to another thread. Reading statuses and taking is fine.
     pub fn on_data_available(&self, mut f: impl FnMut(Sample<T>) + Send + 'static) {
         let codec = self.codec.clone();
         let core = self.core.clone();
@@ -323,7 +324,7 @@ impl<T: Send + 'static> DataReader<T> {
 
     /// Why the late join's history did not arrive, if it did not.
     pub fn catch_up_failed(&self) -> Option<String> {
-        lock(&self.topic.inner).catch_up_failed.clone()
+        lock(&self.topic.catch_up_failed).clone()
     }
 
     /// The topic's name.

@@ -90,7 +90,6 @@ pub(crate) struct WriterStatus {
     pub(crate) level: Level,
     /// Its highest sample delivered here (it is a member, so it delivers its own).
     pub(crate) delivered: u64,
-    pub(crate) incompatible: crate::IncompatibleQos,
 }
 
 #[derive(Debug)]
@@ -107,8 +106,6 @@ pub(crate) struct TopicInner {
     pub(crate) seams: VecDeque<Seam>,
     /// The last view this node was in the topic's subgroup.
     pub(crate) last_view: Option<u64>,
-    /// Why the last catch-up failed, if it did.
-    pub(crate) catch_up_failed: Option<String>,
 }
 
 impl TopicInner {
@@ -129,6 +126,11 @@ pub(crate) struct TopicState {
     /// (both change under `inner`'s lock).
     pub(crate) delivered: Condvar,
     pub(crate) waiters: std::sync::atomic::AtomicUsize,
+    /// Statuses readable from listeners, which run under `inner`: their own locks.
+    /// Why the last catch-up failed, if it did.
+    pub(crate) catch_up_failed: Mutex<Option<String>>,
+    /// Per local writer: readers whose request it does not meet.
+    pub(crate) writer_incompatible: Mutex<HashMap<u32, crate::IncompatibleQos>>,
 }
 
 /// Seams kept per topic (a late joiner asks about the view it joined in).
@@ -153,7 +155,6 @@ impl TopicState {
             catching_up: None,
             seams: VecDeque::new(),
             last_view: None,
-            catch_up_failed: None,
         };
         let mut log_path = None;
         if let Some((path, fsync)) = log {
@@ -185,6 +186,8 @@ impl TopicState {
             inner: Mutex::new(inner),
             delivered: Condvar::new(),
             waiters: std::sync::atomic::AtomicUsize::new(0),
+            catch_up_failed: Mutex::new(None),
+            writer_incompatible: Mutex::new(HashMap::new()),
         })
     }
 
@@ -222,16 +225,17 @@ impl TopicState {
                 .collect();
             r.set_incompatible(bad);
         }
-        for (id, w) in g.writers.iter_mut() {
-            let _ = id;
+        let mut wi = lock(&self.writer_incompatible);
+        for (id, w) in g.writers.iter() {
             let bad: Vec<(WriterId, Level)> = entry
                 .readers
                 .iter()
                 .filter(|r| !w.level.satisfies(r.level))
                 .map(|r| (WriterId { node: NodeId(r.node), id: r.id }, r.level))
                 .collect();
-            w.incompatible.update(bad);
+            wi.entry(*id).or_default().update(bad);
         }
+        drop(wi);
         if first && self.keeps_history() {
             let others: Vec<NodeId> = members.iter().copied().filter(|n| *n != self.me).collect();
             if !others.is_empty() {
@@ -352,7 +356,7 @@ impl TopicState {
             for r in &g.readers {
                 r.reject(format!("history not received: {why}"));
             }
-            g.catch_up_failed = Some(why);
+            *lock(&self.catch_up_failed) = Some(why);
         }
         for (view, sender, bytes) in c.buffered {
             self.deliver_locked(&mut g, view, sender, Src::Bytes(&bytes), false);

@@ -76,7 +76,7 @@ impl<T> DataWriter<T> {
 
     /// Readers whose request this writer's offer does not meet.
     pub fn incompatible_qos(&self) -> IncompatibleQos {
-        lock(&self.topic.inner).writers.get(&self.id).map(|w| w.incompatible.clone()).unwrap_or_default()
+        lock(&self.topic.writer_incompatible).get(&self.id).cloned().unwrap_or_default()
     }
 
     /// Waits up to `timeout` until every sample written so far is delivered at this
