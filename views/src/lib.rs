@@ -26,6 +26,11 @@
 //! - [`config`], [`wire`], [`view`], [`layout`]: configuration, the control plane's
 //!   validated frames, views with the majority rule, subgroup layouts.
 //!
+//! Layouts may change at run time: a view carries a versioned layout document
+//! ([`view::LayoutDoc`]); members ask for edits ([`group::Group::edit_layout`]), and the
+//! leader proposes the edited document with the next view, with the same members if
+//! nothing else changes ([`layout::Layout::edit`]). The DDS keeps its topic table there.
+//!
 //! Guarantees, for ordered subgroups: every member that installs view `v + 1`
 //! delivered the same sequence in `v`, including anything any member delivered
 //! (the trim is uniform); views are installed in the same order everywhere; a view is
