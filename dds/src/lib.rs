@@ -94,7 +94,7 @@ pub use writer::{DataWriter, Loan};
 
 use config::DdsConfig;
 use qos::{Level, Qos};
-use reader::{ReaderCore, Src};
+use reader::ReaderCore;
 use sample::Codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -107,7 +107,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use table::{DdsLayout, Edit, Endpoint, TopicTable};
 use topic::{lock, TopicState};
-use views::group::{Group, GroupBuilder, InPlace};
+use views::group::{Group, GroupBuilder, InPlaceBatch};
 use views::layout::EditError;
 use views::view::View;
 
@@ -396,7 +396,7 @@ impl Participant {
     }
 }
 
-type DeliverFn = Box<dyn FnMut(&InPlace<'_>) + Send>;
+type DeliverFn = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
 
 /// The delivery callback of subgroup `k` of `view`: its topic's state, if this
 /// participant has one (else the samples go to nobody; an endpoint of a dead
@@ -416,5 +416,5 @@ fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<DeliverFn> {
             state.finish_catch_up(Vec::new(), None, Some(format!("no thread for the catch-up: {e}")));
         }
     }
-    Some(Box::new(move |d: &InPlace<'_>| state.deliver(vid, d.sender, Src::Slot(d.message))))
+    Some(Box::new(move |b: &InPlaceBatch<'_>| state.deliver_batch(vid, b)))
 }

@@ -14,7 +14,7 @@ use crate::reader::{ReaderCore, Src};
 use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
 use crate::table::TopicEntry;
 use sst::transport::NodeId;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use views::view::ViewId;
@@ -98,7 +98,8 @@ pub(crate) struct TopicInner {
     pub(crate) store: VecDeque<Entry>,
     pub(crate) log: Option<SampleLog>,
     pub(crate) readers: Vec<Arc<ReaderCore>>,
-    pub(crate) writers: HashMap<u32, WriterStatus>,
+    /// Local writers by number (a B-tree: a few comparisons, no hashing per sample).
+    pub(crate) writers: BTreeMap<u32, WriterStatus>,
     /// Offered levels of the writers the table listed, as last seen (a short list:
     /// a linear scan beats hashing on the delivery path).
     pub(crate) writer_levels: Vec<((u32, u32), Level)>,
@@ -150,7 +151,7 @@ impl TopicState {
             store: VecDeque::new(),
             log: None,
             readers: Vec::new(),
-            writers: HashMap::new(),
+            writers: BTreeMap::new(),
             writer_levels: Vec::new(),
             catching_up: None,
             seams: VecDeque::new(),
@@ -250,9 +251,15 @@ impl TopicState {
         None
     }
 
-    /// One delivered message of the topic's subgroup.
-    pub(crate) fn deliver(&self, view: u64, sender: NodeId, src: Src<'_>) {
+    /// A delivered batch of the topic's subgroup, under one lock.
+    pub(crate) fn deliver_batch(&self, view: u64, batch: &views::group::InPlaceBatch<'_>) {
         let mut g = lock(&self.inner);
+        for m in batch.iter() {
+            self.deliver_one(&mut g, view, m.sender, Src::Slot(m.message));
+        }
+    }
+
+    fn deliver_one(&self, g: &mut TopicInner, view: u64, sender: NodeId, src: Src<'_>) {
         if src.len() < HEADER {
             for r in &g.readers {
                 r.reject(format!("a {}-byte message from {sender} is shorter than a sample header", src.len()));
@@ -263,7 +270,7 @@ impl TopicState {
             c.buffered.push((view, sender, src.copy_all()));
             return;
         }
-        self.deliver_locked(&mut g, view, sender, src, false);
+        self.deliver_locked(g, view, sender, src, false);
     }
 
     pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: u64, sender: NodeId, src: Src<'_>, history: bool) {

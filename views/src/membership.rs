@@ -106,8 +106,6 @@ impl MembershipLayout {
         let mut b = LayoutBuilder::new();
         let suspected = b.bytes("suspected", 8);
         let proposals = b.bytes("proposals", 2 * PROP_WORDS * 8);
-        let docs = b.bytes("docs", 2 * MAX_DOC);
-        let edits = b.bytes("edits", MAX_EDITS);
         let total: usize = senders.iter().sum();
         let cuts = b.bytes("cuts", total.max(1) * 8);
         let received = b.bytes("received", total.max(1) * 8);
@@ -118,6 +116,10 @@ impl MembershipLayout {
         let cut_ready = b.counters("cut_ready", senders.len().max(1));
         let edit_words = b.counter("edit_words");
         let heartbeat = b.counter("heartbeat");
+        // Last, and pushed only as far as they are used (a covering push of 34 KB per
+        // change filled a tcp socket to a partitioned peer and stalled the thread).
+        let docs = b.bytes("docs", 2 * MAX_DOC);
+        let edits = b.bytes("edits", MAX_EDITS);
         let mut cut_at = Vec::new();
         let mut at = 0;
         for s in senders {
@@ -154,16 +156,24 @@ impl MembershipLayout {
         self.layout.table_bytes(rows)
     }
 
-    /// The two pushes that publish this row: data, then control.
-    pub(crate) fn pushes(&self, row: &LocalRow) -> [Push; 2] {
+    /// The pushes that publish this row, in order: the layout document of proposal
+    /// `doc.0` (its `doc.1` bytes) if any, the edits written so far, the data, then
+    /// the control part (which vouches for everything before it).
+    pub(crate) fn pushes(&self, row: &LocalRow, doc: Option<(u64, usize)>) -> Vec<Push> {
+        let mut out = Vec::with_capacity(4);
+        if let Some((no, len)) = doc.filter(|d| d.1 > 0) {
+            out.push(row.push(self.docs.sub_range((no % 2) as usize * MAX_DOC, len.min(MAX_DOC))));
+        }
+        let words = (row.get(self.edit_words) as usize).min(MAX_EDITS / 8);
+        if words > 0 {
+            out.push(row.push(self.edits.sub_range(0, words * 8)));
+        }
         let data = self
             .suspected
             .sub_range(0, 8)
             .join(self.cuts.sub_range(0, self.cuts.len()))
             .join(self.received.sub_range(0, self.received.len()))
-            .join(self.proposals.sub_range(0, self.proposals.len()))
-            .join(self.docs.sub_range(0, self.docs.len()))
-            .join(self.edits.sub_range(0, self.edits.len()));
+            .join(self.proposals.sub_range(0, self.proposals.len()));
         let control = self
             .proposal
             .range()
@@ -172,7 +182,9 @@ impl MembershipLayout {
             .join(self.leaving.range())
             .join(self.cut_ready.range())
             .join(self.edit_words.range());
-        [row.push(data), row.push(control)]
+        out.push(row.push(data));
+        out.push(row.push(control));
+        out
     }
 
     /// A number that grows whenever any row's control part or suspicions change: the

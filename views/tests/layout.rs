@@ -76,8 +76,10 @@ fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
         .layout(Named)
         .deliver_by(move |_view, k, _spec| {
             let l = l.clone();
-            Some(Box::new(move |d: &views::group::InPlace<'_>| {
-                l.lock().unwrap().push((k, d.sender.0, d.message.to_vec()));
+            Some(Box::new(move |b: &views::group::InPlaceBatch<'_>| {
+                for d in b.iter() {
+                    l.lock().unwrap().push((k, d.sender.0, d.message.to_vec()));
+                }
             }))
         })
         .start()

@@ -131,6 +131,7 @@ impl Engine {
     fn adopt(&mut self, p: &Proposal) {
         if p.no > self.my_proposal_no() {
             self.lay.write_proposal(&self.row, p);
+            self.doc_push = p.layout.as_ref().map(|d| (p.no, d.bytes().len()));
             self.row.advance(self.lay.proposal, p.no).expect("proposal numbers only grow");
             self.dirty = true;
         }

@@ -179,6 +179,8 @@ pub struct Engine {
     /// and the edit counters it was computed from.
     pending_doc: Option<LayoutDoc>,
     edits_seen: Option<(u64, u64)>,
+    /// The proposal slot and length of the layout document this row holds, if any.
+    pub(crate) doc_push: Option<(u64, usize)>,
 }
 
 impl std::fmt::Debug for dyn Layout {
@@ -222,6 +224,7 @@ impl Engine {
             editor: None,
             pending_doc: None,
             edits_seen: None,
+            doc_push: None,
         };
         e.add_suspects(susp);
         e
@@ -397,7 +400,7 @@ impl Engine {
 
     fn flush(&mut self, pushes: &mut Pushes) {
         if std::mem::take(&mut self.dirty) {
-            for p in self.lay.pushes(&self.row) {
+            for p in self.lay.pushes(&self.row, self.doc_push) {
                 pushes.push(p);
             }
         }

@@ -36,13 +36,40 @@ pub struct InPlace<'a> {
     pub message: smc::Message<'a>,
 }
 
+/// The messages of one delivered batch, in delivery order, read in place (see
+/// [`super::GroupBuilder::deliver_by`]): one call per batch instead of per message.
+#[derive(Debug)]
+pub struct InPlaceBatch<'a> {
+    /// The view they were delivered in.
+    pub view: ViewId,
+    senders: &'a [NodeId],
+    batch: &'a smc::Batch,
+}
+
+impl InPlaceBatch<'_> {
+    /// Messages in the batch.
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+    /// True if it has none.
+    pub fn is_empty(&self) -> bool {
+        self.batch.len() == 0
+    }
+    /// Each message, in delivery order.
+    pub fn iter(&self) -> impl Iterator<Item = InPlace<'_>> + '_ {
+        self.batch.iter().map(|m| InPlace { view: self.view, sender: self.senders[m.sender()], message: m })
+    }
+}
+
 pub(crate) type DeliverFn = Box<dyn FnMut(&Delivery<'_>) + Send>;
 pub(crate) type InPlaceFn = Box<dyn FnMut(&InPlace<'_>) + Send>;
+pub(crate) type BatchFn = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
 
 /// A subgroup's delivery callback.
 pub(crate) enum Callback {
     Copy(DeliverFn),
     InPlace(InPlaceFn),
+    Batch(BatchFn),
 }
 
 /// The smc upcall of one subgroup in view `vid`: each message to `cb`.
@@ -69,6 +96,7 @@ pub(crate) fn upcall(
                     f(&InPlace { view: vid, sender: senders[m.sender()], message: m });
                 }
             }
+            Callback::Batch(f) => f(&InPlaceBatch { view: vid, senders: &senders, batch }),
         }
     })
 }

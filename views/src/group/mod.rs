@@ -65,16 +65,17 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use deliver::Callback;
-pub use deliver::{Delivery, InPlace};
+pub use deliver::{Delivery, InPlace, InPlaceBatch};
 pub use send::SubgroupHandle;
 
 type ViewFn = Box<dyn FnMut(&View) + Send>;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
-/// Makes the in-place delivery callback of one subgroup of one view.
-pub type DeliverFactory =
-    Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<Box<dyn FnMut(&InPlace<'_>) + Send>> + Send + Sync>;
+/// A per-batch in-place delivery callback (see [`GroupBuilder::deliver_by`]).
+pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
+/// Makes the batch delivery callback of one subgroup of one view.
+pub type DeliverFactory = Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync>;
 
 /// State a subgroup declares for joiners: `get` runs at the member that takes the
 /// join, at the start of the view that adds it; `set` runs at the joiner before it
@@ -217,7 +218,7 @@ impl Inner {
     pub(crate) fn upcall(&self, k: usize, view: &View, spec: &smc::SubgroupSpec) -> smc::runtime::Upcall {
         let cb = self.deliver.get(&k).cloned().or_else(|| {
             let f = self.deliver_by.as_ref()?(view, k, spec)?;
-            Some(Arc::new(Mutex::new(Callback::InPlace(f))))
+            Some(Arc::new(Mutex::new(Callback::Batch(f))))
         });
         deliver::upcall(cb, self.delivered.clone(), view.id(), spec.senders.clone())
     }
@@ -368,14 +369,15 @@ impl GroupBuilder {
         self
     }
 
-    /// Makes the in-place delivery callback of each subgroup of each view that has
-    /// no callback of its own ([`GroupBuilder::on_deliver`]): for dynamic layouts,
-    /// whose subgroups mean different things in different views. Runs at the start
-    /// of every view, before it delivers anything, once per subgroup this node is in;
-    /// `None` delivers that subgroup to nobody.
+    /// Makes the delivery callback of each subgroup of each view that has no
+    /// callback of its own ([`GroupBuilder::on_deliver`]): for dynamic layouts, whose
+    /// subgroups mean different things in different views. Runs at the start of every
+    /// view, before it delivers anything, once per subgroup this node is in; `None`
+    /// delivers that subgroup to nobody. The callback gets each delivered batch,
+    /// read in place ([`InPlaceBatch::iter`]).
     pub fn deliver_by(
         mut self,
-        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<Box<dyn FnMut(&InPlace<'_>) + Send>> + Send + Sync + 'static,
+        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync + 'static,
     ) -> Self {
         self.deliver_by = Some(Box::new(f));
         self
