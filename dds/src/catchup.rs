@@ -77,19 +77,26 @@ fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
     postcard::from_bytes::<Answer>(&reply).map_err(|e| format!("bad answer from {to}: {e}"))
 }
 
+/// Appends a page of `entries` to `out` if each is in order after what `out` holds,
+/// at or after `from`, before `seam`, and holds at least a sample header.
+fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) -> Result<(), String> {
+    for e in entries {
+        let next_ok = out.last().map_or(e.seq >= from, |l| e.seq > l.seq);
+        if !next_ok || e.seq >= seam || e.bytes.len() < HEADER {
+            return Err(format!("entry {} out of order, out of range or short", e.seq));
+        }
+        out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
+    }
+    Ok(())
+}
+
 /// Fetches every page from `from` to the seam from `to`, checked.
 fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u64), String> {
     let mut out: Vec<Entry> = Vec::new();
     loop {
         match ask(shared, to, &f)? {
             Answer::Entries { seam, entries, more } => {
-                for e in entries {
-                    let next_ok = out.last().map_or(e.seq >= f.from, |l| e.seq > l.seq);
-                    if !next_ok || e.seq >= seam || e.bytes.len() < HEADER {
-                        return Err(format!("{to} sent entry {} out of order, out of range or short", e.seq));
-                    }
-                    out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
-                }
+                check(&mut out, f.from, seam, entries).map_err(|e| format!("{to}: {e}"))?;
                 match out.last() {
                     Some(l) if more && l.seq + 1 > f.from => f.from = l.seq + 1,
                     _ => return Ok((out, seam)),
@@ -156,4 +163,43 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: u64, candid
         tracing::warn!(topic = %topic.name, view, why = %w, "late join without the history");
     }
     topic.finish_catch_up(Vec::new(), None, why);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+
+    fn entry(seq: u64, len: usize) -> WireEntry {
+        WireEntry { seq, view: 1, node: 0, bytes: vec![0; len] }
+    }
+
+    #[test]
+    fn hostile_history_pages_are_refused() {
+        let mut out = Vec::new();
+        assert!(check(&mut out, 5, 10, vec![entry(5, 16), entry(7, 20)]).is_ok(), "gaps are allowed (KeepLast)");
+        assert_eq!(out.len(), 2);
+        assert!(check(&mut out, 5, 10, vec![entry(7, 16)]).is_err(), "a repeat");
+        assert!(check(&mut Vec::new(), 5, 10, vec![entry(4, 16)]).is_err(), "before `from`");
+        assert!(check(&mut Vec::new(), 5, 10, vec![entry(10, 16)]).is_err(), "at the seam");
+        assert!(check(&mut Vec::new(), 5, 10, vec![entry(6, 15)]).is_err(), "shorter than a header");
+    }
+
+    #[test]
+    fn garbage_requests_get_an_error_answer() {
+        let shared = Shared {
+            me: NodeId(0),
+            topics: Mutex::new(HashMap::new()),
+            group: OnceLock::new(),
+            catch_up_timeout: Duration::from_secs(1),
+        };
+        for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
+            let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();
+            assert!(matches!(a, Answer::Error(_)), "{a:?}");
+        }
+        let unknown = postcard::to_stdvec(&Fetch { topic: "t".into(), view: 1, from: 0, any: false }).unwrap();
+        let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
+        assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
+    }
 }

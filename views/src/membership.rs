@@ -314,6 +314,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn edits_round_trip_and_a_full_list_refuses_more() {
+        let lay = MembershipLayout::new(&[1]);
+        let region = std::sync::Arc::new(sst::Region::new(lay.table_bytes(1)));
+        let row =
+            Table::create(lay.table_layout().clone(), &[NodeId(0)], NodeId(0), sst::transport::RegionId(0), region)
+                .unwrap();
+        assert!(lay.read_edits(row.table(), 0).is_empty());
+        assert!(lay.append_edit(&row, b"one"));
+        assert!(lay.append_edit(&row, &[]));
+        assert!(lay.append_edit(&row, &[9; 17]));
+        assert_eq!(lay.read_edits(row.table(), 0), vec![b"one".to_vec(), vec![], vec![9; 17]]);
+        let mut n = 3;
+        while lay.append_edit(&row, &[1; 100]) {
+            n += 1;
+        }
+        assert!(n > 3 && !lay.append_edit(&row, &[1; 100]), "the list is bounded by MAX_EDITS");
+        assert_eq!(lay.read_edits(row.table(), 0).len(), n);
+        // A length word that runs past the list ends the parse there.
+        let at = row.get(lay.edit_words) as usize;
+        row.store_word(lay.edits, at, u64::MAX);
+        row.advance(lay.edit_words, at as u64 + 1).unwrap();
+        assert_eq!(lay.read_edits(row.table(), 0).len(), n);
+    }
+
+    #[test]
     fn joiners_pack_into_a_word() {
         let j = Joiner { node: NodeId(1023), addr: Some("127.0.0.1:40001".parse().unwrap()) };
         assert_eq!(Joiner::decode(j.encode()), j);
