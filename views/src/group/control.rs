@@ -244,10 +244,18 @@ pub(crate) fn welcome(inner: &Inner, mut stream: TcpStream, view: ViewMsg) -> st
 /// What a joiner gets: the view and the state per subgroup.
 pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>);
 
-/// Asks `contact` (following redirects) to add this node; waits for the view.
-pub(crate) fn join(me: MemberInfo, contact: SocketAddr, deadline: Instant) -> Result<Welcome, String> {
+/// Asks `contact` (following redirects) to add this node; waits for the view. An
+/// id the group still counts as a member is refused for `duplicate_grace` (a process
+/// restarted with its id before the group noticed the old one fail), then given up.
+pub(crate) fn join(
+    me: MemberInfo,
+    contact: SocketAddr,
+    deadline: Instant,
+    duplicate_grace: Duration,
+) -> Result<Welcome, String> {
     let mut target = contact;
     let mut last_err = String::from("no answer");
+    let mut duplicate_since: Option<Instant> = None;
     while Instant::now() < deadline {
         match ask(&me, target) {
             Ok(Answer::Welcome(w)) => return Ok(w),
@@ -255,7 +263,13 @@ pub(crate) fn join(me: MemberInfo, contact: SocketAddr, deadline: Instant) -> Re
                 target = l;
                 continue;
             }
-            Ok(Answer::Refused(why)) if why.contains("already a member") => return Err(why),
+            Ok(Answer::Refused(why)) if why.contains("already a member") => {
+                let since = *duplicate_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= duplicate_grace {
+                    return Err(why);
+                }
+                last_err = why;
+            }
             Ok(Answer::Refused(why)) => last_err = why,
             Err(e) => last_err = e,
         }

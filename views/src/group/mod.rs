@@ -473,7 +473,8 @@ impl GroupBuilder {
             Some(contact) => {
                 let deadline = Instant::now() + Duration::from_secs(120);
                 let (view, states) =
-                    control::join(control::member_info(me, cfg.listen), contact, deadline).map_err(StartError::Join)?;
+                    control::join(control::member_info(me, cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
+                        .map_err(StartError::Join)?;
                 for (k, bytes) in states {
                     if let Some((_, hook)) = inner.state.iter().find(|(x, _)| *x == k) {
                         (hook.set)(&bytes);
