@@ -98,11 +98,11 @@ use reader::ReaderCore;
 use sample::Codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sst::sync::atomic::{AtomicU32, AtomicU64};
 use sst::transport::NodeId;
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use table::{DdsLayout, Edit, Endpoint, TopicTable};
@@ -192,7 +192,7 @@ fn incarnation() -> u64 {
     static N: AtomicU64 = AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(std::process::id() as u64);
-    h.write_u64(N.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+    h.write_u64(N.fetch_add(1, sst::sync::atomic::Ordering::Relaxed));
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
     h.finish()
 }
@@ -332,7 +332,7 @@ impl Participant {
     }
 
     fn endpoint_id(&self) -> Result<u32, DdsError> {
-        let id = self.next_endpoint.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self.next_endpoint.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
         if id >= sample::MAX_WRITERS {
             return Err(DdsError::Qos(format!("at most {} writers and readers per participant", sample::MAX_WRITERS)));
         }

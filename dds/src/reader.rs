@@ -147,7 +147,7 @@ pub(crate) struct ReaderCore {
     cond: Condvar,
     listener: Mutex<Option<InPlaceFn>>,
     /// Samples handed to a listener (counted apart: no queue lock per sample).
-    taken_by_listener: std::sync::atomic::AtomicU64,
+    taken_by_listener: sst::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for ReaderCore {
@@ -165,14 +165,14 @@ impl ReaderCore {
             q: Mutex::new(Queue { samples: VecDeque::new(), status: ReaderStatus::default() }),
             cond: Condvar::new(),
             listener: Mutex::new(None),
-            taken_by_listener: std::sync::atomic::AtomicU64::new(0),
+            taken_by_listener: sst::sync::atomic::AtomicU64::new(0),
         }
     }
 
     /// A sample for this reader: to its listener, or into its queue.
     pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
         if let Some(f) = lock(&self.listener).as_mut() {
-            self.taken_by_listener.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.taken_by_listener.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
             f(info, &src);
             return;
         }
@@ -312,7 +312,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// The counters so far.
     pub fn status(&self) -> ReaderStatus {
         let mut s = lock(&self.core.q).status.clone();
-        s.received += self.core.taken_by_listener.load(std::sync::atomic::Ordering::Relaxed);
+        s.received += self.core.taken_by_listener.load(sst::sync::atomic::Ordering::Relaxed);
         s
     }
 

@@ -126,7 +126,7 @@ pub(crate) struct TopicState {
     /// Signalled when a local writer's sample is delivered here, if `waiters` > 0
     /// (both change under `inner`'s lock).
     pub(crate) delivered: Condvar,
-    pub(crate) waiters: std::sync::atomic::AtomicUsize,
+    pub(crate) waiters: sst::sync::atomic::AtomicUsize,
     /// Statuses readable from listeners, which run under `inner`: their own locks.
     /// Why the last catch-up failed, if it did.
     pub(crate) catch_up_failed: Mutex<Option<String>>,
@@ -186,7 +186,7 @@ impl TopicState {
             log_path,
             inner: Mutex::new(inner),
             delivered: Condvar::new(),
-            waiters: std::sync::atomic::AtomicUsize::new(0),
+            waiters: sst::sync::atomic::AtomicUsize::new(0),
             catch_up_failed: Mutex::new(None),
             writer_incompatible: Mutex::new(HashMap::new()),
         })
@@ -314,7 +314,7 @@ impl TopicState {
             if let Some(w) = g.writers.get_mut(&wid) {
                 w.delivered = w.delivered.max(wseq);
                 // A notify is a system call: only when someone waits.
-                if self.waiters.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+                if self.waiters.load(sst::sync::atomic::Ordering::Relaxed) > 0 {
                     self.delivered.notify_all();
                 }
             }

@@ -6,7 +6,7 @@ use crate::sample::{header, Codec, HEADER};
 use crate::table::TopicTable;
 use crate::topic::{lock, TopicState};
 use crate::{DdsError, IncompatibleQos, Participant};
-use std::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use views::view::View;

@@ -109,7 +109,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
     let a1 = ps[1].topic::<u64>("a", Qos::ordered()).unwrap();
     let ra = ps[1].create_reader(&a1, a1.qos().history(History::KeepAll)).unwrap();
     let wa = ps[0].create_writer(&a0, a0.qos()).unwrap();
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = sst::sync::atomic::AtomicBool::new(false);
     let started = std::time::Instant::now();
     let (rb, wb, n) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
@@ -119,7 +119,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
             while after < 100 {
                 wa.write(&i).unwrap();
                 i += 1;
-                if done.load(std::sync::atomic::Ordering::Relaxed) {
+                if done.load(sst::sync::atomic::Ordering::Relaxed) {
                     after += 1;
                 }
             }
@@ -130,7 +130,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
         let rb = ps[1].create_reader(&b1, b1.qos()).unwrap();
         let b0 = ps[0].find_topic::<String>("b").unwrap();
         let wb = ps[0].create_writer(&b0, b0.qos()).unwrap();
-        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        done.store(true, sst::sync::atomic::Ordering::Relaxed);
         (rb, wb, writer.join().unwrap())
     });
     let usable = started.elapsed();
