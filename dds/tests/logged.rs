@@ -8,26 +8,15 @@ use dds::config::DdsConfig;
 use dds::log::Fsync;
 use dds::qos::{History, Qos};
 use dds::{DdsError, DomainParticipant};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn free_addr() -> SocketAddr {
-    for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = l.local_addr().unwrap();
-        if a.port() < u16::MAX && TcpListener::bind(("127.0.0.1", a.port() + 1)).is_ok() {
-            return a;
-        }
-    }
-    panic!("no two adjacent free ports");
-}
-
 fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, dir: &Path) -> Result<DomainParticipant, DdsError> {
-    let mut b = Config::builder(id, free_addr())
+    let mut b = Config::builder(id, sst::cluster::free_control_addr())
         .name(domain)
         .transport(Transport::Shm)
         .timeouts(Duration::from_millis(50), Duration::from_millis(500));

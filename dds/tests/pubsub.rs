@@ -7,25 +7,14 @@ use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DdsError, DomainParticipant, Sample};
 use serde::{Deserialize, Serialize};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::time::Duration;
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn free_addr() -> SocketAddr {
-    for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = l.local_addr().unwrap();
-        if a.port() < u16::MAX && TcpListener::bind(("127.0.0.1", a.port() + 1)).is_ok() {
-            return a;
-        }
-    }
-    panic!("no two adjacent free ports");
-}
-
 fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> DomainParticipant {
-    let mut b = Config::builder(id, free_addr())
+    let mut b = Config::builder(id, sst::cluster::free_control_addr())
         .name(domain)
         .transport(t)
         .timeouts(Duration::from_millis(50), Duration::from_millis(500));
@@ -144,7 +133,10 @@ fn a_topic_created_while_another_flows_loses_nothing() {
     );
     assert_eq!(rb.take_n(1, WAIT)[0].data, "hello");
     assert!(ps[0].group().metrics().views_installed >= 3);
-    eprintln!("topic b usable {usable:?} after the start of the changes");
+    eprintln!(
+        "topic b usable {usable:?} after the start of the changes; writer's metrics {:?}",
+        ps[0].group().metrics()
+    );
 }
 
 #[test]

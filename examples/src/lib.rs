@@ -58,25 +58,4 @@ pub fn err(line: &str) {
 
 /// `n` distinct loopback ports, each free together with the next one (a member's
 /// control port and the data port after it), for member processes to bind.
-pub fn free_ports(n: usize) -> Result<Vec<u16>, String> {
-    use std::net::TcpListener;
-    let mut out = Vec::new();
-    for _ in 0..500 {
-        if out.len() == n {
-            break;
-        }
-        let l = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
-        let p = l.local_addr().map_err(|e| e.to_string())?.port();
-        if p < u16::MAX
-            && !out.contains(&p)
-            && !out.contains(&(p + 1))
-            && TcpListener::bind(("127.0.0.1", p + 1)).is_ok()
-        {
-            out.push(p);
-        }
-    }
-    if out.len() < n {
-        return Err("not enough free loopback ports".into());
-    }
-    Ok(out)
-}
+pub use sst::cluster::free_ports;

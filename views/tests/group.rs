@@ -1,7 +1,7 @@
 //! The Group runtime in one process: members as threads over shm or tcp on loopback.
 //! Every wait has a deadline; shm files are removed by the transports.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use views::config::{Config, Transport};
@@ -9,22 +9,10 @@ use views::group::{Group, GroupBuilder};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// A loopback control address whose port and port + 1 (the data port) are free.
-fn free_addr() -> SocketAddr {
-    for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = l.local_addr().unwrap();
-        if a.port() < u16::MAX && TcpListener::bind(("127.0.0.1", a.port() + 1)).is_ok() {
-            return a;
-        }
-    }
-    panic!("no two adjacent free ports");
-}
-
 type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
 
 fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
-    let mut b = Config::builder(id, free_addr())
+    let mut b = Config::builder(id, sst::cluster::free_control_addr())
         .name(name)
         .transport(t)
         .window(8)

@@ -2,7 +2,7 @@
 //! members and a new layout document; traffic in flight goes on through it, and a
 //! process that joins later learns the document with its view.
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use views::config::{Config, Transport};
@@ -11,17 +11,6 @@ use views::layout::{EditError, Layout, LayoutError};
 use views::view::View;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn free_addr() -> SocketAddr {
-    for _ in 0..200 {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let a = l.local_addr().unwrap();
-        if a.port() < u16::MAX && TcpListener::bind(("127.0.0.1", a.port() + 1)).is_ok() {
-            return a;
-        }
-    }
-    panic!("no two adjacent free ports");
-}
 
 /// Subgroup 0: every member. Subgroup 1: the members the document names (a list
 /// of 4-byte ids), all sending, once one is named. An edit names one more.
@@ -61,7 +50,7 @@ impl Layout for Named {
 type Log = Arc<Mutex<Vec<(usize, u32, Vec<u8>)>>>;
 
 fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
-    let mut b = Config::builder(id, free_addr())
+    let mut b = Config::builder(id, sst::cluster::free_control_addr())
         .name(name)
         .transport(Transport::Shm)
         .window(8)

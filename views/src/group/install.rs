@@ -46,11 +46,19 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     let mut old = cur.take().ok_or("no view to leave")?;
     // No send is in flight now (senders hold the read lock): take what the trim
     // discarded, including anything published since the engine looked.
-    let resend: Vec<(usize, Vec<Vec<u8>>)> = next
+    let mut resend: Vec<(usize, Vec<Vec<u8>>)> = next
         .my_cuts
         .iter()
         .filter_map(|(k, cut)| old.sub(*k).map(|s| (*k, s.with_core(|c| c.own_messages_from(*cut)))))
         .collect();
+    // Messages of an earlier change that the old view wedged before they were sent
+    // again: they follow the ones it did send (nothing else was sent in it).
+    for (k, msgs) in std::mem::take(&mut *lock(&inner.carry)) {
+        match resend.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, v)) => v.extend(msgs),
+            None => resend.push((k, msgs)),
+        }
+    }
     {
         let mut dir = lock(&inner.directory);
         dir.retain(|n, _| next.view.rank_of(*n).is_some());
@@ -83,14 +91,26 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners
     let epoch = Epoch::start(inner, next.view.clone(), &next.suspects, tx.clone())?;
     let mut resent = 0;
+    let mut carried = 0;
     for (old_k, msgs) in resend {
         // A dynamic layout may number the subgroups differently in the next view.
         let k = inner.layout.successor(&old_view, old_k, &next.view).unwrap_or(usize::MAX);
         match epoch.sub(k) {
             Some(s) => {
-                for m in msgs {
-                    s.send(&m).map_err(|e| format!("resending in view {}: {e}", next.view.id().0))?;
-                    resent += 1;
+                let mut msgs = msgs.into_iter();
+                while let Some(m) = msgs.next() {
+                    match s.send(&m) {
+                        Ok(_) => resent += 1,
+                        // The new view is already changing (an edit or a failure came
+                        // at once): the rest go out after the next install.
+                        Err(smc::SendError::Wedged) => {
+                            let rest: Vec<Vec<u8>> = std::iter::once(m).chain(msgs).collect();
+                            carried += rest.len() as u64;
+                            lock(&inner.carry).push((k, rest));
+                            break;
+                        }
+                        Err(e) => return Err(format!("resending in view {}: {e}", next.view.id().0)),
+                    }
                 }
             }
             None => {
@@ -105,6 +125,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
         m.views_installed += 1;
         m.view_change_ms.push(began.elapsed().as_secs_f64() * 1e3);
         m.resent += resent;
+        m.resends_carried += carried;
     }
     tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
     inner.bump();

@@ -170,6 +170,9 @@ pub struct Metrics {
     pub sent: u64,
     /// Messages sent again after a view change discarded them.
     pub resent: u64,
+    /// Of those, messages whose resend waited for a later view because the next
+    /// view was already changing when it was installed.
+    pub resends_carried: u64,
 }
 
 pub(crate) enum Event {
@@ -184,6 +187,9 @@ pub(crate) struct Inner {
     deliver_by: Option<DeliverFactory>,
     /// Layout edits this node asked for that no view holds yet.
     edits: Mutex<Vec<Vec<u8>>>,
+    /// Per subgroup of the current view: discarded messages not yet sent again
+    /// because the view wedged first (sent after the next install).
+    pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
     on_view: Mutex<Option<ViewFn>>,
     pub(crate) state: Vec<(usize, StateHook)>,
     pub(crate) on_request: Option<RequestFn>,
@@ -439,6 +445,7 @@ impl GroupBuilder {
             deliver: self.deliver,
             deliver_by: self.deliver_by,
             edits: Mutex::new(Vec::new()),
+            carry: Mutex::new(Vec::new()),
             on_view: Mutex::new(self.on_view),
             state: self.state,
             on_request: self.on_request,
