@@ -1,0 +1,162 @@
+//! The primary's data path: an append is written into the primary's buffer and, as
+//! the same bytes, into every backup's buffer by one one-sided write per backup
+//! (`sst::transport`); it is acknowledged only once every backup's write completed
+//! (mem and shm: landed in the backup's memory; tcp: applied by the backup's receiver
+//! thread, which copies bytes without parsing them). Backups run no code for it.
+//!
+//! A batch ([`Replicator::append_batch`]) goes as one write per backup and one wait.
+//!
+//! On tcp a completion is the backup's acknowledgement frame, which its transport
+//! sends at its next `flush`: the backup node's predicate thread does that when its
+//! doorbell rings, so over tcp the writes ring it (`wake_backups`); on mem and shm a
+//! write is complete when it has landed, and the backups are not even woken.
+//! Not built yet: opening and closing buffers over the control plane, flushing
+//! closed buffers to files, and the tie to views (primary failover).
+
+use crate::format::{Appender, BufLen, Encoded, FormatError, Offset};
+use sst::transport::{NodeId, PeerEvent, RegionId, Transport, WriteOp};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// A record's place in the log: its number in the buffer (0, 1, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Lsn(pub u64);
+
+/// Why an append was not acknowledged.
+#[derive(Debug, Error)]
+pub enum AppendError {
+    /// The record does not fit (too large, or the buffer is full: open another).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// A backup could not take the write (cut off, failed, or misconfigured): the
+    /// view must change before the log goes on.
+    #[error("backup {node}: {why}")]
+    Backup {
+        /// The backup.
+        node: NodeId,
+        /// What failed.
+        why: String,
+    },
+    /// A backup did not complete the write in time.
+    #[error("backup {0} did not complete the write within the timeout")]
+    Timeout(NodeId),
+}
+
+/// The primary's side of one replicated buffer (see the module docs).
+#[derive(Debug)]
+pub struct Replicator {
+    t: Arc<dyn Transport>,
+    region: RegionId,
+    backups: Vec<NodeId>,
+    log: Appender,
+    next: u64,
+    timeout: Duration,
+    wake: bool,
+    events: Vec<PeerEvent>,
+}
+
+impl Replicator {
+    /// Replicates region `region` of transport `t` (the primary's buffer, zeroed) to
+    /// the same region at each of `backups` (zeroed, registered at each). An append
+    /// waits up to `timeout` for the backups; `wake_backups` rings their doorbells
+    /// (needed on tcp, see the module docs).
+    pub fn new(
+        t: Arc<dyn Transport>,
+        region: RegionId,
+        backups: Vec<NodeId>,
+        timeout: Duration,
+        wake_backups: bool,
+    ) -> Result<Replicator, AppendError> {
+        let size = t.region(region).map(|r| r.len()).ok_or(AppendError::Backup {
+            node: t.local_id(),
+            why: format!("region {region:?} is not registered here"),
+        })?;
+        Ok(Replicator {
+            t,
+            region,
+            backups,
+            log: Appender::new(BufLen(size)),
+            next: 0,
+            timeout,
+            wake: wake_backups,
+            events: Vec::new(),
+        })
+    }
+
+    /// Where the next append starts in the buffer.
+    pub fn end(&self) -> Offset {
+        self.log.end()
+    }
+
+    /// Appends one record; returns once every backup holds it.
+    pub fn append(&mut self, data: &[u8]) -> Result<Lsn, AppendError> {
+        Ok(self.append_batch(&[data])?[0])
+    }
+
+    /// Appends several records with one write per backup and one wait; returns their
+    /// numbers once every backup holds all of them. On an error none is acknowledged
+    /// and the buffer must not be appended to again (the view changes first).
+    pub fn append_batch(&mut self, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        let mut next = self.log.clone();
+        let mut encoded: Vec<Encoded> = Vec::with_capacity(records.len());
+        for r in records {
+            let e = next.encode(r)?;
+            next.commit(&e);
+            encoded.push(e);
+        }
+        let (start, end) = (self.log.end().0, next.end().0);
+        if end == start {
+            return Ok(Vec::new());
+        }
+        let local = self.t.region(self.region).expect("checked at construction");
+        for e in &encoded {
+            local.write_bytes(e.at.0, &e.bytes);
+        }
+        let op = WriteOp {
+            region: self.region,
+            src_offset: start,
+            dst_offset: start,
+            len: end - start,
+            signaled: true,
+            wake: self.wake,
+        };
+        let mut posted = Vec::with_capacity(self.backups.len());
+        for &b in &self.backups {
+            let seq = self.t.post_write(b, op).map_err(|e| AppendError::Backup { node: b, why: e.to_string() })?;
+            posted.push((b, seq));
+        }
+        self.t.flush();
+        self.wait(&posted)?;
+        self.log = next;
+        let first = self.next;
+        self.next += records.len() as u64;
+        Ok((first..self.next).map(Lsn).collect())
+    }
+
+    /// Waits until every backup completed its write (bounded; a broken link is an
+    /// error at once).
+    fn wait(&mut self, posted: &[(NodeId, u64)]) -> Result<(), AppendError> {
+        let deadline = Instant::now() + self.timeout;
+        let backoff = crossbeam_utils::Backoff::new();
+        for &(b, seq) in posted {
+            while self.t.completed(b) < seq {
+                self.t.drain_events(&mut self.events);
+                if let Some(PeerEvent::Broken { reason, .. }) =
+                    self.events.iter().find(|PeerEvent::Broken { peer, .. }| *peer == b)
+                {
+                    return Err(AppendError::Backup { node: b, why: reason.clone() });
+                }
+                if Instant::now() > deadline {
+                    return Err(AppendError::Timeout(b));
+                }
+                if backoff.is_completed() {
+                    std::thread::sleep(Duration::from_micros(20));
+                } else {
+                    backoff.snooze();
+                }
+            }
+        }
+        Ok(())
+    }
+}

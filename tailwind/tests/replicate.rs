@@ -1,0 +1,104 @@
+//! The primary's data path over mem, shm and tcp: every acknowledged append is in
+//! every backup's buffer, as the same bytes, and a backup's recovery scan returns
+//! exactly the acknowledged records; a backup that is cut off fails the append.
+
+use sst::cluster::{local_group, TransportKind};
+use sst::sync::atomic::{AtomicBool, Ordering};
+use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use std::sync::Arc;
+use std::time::Duration;
+use tailwind::format::scan;
+use tailwind::replicate::{AppendError, Lsn, Replicator};
+
+const BUF: usize = 64 * 1024;
+const R: RegionId = RegionId(7);
+
+fn record(i: usize) -> Vec<u8> {
+    (0..(i * 37) % 300).map(|j| (i + j) as u8).collect()
+}
+
+/// What a backup node's predicate thread does for Tailwind over tcp: when its
+/// doorbell rings, flush (which sends the acknowledgements its receiver queued).
+fn poller(t: Arc<dyn Transport>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let ticket = t.doorbell().prepare();
+            t.flush();
+            t.doorbell().wait(ticket, Some(Duration::from_millis(20)));
+        }
+    })
+}
+
+fn backups_hold(kind: TransportKind) {
+    let g = local_group(kind, 3, &[RegionSpec { id: R, len: BUF }], Duration::from_secs(10)).unwrap();
+    // On mem and shm the backups run nothing at all; on tcp their pollers send acks.
+    let tcp = kind == TransportKind::Tcp;
+    let stop = Arc::new(AtomicBool::new(false));
+    let pollers: Vec<_> = if tcp { (1..3).map(|b| poller(g.nodes[b].clone(), stop.clone())).collect() } else { vec![] };
+    let mut p =
+        Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1), NodeId(2)], Duration::from_secs(10), tcp).unwrap();
+    let mut acked = Vec::new();
+    for i in 0..60 {
+        assert_eq!(p.append(&record(i)).unwrap(), Lsn(i as u64));
+        acked.push(record(i));
+        if i % 20 == 19 {
+            // Acknowledged means held: read each backup's buffer right now.
+            for b in 1..3 {
+                let mut buf = vec![0u8; BUF];
+                g.nodes[b].region(R).unwrap().read_bytes(0, &mut buf);
+                let r = scan(&buf);
+                let got: Vec<&[u8]> = (0..r.records.len()).map(|k| r.data(&buf, k)).collect();
+                assert_eq!(got, acked.iter().map(|a| a.as_slice()).collect::<Vec<_>>(), "{kind:?} backup {b}");
+            }
+        }
+    }
+    let batch: Vec<Vec<u8>> = (60..100).map(record).collect();
+    let refs: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
+    let lsns = p.append_batch(&refs).unwrap();
+    assert_eq!(lsns.first(), Some(&Lsn(60)));
+    assert_eq!(lsns.last(), Some(&Lsn(99)));
+    let mut primary = vec![0u8; BUF];
+    g.nodes[0].region(R).unwrap().read_bytes(0, &mut primary);
+    for b in 1..3 {
+        let mut buf = vec![0u8; BUF];
+        g.nodes[b].region(R).unwrap().read_bytes(0, &mut buf);
+        assert_eq!(buf, primary, "{kind:?}: backup {b} holds the primary's bytes");
+        assert_eq!(scan(&buf).records.len(), 100);
+    }
+    // A backup cut off: the next append is not acknowledged.
+    g.nodes[0].disconnect(NodeId(2));
+    match p.append(b"after the cut") {
+        Err(AppendError::Backup { node, .. }) | Err(AppendError::Timeout(node)) => assert_eq!(node, NodeId(2)),
+        other => panic!("{kind:?}: an append to a cut-off backup returned {other:?}"),
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in pollers {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn mem_backups_hold_every_acknowledged_append() {
+    backups_hold(TransportKind::Mem);
+}
+
+#[test]
+fn shm_backups_hold_every_acknowledged_append() {
+    backups_hold(TransportKind::Shm);
+}
+
+#[test]
+fn tcp_backups_hold_every_acknowledged_append() {
+    backups_hold(TransportKind::Tcp);
+}
+
+#[test]
+fn a_full_buffer_is_an_error_and_nothing_is_written() {
+    let g = local_group(TransportKind::Mem, 2, &[RegionSpec { id: R, len: 256 }], Duration::from_secs(10)).unwrap();
+    let mut p = Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1)], Duration::from_secs(10), false).unwrap();
+    p.append(&[1; 100]).unwrap();
+    let end = p.end();
+    assert!(matches!(p.append(&[2; 200]), Err(AppendError::Format(_))));
+    assert_eq!(p.end(), end);
+    assert!(Replicator::new(g.nodes[0].clone(), RegionId(99), vec![NodeId(1)], Duration::from_secs(1), false).is_err());
+}
