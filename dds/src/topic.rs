@@ -216,12 +216,14 @@ impl TopicState {
                 None => g.writer_levels.push(((w.node, w.id), w.level)),
             }
         }
-        // Requested/offered: every pair of a local endpoint and a peer endpoint.
+        // Requested/offered: every pair of a local endpoint and a peer endpoint of a
+        // member (endpoints of failed nodes stay in the table but are no peers).
+        let live = |node: u32| members.iter().any(|m| m.0 == node);
         for r in &g.readers {
             let bad: Vec<(WriterId, Level)> = entry
                 .writers
                 .iter()
-                .filter(|w| !w.level.satisfies(r.level))
+                .filter(|w| live(w.node) && !w.level.satisfies(r.level))
                 .map(|w| (WriterId { node: NodeId(w.node), id: w.id }, w.level))
                 .collect();
             r.set_incompatible(bad);
@@ -231,7 +233,7 @@ impl TopicState {
             let bad: Vec<(WriterId, Level)> = entry
                 .readers
                 .iter()
-                .filter(|r| !w.level.satisfies(r.level))
+                .filter(|r| live(r.node) && !w.level.satisfies(r.level))
                 .map(|r| (WriterId { node: NodeId(r.node), id: r.id }, r.level))
                 .collect();
             wi.entry(*id).or_default().update(bad);
@@ -355,9 +357,12 @@ impl TopicState {
             g.next_seq = g.next_seq.max(s);
         }
         let Some(c) = g.catching_up.take() else { return };
+        // The seams of the view joined in and of every view begun while catching up
+        // are known now: the seam, plus the held samples of earlier views.
         let at = g.next_seq;
-        if let Some(s) = g.seams.iter_mut().find(|s| s.view == c.view) {
-            *s = Seam { view: c.view, seq: at, complete: true };
+        for s in g.seams.iter_mut().filter(|s| s.view >= c.view) {
+            let before = c.buffered.iter().filter(|(v, _, _)| *v < s.view).count() as u64;
+            *s = Seam { view: s.view, seq: at + before, complete: true };
         }
         if let Some(why) = failed {
             for r in &g.readers {

@@ -94,6 +94,12 @@ where
     }
 }
 
+impl std::fmt::Debug for dyn Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Layout")
+    }
+}
+
 /// Which members of a shard send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Senders {

@@ -183,12 +183,6 @@ pub struct Engine {
     pub(crate) doc_push: Option<(u64, usize)>,
 }
 
-impl std::fmt::Debug for dyn Layout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Layout")
-    }
-}
-
 impl Engine {
     /// The engine of this node (the row's owner) in `view`, whose subgroups are
     /// `specs`; `row` is its row of a membership table over `view.members()` laid out
