@@ -8,12 +8,17 @@
 //! - [`replicate`]: the primary's data path over the sst transports: each append (or
 //!   batch) is one one-sided write per backup, acknowledged once every backup's write
 //!   completed; the backups run no code for it.
+//! - [`backup`]: a backup's buffer pool: `open`/`close` requests (postcard frames for
+//!   the control plane), refusal when too many closed buffers wait for the disk, and
+//!   a flusher that writes closed buffers to files (synced), zeroes and frees them;
+//!   flushed files are read back checked ([`backup::read_segment`]).
 //!
-//! Not written yet: opening and closing buffers over the control plane, flushing
-//! closed buffers to files, the subgroup service tied to views (primary failover and
-//! the agreed recovered prefix), the `TailwindLog` API and the benchmark; nothing
-//! here pretends they exist.
+//! Not written yet: carrying the requests over a group's control plane, the
+//! subgroup service tied to views (primary failover and the agreed recovered
+//! prefix), the `TailwindLog` API and the benchmark; nothing here pretends they
+//! exist.
 #![forbid(unsafe_code)]
 
+pub mod backup;
 pub mod format;
 pub mod replicate;

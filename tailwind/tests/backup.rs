@@ -1,0 +1,93 @@
+//! A backup's buffer pool: open, close, flush to a synced file, zero and reuse; the
+//! limit on buffers waiting for the disk; bad requests and a corrupted file.
+
+use sst::region::Region;
+use std::sync::Arc;
+use std::time::Duration;
+use tailwind::backup::{read_segment, segment_path, Backup, BackupConfig, Request, Response, SegmentId};
+use tailwind::format::{Appender, BufLen};
+
+const SIZE: usize = 4096;
+
+fn backup(tag: &str, slots: usize, max_unflushed: usize) -> (Backup, Vec<Arc<Region>>, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("tw-backup-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let regions: Vec<Arc<Region>> = (0..slots).map(|_| Arc::new(Region::new(SIZE))).collect();
+    let b = Backup::new(BackupConfig { dir: dir.clone(), max_unflushed }, regions.clone()).unwrap();
+    (b, regions, dir)
+}
+
+/// What the primary's one-sided writes leave in a buffer: `n` appends; returns the
+/// records and the end.
+fn fill(region: &Region, n: usize, salt: u8) -> (Vec<Vec<u8>>, u64) {
+    let mut buf = vec![0u8; SIZE];
+    let mut log = Appender::new(BufLen(SIZE));
+    let recs: Vec<Vec<u8>> = (0..n).map(|i| vec![salt.wrapping_add(i as u8); 10 + i * 13]).collect();
+    for r in &recs {
+        log.append(&mut buf, r).unwrap();
+    }
+    region.write_bytes(0, &buf[..log.end().0]);
+    (recs, log.end().0 as u64)
+}
+
+fn id(segment: u64) -> SegmentId {
+    SegmentId { log: 1, segment }
+}
+
+#[test]
+fn a_closed_buffer_is_flushed_zeroed_and_reused() {
+    let (b, regions, dir) = backup("cycle", 1, 1);
+    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
+    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 }, "a retried open");
+    let (recs, end) = fill(&regions[0], 12, 3);
+    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert!(b.wait_flushed(Duration::from_secs(10)));
+    assert_eq!(read_segment(&segment_path(&dir, id(0))).unwrap(), recs);
+    let mut back = vec![1u8; SIZE];
+    regions[0].read_bytes(0, &mut back);
+    assert!(back.iter().all(|b| *b == 0), "the buffer is zeroed for reuse");
+    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed, "a retried close");
+    assert_eq!(b.request(Request::Open(id(1))), Response::Opened { slot: 0 }, "reused");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn open_is_refused_while_too_many_buffers_wait_for_the_disk() {
+    let (b, regions, dir) = backup("limit", 3, 1);
+    b.hold_flushing(true);
+    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
+    let (_, end) = fill(&regions[0], 3, 1);
+    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert_eq!(b.unflushed(), 1);
+    assert!(matches!(b.request(Request::Open(id(1))), Response::Refused(_)), "one waits and the limit is 1");
+    b.hold_flushing(false);
+    assert!(b.wait_flushed(Duration::from_secs(10)));
+    assert!(matches!(b.request(Request::Open(id(1))), Response::Opened { .. }));
+    // With every buffer open, another open is refused too.
+    assert!(matches!(b.request(Request::Open(id(2))), Response::Opened { .. }));
+    assert!(matches!(b.request(Request::Open(id(3))), Response::Opened { .. }));
+    assert!(matches!(b.request(Request::Open(id(4))), Response::Refused(_)));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_requests_and_a_corrupted_file_are_errors() {
+    let (b, regions, dir) = backup("bad", 1, 1);
+    let garbage: Response = postcard::from_bytes(&b.handle(b"\xff\xfe garbage")).unwrap();
+    assert!(matches!(garbage, Response::Error(_)));
+    assert!(matches!(b.request(Request::Close { id: id(9), end: 0 }), Response::Error(_)), "not open");
+    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
+    let (_, end) = fill(&regions[0], 5, 7);
+    // A close past what verifies (the primary claims more than the buffer holds).
+    assert!(matches!(b.request(Request::Close { id: id(0), end: end + 8 }), Response::Error(_)));
+    assert!(matches!(b.request(Request::Close { id: id(0), end: 1 << 40 }), Response::Error(_)));
+    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert!(b.wait_flushed(Duration::from_secs(10)));
+    let path = segment_path(&dir, id(0));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[20] ^= 4; // in the first record's data
+    std::fs::write(&path, &bytes).unwrap();
+    let e = read_segment(&path).unwrap_err();
+    assert!(e.to_string().contains("corrupt"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
