@@ -14,7 +14,7 @@
 //! closed buffers to files, and the tie to views (primary failover).
 
 use crate::format::{Appender, BufLen, Encoded, FormatError, Offset};
-use sst::transport::{NodeId, PeerEvent, RegionId, Transport, WriteOp};
+use sst::transport::{NodeId, RegionId, Transport, WriteOp};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -53,7 +53,6 @@ pub struct Replicator {
     next: u64,
     timeout: Duration,
     wake: bool,
-    events: Vec<PeerEvent>,
 }
 
 impl Replicator {
@@ -72,16 +71,7 @@ impl Replicator {
             node: t.local_id(),
             why: format!("region {region:?} is not registered here"),
         })?;
-        Ok(Replicator {
-            t,
-            region,
-            backups,
-            log: Appender::new(BufLen(size)),
-            next: 0,
-            timeout,
-            wake: wake_backups,
-            events: Vec::new(),
-        })
+        Ok(Replicator { t, region, backups, log: Appender::new(BufLen(size)), next: 0, timeout, wake: wake_backups })
     }
 
     /// Where the next append starts in the buffer.
@@ -134,19 +124,14 @@ impl Replicator {
         Ok((first..self.next).map(Lsn).collect())
     }
 
-    /// Waits until every backup completed its write (bounded; a broken link is an
-    /// error at once).
+    /// Waits until every backup completed its write (bounded by the timeout).
     fn wait(&mut self, posted: &[(NodeId, u64)]) -> Result<(), AppendError> {
         let deadline = Instant::now() + self.timeout;
         let backoff = crossbeam_utils::Backoff::new();
         for &(b, seq) in posted {
+            // Peer events are not drained here: they belong to the node's failure
+            // detector (which cuts a failed backup off, failing later posts to it).
             while self.t.completed(b) < seq {
-                self.t.drain_events(&mut self.events);
-                if let Some(PeerEvent::Broken { reason, .. }) =
-                    self.events.iter().find(|PeerEvent::Broken { peer, .. }| *peer == b)
-                {
-                    return Err(AppendError::Backup { node: b, why: reason.clone() });
-                }
                 if Instant::now() > deadline {
                     return Err(AppendError::Timeout(b));
                 }

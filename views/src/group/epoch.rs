@@ -56,6 +56,8 @@ use std::time::{Duration, Instant};
 /// One view's runtime.
 pub(crate) struct Epoch {
     pub(crate) view: View,
+    /// The view's transport (applications' regions are registered in it too).
+    pub(crate) transport: Arc<dyn Transport>,
     pub(crate) specs: Vec<SubgroupSpec>,
     pub(crate) subs: Vec<Option<Subgroup>>,
     pub(crate) driver: Arc<Mutex<Driver>>,
@@ -116,6 +118,7 @@ impl Epoch {
         for (k, s) in specs.iter().enumerate() {
             regions.push(RegionSpec { id: RegionId(1 + k as u16), len: SmcLayout::new(s).table_bytes() });
         }
+        regions.extend(inner.app_regions.iter().copied());
         let peers: Vec<NodeId> = view.members().iter().copied().filter(|n| *n != me && !suspects.contains(n)).collect();
         let timeout = inner.setup_timeout;
         let gone = gone_probe(inner);
@@ -204,7 +207,7 @@ impl Epoch {
             tx,
         }));
         wire_predicates(&rt, &driver, cfg.heartbeat());
-        Ok(Epoch { view, specs, subs, driver, rt: Some(rt) })
+        Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt) })
     }
 
     /// The handle of subgroup `k`, if this node is in it.

@@ -86,6 +86,9 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     }
     tracing::info!(node = %me, "trim done, stopping the old view");
     let old_view = old.view.clone();
+    if let Some(f) = lock(&inner.on_view_end).as_mut() {
+        f(&old_view, &old.transport);
+    }
     old.stop();
     drop(old);
     lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners

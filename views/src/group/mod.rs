@@ -69,6 +69,11 @@ pub use deliver::{Delivery, InPlace, InPlaceBatch};
 pub use send::SubgroupHandle;
 
 type ViewFn = Box<dyn FnMut(&View) + Send>;
+type ViewEndFn = Box<dyn FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send>;
+
+/// Region ids from here up are the application's ([`GroupBuilder::regions`]); the
+/// group's own tables use the ids below.
+pub const APP_REGIONS: u16 = 0x8000;
 type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
@@ -191,6 +196,8 @@ pub(crate) struct Inner {
     /// because the view wedged first (sent after the next install).
     pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
     on_view: Mutex<Option<ViewFn>>,
+    on_view_end: Mutex<Option<ViewEndFn>>,
+    pub(crate) app_regions: Vec<sst::transport::RegionSpec>,
     pub(crate) state: Vec<(usize, StateHook)>,
     pub(crate) on_request: Option<RequestFn>,
     next_request: AtomicU64,
@@ -293,6 +300,8 @@ pub struct GroupBuilder {
     deliver: HashMap<usize, Arc<Mutex<Callback>>>,
     deliver_by: Option<DeliverFactory>,
     on_view: Option<ViewFn>,
+    on_view_end: Option<ViewEndFn>,
+    app_regions: Vec<sst::transport::RegionSpec>,
     state: Vec<(usize, StateHook)>,
     on_request: Option<RequestFn>,
     setup_timeout: Duration,
@@ -319,6 +328,8 @@ impl GroupBuilder {
             deliver: HashMap::new(),
             deliver_by: None,
             on_view: None,
+            on_view_end: None,
+            app_regions: Vec::new(),
             state: Vec::new(),
             on_request: None,
             setup_timeout,
@@ -402,6 +413,24 @@ impl GroupBuilder {
         self
     }
 
+    /// Registers `regions` (ids at least [`APP_REGIONS`], distinct) in every view's
+    /// transport, for the application's own one-sided writes
+    /// ([`Group::transport`]); each view's are fresh and zeroed (see
+    /// [`GroupBuilder::on_view_end`] to keep what they held).
+    pub fn regions(mut self, regions: Vec<sst::transport::RegionSpec>) -> Self {
+        self.app_regions = regions;
+        self
+    }
+
+    /// Called at the end of every view this node leaves for the next one, with that
+    /// view's transport, after its last delivery and before its regions are dropped:
+    /// the moment to read what peers wrote into the application's regions. Runs on
+    /// the thread that installs views; it must not call into the [`Group`].
+    pub fn on_view_end(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
+        self.on_view_end = Some(Box::new(f));
+        self
+    }
+
     /// Declares subgroup `k`'s state for joiners (see [`StateHook`]).
     pub fn state(
         mut self,
@@ -417,6 +446,14 @@ impl GroupBuilder {
     /// view.
     pub fn start(self) -> Result<Group, StartError> {
         self.cfg.validate()?;
+        for (i, r) in self.app_regions.iter().enumerate() {
+            if r.id.0 < APP_REGIONS || self.app_regions[..i].iter().any(|o| o.id == r.id) {
+                return Err(StartError::Setup(format!(
+                    "application region {:?}: ids must be distinct and at least {APP_REGIONS:#x}",
+                    r.id
+                )));
+            }
+        }
         let cfg = self.cfg.clone();
         let me = NodeId(cfg.node_id);
         let listener =
@@ -447,6 +484,8 @@ impl GroupBuilder {
             edits: Mutex::new(Vec::new()),
             carry: Mutex::new(Vec::new()),
             on_view: Mutex::new(self.on_view),
+            on_view_end: Mutex::new(self.on_view_end),
+            app_regions: self.app_regions,
             state: self.state,
             on_request: self.on_request,
             next_request: AtomicU64::new(1),
@@ -540,6 +579,14 @@ impl Group {
     /// The current view, if this node still runs one.
     pub fn view(&self) -> Option<View> {
         self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|e| e.view.clone())
+    }
+
+    /// The current view and its transport, for one-sided writes into the
+    /// application's regions ([`GroupBuilder::regions`]) of its members. A new view
+    /// has a new transport: take it again after a view change.
+    pub fn transport(&self) -> Option<(View, Arc<dyn sst::transport::Transport>)> {
+        let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
+        cur.as_ref().map(|e| (e.view.clone(), e.transport.clone()))
     }
 
     /// Where this node's control plane listens (what joiners use as contact).
