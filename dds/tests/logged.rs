@@ -29,10 +29,26 @@ fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, dir: &Path) -
     DomainParticipant::new(cfg)
 }
 
-fn fresh_dir(tag: &str) -> PathBuf {
+/// A directory removed when the test ends, passed or not.
+struct Dir(PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Dir {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+fn fresh_dir(tag: &str) -> Dir {
     let d = std::env::temp_dir().join(format!("dds-logged-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
-    d
+    Dir(d)
 }
 
 /// The one log file of node `node` under `dir`.
@@ -103,7 +119,6 @@ fn a_restarted_participant_recovers_its_log_and_a_late_joiner_catches_up_from_it
     drop((p, q));
     let (_, records) = dds::log::SampleLog::open(log_of(&dir, 1), Fsync::Never).unwrap();
     assert_eq!(records.len(), 250, "the late joiner's log holds the history and the live samples");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -136,5 +151,4 @@ fn a_corrupted_log_is_a_clear_error() {
     w.write(&7).unwrap();
     assert_eq!(r.take_n(1, WAIT)[0].data, 7);
     drop((r, w, p));
-    let _ = std::fs::remove_dir_all(&dir);
 }

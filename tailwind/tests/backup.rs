@@ -9,12 +9,20 @@ use tailwind::format::{Appender, BufLen};
 
 const SIZE: usize = 4096;
 
-fn backup(tag: &str, slots: usize, max_unflushed: usize) -> (Backup, Vec<Arc<Region>>, std::path::PathBuf) {
+/// A directory removed when the test ends, passed or not.
+struct Dir(std::path::PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn backup(tag: &str, slots: usize, max_unflushed: usize) -> (Backup, Vec<Arc<Region>>, Dir) {
     let dir = std::env::temp_dir().join(format!("tw-backup-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
     let regions: Vec<Arc<Region>> = (0..slots).map(|_| Arc::new(Region::new(SIZE))).collect();
     let b = Backup::new(BackupConfig { dir: dir.clone(), max_unflushed }, regions.clone()).unwrap();
-    (b, regions, dir)
+    (b, regions, Dir(dir))
 }
 
 /// What the primary's one-sided writes leave in a buffer: `n` appends; returns the
@@ -42,18 +50,17 @@ fn a_closed_buffer_is_flushed_zeroed_and_reused() {
     let (recs, end) = fill(&regions[0], 12, 3);
     assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
     assert!(b.wait_flushed(Duration::from_secs(10)));
-    assert_eq!(read_segment(&segment_path(&dir, id(0))).unwrap(), recs);
+    assert_eq!(read_segment(&segment_path(&dir.0, id(0))).unwrap(), recs);
     let mut back = vec![1u8; SIZE];
     regions[0].read_bytes(0, &mut back);
     assert!(back.iter().all(|b| *b == 0), "the buffer is zeroed for reuse");
     assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed, "a retried close");
     assert_eq!(b.request(Request::Open(id(1))), Response::Opened { slot: 0 }, "reused");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn open_is_refused_while_too_many_buffers_wait_for_the_disk() {
-    let (b, regions, dir) = backup("limit", 3, 1);
+    let (b, regions, _dir) = backup("limit", 3, 1);
     b.hold_flushing(true);
     assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
     let (_, end) = fill(&regions[0], 3, 1);
@@ -67,7 +74,6 @@ fn open_is_refused_while_too_many_buffers_wait_for_the_disk() {
     assert!(matches!(b.request(Request::Open(id(2))), Response::Opened { .. }));
     assert!(matches!(b.request(Request::Open(id(3))), Response::Opened { .. }));
     assert!(matches!(b.request(Request::Open(id(4))), Response::Refused(_)));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -83,11 +89,10 @@ fn bad_requests_and_a_corrupted_file_are_errors() {
     assert!(matches!(b.request(Request::Close { id: id(0), end: 1 << 40 }), Response::Error(_)));
     assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
     assert!(b.wait_flushed(Duration::from_secs(10)));
-    let path = segment_path(&dir, id(0));
+    let path = segment_path(&dir.0, id(0));
     let mut bytes = std::fs::read(&path).unwrap();
     bytes[20] ^= 4; // in the first record's data
     std::fs::write(&path, &bytes).unwrap();
     let e = read_segment(&path).unwrap_err();
     assert!(e.to_string().contains("corrupt"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
