@@ -12,7 +12,7 @@ use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
 use crate::reader::{ReaderCore, Src};
 use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
-use crate::table::TopicEntry;
+use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -218,25 +218,19 @@ impl TopicState {
         }
         // Requested/offered: every pair of a local endpoint and a peer endpoint of a
         // member (endpoints of failed nodes stay in the table but are no peers).
-        let live = |node: u32| members.iter().any(|m| m.0 == node);
-        for r in &g.readers {
-            let bad: Vec<(WriterId, Level)> = entry
-                .writers
+        let unmet = |peers: &[Endpoint], ok: &dyn Fn(Level) -> bool| -> Vec<(WriterId, Level)> {
+            peers
                 .iter()
-                .filter(|w| live(w.node) && !w.level.satisfies(r.level))
-                .map(|w| (WriterId { node: NodeId(w.node), id: w.id }, w.level))
-                .collect();
-            r.set_incompatible(bad);
+                .filter(|e| members.iter().any(|m| m.0 == e.node) && !ok(e.level))
+                .map(|e| (WriterId { node: NodeId(e.node), id: e.id }, e.level))
+                .collect()
+        };
+        for r in &g.readers {
+            r.set_incompatible(unmet(&entry.writers, &|offered| offered.satisfies(r.level)));
         }
         let mut wi = lock(&self.writer_incompatible);
         for (id, w) in g.writers.iter() {
-            let bad: Vec<(WriterId, Level)> = entry
-                .readers
-                .iter()
-                .filter(|r| live(r.node) && !w.level.satisfies(r.level))
-                .map(|r| (WriterId { node: NodeId(r.node), id: r.id }, r.level))
-                .collect();
-            wi.entry(*id).or_default().update(bad);
+            wi.entry(*id).or_default().update(unmet(&entry.readers, &|requested| w.level.satisfies(requested)));
         }
         drop(wi);
         if first && self.keeps_history() {
