@@ -157,6 +157,15 @@ pub(crate) struct Participant {
 #[derive(Debug, Clone)]
 pub struct DomainParticipant(Arc<Participant>);
 
+/// The endpoints a topic has among the current members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Matched {
+    /// Writers.
+    pub writers: usize,
+    /// Readers.
+    pub readers: usize,
+}
+
 /// A topic of sample type `T`, as this participant knows it.
 pub struct Topic<T> {
     name: String,
@@ -291,6 +300,25 @@ impl DomainParticipant {
         let r = DataReader { p: p.clone(), topic: state, core, codec: topic.codec.clone() };
         p.add_endpoint(&topic.name, false, id, qos.level)?;
         Ok(r)
+    }
+
+    /// How many writers and readers of topic `name` the current view has, counting
+    /// only endpoints of its members; `None` if the domain has no such topic (or this
+    /// participant stopped).
+    pub fn matched(&self, name: &str) -> Option<Matched> {
+        let view = self.0.group.view()?;
+        let table = TopicTable::decode(view.layout().bytes()).ok()?;
+        let t = table.topic(name)?;
+        let live = |list: &[Endpoint]| list.iter().filter(|e| view.members().iter().any(|m| m.0 == e.node)).count();
+        Some(Matched { writers: live(&t.writers), readers: live(&t.readers) })
+    }
+
+    /// Waits up to `within` until topic `name` has at least `writers` writers and
+    /// `readers` readers among the members (see [`DomainParticipant::matched`]).
+    pub fn wait_for_matched(&self, name: &str, writers: usize, readers: usize, within: Duration) -> bool {
+        let met = || self.matched(name).is_some_and(|m| m.writers >= writers && m.readers >= readers);
+        sst::cluster::poll_until(within, Duration::from_millis(5), || met() || self.0.group.stopped().is_some())
+            && met()
     }
 
     /// Leaves the domain gracefully (a view change removes this participant once

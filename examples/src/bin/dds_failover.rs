@@ -129,14 +129,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     });
     let writer = if id <= 1 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
     // Everyone's endpoints in the view before the parent starts the clock.
-    let ready = cluster::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
-        p.group().view().is_some_and(|v| {
-            dds::table::TopicTable::decode(v.layout().bytes())
-                .ok()
-                .and_then(|t| t.topic("stream").cloned())
-                .is_some_and(|t| t.readers.len() >= N && t.writers.len() >= 2)
-        })
-    });
+    let ready = p.wait_for_matched("stream", 2, N, Duration::from_secs(60));
     if !ready {
         return Err("the topic did not get its endpoints".into());
     }

@@ -198,18 +198,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
 
 /// Waits until the topic has `readers` readers and `writers` writers in the view.
 fn wait_for_endpoints(p: &DomainParticipant, topic: &str, readers: usize, writers: usize) -> Result<(), String> {
-    let ok = cluster::poll_until(Duration::from_secs(120), Duration::from_millis(5), || {
-        p.group().view().is_some_and(|v| {
-            dds::table::TopicTable::decode(v.layout().bytes()).ok().and_then(|t| t.topic(topic).cloned()).is_some_and(
-                |t| {
-                    let live = |n: u32| v.members().iter().any(|m| m.0 == n);
-                    t.readers.iter().filter(|e| live(e.node)).count() >= readers
-                        && t.writers.iter().filter(|e| live(e.node)).count() >= writers
-                },
-            )
-        })
-    });
-    if ok {
+    if p.wait_for_matched(topic, writers, readers, Duration::from_secs(120)) {
         Ok(())
     } else {
         Err(format!("topic {topic} did not get {readers} readers and {writers} writers"))
