@@ -7,6 +7,7 @@ use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DdsError, DomainParticipant, Sample};
 use serde::{Deserialize, Serialize};
+use sst::cluster::poll_until;
 use std::net::SocketAddr;
 use std::time::Duration;
 use views::config::{Config, Transport};
@@ -253,12 +254,8 @@ fn bad_input_is_an_error_and_loses_nothing_else() {
         w.write(&Even(v)).unwrap();
     }
     assert!(w.wait_for_delivery(WAIT));
-    let mut got = Vec::new();
-    let deadline = std::time::Instant::now() + WAIT;
-    while r.status().received < 10 && std::time::Instant::now() < deadline {
-        r.wait(Duration::from_millis(100));
-    }
-    got.extend(r.take().into_iter().map(|s| s.data.0));
+    assert!(poll_until(WAIT, Duration::from_millis(5), || r.status().received >= 10));
+    let got: Vec<u32> = r.take().into_iter().map(|s| s.data.0).collect();
     assert_eq!(got, vec![0, 2, 4, 6, 8]);
     let st = r.status();
     assert_eq!(st.rejected, 5, "{st:?}");
@@ -294,10 +291,7 @@ fn pod_loans_and_in_place_reads() {
         loan.value = [n as u32; 6];
         loan.write().unwrap();
     }
-    let deadline = std::time::Instant::now() + WAIT;
-    while seen.lock().unwrap().len() < 100 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    assert!(poll_until(WAIT, Duration::from_millis(5), || seen.lock().unwrap().len() >= 100));
     let got = seen.lock().unwrap().clone();
     assert_eq!(got.iter().map(|t| t.n).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
     assert!(got.iter().all(|t| t.value == [t.n as u32; 6]));

@@ -2,6 +2,7 @@
 //! another's with one-sided writes, and the receiver reads them at the end of the
 //! view, before the next view's fresh regions replace them (over shm and tcp).
 
+use sst::cluster::poll_until;
 use sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,29 +46,21 @@ fn one_sided_writes_into_application_regions(t: Transport) {
     let op = WriteOp { region: R, src_offset: 0, dst_offset: 0, len: 64, signaled: true, wake: true };
     let seq = tr.post_write(NodeId(1), op).unwrap();
     tr.flush();
-    let deadline = std::time::Instant::now() + WAIT;
-    while tr.completed(NodeId(1)) < seq {
-        assert!(std::time::Instant::now() < deadline, "the write did not complete");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        poll_until(WAIT, Duration::from_millis(1), || tr.completed(NodeId(1)) >= seq),
+        "the write did not complete"
+    );
     // A third member joins: the view ends, and member 1 reads its region first.
     let g2 = member(&name, 2, Some(g0.listen_addr()), t, seen[2].clone());
     assert!(g0.wait_for_members(3, WAIT));
-    let deadline = std::time::Instant::now() + WAIT;
-    while seen[1].lock().unwrap().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no view end at member 1");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    assert!(
+        poll_until(WAIT, Duration::from_millis(5), || !seen[1].lock().unwrap().is_empty()),
+        "no view end at member 1"
+    );
     assert_eq!(seen[1].lock().unwrap()[0], (view.id().0, pattern.clone()), "{t:?}");
-    let deadline = std::time::Instant::now() + WAIT;
-    let own = loop {
-        if let Some((_, b)) = seen[0].lock().unwrap().iter().find(|(v, _)| *v == view.id().0) {
-            break b.clone();
-        }
-        assert!(std::time::Instant::now() < deadline, "no view end at member 0");
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    assert_eq!(own, pattern, "the writer's own copy");
+    let own = || seen[0].lock().unwrap().iter().find(|(v, _)| *v == view.id().0).map(|(_, b)| b.clone());
+    assert!(poll_until(WAIT, Duration::from_millis(5), || own().is_some()), "no view end at member 0");
+    assert_eq!(own(), Some(pattern), "the writer's own copy");
     // The next view's regions are fresh.
     let (_, tr1) = g1.transport().unwrap();
     let mut now = vec![1u8; 64];

@@ -76,12 +76,8 @@ fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
     (g, log)
 }
 
-fn wait(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + WAIT;
-    while !f() {
-        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn wait(what: &str, f: impl FnMut() -> bool) {
+    assert!(sst::cluster::poll_until(WAIT, Duration::from_millis(5), f), "timed out waiting for {what}");
 }
 
 fn of(log: &Log, k: usize) -> Vec<(u32, Vec<u8>)> {
