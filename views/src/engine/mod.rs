@@ -180,7 +180,7 @@ pub struct Engine {
     pending_doc: Option<LayoutDoc>,
     edits_seen: Option<(u64, u64)>,
     /// The proposal slot and length of the layout document this row holds, if any.
-    pub(crate) doc_push: Option<(u64, usize)>,
+    doc_push: Option<(u64, usize)>,
 }
 
 impl Engine {
