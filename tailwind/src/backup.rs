@@ -4,9 +4,12 @@
 //! hands them back.
 //!
 //! The data path never involves this code: the primary writes into an open buffer
-//! with one-sided writes ([`crate::replicate`]). A backup refuses `open` when it has
-//! no free buffer or already `max_unflushed` closed buffers waiting for the disk, so
-//! a primary that outruns the backups' disks is told so instead of overrunning them.
+//! with one-sided writes ([`crate::replicate`]). The buffers are regions of a view's
+//! transport, the same ids at every member, so the primary names the buffer in its
+//! `open`; each view brings fresh ones ([`Backup::set_buffers`]). A backup refuses
+//! `open` when that buffer still waits for the disk or `max_unflushed` closed buffers
+//! do, so a primary that outruns the backups' disks is told so instead of overrunning
+//! them.
 //! A closed buffer is checked before it is flushed: its recovery scan must end where
 //! the primary said it closed it; a file read back is checked the same way
 //! ([`read_segment`]).
@@ -36,31 +39,36 @@ pub struct SegmentId {
 /// A request from the primary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Request {
-    /// Take writes for this segment in a free buffer.
-    Open(SegmentId),
-    /// The segment is complete up to `end`: flush it.
+    /// Take writes for this segment in buffer `slot` (the primary's choice: the
+    /// buffers are the same regions at every member).
+    Open {
+        /// The segment.
+        id: SegmentId,
+        /// The buffer.
+        slot: u32,
+    },
+    /// The segment is complete up to `end`, with `records` records: flush it.
     Close {
         /// The segment.
         id: SegmentId,
         /// Where its last append ends.
         end: u64,
+        /// How many records it holds.
+        records: u64,
     },
 }
 
 /// The backup's answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Response {
-    /// Write the segment into buffer `slot` (the registered region of that index).
-    Opened {
-        /// The buffer.
-        slot: u32,
-    },
+    /// The buffer takes the segment's writes.
+    Opened,
     /// Closed; it will be flushed.
     Closed,
-    /// Not now (no free buffer, or too many waiting for the disk): retry later.
+    /// Not now (the buffer still waits for the disk, or too many do): retry later.
     Refused(String),
-    /// The request makes no sense here (unknown segment, a buffer that does not
-    /// verify, a bad frame).
+    /// The request makes no sense here (unknown segment or buffer, a buffer that
+    /// does not verify, a bad frame).
     Error(String),
 }
 
@@ -120,10 +128,24 @@ enum Slot {
     Flushing(SegmentId),
 }
 
+/// A closed buffer waiting for the disk: the buffer (kept alive past its view),
+/// its segment and how many bytes to write.
+#[derive(Debug)]
+struct Job {
+    slot: Option<usize>,
+    buf: Arc<Region>,
+    id: SegmentId,
+    end: usize,
+}
+
 #[derive(Debug)]
 struct State {
+    /// The current view's buffers and what each holds.
+    buffers: Vec<Arc<Region>>,
     slots: Vec<Slot>,
-    queue: VecDeque<(usize, SegmentId, usize)>,
+    queue: VecDeque<Job>,
+    /// Closed buffers not yet on disk (queued or being written), of any view.
+    unflushed: usize,
     stop: bool,
     /// Flushing held (tests: a disk slower than the primary).
     held: bool,
@@ -134,7 +156,6 @@ struct State {
 #[derive(Debug)]
 struct Shared {
     cfg: BackupConfig,
-    buffers: Vec<Arc<Region>>,
     state: Mutex<State>,
     wake: Condvar,
 }
@@ -151,17 +172,17 @@ pub struct Backup {
 }
 
 impl Backup {
-    /// A backup over `buffers` (registered regions, zeroed; slot `i` is
-    /// `buffers[i]`), flushing into `cfg.dir`.
-    pub fn new(cfg: BackupConfig, buffers: Vec<Arc<Region>>) -> std::io::Result<Backup> {
+    /// A backup flushing into `cfg.dir`, with no buffers until
+    /// [`Backup::set_buffers`].
+    pub fn new(cfg: BackupConfig) -> std::io::Result<Backup> {
         std::fs::create_dir_all(&cfg.dir)?;
-        let n = buffers.len();
         let shared = Arc::new(Shared {
             cfg,
-            buffers,
             state: Mutex::new(State {
-                slots: vec![Slot::Free; n],
+                buffers: Vec::new(),
+                slots: Vec::new(),
                 queue: VecDeque::new(),
+                unflushed: 0,
                 stop: false,
                 held: false,
                 failed: None,
@@ -171,6 +192,47 @@ impl Backup {
         let s = shared.clone();
         let flusher = std::thread::Builder::new().name("tailwind-flush".into()).spawn(move || flush_loop(&s))?;
         Ok(Backup { shared, flusher: Some(flusher) })
+    }
+
+    /// Takes a new set of buffers (registered regions, zeroed; slot `i` is
+    /// `buffers[i]`), all free: a new view's. Buffers of the previous set that wait
+    /// for the disk are still flushed; one still open is forgotten (take it first
+    /// with [`Backup::take_open`]).
+    pub fn set_buffers(&self, buffers: Vec<Arc<Region>>) {
+        let mut st = lock(&self.shared.state);
+        st.slots = vec![Slot::Free; buffers.len()];
+        st.buffers = buffers;
+    }
+
+    /// The open segment and its buffer, if one is open.
+    pub fn open_buffer(&self) -> Option<(SegmentId, Arc<Region>)> {
+        let st = lock(&self.shared.state);
+        st.slots.iter().zip(&st.buffers).find_map(|(s, b)| match s {
+            Slot::Open(id) => Some((*id, b.clone())),
+            _ => None,
+        })
+    }
+
+    /// The open segment and its buffer, if one is open; the pool forgets it (a view
+    /// ends: the caller recovers what the buffer holds).
+    pub fn take_open(&self) -> Option<(SegmentId, Arc<Region>)> {
+        let mut st = lock(&self.shared.state);
+        let slot = st.slots.iter().position(|s| matches!(s, Slot::Open(_)))?;
+        let Slot::Open(id) = st.slots[slot] else { return None };
+        st.slots[slot] = Slot::Free;
+        Some((id, st.buffers[slot].clone()))
+    }
+
+    /// Queues `bytes` of segment `id` for the disk as if a buffer holding them had
+    /// been closed (a segment recovered at a view change, cut at the agreed end).
+    pub fn flush_recovered(&self, id: SegmentId, bytes: &[u8]) {
+        let buf = Arc::new(Region::new(bytes.len().div_ceil(8).max(1) * 8));
+        buf.write_bytes(0, &pad8(bytes));
+        let mut st = lock(&self.shared.state);
+        st.unflushed += 1;
+        st.queue.push_back(Job { slot: None, buf, id, end: bytes.len() });
+        drop(st);
+        self.shared.wake.notify_all();
     }
 
     /// Answers one request frame (postcard [`Request`] in, [`Response`] out); bad
@@ -190,33 +252,34 @@ impl Backup {
             return Response::Error(format!("this backup could not flush: {why}"));
         }
         match req {
-            Request::Open(id) => {
-                if let Some(slot) = st.slots.iter().position(|s| *s == Slot::Open(id)) {
-                    return Response::Opened { slot: slot as u32 }; // a retried open
-                }
-                let waiting = st.slots.iter().filter(|s| matches!(s, Slot::Flushing(_))).count();
-                if waiting >= self.shared.cfg.max_unflushed {
-                    return Response::Refused(format!("{waiting} closed buffers wait for the disk"));
-                }
-                match st.slots.iter().position(|s| *s == Slot::Free) {
-                    Some(slot) => {
-                        st.slots[slot] = Slot::Open(id);
-                        Response::Opened { slot: slot as u32 }
+            Request::Open { id, slot } => {
+                let slot = slot as usize;
+                match st.slots.get(slot) {
+                    None => Response::Error(format!("no buffer {slot} here ({} buffers)", st.slots.len())),
+                    Some(Slot::Open(o)) if *o == id => Response::Opened, // a retried open
+                    Some(Slot::Open(o)) => Response::Error(format!("buffer {slot} holds open segment {o:?}")),
+                    Some(Slot::Flushing(_)) => Response::Refused(format!("buffer {slot} still waits for the disk")),
+                    Some(Slot::Free) if st.unflushed >= self.shared.cfg.max_unflushed => {
+                        Response::Refused(format!("{} closed buffers wait for the disk", st.unflushed))
                     }
-                    None => Response::Refused("no free buffer".into()),
+                    Some(Slot::Free) => {
+                        st.slots[slot] = Slot::Open(id);
+                        Response::Opened
+                    }
                 }
             }
-            Request::Close { id, end } => {
+            Request::Close { id, end, records } => {
                 let Some(slot) = st.slots.iter().position(|s| *s == Slot::Open(id)) else {
                     // A retried close: the segment waits for the disk, or is on it.
-                    let done =
-                        st.slots.contains(&Slot::Flushing(id)) || segment_path(&self.shared.cfg.dir, id).exists();
+                    let done = st.slots.contains(&Slot::Flushing(id))
+                        || st.queue.iter().any(|j| j.id == id)
+                        || segment_path(&self.shared.cfg.dir, id).exists();
                     return match done {
                         true => Response::Closed,
                         false => Response::Error(format!("segment {id:?} is not open here")),
                     };
                 };
-                let buf = &self.shared.buffers[slot];
+                let buf = st.buffers[slot].clone();
                 let end = end as usize;
                 if end > buf.len() {
                     return Response::Error(format!("end {end} is past the {}-byte buffer", buf.len()));
@@ -224,14 +287,16 @@ impl Backup {
                 let mut bytes = vec![0u8; end];
                 buf.read_bytes(0, &mut bytes);
                 let r = scan(&bytes);
-                if r.end != Offset(end) {
+                if r.end != Offset(end) || r.records.len() as u64 != records {
                     return Response::Error(format!(
-                        "segment {id:?} verifies up to byte {} only, not {end}: not closing it",
-                        r.end.0
+                        "segment {id:?} verifies up to byte {} ({} records), not {end} ({records}): not closing it",
+                        r.end.0,
+                        r.records.len()
                     ));
                 }
                 st.slots[slot] = Slot::Flushing(id);
-                st.queue.push_back((slot, id, end));
+                st.unflushed += 1;
+                st.queue.push_back(Job { slot: Some(slot), buf, id, end });
                 drop(st);
                 self.shared.wake.notify_all();
                 Response::Closed
@@ -248,14 +313,19 @@ impl Backup {
 
     /// Closed buffers not yet on disk.
     pub fn unflushed(&self) -> usize {
-        lock(&self.shared.state).slots.iter().filter(|s| matches!(s, Slot::Flushing(_))).count()
+        lock(&self.shared.state).unflushed
+    }
+
+    /// Why flushing failed, if it did (the pool then refuses every request).
+    pub fn failed(&self) -> Option<String> {
+        lock(&self.shared.state).failed.clone()
     }
 
     /// Waits (bounded) until every closed buffer is on disk; true if so.
     pub fn wait_flushed(&self, within: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + within;
         let mut st = lock(&self.shared.state);
-        while st.slots.iter().any(|s| matches!(s, Slot::Flushing(_))) && st.failed.is_none() {
+        while st.unflushed > 0 && st.failed.is_none() {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
                 return false;
@@ -264,6 +334,13 @@ impl Backup {
         }
         st.failed.is_none()
     }
+}
+
+/// `bytes` padded with zeros to a multiple of 8.
+fn pad8(bytes: &[u8]) -> Vec<u8> {
+    let mut v = bytes.to_vec();
+    v.resize(bytes.len().div_ceil(8) * 8, 0);
+    v
 }
 
 impl Drop for Backup {
@@ -293,16 +370,22 @@ fn flush_loop(sh: &Shared) {
             st = sh.wake.wait(st).unwrap_or_else(|p| p.into_inner());
         };
         drop(st);
-        let (slot, id, end) = job;
-        let buf = &sh.buffers[slot];
-        let result = flush(&sh.cfg.dir, id, buf, end);
+        let result = flush(&sh.cfg.dir, job.id, &job.buf, job.end);
         if result.is_ok() {
-            zero(buf, end);
+            zero(&job.buf, job.end);
         }
         let mut st = lock(&sh.state);
+        st.unflushed -= 1;
         match result {
-            Ok(()) => st.slots[slot] = Slot::Free,
-            Err(e) => st.failed = Some(format!("segment {id:?}: {e}")),
+            Ok(()) => {
+                // Free the slot if it is still this view's buffer.
+                if let Some(slot) = job.slot {
+                    if st.buffers.get(slot).is_some_and(|b| Arc::ptr_eq(b, &job.buf)) {
+                        st.slots[slot] = Slot::Free;
+                    }
+                }
+            }
+            Err(e) => st.failed = Some(format!("segment {:?}: {e}", job.id)),
         }
         drop(st);
         sh.wake.notify_all();

@@ -22,3 +22,4 @@
 pub mod backup;
 pub mod format;
 pub mod replicate;
+pub mod service;

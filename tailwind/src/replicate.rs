@@ -10,17 +10,18 @@
 //! sends at its next `flush`: the backup node's predicate thread does that when its
 //! doorbell rings, so over tcp the writes ring it (`wake_backups`); on mem and shm a
 //! write is complete when it has landed, and the backups are not even woken.
-//! Not built yet: opening and closing buffers over the control plane, flushing
-//! closed buffers to files, and the tie to views (primary failover).
+//!
+//! [`crate::service`] drives it inside a group: buffers, views and failover.
 
 use crate::format::{Appender, BufLen, Encoded, FormatError, Offset};
+use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, Transport, WriteOp};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// A record's place in the log: its number in the buffer (0, 1, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A record's place in the log: its number (0, 1, ...), counted across segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Lsn(pub u64);
 
 /// Why an append was not acknowledged.
@@ -41,6 +42,25 @@ pub enum AppendError {
     /// A backup did not complete the write in time.
     #[error("backup {0} did not complete the write within the timeout")]
     Timeout(NodeId),
+    /// The view changed during the append: it may or may not be in the log the new
+    /// view recovers (read the log to know; see [`crate::service`]).
+    #[error("the view changed during the append: it may or may not be in the recovered log")]
+    ViewChanged,
+    /// No primary took the append in time (a view change or recovery under way, or
+    /// the backups refused a new buffer for that long).
+    #[error("no primary took the append: {0}")]
+    Unavailable(String),
+    /// The record (or batch) does not fit in one buffer.
+    #[error("{need} bytes of records do not fit a {buffer}-byte buffer")]
+    TooLarge {
+        /// Bytes the records take in a buffer.
+        need: usize,
+        /// The buffer's size.
+        buffer: usize,
+    },
+    /// This node's log stopped (its group stopped).
+    #[error("the log stopped: {0}")]
+    Stopped(String),
 }
 
 /// The primary's side of one replicated buffer (see the module docs).
@@ -53,6 +73,7 @@ pub struct Replicator {
     next: u64,
     timeout: Duration,
     wake: bool,
+    fence: Option<Arc<AtomicBool>>,
 }
 
 impl Replicator {
@@ -71,7 +92,34 @@ impl Replicator {
             node: t.local_id(),
             why: format!("region {region:?} is not registered here"),
         })?;
-        Ok(Replicator { t, region, backups, log: Appender::new(BufLen(size)), next: 0, timeout, wake: wake_backups })
+        Ok(Replicator {
+            t,
+            region,
+            backups,
+            log: Appender::new(BufLen(size)),
+            next: 0,
+            timeout,
+            wake: wake_backups,
+            fence: None,
+        })
+    }
+
+    /// Numbers the records from `first` on (a segment that continues a log).
+    pub fn starting_at(mut self, first: Lsn) -> Replicator {
+        self.next = first.0;
+        self
+    }
+
+    /// Stops waiting for the backups once `fence` is set (the view is ending): the
+    /// append then fails with [`AppendError::ViewChanged`].
+    pub fn with_fence(mut self, fence: Arc<AtomicBool>) -> Replicator {
+        self.fence = Some(fence);
+        self
+    }
+
+    /// The number the next record gets.
+    pub fn next_lsn(&self) -> Lsn {
+        Lsn(self.next)
     }
 
     /// Where the next append starts in the buffer.
@@ -132,6 +180,9 @@ impl Replicator {
             // Peer events are not drained here: they belong to the node's failure
             // detector (which cuts a failed backup off, failing later posts to it).
             while self.t.completed(b) < seq {
+                if self.fence.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+                    return Err(AppendError::ViewChanged);
+                }
                 if Instant::now() > deadline {
                     return Err(AppendError::Timeout(b));
                 }

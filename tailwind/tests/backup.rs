@@ -21,7 +21,8 @@ impl Drop for Dir {
 fn backup(tag: &str, slots: usize, max_unflushed: usize) -> (Backup, Vec<Arc<Region>>, Dir) {
     let dir = std::env::temp_dir().join(format!("tw-backup-{tag}-{}", std::process::id()));
     let regions: Vec<Arc<Region>> = (0..slots).map(|_| Arc::new(Region::new(SIZE))).collect();
-    let b = Backup::new(BackupConfig { dir: dir.clone(), max_unflushed }, regions.clone()).unwrap();
+    let b = Backup::new(BackupConfig { dir: dir.clone(), max_unflushed }).unwrap();
+    b.set_buffers(regions.clone());
     (b, regions, Dir(dir))
 }
 
@@ -45,35 +46,67 @@ fn id(segment: u64) -> SegmentId {
 #[test]
 fn a_closed_buffer_is_flushed_zeroed_and_reused() {
     let (b, regions, dir) = backup("cycle", 1, 1);
-    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
-    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 }, "a retried open");
+    assert_eq!(b.request(Request::Open { id: id(0), slot: 0 }), Response::Opened);
+    assert_eq!(b.request(Request::Open { id: id(0), slot: 0 }), Response::Opened, "a retried open");
     let (recs, end) = fill(&regions[0], 12, 3);
-    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert_eq!(b.request(Request::Close { id: id(0), end, records: 12 }), Response::Closed);
     assert!(b.wait_flushed(Duration::from_secs(10)));
     assert_eq!(read_segment(&segment_path(&dir.0, id(0))).unwrap(), recs);
     let mut back = vec![1u8; SIZE];
     regions[0].read_bytes(0, &mut back);
     assert!(back.iter().all(|b| *b == 0), "the buffer is zeroed for reuse");
-    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed, "a retried close");
-    assert_eq!(b.request(Request::Open(id(1))), Response::Opened { slot: 0 }, "reused");
+    assert_eq!(b.request(Request::Close { id: id(0), end, records: 12 }), Response::Closed, "a retried close");
+    assert_eq!(b.request(Request::Open { id: id(1), slot: 0 }), Response::Opened, "reused");
 }
 
 #[test]
 fn open_is_refused_while_too_many_buffers_wait_for_the_disk() {
     let (b, regions, _dir) = backup("limit", 3, 1);
     b.hold_flushing(true);
-    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
+    assert_eq!(b.request(Request::Open { id: id(0), slot: 0 }), Response::Opened);
     let (_, end) = fill(&regions[0], 3, 1);
-    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert_eq!(b.request(Request::Close { id: id(0), end, records: 3 }), Response::Closed);
     assert_eq!(b.unflushed(), 1);
-    assert!(matches!(b.request(Request::Open(id(1))), Response::Refused(_)), "one waits and the limit is 1");
+    assert!(
+        matches!(b.request(Request::Open { id: id(1), slot: 1 }), Response::Refused(_)),
+        "one waits and the limit is 1"
+    );
+    assert!(
+        matches!(b.request(Request::Open { id: id(1), slot: 0 }), Response::Refused(_)),
+        "that buffer is not on disk yet"
+    );
     b.hold_flushing(false);
     assert!(b.wait_flushed(Duration::from_secs(10)));
-    assert!(matches!(b.request(Request::Open(id(1))), Response::Opened { .. }));
-    // With every buffer open, another open is refused too.
-    assert!(matches!(b.request(Request::Open(id(2))), Response::Opened { .. }));
-    assert!(matches!(b.request(Request::Open(id(3))), Response::Opened { .. }));
-    assert!(matches!(b.request(Request::Open(id(4))), Response::Refused(_)));
+    assert_eq!(b.request(Request::Open { id: id(1), slot: 1 }), Response::Opened);
+    assert!(matches!(b.request(Request::Open { id: id(2), slot: 1 }), Response::Error(_)), "buffer 1 is taken");
+    assert!(matches!(b.request(Request::Open { id: id(2), slot: 3 }), Response::Error(_)), "no buffer 3");
+}
+
+#[test]
+fn a_new_view_brings_new_buffers_and_the_old_open_one_is_handed_over() {
+    let (b, regions, dir) = backup("views", 2, 2);
+    assert_eq!(b.request(Request::Open { id: id(0), slot: 0 }), Response::Opened);
+    let (_, end0) = fill(&regions[0], 4, 1);
+    assert_eq!(b.request(Request::Close { id: id(0), end: end0, records: 4 }), Response::Closed);
+    assert_eq!(b.request(Request::Open { id: id(4), slot: 1 }), Response::Opened);
+    let (recs, _) = fill(&regions[1], 6, 9);
+    // The view ends: the open buffer is taken (to be scanned), the closed one still
+    // goes to disk, and the new view's buffers are all free.
+    let (open, buf) = b.take_open().unwrap();
+    assert_eq!(open, id(4));
+    assert!(Arc::ptr_eq(&buf, &regions[1]));
+    assert!(b.take_open().is_none());
+    let fresh: Vec<Arc<Region>> = (0..2).map(|_| Arc::new(Region::new(SIZE))).collect();
+    b.set_buffers(fresh);
+    assert_eq!(b.request(Request::Open { id: id(10), slot: 0 }), Response::Opened);
+    // The recovered segment, cut to 3 of its 6 records, is flushed like a closed one.
+    let mut bytes = vec![0u8; SIZE];
+    buf.read_bytes(0, &mut bytes);
+    let cut = tailwind::format::scan(&bytes).records[3].at.0 - tailwind::format::HEADER;
+    b.flush_recovered(id(4), &bytes[..cut]);
+    assert!(b.wait_flushed(Duration::from_secs(10)));
+    assert_eq!(read_segment(&segment_path(&dir.0, id(4))).unwrap(), recs[..3].to_vec());
+    assert_eq!(read_segment(&segment_path(&dir.0, id(0))).unwrap().len(), 4);
 }
 
 #[test]
@@ -81,13 +114,17 @@ fn bad_requests_and_a_corrupted_file_are_errors() {
     let (b, regions, dir) = backup("bad", 1, 1);
     let garbage: Response = postcard::from_bytes(&b.handle(b"\xff\xfe garbage")).unwrap();
     assert!(matches!(garbage, Response::Error(_)));
-    assert!(matches!(b.request(Request::Close { id: id(9), end: 0 }), Response::Error(_)), "not open");
-    assert_eq!(b.request(Request::Open(id(0))), Response::Opened { slot: 0 });
+    assert!(matches!(b.request(Request::Close { id: id(9), end: 0, records: 0 }), Response::Error(_)), "not open");
+    assert_eq!(b.request(Request::Open { id: id(0), slot: 0 }), Response::Opened);
     let (_, end) = fill(&regions[0], 5, 7);
     // A close past what verifies (the primary claims more than the buffer holds).
-    assert!(matches!(b.request(Request::Close { id: id(0), end: end + 8 }), Response::Error(_)));
-    assert!(matches!(b.request(Request::Close { id: id(0), end: 1 << 40 }), Response::Error(_)));
-    assert_eq!(b.request(Request::Close { id: id(0), end }), Response::Closed);
+    assert!(matches!(b.request(Request::Close { id: id(0), end: end + 8, records: 5 }), Response::Error(_)));
+    assert!(matches!(b.request(Request::Close { id: id(0), end: 1 << 40, records: 5 }), Response::Error(_)));
+    assert!(
+        matches!(b.request(Request::Close { id: id(0), end, records: 6 }), Response::Error(_)),
+        "the primary counts one record more than the buffer holds"
+    );
+    assert_eq!(b.request(Request::Close { id: id(0), end, records: 5 }), Response::Closed);
     assert!(b.wait_flushed(Duration::from_secs(10)));
     let path = segment_path(&dir.0, id(0));
     let mut bytes = std::fs::read(&path).unwrap();

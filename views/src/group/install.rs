@@ -121,6 +121,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
             }
         }
     }
+    let transport = epoch.transport.clone();
     *cur = Some(epoch);
     drop(cur);
     {
@@ -132,8 +133,6 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     }
     tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
     inner.bump();
-    if let Some(f) = lock(&inner.on_view).as_mut() {
-        f(&next.view);
-    }
+    inner.view_started(&next.view, &transport);
     Ok(())
 }

@@ -180,6 +180,18 @@ pub struct Metrics {
     pub resends_carried: u64,
 }
 
+impl Inner {
+    /// Runs the application's view-start and view callbacks for a view just installed.
+    pub(crate) fn view_started(&self, view: &View, transport: &Arc<dyn sst::transport::Transport>) {
+        if let Some(f) = lock(&self.on_view_start).as_mut() {
+            f(view, transport);
+        }
+        if let Some(f) = lock(&self.on_view).as_mut() {
+            f(view);
+        }
+    }
+}
+
 pub(crate) enum Event {
     Install(Box<Next>, Instant),
     Stop(StopReason),
@@ -197,6 +209,7 @@ pub(crate) struct Inner {
     pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
     on_view: Mutex<Option<ViewFn>>,
     on_view_end: Mutex<Option<ViewEndFn>>,
+    on_view_start: Mutex<Option<ViewEndFn>>,
     pub(crate) app_regions: Vec<sst::transport::RegionSpec>,
     pub(crate) state: Vec<(usize, StateHook)>,
     pub(crate) on_request: Option<RequestFn>,
@@ -301,6 +314,7 @@ pub struct GroupBuilder {
     deliver_by: Option<DeliverFactory>,
     on_view: Option<ViewFn>,
     on_view_end: Option<ViewEndFn>,
+    on_view_start: Option<ViewEndFn>,
     app_regions: Vec<sst::transport::RegionSpec>,
     state: Vec<(usize, StateHook)>,
     on_request: Option<RequestFn>,
@@ -329,6 +343,7 @@ impl GroupBuilder {
             deliver_by: None,
             on_view: None,
             on_view_end: None,
+            on_view_start: None,
             app_regions: Vec::new(),
             state: Vec::new(),
             on_request: None,
@@ -431,6 +446,18 @@ impl GroupBuilder {
         self
     }
 
+    /// Called with every view this node installs (the first one included) and that
+    /// view's transport, just before [`GroupBuilder::on_view`]: the moment to take
+    /// the new view's application regions ([`GroupBuilder::regions`]). Runs on the
+    /// thread that installs views; it must not call into the [`Group`].
+    pub fn on_view_start(
+        mut self,
+        f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static,
+    ) -> Self {
+        self.on_view_start = Some(Box::new(f));
+        self
+    }
+
     /// Declares subgroup `k`'s state for joiners (see [`StateHook`]).
     pub fn state(
         mut self,
@@ -485,6 +512,7 @@ impl GroupBuilder {
             carry: Mutex::new(Vec::new()),
             on_view: Mutex::new(self.on_view),
             on_view_end: Mutex::new(self.on_view_end),
+            on_view_start: Mutex::new(self.on_view_start),
             app_regions: self.app_regions,
             state: self.state,
             on_request: self.on_request,
@@ -536,10 +564,9 @@ impl GroupBuilder {
             }
         };
         let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;
+        let transport = epoch.transport.clone();
         *inner.current.write().unwrap_or_else(|p| p.into_inner()) = Some(epoch);
-        if let Some(f) = lock(&inner.on_view).as_mut() {
-            f(&first);
-        }
+        inner.view_started(&first, &transport);
         let manager = {
             let inner = inner.clone();
             std::thread::Builder::new()

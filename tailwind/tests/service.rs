@@ -1,0 +1,135 @@
+//! The log as a group service, members as threads of this process: appends are
+//! acknowledged once every backup holds them, segments rotate when buffers fill,
+//! a crashed primary is replaced and its successor's log holds every acknowledged
+//! record in order, a member that replaces a failed one is re-seeded, and appends
+//! forwarded from a backup land in the same log (over shm and tcp).
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailwind::service::{AppendError, Lsn, Recovery, TailwindConfig, TailwindLog};
+use views::config::{Config, Transport};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Directories removed when the test ends, passed or not.
+struct Dirs(Vec<PathBuf>);
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn record(i: u64) -> Vec<u8> {
+    let len = 8 + (i * 53 % 400) as usize;
+    (0..len).map(|j| (i as usize * 31 + j) as u8).collect::<Vec<u8>>()
+}
+
+fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport, dir: &PathBuf) -> TailwindLog {
+    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+        .name(name)
+        .transport(t)
+        .timeouts(Duration::from_millis(50), Duration::from_millis(400));
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    let mut cfg = TailwindConfig::new(dir);
+    cfg.buffer = 8 * 1024; // small, so that segments rotate
+    TailwindLog::start(b.build().unwrap(), cfg).unwrap()
+}
+
+fn read_all(log: &TailwindLog) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for (i, r) in log.read_from(Lsn(0)).enumerate() {
+        let (lsn, bytes) = r.unwrap();
+        assert_eq!(lsn, Lsn(i as u64));
+        out.push(bytes);
+    }
+    out
+}
+
+fn failover(t: Transport) {
+    let name = format!("tws{}{}", std::process::id(), t as u8);
+    let dirs = Dirs((0..4).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
+    for d in &dirs.0 {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    let n0 = member(&name, 0, None, t, &dirs.0[0]);
+    let contact = n0.group().listen_addr();
+    let mut logs: Vec<Option<TailwindLog>> = vec![Some(n0)];
+    for i in 1..4 {
+        logs.push(Some(member(&name, i, Some(contact), t, &dirs.0[i as usize])));
+    }
+    assert!(logs[0].as_ref().unwrap().group().wait_for_members(4, WAIT));
+    let recovered: Arc<Mutex<Vec<Recovery>>> = Arc::default();
+    for l in logs.iter().flatten() {
+        let r = recovered.clone();
+        l.on_recovered(move |rec| r.lock().unwrap().push(rec.clone()));
+    }
+    let p = logs[0].as_ref().unwrap();
+    assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    // 150 records of up to 400 bytes: several 8 KB segments.
+    let mut acked = Vec::new();
+    for i in 0..150 {
+        let lsn = p.append(&record(i)).unwrap();
+        assert_eq!(lsn, Lsn(i), "{t:?}");
+        acked.push(record(i));
+    }
+    let batch: Vec<Vec<u8>> = (150..170).map(record).collect();
+    let refs: Vec<&[u8]> = batch.iter().map(|b| b.as_slice()).collect();
+    assert_eq!(p.append_batch(&refs).unwrap(), (150..170).map(Lsn).collect::<Vec<_>>());
+    acked.extend(batch);
+    assert!(p.segments().len() >= 3, "segments rotated: {:?}", p.segments());
+    // The primary and its two backups hold it all; member 3 holds nothing.
+    for i in 0..3 {
+        assert_eq!(read_all(logs[i].as_ref().unwrap()), acked, "{t:?} member {i}");
+    }
+    assert!(logs[3].as_ref().unwrap().segments().is_empty());
+    // An append at a backup is forwarded to the primary.
+    let lsn = logs[1].as_ref().unwrap().append(b"from a backup").unwrap();
+    assert_eq!(lsn, Lsn(170));
+    acked.push(b"from a backup".to_vec());
+    // Too large for a buffer: a clear error, nothing lost.
+    let e = p.append(&vec![7u8; 9000]).unwrap_err();
+    assert!(matches!(e, AppendError::TooLarge { .. }), "{e}");
+
+    // The primary crashes: member 1 takes over, member 3 joins the log's
+    // members and is re-seeded with every committed segment.
+    logs[0].take().unwrap().group().shutdown();
+    let n1 = logs[1].as_ref().unwrap();
+    assert!(
+        sst::cluster::poll_until(WAIT, Duration::from_millis(10), || n1.is_primary()),
+        "{t:?}: member 1 did not take over"
+    );
+    let rec = recovered.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(rec.next, Lsn(171), "{t:?}: every acknowledged record, nothing more");
+    assert!(rec.reseeded >= 1, "{rec:?}");
+    for i in 171..260 {
+        assert_eq!(n1.append(&record(i)).unwrap(), Lsn(i));
+        acked.push(record(i));
+    }
+    let fwd = logs[3].as_ref().unwrap().append(b"from the new member").unwrap();
+    assert_eq!(fwd, Lsn(260));
+    acked.push(b"from the new member".to_vec());
+    for i in 1..4 {
+        let l = logs[i].as_ref().unwrap();
+        assert!(l.wait_flushed(WAIT));
+        assert_eq!(read_all(l), acked, "{t:?} member {i} after the failover");
+    }
+    for l in logs.iter_mut() {
+        drop(l.take());
+    }
+}
+
+#[test]
+fn failover_and_reseeding_over_shm() {
+    failover(Transport::Shm);
+}
+
+#[test]
+fn failover_and_reseeding_over_tcp() {
+    failover(Transport::Tcp);
+}
