@@ -4,10 +4,12 @@
 //! record in order, a member that replaces a failed one is re-seeded, and appends
 //! forwarded from a backup land in the same log (over shm and tcp).
 
+use sst::transport::RegionId;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailwind::service::{AppendError, Lsn, Recovery, TailwindConfig, TailwindLog};
+use tailwind::format::{scan, Appender, BufLen};
+use tailwind::service::{AppendError, Lsn, Recovery, TailwindConfig, TailwindLog, LOG_REGIONS};
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -84,10 +86,11 @@ fn failover(t: Transport) {
     acked.extend(batch);
     assert!(p.segments().len() >= 3, "segments rotated: {:?}", p.segments());
     // The primary and its two backups hold it all; member 3 holds nothing.
-    for i in 0..3 {
-        assert_eq!(read_all(logs[i].as_ref().unwrap()), acked, "{t:?} member {i}");
+    for (i, l) in logs.iter().take(3).enumerate() {
+        assert_eq!(read_all(l.as_ref().unwrap()), acked, "{t:?} member {i}");
     }
     assert!(logs[3].as_ref().unwrap().segments().is_empty());
+    assert_eq!(logs[3].as_ref().unwrap().wait_for_primary(WAIT), Some(p.node()), "told, though outside the log");
     // An append at a backup is forwarded to the primary.
     let lsn = logs[1].as_ref().unwrap().append(b"from a backup").unwrap();
     assert_eq!(lsn, Lsn(170));
@@ -95,6 +98,27 @@ fn failover(t: Transport) {
     // Too large for a buffer: a clear error, nothing lost.
     let e = p.append(&vec![7u8; 9000]).unwrap_err();
     assert!(matches!(e, AppendError::TooLarge { .. }), "{e}");
+
+    // A write that reached one backup only (the primary died between its writes):
+    // put one more valid record in member 1's open buffer, as the primary would.
+    let n1 = logs[1].as_ref().unwrap();
+    assert!(n1.wait_flushed(WAIT));
+    let (_, t1) = n1.group().transport().unwrap();
+    let open: Vec<_> = (0..2)
+        .map(|i| t1.region(RegionId(LOG_REGIONS + i)).unwrap().clone())
+        .filter(|r| {
+            let mut b = vec![0u8; r.len()];
+            r.read_bytes(0, &mut b);
+            !scan(&b).records.is_empty()
+        })
+        .collect();
+    assert_eq!(open.len(), 1, "one open buffer with records, the other flushed and zeroed");
+    let mut bytes = vec![0u8; open[0].len()];
+    open[0].read_bytes(0, &mut bytes);
+    let mut a = Appender::resume(BufLen(bytes.len()), &scan(&bytes));
+    let at = a.end().0;
+    let extra = a.append(&mut bytes, b"never acknowledged").unwrap();
+    open[0].write_bytes(at, &bytes[at..extra.end.0]);
 
     // The primary crashes: member 1 takes over, member 3 joins the log's
     // members and is re-seeded with every committed segment.
@@ -106,6 +130,7 @@ fn failover(t: Transport) {
     );
     let rec = recovered.lock().unwrap().last().cloned().unwrap();
     assert_eq!(rec.next, Lsn(171), "{t:?}: every acknowledged record, nothing more");
+    assert_eq!(rec.dropped, 1, "{t:?}: the record only member 1 held is not in the log");
     assert!(rec.reseeded >= 1, "{rec:?}");
     for i in 171..260 {
         assert_eq!(n1.append(&record(i)).unwrap(), Lsn(i));
@@ -114,8 +139,8 @@ fn failover(t: Transport) {
     let fwd = logs[3].as_ref().unwrap().append(b"from the new member").unwrap();
     assert_eq!(fwd, Lsn(260));
     acked.push(b"from the new member".to_vec());
-    for i in 1..4 {
-        let l = logs[i].as_ref().unwrap();
+    for (i, l) in logs.iter().enumerate().skip(1) {
+        let l = l.as_ref().unwrap();
         assert!(l.wait_flushed(WAIT));
         assert_eq!(read_all(l), acked, "{t:?} member {i} after the failover");
     }

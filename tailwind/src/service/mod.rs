@@ -59,8 +59,8 @@ pub mod wire;
 use crate::backup::{Backup, BackupConfig, SegmentId};
 use crate::format::extent;
 pub use crate::replicate::{AppendError, Lsn};
-use node::{Shared, St};
 pub use node::{ReadError, ReadFrom};
+use node::{Shared, St};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::{NodeId, RegionId, RegionSpec};
 use std::path::{Path, PathBuf};
@@ -221,9 +221,8 @@ impl TailwindLog {
             group: OnceLock::new(),
             on_recovered: Mutex::new(None),
         });
-        let regions = (0..cfg.buffers)
-            .map(|i| RegionSpec { id: RegionId(LOG_REGIONS + i as u16), len: cfg.buffer })
-            .collect();
+        let regions =
+            (0..cfg.buffers).map(|i| RegionSpec { id: RegionId(LOG_REGIONS + i as u16), len: cfg.buffer }).collect();
         let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
         let group = GroupBuilder::new(group)
             .layout(Replicas(cfg.replicas))
@@ -277,7 +276,12 @@ impl TailwindLog {
             if left.is_zero() || st.stopped.is_some() {
                 return None;
             }
-            st = self.shared.cv.wait_timeout(st, left.min(Duration::from_millis(50))).unwrap_or_else(|p| p.into_inner()).0;
+            st = self
+                .shared
+                .cv
+                .wait_timeout(st, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -330,10 +334,10 @@ impl TailwindLog {
     fn forward(&self, to: NodeId, records: &[&[u8]], deadline: Instant) -> Result<Vec<Lsn>, AppendError> {
         let msg = wire::Msg::Append { records: records.iter().map(|r| r.to_vec()).collect() };
         let within = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-        let body = self.group.request(to, &wire::encode(&msg), within).map_err(|e| AppendError::Backup {
-            node: to,
-            why: format!("forwarding to the primary: {e}"),
-        })?;
+        let body = self
+            .group
+            .request(to, &wire::encode(&msg), within)
+            .map_err(|e| AppendError::Backup { node: to, why: format!("forwarding to the primary: {e}") })?;
         match wire::decode::<wire::Reply>(&body) {
             Ok(wire::Reply::Appended(first)) => Ok((first..first + records.len() as u64).map(Lsn).collect()),
             Ok(wire::Reply::Failed(why)) => Err(AppendError::Backup { node: to, why }),

@@ -2,7 +2,7 @@
 //! the other members' requests, the primary's append path and the read path.
 
 use super::wire::{self, Held, Msg, Reply, MAX_PAGE};
-use super::{Replicas, Recovery, RecoveredFn, TailwindConfig, LOG_REGIONS};
+use super::{RecoveredFn, Recovery, Replicas, TailwindConfig, LOG_REGIONS};
 use crate::backup::{read_segment, segment_path, Backup, Request, Response, SegmentError, SegmentId};
 use crate::format::{scan, FormatError, ENTRY};
 use crate::replicate::{AppendError, Lsn, Replicator};
@@ -263,6 +263,16 @@ impl Shared {
                 }
             }
             Msg::Fetch { id, offset } => self.fetch(id, offset),
+            Msg::Ready { view } => {
+                let mut st = lock(&self.st);
+                tracing::debug!(node = %self.me, view, check = ?st.check(view), "told the log is ready");
+                if let Err(r) = st.check(view) {
+                    return r;
+                }
+                st.ready = true;
+                self.cv.notify_all();
+                Reply::Done
+            }
             Msg::Pool { view, req } => {
                 if let Err(r) = lock(&self.st).check(view) {
                     return r;

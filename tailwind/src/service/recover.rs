@@ -54,6 +54,14 @@ pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
         match recover(s, g, &view, &members, &t) {
             Ok((pr, rec)) => {
                 if s.become_primary(pr, rec.clone()) {
+                    // Members outside the log learn that it takes appends (best effort:
+                    // one that does not answer in time learns it in the next view).
+                    let deadline = Instant::now() + s.cfg.request_timeout * 2;
+                    for &m in view.members().iter().filter(|m| !members.contains(m)) {
+                        if let Err(why) = ask(s, g, m, &Msg::Ready { view: view.id().0 }, deadline) {
+                            tracing::warn!(node = %s.me, to = %m, %why, "could not tell a member the log is ready");
+                        }
+                    }
                     tracing::info!(node = %s.me, view = view.id().0, next = rec.next.0, dropped = rec.dropped,
                         reseeded = rec.reseeded, ms = began.elapsed().as_millis() as u64, "tailwind primary recovered");
                 }
@@ -79,7 +87,9 @@ fn ask(s: &Shared, g: &Group, m: NodeId, msg: &Msg, deadline: Instant) -> Result
             s.handle(msg.clone())
         } else {
             let left = deadline.saturating_duration_since(Instant::now()).min(s.cfg.request_timeout);
-            let body = g.request(m, &wire::encode(msg), left.max(Duration::from_millis(10))).map_err(|e| format!("{m}: {e}"))?;
+            let body = g
+                .request(m, &wire::encode(msg), left.max(Duration::from_millis(10)))
+                .map_err(|e| format!("{m}: {e}"))?;
             wire::decode::<Reply>(&body).map_err(|e| format!("{m}: {e}"))?
         };
         match reply {

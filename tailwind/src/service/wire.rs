@@ -62,7 +62,13 @@ pub enum Msg {
         /// The bytes.
         bytes: Vec<u8>,
     },
-    /// Append this record (from a member that is not the primary).
+    /// The primary of `view` takes appends (told to the group's members outside
+    /// the log, which hear of no buffer).
+    Ready {
+        /// The view.
+        view: u64,
+    },
+    /// Append these records (from a member that is not the primary).
     Append {
         /// The records.
         records: Vec<Vec<u8>>,

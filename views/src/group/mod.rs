@@ -450,10 +450,7 @@ impl GroupBuilder {
     /// view's transport, just before [`GroupBuilder::on_view`]: the moment to take
     /// the new view's application regions ([`GroupBuilder::regions`]). Runs on the
     /// thread that installs views; it must not call into the [`Group`].
-    pub fn on_view_start(
-        mut self,
-        f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static,
-    ) -> Self {
+    pub fn on_view_start(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
         self.on_view_start = Some(Box::new(f));
         self
     }

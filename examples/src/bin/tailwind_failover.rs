@@ -1,0 +1,332 @@
+//! tailwind_failover: the primary of a Tailwind log is `kill -9`'d while it appends;
+//! the new primary's log must hold every acknowledged record, in order, and nothing
+//! that was never appended.
+//!
+//! ```text
+//! cargo run --release -p examples --bin tailwind_failover -- --transport shm|tcp --runs 10
+//! ```
+//!
+//! Four member processes, replication factor 3 (the primary and two backups; the
+//! fourth member replaces the killed one and is re-seeded). Member 0 appends
+//! record 0, 1, 2, ... (each one's bytes a function of its number) and prints each
+//! acknowledgement; after `--acks` of them (plus a random extra up to as many
+//! again) it is killed with SIGKILL mid-stream. The new primary appends `--after`
+//! more records; then every survivor reads its whole log and checks that record
+//! `i` is record `i`'s bytes for every `i`, and the run checks that:
+//! - every acknowledgement the parent saw is in the log (count > last ack seen);
+//! - the survivors hold the same records (count and digest agree);
+//! - no record differs from what was appended at its number.
+//!
+//! One JSON line per run and a summary; exit status 0 only if every run holds.
+//! Bounded: every wait has a deadline, the children die with this process, their
+//! shm files and log directories are removed.
+#![forbid(unsafe_code)]
+
+use clap::Parser;
+use examples::mcast::Digest;
+use examples::{err, out};
+use serde_json::{json, Value};
+use sst::cluster::{self, ChildSet, TransportKind};
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tailwind::service::{Lsn, Recovery, TailwindConfig, TailwindLog};
+use views::config::{Config, Transport};
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "Kill -9 a Tailwind primary mid-stream; the new primary must hold every acknowledged record")]
+struct Args {
+    /// Transport: shm or tcp.
+    #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Acknowledgements seen before the kill (plus a random extra up to as many).
+    #[arg(long, default_value_t = 2000)]
+    acks: u64,
+    /// Records the new primary appends after the failover.
+    #[arg(long, default_value_t = 300)]
+    after: u64,
+    /// Largest record (records are 8 bytes up to this, varying).
+    #[arg(long, default_value_t = 300)]
+    max_record: u64,
+    /// Buffer (segment) bytes: small, so that segments rotate during the stream.
+    #[arg(long, default_value_t = 64 * 1024)]
+    buffer: usize,
+    /// Consecutive runs.
+    #[arg(long, default_value_t = 1)]
+    runs: u32,
+    /// (internal) this process is member `ID`.
+    #[arg(long, hide = true)]
+    child: Option<u32>,
+    /// (internal) every member's control port.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    ports: Vec<u16>,
+}
+
+const N: usize = 4;
+const VICTIM: usize = 0;
+
+/// Record `i`'s bytes: its number, then a pattern of a length that varies.
+fn record(i: u64, max: u64) -> Vec<u8> {
+    let len = 8 + (i.wrapping_mul(2654435761) % max.saturating_sub(8).max(1)) as usize;
+    let mut v = i.to_le_bytes().to_vec();
+    v.extend((8..len).map(|j| (i as usize).wrapping_mul(131).wrapping_add(j) as u8));
+    v
+}
+
+fn main() {
+    let args = Args::parse();
+    let r = match args.child {
+        Some(id) => {
+            cluster::die_with_parent();
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_writer(std::io::stderr)
+                .try_init();
+            child(&args, id).map(|_| true)
+        }
+        None => parent(&args),
+    };
+    match r {
+        Ok(true) => {}
+        Ok(false) => std::process::exit(3),
+        Err(e) => {
+            err(&format!("tailwind_failover: {e}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("tw-failover-{group}-{id}"))
+}
+
+fn child(args: &Args, id: u32) -> Result<(), String> {
+    let port = *args.ports.get(id as usize).ok_or("no port")?;
+    let group = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "twfail".into());
+    println!("READY");
+    cluster::wait_for_parent();
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+        .name(&group)
+        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
+        .timeouts(Duration::from_millis(100), Duration::from_millis(800));
+    if id > 0 {
+        b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
+    }
+    let mut cfg = TailwindConfig::new(dir_of(&group, id));
+    cfg.buffer = args.buffer;
+    let log = TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?;
+    let recovered: Arc<Mutex<Option<Recovery>>> = Arc::default();
+    let r2 = recovered.clone();
+    log.on_recovered(move |r| *r2.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone()));
+    if !log.group().wait_for_members(N, Duration::from_secs(60)) {
+        return Err("the group did not reach 4 members".into());
+    }
+    if log.wait_for_primary(Duration::from_secs(60)).is_none() {
+        return Err("no primary".into());
+    }
+    println!("JOINED");
+    if cluster::wait_for_parent() != "GO" {
+        return Err("expected GO".into());
+    }
+    if id as usize == VICTIM {
+        // Append until killed (bounded: the parent kills well before this ends).
+        let mut stdout = std::io::stdout().lock();
+        let until = Instant::now() + Duration::from_secs(120);
+        let mut i = 0u64;
+        while Instant::now() < until {
+            let lsn = log.append(&record(i, args.max_record)).map_err(|e| format!("append {i}: {e}"))?;
+            if lsn != Lsn(i) {
+                return Err(format!("append {i} got number {lsn:?}"));
+            }
+            writeln!(stdout, "ACK {i}").map_err(|e| e.to_string())?;
+            stdout.flush().map_err(|e| e.to_string())?;
+            i += 1;
+        }
+        return Err("the victim was never killed".into());
+    }
+    if cluster::wait_for_parent() != "CHECK" {
+        return Err("expected CHECK".into());
+    }
+    // Wait for the new primary (not the victim).
+    let new_primary = cluster::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
+        log.primary().is_some_and(|p| p.0 as usize != VICTIM)
+    });
+    if !new_primary {
+        return Err("no new primary within 60 s".into());
+    }
+    if log.is_primary() {
+        let next =
+            recovered.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|r| r.next.0).ok_or("no recovery")?;
+        for i in next..next + args.after {
+            let lsn =
+                log.append(&record(i, args.max_record)).map_err(|e| format!("append {i} after the failover: {e}"))?;
+            if lsn != Lsn(i) {
+                return Err(format!("append {i} got number {lsn:?}"));
+            }
+        }
+        println!("STAGE primary {}", next + args.after);
+    } else {
+        println!("STAGE backup 0");
+    }
+    let end: u64 = cluster::wait_for_parent()
+        .strip_prefix("DIGEST ")
+        .and_then(|n| n.parse().ok())
+        .ok_or("expected DIGEST <end>")?;
+    // Read the whole log (a backup's open buffer holds every acknowledged record).
+    let read_log = || -> Result<(u64, Digest, Option<String>), String> {
+        let (mut count, mut digest, mut bad) = (0u64, Digest::default(), None::<String>);
+        for r in log.read_from(Lsn(0)) {
+            let (lsn, bytes) = r.map_err(|e| e.to_string())?;
+            if bytes != record(lsn.0, args.max_record) && bad.is_none() {
+                bad = Some(format!("record {} is not what was appended at that number", lsn.0));
+            }
+            digest.add_bytes(&bytes);
+            count += 1;
+        }
+        Ok((count, digest, bad))
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (count, digest, bad) = loop {
+        let r = read_log()?;
+        if r.0 >= end || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rec = recovered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let v = json!({
+        "node": id, "count": count, "digest": format!("{:016x}", digest.0), "bad": bad,
+        "primary": log.is_primary(),
+        "recovered_next": rec.as_ref().map(|r| r.next.0), "dropped": rec.as_ref().map(|r| r.dropped),
+        "reseeded": rec.as_ref().map(|r| r.reseeded), "segments": log.segments().len(),
+    });
+    println!("RESULT {v}");
+    cluster::wait_for_parent();
+    Ok(())
+}
+
+fn one_run(args: &Args, run: u32) -> Result<Value, String> {
+    let ports = examples::free_ports(N)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(i) = argv.iter().position(|a| a == "--runs") {
+        argv.drain(i..(i + 2).min(argv.len()));
+    }
+    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
+    let mut kids = ChildSet::start(
+        |i| {
+            let mut cmd = Command::new(&exe);
+            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
+            cmd
+        },
+        TransportKind::Shm,
+        N,
+        Duration::from_secs(240),
+    )
+    .map_err(|e| e.to_string())?;
+    let group = kids.group().to_string();
+    let cleanup = |kids: ChildSet| {
+        drop(kids);
+        for i in 0..N as u32 {
+            let _ = std::fs::remove_dir_all(dir_of(&group, i));
+        }
+    };
+    let started = Instant::now();
+    // A kill point that moves from run to run.
+    let jitter =
+        (started.elapsed().as_nanos() as u64 ^ std::process::id() as u64 ^ (run as u64 * 7919)) % args.acks.max(1);
+    let kill_at = args.acks + jitter;
+    let mut last_ack = 0u64;
+    let stream = loop {
+        match kids.expect_lines("ACK ", &[VICTIM]) {
+            Ok(l) => {
+                last_ack = l[0].parse().map_err(|_| format!("bad ack line {l:?}"))?;
+                if last_ack >= kill_at {
+                    break Ok(());
+                }
+            }
+            Err(e) => break Err(e.to_string()),
+        }
+    };
+    if let Err(e) = stream {
+        cleanup(kids);
+        return Err(format!("run {run}: the stream stopped before the kill: {e}"));
+    }
+    let stream_secs = started.elapsed().as_secs_f64();
+    kids.kill(VICTIM);
+    let killed = Instant::now();
+    let survivors: Vec<usize> = (0..N).filter(|i| *i != VICTIM).collect();
+    let result = (|| -> Result<Value, String> {
+        for &i in &survivors {
+            kids.tell(i, "CHECK").map_err(|e| e.to_string())?;
+        }
+        let stages = kids.expect_lines("STAGE ", &survivors).map_err(|e| e.to_string())?;
+        let failover_secs = killed.elapsed().as_secs_f64();
+        let end: u64 = stages
+            .iter()
+            .find_map(|s| s.strip_prefix("primary ").and_then(|n| n.parse().ok()))
+            .ok_or("no survivor became the primary")?;
+        for &i in &survivors {
+            kids.tell(i, &format!("DIGEST {end}")).map_err(|e| e.to_string())?;
+        }
+        let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
+        for &i in &survivors {
+            kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
+        }
+        let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
+        let results: Vec<Value> = lines
+            .iter()
+            .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
+            .collect::<Result<_, _>>()?;
+        let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
+        let none_bad = results.iter().all(|r| r["bad"].is_null());
+        let count = results[0]["count"].as_u64().unwrap_or(0);
+        let primary = results.iter().find(|r| r["primary"] == true).cloned().unwrap_or(Value::Null);
+        let recovered_next = primary["recovered_next"].as_u64().unwrap_or(0);
+        let holds_acked = recovered_next > last_ack && count == end;
+        Ok(json!({
+            "bench": "tailwind_failover", "transport": args.transport, "run": run,
+            "ok": agree && none_bad && holds_acked && exited_ok,
+            "agree": agree, "records_intact": none_bad, "holds_every_ack": holds_acked,
+            "last_ack_seen": last_ack, "recovered_next": recovered_next, "dropped": primary["dropped"],
+            "reseeded": primary["reseeded"], "count": count, "stream_secs": examples::round(stream_secs, 2),
+            "failover_secs": examples::round(failover_secs, 2), "survivors": results,
+        }))
+    })();
+    cleanup(kids);
+    sst::transport::shm::remove_stale_files();
+    result
+}
+
+fn parent(args: &Args) -> Result<bool, String> {
+    cluster::catch_interrupts();
+    sst::transport::shm::remove_stale_files();
+    let mut clean = 0;
+    let mut failovers = Vec::new();
+    for run in 0..args.runs {
+        let v = one_run(args, run)?;
+        if v["ok"] == true {
+            clean += 1;
+        }
+        failovers.push(v["failover_secs"].as_f64().unwrap_or(0.0));
+        err(&format!(
+            "run {}/{}: ok={} last ack {} recovered {} dropped {} failover {:.2}s",
+            run + 1,
+            args.runs,
+            v["ok"],
+            v["last_ack_seen"],
+            v["recovered_next"],
+            v["dropped"],
+            v["failover_secs"].as_f64().unwrap_or(0.0)
+        ));
+        out(&v.to_string());
+    }
+    out(&json!({
+        "bench": "tailwind_failover", "transport": args.transport, "summary": true,
+        "runs": args.runs, "clean": clean, "failover_secs": failovers,
+    })
+    .to_string());
+    Ok(clean == args.runs)
+}
