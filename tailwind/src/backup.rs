@@ -132,10 +132,11 @@ enum Slot {
 /// its segment and how many bytes to write.
 #[derive(Debug)]
 struct Job {
-    slot: Option<usize>,
-    buf: Arc<Region>,
+    /// The buffer to zero and free afterwards (none for a recovered segment).
+    slot: Option<(usize, Arc<Region>)>,
     id: SegmentId,
-    end: usize,
+    /// The segment's bytes (read once, for the check at close).
+    bytes: Vec<u8>,
 }
 
 #[derive(Debug)]
@@ -226,11 +227,9 @@ impl Backup {
     /// Queues `bytes` of segment `id` for the disk as if a buffer holding them had
     /// been closed (a segment recovered at a view change, cut at the agreed end).
     pub fn flush_recovered(&self, id: SegmentId, bytes: &[u8]) {
-        let buf = Arc::new(Region::new(bytes.len().div_ceil(8).max(1) * 8));
-        buf.write_bytes(0, &pad8(bytes));
         let mut st = lock(&self.shared.state);
         st.unflushed += 1;
-        st.queue.push_back(Job { slot: None, buf, id, end: bytes.len() });
+        st.queue.push_back(Job { slot: None, id, bytes: bytes.to_vec() });
         drop(st);
         self.shared.wake.notify_all();
     }
@@ -296,7 +295,7 @@ impl Backup {
                 }
                 st.slots[slot] = Slot::Flushing(id);
                 st.unflushed += 1;
-                st.queue.push_back(Job { slot: Some(slot), buf, id, end });
+                st.queue.push_back(Job { slot: Some((slot, buf)), id, bytes });
                 drop(st);
                 self.shared.wake.notify_all();
                 Response::Closed
@@ -336,13 +335,6 @@ impl Backup {
     }
 }
 
-/// `bytes` padded with zeros to a multiple of 8.
-fn pad8(bytes: &[u8]) -> Vec<u8> {
-    let mut v = bytes.to_vec();
-    v.resize(bytes.len().div_ceil(8) * 8, 0);
-    v
-}
-
 impl Drop for Backup {
     fn drop(&mut self) {
         lock(&self.shared.state).stop = true;
@@ -370,17 +362,18 @@ fn flush_loop(sh: &Shared) {
             st = sh.wake.wait(st).unwrap_or_else(|p| p.into_inner());
         };
         drop(st);
-        let result = flush(&sh.cfg.dir, job.id, &job.buf, job.end);
-        if result.is_ok() {
-            zero(&job.buf, job.end);
+        let result = flush(&sh.cfg.dir, job.id, &job.bytes);
+        if let (Ok(()), Some((_, buf))) = (&result, &job.slot) {
+            zero(buf, job.bytes.len());
         }
         let mut st = lock(&sh.state);
         st.unflushed -= 1;
         match result {
             Ok(()) => {
                 // Free the slot if it is still this view's buffer.
-                if let Some(slot) = job.slot {
-                    if st.buffers.get(slot).is_some_and(|b| Arc::ptr_eq(b, &job.buf)) {
+                if let Some((slot, buf)) = &job.slot {
+                    let slot = *slot;
+                    if st.buffers.get(slot).is_some_and(|b| Arc::ptr_eq(b, buf)) {
                         st.slots[slot] = Slot::Free;
                     }
                 }
@@ -392,13 +385,11 @@ fn flush_loop(sh: &Shared) {
     }
 }
 
-fn flush(dir: &Path, id: SegmentId, buf: &Region, end: usize) -> std::io::Result<()> {
-    let mut bytes = vec![0u8; end];
-    buf.read_bytes(0, &mut bytes);
+fn flush(dir: &Path, id: SegmentId, bytes: &[u8]) -> std::io::Result<()> {
     let path = segment_path(dir, id);
     let tmp = path.with_extension("tw.part");
     let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(&bytes)?;
+    f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(dir)?.sync_all()
