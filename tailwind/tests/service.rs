@@ -158,3 +158,28 @@ fn failover_and_reseeding_over_shm() {
 fn failover_and_reseeding_over_tcp() {
     failover(Transport::Tcp);
 }
+
+#[test]
+fn a_corrupted_segment_file_stops_the_start_with_its_name() {
+    let dirs = Dirs(vec![std::env::temp_dir().join(format!("tws-corrupt-{}", std::process::id()))]);
+    let dir = &dirs.0[0];
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).unwrap();
+    // A segment as a backup flushes it, then one flipped bit in a record.
+    let mut buf = vec![0u8; 1024];
+    let mut a = Appender::new(BufLen(buf.len()));
+    a.append(&mut buf, b"first").unwrap();
+    a.append(&mut buf, b"second").unwrap();
+    buf.truncate(a.end().0);
+    buf[20] ^= 1;
+    let path = dir.join("log0-seg0.tw");
+    std::fs::write(&path, &buf).unwrap();
+    let cfg = Config::builder(0, sst::cluster::free_control_addr())
+        .name(&format!("twc{}", std::process::id()))
+        .transport(Transport::Mem)
+        .build()
+        .unwrap();
+    let e = TailwindLog::start(cfg, TailwindConfig::new(dir)).unwrap_err();
+    assert!(e.to_string().contains("log0-seg0.tw") && e.to_string().contains("corrupt"), "{e}");
+    assert_eq!(std::fs::read(&path).unwrap(), buf, "the damaged file is left as it was, for inspection");
+}

@@ -1,0 +1,110 @@
+//! The `kv` demo as its docs describe it, scripted: three members, updates at the
+//! primary and at a backup, the primary killed with SIGKILL, and the survivors
+//! answering with every acknowledged update and taking new ones (shm and tcp).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+struct Member {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+}
+
+impl Member {
+    fn start(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str) -> Member {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kv"));
+        cmd.args(["--id", &id.to_string(), "--listen", &format!("127.0.0.1:{port}"), "--transport", transport])
+            .args(["--name", name])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(c) = contact {
+            cmd.args(["--contact", &format!("127.0.0.1:{c}")]);
+        }
+        let mut child = cmd.spawn().expect("spawn kv");
+        let stdin = child.stdin.take().unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        Member { child, stdin, lines }
+    }
+
+    /// Sends a command and waits (bounded) for a line containing `want`.
+    fn ask(&mut self, cmd: &str, want: &str) -> String {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.expect(want)
+    }
+
+    fn expect(&mut self, want: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) if l.contains(want) => return l,
+                Ok(l) => seen.push(l),
+                Err(_) => break,
+            }
+        }
+        panic!("no line with {want:?}; got {seen:?}");
+    }
+}
+
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn demo(transport: &str) {
+    let ports = sst::cluster::free_ports(3).unwrap();
+    let name = format!("kvt{}{transport}", std::process::id());
+    let mut m0 = Member::start(0, ports[0], None, transport, &name);
+    m0.expect("up");
+    let mut m1 = Member::start(1, ports[1], Some(ports[0]), transport, &name);
+    m1.expect("up");
+    let mut m2 = Member::start(2, ports[2], Some(ports[0]), transport, &name);
+    m2.expect("up");
+    // Wait until the third member is in the log's view.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !m0.ask("status", "member 0:").contains("[NodeId(0), NodeId(1), NodeId(2)], primary Some(NodeId(0))") {
+        assert!(Instant::now() < deadline, "the three members did not form the log");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    m0.ask("put colour blue", "ok (record 0)");
+    m1.ask("put shape round", "ok (record 1)"); // forwarded to the primary
+    m0.ask("del nothing", "ok (record 2)");
+    assert_eq!(m2.ask("get colour", "colour ="), "colour = blue");
+    assert_eq!(m0.ask("get shape", "shape ="), "shape = round");
+    // The primary dies; member 1 takes over with all three records.
+    drop(m0);
+    m1.expect("member 1 is now the primary: the log holds 3 records");
+    assert_eq!(m1.ask("get colour", "colour ="), "colour = blue");
+    m2.ask("put colour green", "ok (record 3)");
+    assert_eq!(m1.ask("get colour", "colour ="), "colour = green");
+    assert_eq!(m2.ask("get shape", "shape ="), "shape = round");
+    m1.ask("list", "(2 keys)");
+    for i in 0..3 {
+        let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("kv-{name}-{i}")));
+    }
+    sst::transport::shm::remove_stale_files();
+}
+
+#[test]
+fn the_kv_demo_survives_its_primary_over_shm() {
+    demo("shm");
+}
+
+#[test]
+fn the_kv_demo_survives_its_primary_over_tcp() {
+    demo("tcp");
+}
