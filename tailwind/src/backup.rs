@@ -136,7 +136,43 @@ struct Job {
     slot: Option<(usize, Arc<Region>)>,
     id: SegmentId,
     /// The segment's bytes (read once, for the check at close).
-    bytes: Vec<u8>,
+    bytes: Aligned,
+}
+
+/// A block for direct I/O.
+const BLOCK: usize = 4096;
+
+/// Bytes whose start is aligned to [`BLOCK`], zero-padded to a whole number of
+/// blocks: what a direct (page-cache-bypassing) write takes.
+#[derive(Debug)]
+struct Aligned {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl Aligned {
+    fn zeroed(len: usize) -> Aligned {
+        let raw = vec![0u8; Aligned::padded_len(len) + BLOCK];
+        let off = (BLOCK - raw.as_ptr() as usize % BLOCK) % BLOCK;
+        Aligned { raw, off, len }
+    }
+
+    fn padded_len(len: usize) -> usize {
+        len.div_ceil(BLOCK).max(1) * BLOCK
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.raw[self.off..self.off + self.len]
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.raw[self.off..self.off + self.len]
+    }
+
+    fn padded(&self) -> &[u8] {
+        &self.raw[self.off..self.off + Aligned::padded_len(self.len)]
+    }
 }
 
 #[derive(Debug)]
@@ -229,7 +265,9 @@ impl Backup {
     pub fn flush_recovered(&self, id: SegmentId, bytes: &[u8]) {
         let mut st = lock(&self.shared.state);
         st.unflushed += 1;
-        st.queue.push_back(Job { slot: None, id, bytes: bytes.to_vec() });
+        let mut a = Aligned::zeroed(bytes.len());
+        a.bytes_mut().copy_from_slice(bytes);
+        st.queue.push_back(Job { slot: None, id, bytes: a });
         drop(st);
         self.shared.wake.notify_all();
     }
@@ -283,9 +321,9 @@ impl Backup {
                 if end > buf.len() {
                     return Response::Error(format!("end {end} is past the {}-byte buffer", buf.len()));
                 }
-                let mut bytes = vec![0u8; end];
-                buf.read_bytes(0, &mut bytes);
-                let r = scan(&bytes);
+                let mut bytes = Aligned::zeroed(end);
+                buf.read_bytes(0, bytes.bytes_mut());
+                let r = scan(bytes.bytes());
                 if r.end != Offset(end) || r.records.len() as u64 != records {
                     return Response::Error(format!(
                         "segment {id:?} verifies up to byte {} ({} records), not {end} ({records}): not closing it",
@@ -364,7 +402,7 @@ fn flush_loop(sh: &Shared) {
         drop(st);
         let result = flush(&sh.cfg.dir, job.id, &job.bytes);
         if let (Ok(()), Some((_, buf))) = (&result, &job.slot) {
-            zero(buf, job.bytes.len());
+            zero(buf, job.bytes.len);
         }
         let mut st = lock(&sh.state);
         st.unflushed -= 1;
@@ -385,12 +423,30 @@ fn flush_loop(sh: &Shared) {
     }
 }
 
-fn flush(dir: &Path, id: SegmentId, bytes: &[u8]) -> std::io::Result<()> {
+/// Writes a segment file: whole, synced, then renamed into place. The write
+/// bypasses the page cache (`O_DIRECT`: the disk takes the bytes from this buffer
+/// without the kernel copying them, which was most of a backup's CPU time) where
+/// the file system allows it, and goes through the cache where it does not.
+fn flush(dir: &Path, id: SegmentId, bytes: &Aligned) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = segment_path(dir, id);
     let tmp = path.with_extension("tw.part");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    let direct = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(&tmp)?;
+        f.write_all(bytes.padded())?;
+        f.set_len(bytes.len as u64)?;
+        f.sync_all()
+    })();
+    if direct.is_err() {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes.bytes())?;
+        f.sync_all()?;
+    }
     std::fs::rename(&tmp, &path)?;
     std::fs::File::open(dir)?.sync_all()
 }
