@@ -59,3 +59,44 @@ pub fn err(line: &str) {
 /// `n` distinct loopback ports, each free together with the next one (a member's
 /// control port and the data port after it), for member processes to bind.
 pub use sst::cluster::free_ports;
+
+/// Ends a benchmark or demo program: exit status 0 for `Ok(true)`, 3 for
+/// `Ok(false)` (it ran, and a check failed), 1 with the error on stderr for `Err`.
+pub fn finish(program: &str, result: Result<bool, String>) -> ! {
+    match result {
+        Ok(true) => std::process::exit(0),
+        Ok(false) => std::process::exit(3),
+        Err(e) => {
+            err(&format!("{program}: {e}"));
+            std::process::exit(1);
+        }
+    }
+}
+
+/// In a member process started by `sst::cluster::ChildSet` with every member's
+/// control port in `ports`: says READY, waits for the parent's go-ahead, and
+/// returns member `id`'s group config (loopback, the run's group name, `transport`
+/// "tcp" or "shm", the given heartbeat and failure timeouts; members other than 0
+/// join member 0).
+pub fn child_member_config(
+    ports: &[u16],
+    id: u32,
+    transport: &str,
+    heartbeat: Duration,
+    failure_timeout: Duration,
+) -> Result<views::config::Config, String> {
+    use std::net::SocketAddr;
+    let port = *ports.get(id as usize).ok_or("no port for this member")?;
+    let group = std::env::var("SPINDLE_CHILD_GROUP").map_err(|_| "SPINDLE_CHILD_GROUP is not set")?;
+    out("READY");
+    sst::cluster::wait_for_parent();
+    let t = if transport == "tcp" { views::config::Transport::Tcp } else { views::config::Transport::Shm };
+    let mut b = views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+        .name(&group)
+        .transport(t)
+        .timeouts(heartbeat, failure_timeout);
+    if id > 0 {
+        b = b.contact(SocketAddr::from(([127, 0, 0, 1], ports[0])));
+    }
+    b.build().map_err(|e| e.to_string())
+}

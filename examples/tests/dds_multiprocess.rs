@@ -4,30 +4,13 @@
 //! with one and three subscribers. Short runs: behaviour, not speed. Each program has
 //! its own deadlines; this test kills it after 150 s, and its children die with it.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+/// The program's last JSON line (its summary).
 fn run(bin: &str, args: &[&str]) -> serde_json::Value {
-    let mut child = Command::new(bin).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn");
-    let deadline = Instant::now() + Duration::from_secs(150);
-    let finished = loop {
-        if child.try_wait().expect("wait").is_some() {
-            break true;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let out = child.wait_with_output().expect("output");
-    sst::transport::shm::remove_stale_files();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(finished, "{bin} {args:?} did not finish within 150 s: {stderr}");
-    assert!(out.status.success(), "{bin} {args:?} failed: {stdout}\n{stderr}");
-    let last = stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("a JSON line ({e}): {stdout}"))
+    common::run_json(bin, args, Duration::from_secs(150)).pop().expect("a JSON line")
 }
 
 #[test]

@@ -24,11 +24,9 @@ use examples::{err, out};
 use serde_json::{json, Value};
 use sst::cluster::{self, ChildSet, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
-use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Kill -9 a DDS writer mid-stream; the surviving readers must agree")]
@@ -67,14 +65,7 @@ fn main() {
         }
         None => parent(&args),
     };
-    match r {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(3),
-        Err(e) => {
-            err(&format!("dds_failover: {e}"));
-            std::process::exit(1);
-        }
-    }
+    examples::finish("dds_failover", r)
 }
 
 fn log_dir() -> std::path::PathBuf {
@@ -91,18 +82,14 @@ struct Seen {
 }
 
 fn child(args: &Args, id: u32) -> Result<(), String> {
-    let port = *args.ports.get(id as usize).ok_or("no port")?;
-    let domain = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "ddsfail".into());
-    println!("READY");
-    cluster::wait_for_parent();
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
-        .name(&domain)
-        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
-        .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
-    if id > 0 {
-        b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
-    }
-    let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
+    let group = examples::child_member_config(
+        &args.ports,
+        id,
+        &args.transport,
+        Duration::from_millis(100),
+        Duration::from_millis(1000),
+    )?;
+    let mut cfg = DdsConfig::new(group);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
     if !p.group().wait_for_members(N, Duration::from_secs(60)) {

@@ -36,12 +36,10 @@ use serde_json::{json, Value};
 use sst::cluster::{self, ChildSet, CpuClock, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
-use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tailwind::service::{TailwindConfig, TailwindLog};
-use views::config::{Config, Transport as GroupTransport};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Tailwind replicated appends against an RPC baseline, with the backups' CPU time")]
@@ -103,14 +101,7 @@ fn main() {
         }
         None => parent(&args),
     };
-    match r {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(3),
-        Err(e) => {
-            err(&format!("tailwind_bench: {e}"));
-            std::process::exit(1);
-        }
-    }
+    examples::finish("tailwind_bench", r)
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
@@ -266,18 +257,16 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             handler = Some(std::thread::spawn(move || rpc_handler(t, id as usize, spin, segment, dir, s)));
         }
     } else {
-        let port = *args.ports.get(id as usize).ok_or("no port")?;
-        println!("READY");
-        cluster::wait_for_parent();
-        let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
-            .name(&group)
-            .transport(if args.transport == "tcp" { GroupTransport::Tcp } else { GroupTransport::Shm });
-        if id > 0 {
-            b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
-        }
+        let g = examples::child_member_config(
+            &args.ports,
+            id,
+            &args.transport,
+            Duration::from_millis(100),
+            Duration::from_millis(1000),
+        )?;
         let mut cfg = TailwindConfig::new(dir_of(&group, id));
         cfg.buffer = args.buffer;
-        let log = TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?;
+        let log = TailwindLog::start(g, cfg).map_err(|e| e.to_string())?;
         if !log.group().wait_for_members(N, Duration::from_secs(60)) {
             return Err("the group did not reach 3 members".into());
         }

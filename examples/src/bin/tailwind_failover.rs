@@ -28,12 +28,10 @@ use examples::{err, out};
 use serde_json::{json, Value};
 use sst::cluster::{self, ChildSet, TransportKind};
 use std::io::Write;
-use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tailwind::service::{Lsn, Recovery, TailwindConfig, TailwindLog};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Kill -9 a Tailwind primary mid-stream; the new primary must hold every acknowledged record")]
@@ -88,14 +86,7 @@ fn main() {
         }
         None => parent(&args),
     };
-    match r {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(3),
-        Err(e) => {
-            err(&format!("tailwind_failover: {e}"));
-            std::process::exit(1);
-        }
-    }
+    examples::finish("tailwind_failover", r)
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
@@ -103,20 +94,16 @@ fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
 }
 
 fn child(args: &Args, id: u32) -> Result<(), String> {
-    let port = *args.ports.get(id as usize).ok_or("no port")?;
-    let group = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "twfail".into());
-    println!("READY");
-    cluster::wait_for_parent();
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
-        .name(&group)
-        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
-        .timeouts(Duration::from_millis(100), Duration::from_millis(800));
-    if id > 0 {
-        b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
-    }
-    let mut cfg = TailwindConfig::new(dir_of(&group, id));
+    let group = examples::child_member_config(
+        &args.ports,
+        id,
+        &args.transport,
+        Duration::from_millis(100),
+        Duration::from_millis(800),
+    )?;
+    let mut cfg = TailwindConfig::new(dir_of(&group.name, id));
     cfg.buffer = args.buffer;
-    let log = TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?;
+    let log = TailwindLog::start(group, cfg).map_err(|e| e.to_string())?;
     let recovered: Arc<Mutex<Option<Recovery>>> = Arc::default();
     let r2 = recovered.clone();
     log.on_recovered(move |r| *r2.lock().unwrap_or_else(|p| p.into_inner()) = Some(r.clone()));

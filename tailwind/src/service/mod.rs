@@ -41,7 +41,7 @@
 //! use tailwind::service::{TailwindConfig, TailwindLog};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let group = views::config::Config::from_toml(
-//!     "node_id = 0\nlisten = \"127.0.0.1:7100\"\ntransport = \"shm\"\ngroup = \"logs\"",
+//!     "node_id = 0\nlisten = \"127.0.0.1:7100\"\ntransport = \"shm\"\nname = \"logs\"",
 //! )?;
 //! let log = TailwindLog::start(group, TailwindConfig::new("/tmp/tw-node0"))?;
 //! let lsn = log.append(b"hello")?;
