@@ -100,3 +100,41 @@ pub fn child_member_config(
     }
     b.build().map_err(|e| e.to_string())
 }
+
+/// Starts `n` copies of this program as the members of a run
+/// (`sst::cluster::ChildSet`): each gets this program's own arguments, without the
+/// flags in `drop` (and their values), then `extra`, `--child i` and `--ports`
+/// with every member's port from [`free_ports`]; `env` is set for each. All
+/// waiting is bounded by `deadline`.
+pub fn start_members(
+    n: usize,
+    kind: sst::cluster::TransportKind,
+    deadline: Duration,
+    extra: &[&str],
+    drop: &[&str],
+    env: &[(&str, &std::path::Path)],
+) -> Result<sst::cluster::ChildSet, String> {
+    let ports = free_ports(n)?;
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    for flag in drop {
+        if let Some(i) = argv.iter().position(|a| a == flag) {
+            argv.drain(i..(i + 2).min(argv.len()));
+        }
+    }
+    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
+    sst::cluster::ChildSet::start(
+        |i| {
+            let mut cmd = std::process::Command::new(&exe);
+            cmd.args(&argv).args(extra).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
+            for (k, v) in env {
+                cmd.env(k, v);
+            }
+            cmd
+        },
+        kind,
+        n,
+        deadline,
+    )
+    .map_err(|e| e.to_string())
+}

@@ -22,9 +22,8 @@ use dds::DomainParticipant;
 use examples::mcast::Digest;
 use examples::{err, out};
 use serde_json::{json, Value};
-use sst::cluster::{self, ChildSet, TransportKind};
+use sst::cluster::{self, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -168,23 +167,15 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
 fn parent(args: &Args) -> Result<bool, String> {
     cluster::catch_interrupts();
     sst::transport::shm::remove_stale_files();
-    let ports = examples::free_ports(N)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
     let dir = log_dir();
-    let mut kids = ChildSet::start(
-        |i| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
-            cmd.env("DDS_FAILOVER_LOG_DIR", &dir);
-            cmd
-        },
-        TransportKind::Shm,
+    let mut kids = examples::start_members(
         N,
+        TransportKind::Shm,
         Duration::from_secs(240),
-    )
-    .map_err(|e| e.to_string())?;
+        &[],
+        &[],
+        &[("DDS_FAILOVER_LOG_DIR", &dir)],
+    )?;
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     kids.kill(VICTIM);

@@ -33,10 +33,9 @@
 use clap::Parser;
 use examples::{err, out, round, Latency};
 use serde_json::{json, Value};
-use sst::cluster::{self, ChildSet, CpuClock, TransportKind};
+use sst::cluster::{self, CpuClock, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tailwind::service::{TailwindConfig, TailwindLog};
@@ -360,22 +359,9 @@ fn measure(p: &mut dyn Appender, size: usize, seconds: f64, rate: u64) -> Result
 }
 
 fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
-    let ports = examples::free_ports(N)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
     let kind = if args.transport == "tcp" && mode == "rpc" { TransportKind::Tcp } else { TransportKind::Shm };
-    let mut kids = ChildSet::start(
-        |i| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(&argv).args(["--child", &i.to_string(), "--mode", mode, "--ports", &plist.join(",")]);
-            cmd
-        },
-        kind,
-        N,
-        Duration::from_secs(120 + (args.seconds * 4.0 * args.sizes.len() as f64) as u64),
-    )
-    .map_err(|e| e.to_string())?;
+    let deadline = Duration::from_secs(120 + (args.seconds * 4.0 * args.sizes.len() as f64) as u64);
+    let mut kids = examples::start_members(N, kind, deadline, &["--mode", mode], &[], &[])?;
     let group = kids.group().to_string();
     let backups: Vec<usize> = (1..N).collect();
     let mut rows = Vec::new();

@@ -28,7 +28,6 @@ use examples::{err, out};
 use serde_json::{json, Value};
 use sst::cluster::{self, ChildSet, TransportKind};
 use std::io::Write;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tailwind::service::{Lsn, Recovery, TailwindConfig, TailwindLog};
@@ -195,24 +194,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
 }
 
 fn one_run(args: &Args, run: u32) -> Result<Value, String> {
-    let ports = examples::free_ports(N)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut argv: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(i) = argv.iter().position(|a| a == "--runs") {
-        argv.drain(i..(i + 2).min(argv.len()));
-    }
-    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
-    let mut kids = ChildSet::start(
-        |i| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
-            cmd
-        },
-        TransportKind::Shm,
-        N,
-        Duration::from_secs(240),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut kids = examples::start_members(N, TransportKind::Shm, Duration::from_secs(240), &[], &["--runs"], &[])?;
     let group = kids.group().to_string();
     let cleanup = |kids: ChildSet| {
         drop(kids);
