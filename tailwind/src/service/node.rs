@@ -16,6 +16,10 @@ use thiserror::Error;
 use views::group::Group;
 use views::view::View;
 
+/// The most segments a member takes pages of at once (the primary copies one at a
+/// time; this bounds what a confused or hostile sender can make it hold).
+const MAX_SEEDING: usize = 4;
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -371,6 +375,9 @@ impl Shared {
         }
         if st.segments.get(&id.segment) == Some(&count) {
             return Reply::Done; // held already (a retry)
+        }
+        if !st.seeding.contains_key(&id.segment) && st.seeding.len() >= MAX_SEEDING {
+            return Reply::Failed(format!("{MAX_SEEDING} segments are being re-seeded here already"));
         }
         let buf = st.seeding.entry(id.segment).or_default();
         if offset as usize != buf.len() || buf.len() + bytes.len() > total as usize {
