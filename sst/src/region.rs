@@ -209,6 +209,13 @@ impl Region {
         }
     }
 
+    /// The address of the first byte, for registering the region with a device
+    /// (the `rdma` transport). Never dereferenced as a byte slice.
+    #[cfg(all(not(loom), feature = "rdma"))]
+    pub(crate) fn base_addr(&self) -> usize {
+        self.ptr.as_ptr() as usize
+    }
+
     /// Size in bytes.
     pub fn len(&self) -> usize {
         self.len_words * WORD

@@ -35,6 +35,8 @@ pub mod frame;
 #[cfg(not(loom))]
 pub mod mem;
 #[cfg(not(loom))]
+pub mod rdma;
+#[cfg(not(loom))]
 pub mod shm;
 #[cfg(not(loom))]
 pub mod tcp;
