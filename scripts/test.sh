@@ -10,6 +10,16 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== tests"
 cargo test --workspace
 
+echo "== the rdma feature (sst's RDMA transport)"
+if command -v cmake >/dev/null && command -v clang >/dev/null; then
+    cargo clippy --workspace --all-targets --quiet --features sst/rdma -- -D warnings
+    # Unit tests of the handshake and the signalling schedule; the transport suite
+    # runs over rdma where a device exists and says why it skips where none does.
+    cargo test -p sst --features rdma --lib --test transports rdma
+else
+    echo "skipped: building the rdma feature needs cmake and clang (apt install cmake clang)"
+fi
+
 echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:=2})"
 # A separate target dir keeps the loom build from invalidating the normal one.
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="$LOOM_MAX_PREEMPTIONS" \

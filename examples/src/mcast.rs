@@ -97,6 +97,10 @@ impl Common {
         if self.count == 0 {
             return Err("--count must be positive".into());
         }
+        if self.transport == TransportKind::Rdma {
+            // Refuse before any process starts, with the reason.
+            sst::transport::rdma::available().map_err(|why| format!("--transport rdma: {why}"))?;
+        }
         let table = SmcLayout::new(&self.specs()[0]).table_bytes();
         if table > 1 << 30 {
             return Err(format!("a table of {table} bytes is too large: lower --window or --size"));

@@ -20,7 +20,7 @@
 
 use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use crate::sync::Arc;
-use crate::transport::{mem::MemFabric, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
+use crate::transport::{mem::MemFabric, rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -36,6 +36,9 @@ pub enum TransportKind {
     Shm,
     /// Processes connected by tcp on 127.0.0.1.
     Tcp,
+    /// Nodes with RDMA queue pairs (the `rdma` feature and a device; see
+    /// `transport::rdma`), set up over 127.0.0.1.
+    Rdma,
 }
 
 impl TransportKind {
@@ -45,6 +48,7 @@ impl TransportKind {
             TransportKind::Mem => "mem",
             TransportKind::Shm => "shm",
             TransportKind::Tcp => "tcp",
+            TransportKind::Rdma => "rdma",
         }
     }
 }
@@ -56,7 +60,8 @@ impl std::str::FromStr for TransportKind {
             "mem" => Ok(TransportKind::Mem),
             "shm" => Ok(TransportKind::Shm),
             "tcp" => Ok(TransportKind::Tcp),
-            other => Err(format!("unknown transport {other:?} (expected mem, shm or tcp)")),
+            "rdma" => Ok(TransportKind::Rdma),
+            other => Err(format!("unknown transport {other:?} (expected mem, shm, tcp or rdma)")),
         }
     }
 }
@@ -163,6 +168,25 @@ pub fn local_group(
                     let peers = addrs.iter().filter(|(id, _)| *id != me).copied().collect();
                     let cfg = tcp::TcpConfig { timeout, ..tcp::TcpConfig::new(me, peers, 1, regions.to_vec()) };
                     Box::new(move || l.establish(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
+                })
+                .collect()
+        }
+        TransportKind::Rdma => {
+            let listeners = (0..n).map(|_| rdma::bind(loopback())).collect::<Result<Vec<_>, _>>()?;
+            let addrs: Vec<(NodeId, SocketAddr)> =
+                listeners.iter().enumerate().map(|(i, l)| (NodeId(i as u32), l.local_addr())).collect();
+            let group = rdma::group_number(&unique_group("rdma"));
+            listeners
+                .into_iter()
+                .enumerate()
+                .map(|(i, l)| {
+                    let me = NodeId(i as u32);
+                    let peers = addrs.iter().filter(|(id, _)| *id != me).copied().collect();
+                    let cfg = rdma::config_from_env(rdma::RdmaConfig {
+                        timeout,
+                        ..rdma::RdmaConfig::new(me, peers, group, regions.to_vec())
+                    });
+                    Box::new(move || l.establish_dyn(&cfg)) as Join
                 })
                 .collect()
         }
@@ -389,20 +413,31 @@ pub fn child_transport(
             Err(e) => Err(SetupError::io("read from parent")(e)),
         }
     };
+    // The peers' setup addresses from the parent's line (tcp and rdma).
+    let addresses = |line: &str| -> Result<Vec<(NodeId, SocketAddr)>, SetupError> {
+        let mut peers = Vec::new();
+        for (i, a) in line.trim().split(',').enumerate() {
+            if i as u32 != me.0 {
+                let addr = a.parse().map_err(|_| SetupError::Invalid(format!("bad address {a:?} from parent")))?;
+                peers.push((NodeId(i as u32), addr));
+            }
+        }
+        Ok(peers)
+    };
     let t: Arc<dyn Transport> = match kind {
         TransportKind::Tcp => {
             let l = tcp::bind(loopback())?;
             println!("ADDR {}", l.local_addr());
             read(&mut stdin, &mut line)?;
-            let mut peers = Vec::new();
-            for (i, a) in line.trim().split(',').enumerate() {
-                if i as u32 != me.0 {
-                    let addr = a.parse().map_err(|_| SetupError::Invalid(format!("bad address {a:?} from parent")))?;
-                    peers.push((NodeId(i as u32), addr));
-                }
-            }
-            let cfg = tcp::TcpConfig { timeout, ..tcp::TcpConfig::new(me, peers, 1, regions.to_vec()) };
+            let cfg = tcp::TcpConfig { timeout, ..tcp::TcpConfig::new(me, addresses(&line)?, 1, regions.to_vec()) };
             Arc::new(l.establish(&cfg)?)
+        }
+        TransportKind::Rdma => {
+            let l = rdma::bind(loopback())?;
+            println!("ADDR {}", l.local_addr());
+            read(&mut stdin, &mut line)?;
+            let base = rdma::RdmaConfig::new(me, addresses(&line)?, rdma::group_number(&group), regions.to_vec());
+            l.establish_dyn(&rdma::config_from_env(rdma::RdmaConfig { timeout, ..base }))?
         }
         TransportKind::Shm => {
             println!("READY");

@@ -34,6 +34,9 @@ pub enum Transport {
     Shm,
     /// Nodes are processes on any hosts.
     Tcp,
+    /// Nodes on hosts with RDMA devices (sst's `rdma` feature; see
+    /// `sst::transport::rdma`). Setup goes over the data port, like tcp's.
+    Rdma,
 }
 
 /// One node's configuration (see the module docs).
@@ -72,6 +75,15 @@ pub struct Config {
     /// A member that finds itself in a minority stops instead of installing a view.
     #[serde(default = "defaults::majority")]
     pub majority: bool,
+    /// `rdma`: the device's name (`ibv_devices`); the first device if absent.
+    #[serde(default)]
+    pub rdma_device: Option<String>,
+    /// `rdma`: the device port.
+    #[serde(default = "defaults::rdma_port")]
+    pub rdma_port: u8,
+    /// `rdma`: the port's GID table index (RoCE v2 over IPv4 is often 1 or 3).
+    #[serde(default)]
+    pub gid_index: u8,
 }
 
 mod defaults {
@@ -95,6 +107,9 @@ mod defaults {
     }
     pub fn majority() -> bool {
         true
+    }
+    pub fn rdma_port() -> u8 {
+        1
     }
 }
 
@@ -156,6 +171,9 @@ impl Config {
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: defaults::spin_us(),
             majority: defaults::majority(),
+            rdma_device: None,
+            rdma_port: defaults::rdma_port(),
+            gid_index: 0,
         })
     }
 
@@ -187,6 +205,9 @@ impl Config {
                 "failure_timeout_ms",
                 "must be at least twice heartbeat_ms, or every hiccup is a failure",
             ));
+        }
+        if self.rdma_port == 0 {
+            return Err(invalid("rdma_port", "ports are numbered from 1"));
         }
         if self.spin_us > 1_000_000 {
             return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
@@ -276,6 +297,19 @@ mod tests {
         );
         assert!(c.majority && c.contact.is_none());
         assert_eq!(c, Config::builder(1, "127.0.0.1:7001".parse().unwrap()).build().unwrap());
+    }
+
+    #[test]
+    fn rdma_keys_parse_and_port_zero_is_refused() {
+        let c = Config::from_toml(&format!(
+            "{BASE}transport = \"rdma\"\nrdma_device = \"mlx5_0\"\nrdma_port = 2\ngid_index = 3\n"
+        ))
+        .unwrap();
+        assert_eq!(c.transport, Transport::Rdma);
+        assert_eq!((c.rdma_device.as_deref(), c.rdma_port, c.gid_index), (Some("mlx5_0"), 2, 3));
+        assert_eq!(Config::from_toml(BASE).unwrap().rdma_port, 1, "port 1 by default");
+        let e = Config::from_toml(&format!("{BASE}rdma_port = 0\n")).unwrap_err();
+        assert!(e.to_string().contains("rdma_port"), "{e}");
     }
 
     #[test]

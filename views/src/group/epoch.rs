@@ -38,7 +38,7 @@
 //! (it did: a sequential tcp setup let a dead leader use up the whole deadline, and
 //! the survivors of a second failure each went on alone and stopped).
 
-use super::{data_addr, Event, Inner};
+use super::{data_addr, DataListener, Event, Inner};
 use crate::engine::{Action, Cores, Engine};
 use crate::membership::MembershipLayout;
 use crate::view::View;
@@ -131,7 +131,7 @@ impl Epoch {
                 };
                 Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
             }
-            crate::config::Transport::Tcp => {
+            crate::config::Transport::Tcp | crate::config::Transport::Rdma => {
                 let dir = lock(&inner.directory);
                 let mut addrs = Vec::new();
                 for p in &peers {
@@ -139,15 +139,30 @@ impl Epoch {
                     addrs.push((*p, info.data.unwrap_or_else(|| data_addr(info.control))));
                 }
                 drop(dir);
-                let listener = inner.data_listener.as_ref().ok_or("no data port bound")?;
                 let group = smc::sim::digest(cfg.name.as_bytes()) ^ view.id().0;
-                let c = tcp::TcpConfig {
-                    timeout,
-                    partial: true,
-                    gone: Some(gone),
-                    ..tcp::TcpConfig::new(me, addrs, group, regions)
-                };
-                Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {}: {e}", view.id().0))?)
+                let v = view.id().0;
+                match inner.data_listener.as_ref().ok_or("no data port bound")? {
+                    DataListener::Tcp(listener) => {
+                        let c = tcp::TcpConfig {
+                            timeout,
+                            partial: true,
+                            gone: Some(gone),
+                            ..tcp::TcpConfig::new(me, addrs, group, regions)
+                        };
+                        Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {v}: {e}"))?)
+                    }
+                    DataListener::Rdma(listener) => {
+                        let c = sst::transport::rdma::RdmaConfig {
+                            timeout,
+                            partial: true,
+                            device: cfg.rdma_device.clone(),
+                            port: cfg.rdma_port,
+                            gid_index: cfg.gid_index,
+                            ..sst::transport::rdma::RdmaConfig::new(me, addrs, group, regions)
+                        };
+                        listener.establish_dyn(&c).map_err(|e| format!("rdma setup of view {v}: {e}"))?
+                    }
+                }
             }
             crate::config::Transport::Mem => {
                 return Err("the mem transport serves smc tests only; a Group needs shm or tcp".into())

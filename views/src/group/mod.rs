@@ -180,6 +180,12 @@ pub struct Metrics {
     pub resends_carried: u64,
 }
 
+/// Where a member's data plane sets up each view's transport (tcp and rdma).
+pub(crate) enum DataListener {
+    Tcp(sst::transport::tcp::Listener),
+    Rdma(sst::transport::rdma::RdmaListener),
+}
+
 impl Inner {
     /// Runs the application's view-start and view callbacks for a view just installed.
     pub(crate) fn view_started(&self, view: &View, transport: &Arc<dyn sst::transport::Transport>) {
@@ -231,7 +237,7 @@ pub(crate) struct Inner {
     pub(crate) setup_timeout: Duration,
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).
-    pub(crate) data_listener: Option<sst::transport::tcp::Listener>,
+    pub(crate) data_listener: Option<DataListener>,
 }
 
 impl Inner {
@@ -493,10 +499,19 @@ impl GroupBuilder {
         let data_listener = match cfg.transport {
             crate::config::Transport::Tcp => {
                 let addr = data_addr(cfg.listen);
-                Some(
+                Some(DataListener::Tcp(
                     sst::transport::tcp::bind(addr)
                         .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
-                )
+                ))
+            }
+            crate::config::Transport::Rdma => {
+                // Refuse at once, with the reason, rather than at the first view.
+                sst::transport::rdma::available().map_err(StartError::Setup)?;
+                let addr = data_addr(cfg.listen);
+                Some(DataListener::Rdma(
+                    sst::transport::rdma::bind(addr)
+                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
+                ))
             }
             _ => None,
         };

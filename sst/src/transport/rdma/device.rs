@@ -81,7 +81,7 @@ fn setup_err(what: &str) -> impl FnOnce(String) -> SetupError + '_ {
     move |e| SetupError::Invalid(format!("rdma {what}: {e}"))
 }
 
-pub(super) fn establish(listener: TcpListener, cfg: &RdmaConfig) -> Result<RdmaTransport, SetupError> {
+pub(super) fn establish(listener: &TcpListener, cfg: &RdmaConfig) -> Result<RdmaTransport, SetupError> {
     let ids: Vec<NodeId> = cfg.peers.iter().map(|p| p.0).collect();
     let peer_ids = check_peers(cfg.me, &ids)?;
     let list = DeviceList::new().map_err(|e| setup_err("device list")(e.to_string()))?;
@@ -151,9 +151,11 @@ pub(super) fn establish(listener: TcpListener, cfg: &RdmaConfig) -> Result<RdmaT
             })
             .collect(),
     };
-    let infos = exchange(&listener, cfg, &peer_ids, |i| mine(&qps[i]).encode())?;
+    let infos = exchange(listener, cfg, &peer_ids, |i| mine(&qps[i]).encode())?;
     let mut peers = Vec::new();
-    for (i, (mut qp, info)) in qps.into_iter().zip(infos).enumerate() {
+    // Peers that did not connect (a partial setup) lose their queue pairs here.
+    let connected = qps.into_iter().zip(infos).filter_map(|(qp, info)| info.map(|i| (qp, i)));
+    for (i, (mut qp, info)) in connected.enumerate() {
         connect(&mut qp, &info, cfg, psn).map_err(|why| SetupError::Mismatch { peer: info.node, why })?;
         peers.push(Peer {
             id: info.node,
@@ -200,7 +202,7 @@ fn exchange(
     cfg: &RdmaConfig,
     peer_ids: &[NodeId],
     mine: impl Fn(usize) -> Vec<u8>,
-) -> Result<Vec<PeerInfo>, SetupError> {
+) -> Result<Vec<Option<PeerInfo>>, SetupError> {
     let deadline = Instant::now() + cfg.timeout;
     let mut got: Vec<Option<PeerInfo>> = vec![None; peer_ids.len()];
     let send = |s: &mut TcpStream, bytes: &[u8]| -> std::io::Result<()> {
@@ -221,13 +223,15 @@ fn exchange(
     // Lower ids: connect (retrying until they listen).
     for (i, &p) in peer_ids.iter().enumerate().filter(|(_, p)| p.0 < cfg.me.0) {
         let addr = cfg.peers.iter().find(|x| x.0 == p).map(|x| x.1).ok_or(SetupError::Invalid(format!("{p}")))?;
-        let mut s = loop {
+        let s = loop {
             match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
-                Ok(s) => break s,
+                Ok(s) => break Some(s),
                 Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(_) if cfg.partial => break None,
                 Err(_) => return Err(SetupError::Timeout(vec![p])),
             }
         };
+        let Some(mut s) = s else { continue }; // partial: this peer starts out missing
         let _ =
             s.set_read_timeout(Some(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
         send(&mut s, &mine(i)).map_err(SetupError::io(format!("handshake to {p}")))?;
@@ -240,6 +244,9 @@ fn exchange(
     listener.set_nonblocking(true).map_err(SetupError::io("listener"))?;
     while got.iter().zip(peer_ids).any(|(g, p)| g.is_none() && p.0 > cfg.me.0) {
         if Instant::now() > deadline {
+            if cfg.partial {
+                break;
+            }
             let missing = got.iter().zip(peer_ids).filter(|(g, _)| g.is_none()).map(|(_, p)| *p).collect();
             return Err(SetupError::Timeout(missing));
         }
@@ -268,7 +275,8 @@ fn exchange(
             Err(e) => tracing::warn!(node = %cfg.me, %node, %e, "refused an rdma handshake"),
         }
     }
-    Ok(got.into_iter().flatten().collect())
+    let _ = listener.set_nonblocking(false);
+    Ok(got)
 }
 
 /// Moves a queue pair to RTR and RTS towards `peer`.

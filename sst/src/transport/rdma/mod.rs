@@ -83,6 +83,9 @@ pub struct RdmaConfig {
     pub sq_depth: u32,
     /// Signal at least every this many posts.
     pub signal_every: u32,
+    /// Start without the peers that have not connected by the deadline (the Group
+    /// runtime's setup of a view: they start out suspected) instead of failing.
+    pub partial: bool,
 }
 
 impl RdmaConfig {
@@ -101,6 +104,7 @@ impl RdmaConfig {
             wake_every: Duration::from_millis(1),
             sq_depth: 512,
             signal_every: 64,
+            partial: false,
         }
     }
 }
@@ -126,18 +130,51 @@ impl RdmaListener {
         self.addr
     }
 
-    /// Sets up the transport (see the module docs).
+    /// Sets up a transport (see the module docs); a listener serves one setup at
+    /// a time, any number of times (the Group runtime sets up one per view).
     #[cfg(feature = "rdma")]
-    pub fn establish(self, cfg: &RdmaConfig) -> Result<RdmaTransport, SetupError> {
-        device::establish(self.inner, cfg)
+    pub fn establish(&self, cfg: &RdmaConfig) -> Result<RdmaTransport, SetupError> {
+        device::establish(&self.inner, cfg)
     }
 
-    /// Without the `rdma` feature there is no transport to set up.
-    #[cfg(not(feature = "rdma"))]
-    pub fn establish(self, cfg: &RdmaConfig) -> Result<std::sync::Arc<dyn super::Transport>, SetupError> {
-        let _ = cfg;
-        Err(SetupError::Invalid("this build has no RDMA support: rebuild with `--features rdma`".into()))
+    /// Sets up the transport as a trait object; without the `rdma` feature, an
+    /// error that says so.
+    pub fn establish_dyn(&self, cfg: &RdmaConfig) -> Result<std::sync::Arc<dyn super::Transport>, SetupError> {
+        #[cfg(feature = "rdma")]
+        {
+            Ok(std::sync::Arc::new(self.establish(cfg)?))
+        }
+        #[cfg(not(feature = "rdma"))]
+        {
+            let _ = cfg;
+            Err(SetupError::Invalid(NO_FEATURE.into()))
+        }
     }
+}
+
+#[cfg(not(feature = "rdma"))]
+const NO_FEATURE: &str = "this build has no RDMA support: rebuild with `--features rdma`";
+
+/// The device settings from the environment, for programs and tests that set up
+/// nodes themselves: `SPINDLE_RDMA_DEVICE` (a device name), `SPINDLE_RDMA_PORT`
+/// and `SPINDLE_RDMA_GID` (a GID index); unset or unparsable values keep the
+/// defaults.
+pub fn config_from_env(mut cfg: RdmaConfig) -> RdmaConfig {
+    if let Ok(d) = std::env::var("SPINDLE_RDMA_DEVICE") {
+        cfg.device = Some(d);
+    }
+    if let Some(p) = std::env::var("SPINDLE_RDMA_PORT").ok().and_then(|p| p.parse().ok()) {
+        cfg.port = p;
+    }
+    if let Some(g) = std::env::var("SPINDLE_RDMA_GID").ok().and_then(|g| g.parse().ok()) {
+        cfg.gid_index = g;
+    }
+    cfg
+}
+
+/// A number naming a group, from its name (both ends of a handshake compare it).
+pub fn group_number(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 #[cfg(feature = "rdma")]
@@ -152,6 +189,6 @@ pub fn available() -> Result<String, String> {
     }
     #[cfg(not(feature = "rdma"))]
     {
-        Err("this build has no RDMA support (the cargo feature `rdma` is off)".into())
+        Err(NO_FEATURE.into())
     }
 }
