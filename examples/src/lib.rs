@@ -60,6 +60,25 @@ pub fn err(line: &str) {
 /// control port and the data port after it), for member processes to bind.
 pub use sst::cluster::free_ports;
 
+/// The `main` of a program that runs either as the parent of a run or, with
+/// `--child ID`, as one of its members (dying with the parent): runs the right
+/// one and exits as [`finish`] does.
+pub fn run_parent_or_member(
+    program: &str,
+    child: Option<u32>,
+    member: impl FnOnce(u32) -> Result<(), String>,
+    parent: impl FnOnce() -> Result<bool, String>,
+) -> ! {
+    let r = match child {
+        Some(id) => {
+            sst::cluster::die_with_parent();
+            member(id).map(|_| true)
+        }
+        None => parent(),
+    };
+    finish(program, r)
+}
+
 /// Ends a benchmark or demo program: exit status 0 for `Ok(true)`, 3 for
 /// `Ok(false)` (it ran, and a check failed), 1 with the error on stderr for `Err`.
 pub fn finish(program: &str, result: Result<bool, String>) -> ! {

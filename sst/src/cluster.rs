@@ -103,6 +103,11 @@ pub fn unique_group(tag: &str) -> String {
     format!("{tag}{}-{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Every node but `me` with its address (node `i` at `addrs[i]`).
+fn others_at(me: NodeId, addrs: &[SocketAddr]) -> Vec<(NodeId, SocketAddr)> {
+    addrs.iter().enumerate().map(|(i, a)| (NodeId(i as u32), *a)).filter(|(id, _)| *id != me).collect()
+}
+
 fn others(me: NodeId, n: usize) -> Vec<NodeId> {
     (0..n as u32).map(NodeId).filter(|p| *p != me).collect()
 }
@@ -158,34 +163,31 @@ pub fn local_group(
         }
         TransportKind::Tcp => {
             let listeners = (0..n).map(|_| tcp::bind(loopback())).collect::<Result<Vec<_>, _>>()?;
-            let addrs: Vec<(NodeId, SocketAddr)> =
-                listeners.iter().enumerate().map(|(i, l)| (NodeId(i as u32), l.local_addr())).collect();
+            let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr()).collect();
             listeners
                 .into_iter()
                 .enumerate()
                 .map(|(i, l)| {
                     let me = NodeId(i as u32);
-                    let peers = addrs.iter().filter(|(id, _)| *id != me).copied().collect();
-                    let cfg = tcp::TcpConfig { timeout, ..tcp::TcpConfig::new(me, peers, 1, regions.to_vec()) };
+                    let cfg = tcp::TcpConfig {
+                        timeout,
+                        ..tcp::TcpConfig::new(me, others_at(me, &addrs), 1, regions.to_vec())
+                    };
                     Box::new(move || l.establish(&cfg).map(|t| Arc::new(t) as Arc<dyn Transport>)) as Join
                 })
                 .collect()
         }
         TransportKind::Rdma => {
             let listeners = (0..n).map(|_| rdma::bind(loopback())).collect::<Result<Vec<_>, _>>()?;
-            let addrs: Vec<(NodeId, SocketAddr)> =
-                listeners.iter().enumerate().map(|(i, l)| (NodeId(i as u32), l.local_addr())).collect();
+            let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr()).collect();
             let group = rdma::group_number(&unique_group("rdma"));
             listeners
                 .into_iter()
                 .enumerate()
                 .map(|(i, l)| {
                     let me = NodeId(i as u32);
-                    let peers = addrs.iter().filter(|(id, _)| *id != me).copied().collect();
-                    let cfg = rdma::config_from_env(rdma::RdmaConfig {
-                        timeout,
-                        ..rdma::RdmaConfig::new(me, peers, group, regions.to_vec())
-                    });
+                    let base = rdma::RdmaConfig::new(me, others_at(me, &addrs), group, regions.to_vec());
+                    let cfg = rdma::config_from_env(rdma::RdmaConfig { timeout, ..base });
                     Box::new(move || l.establish_dyn(&cfg)) as Join
                 })
                 .collect()

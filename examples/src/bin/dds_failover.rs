@@ -57,14 +57,7 @@ fn main() {
         err("dds_failover: agreement is promised for ordered levels only");
         std::process::exit(2);
     }
-    let r = match args.child {
-        Some(id) => {
-            cluster::die_with_parent();
-            child(&args, id).map(|_| true)
-        }
-        None => parent(&args),
-    };
-    examples::finish("dds_failover", r)
+    examples::run_parent_or_member("dds_failover", args.child, |id| child(&args, id), || parent(&args))
 }
 
 fn log_dir() -> std::path::PathBuf {

@@ -93,14 +93,7 @@ fn main() {
         err(&format!("tailwind_bench: record size {s} is out of range (1..={MAX_RECORD})"));
         std::process::exit(2);
     }
-    let r = match args.child {
-        Some(id) => {
-            cluster::die_with_parent();
-            child(&args, id).map(|_| true)
-        }
-        None => parent(&args),
-    };
-    examples::finish("tailwind_bench", r)
+    examples::run_parent_or_member("tailwind_bench", args.child, |id| child(&args, id), || parent(&args))
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {

@@ -74,18 +74,18 @@ fn record(i: u64, max: u64) -> Vec<u8> {
 
 fn main() {
     let args = Args::parse();
-    let r = match args.child {
-        Some(id) => {
-            cluster::die_with_parent();
+    examples::run_parent_or_member(
+        "tailwind_failover",
+        args.child,
+        |id| {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
                 .with_writer(std::io::stderr)
                 .try_init();
-            child(&args, id).map(|_| true)
-        }
-        None => parent(&args),
-    };
-    examples::finish("tailwind_failover", r)
+            child(&args, id)
+        },
+        || parent(&args),
+    )
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
