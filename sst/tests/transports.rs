@@ -191,6 +191,11 @@ fn writes_land_and_complete(kind: Kind) {
         c.flush();
         a.completed(NodeId(1)) >= sb && a.completed(NodeId(2)) >= sc
     }));
+    assert!(a.wait_completed(NodeId(1), sb, Instant::now() + DEADLINE), "completed is waited for");
+    assert!(
+        !a.wait_completed(NodeId(2), sc + 1000, Instant::now() + Duration::from_millis(50)),
+        "a write never posted never completes: the wait ends at its deadline"
+    );
     for t in [b, c] {
         let mut got = [0u64; 16];
         t.region(R).unwrap().read_words(128, &mut got);

@@ -172,24 +172,23 @@ impl Replicator {
         Ok((first..self.next).map(Lsn).collect())
     }
 
-    /// Waits until every backup completed its write (bounded by the timeout).
+    /// Waits until every backup completed its write (bounded by the timeout), in
+    /// slices of a millisecond so that a view's end (the fence) is noticed.
     fn wait(&mut self, posted: &[(NodeId, u64)]) -> Result<(), AppendError> {
         let deadline = Instant::now() + self.timeout;
-        let backoff = crossbeam_utils::Backoff::new();
         for &(b, seq) in posted {
             // Peer events are not drained here: they belong to the node's failure
             // detector (which cuts a failed backup off, failing later posts to it).
-            while self.t.completed(b) < seq {
+            loop {
+                let slice = (Instant::now() + Duration::from_millis(1)).min(deadline);
+                if self.t.wait_completed(b, seq, slice) {
+                    break;
+                }
                 if self.fence.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
                     return Err(AppendError::ViewChanged);
                 }
-                if Instant::now() > deadline {
+                if Instant::now() >= deadline {
                     return Err(AppendError::Timeout(b));
-                }
-                if backoff.is_completed() {
-                    std::thread::sleep(Duration::from_micros(20));
-                } else {
-                    backoff.snooze();
                 }
             }
         }

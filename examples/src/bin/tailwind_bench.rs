@@ -19,7 +19,8 @@
 //! and then a sequence word into each backup's inbox (two ordered one-sided writes,
 //! the second rings the backup's doorbell), the backup's handler thread copies the
 //! record into its log buffer and writes an acknowledgement word back; the append
-//! completes when both acknowledgements are in. Full segments (`--buffer`) are
+//! completes when both acknowledgements are in (the primary spins briefly, then
+//! sleeps on its doorbell, which the acknowledgement rings). Full segments (`--buffer`) are
 //! written to files and synced by a flusher thread, as Tailwind backups do with
 //! closed buffers, so both designs pay for the disk. The handler spins for
 //! `--rpc-spin-us` after each record before it sleeps on the doorbell (the group's
@@ -144,19 +145,26 @@ impl Appender for Rpc {
             self.t.post_write(NodeId(b), guard).map_err(|e| e.to_string())?;
         }
         self.t.flush();
+        // Wait as the transports' own completion waits do: a short spin, then sleep
+        // on this node's doorbell, which the acknowledgement's write rings (no
+        // predicate thread runs in this process, so the doorbell is free).
         let deadline = Instant::now() + Duration::from_secs(10);
         let backoff = crossbeam_utils::Backoff::new();
-        for b in 1..N {
-            while acks.load(8 * b, Ordering::Acquire) < self.seq {
-                if Instant::now() > deadline {
-                    return Err(format!("backup {b} did not acknowledge record {}", self.seq));
-                }
-                if backoff.is_completed() {
-                    std::thread::sleep(Duration::from_micros(20));
-                } else {
-                    backoff.snooze();
-                }
+        let all_in = || (1..N).all(|b| acks.load(8 * b, Ordering::Acquire) >= self.seq);
+        while !all_in() {
+            if Instant::now() > deadline {
+                return Err(format!("the backups did not acknowledge record {}", self.seq));
             }
+            if !backoff.is_completed() {
+                backoff.snooze();
+                continue;
+            }
+            let ticket = self.t.doorbell().prepare();
+            if all_in() {
+                self.t.doorbell().cancel(ticket);
+                break;
+            }
+            self.t.doorbell().wait(ticket, Some(Duration::from_millis(1)));
         }
         Ok(())
     }

@@ -140,6 +140,25 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// The sequence number of the last signaled write to `peer` known to be applied
     /// there (and therefore every write before it); 0 if none.
     fn completed(&self, peer: NodeId) -> u64;
+    /// Waits until `completed(peer) >= seq` or `deadline`; true if it completed.
+    /// The default spins briefly, then sleeps 20 µs at a time; a transport whose
+    /// completions arrive on a thread of its own (`tcp`) wakes the waiter instead.
+    fn wait_completed(&self, peer: NodeId, seq: u64, deadline: std::time::Instant) -> bool {
+        let backoff = crossbeam_utils::Backoff::new();
+        loop {
+            if self.completed(peer) >= seq {
+                return true;
+            }
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            if backoff.is_completed() {
+                std::thread::sleep(std::time::Duration::from_micros(20));
+            } else {
+                backoff.snooze();
+            }
+        }
+    }
     /// Cuts `peer` off: after this returns no more writes from it are applied here and
     /// none are sent to it. Idempotent.
     fn disconnect(&self, peer: NodeId);

@@ -290,6 +290,10 @@ struct TcpPeer {
     tx: Mutex<TcpStream>,
     posted: AtomicU64,
     acked: AtomicU64,
+    /// Threads in `wait_completed` (the receiver notifies only when there are any).
+    ack_waiters: AtomicU64,
+    ack_lock: Mutex<()>,
+    ack_cv: std::sync::Condvar,
     cut: AtomicBool,
     /// Held by the receiver while it applies frames; `disconnect` takes it to be sure
     /// that no frame is being applied.
@@ -380,6 +384,9 @@ impl TcpTransport {
                 tx: Mutex::new(stream),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
+                ack_waiters: AtomicU64::new(0),
+                ack_lock: Mutex::new(()),
+                ack_cv: std::sync::Condvar::new(),
                 cut: AtomicBool::new(false),
                 applying: Mutex::new(()),
             });
@@ -468,8 +475,15 @@ fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
                             if seq > p.posted.load(Ordering::Acquire) {
                                 break Err(format!("bad frame: ack of write {seq}, never posted"));
                             }
-                            p.acked.fetch_max(seq, Ordering::Release);
-                            ring = true;
+                            p.acked.fetch_max(seq, Ordering::SeqCst);
+                            // Completions wake `wait_completed`'s waiters, not the
+                            // doorbell: no predicate-thread work depends on them.
+                            if p.ack_waiters.load(Ordering::SeqCst) > 0 {
+                                // Under the lock, so a waiter between its check and
+                                // its wait cannot miss this.
+                                drop(lock(&p.ack_lock));
+                                p.ack_cv.notify_all();
+                            }
                         }
                         Frame::Hello(_) => break Err("bad frame: hello after setup".into()),
                     }
@@ -600,6 +614,33 @@ impl Transport for TcpTransport {
                 }
             }
         }
+    }
+
+    fn wait_completed(&self, peer: NodeId, seq: u64, deadline: Instant) -> bool {
+        let Some(p) = self.shared.peer(peer) else { return false };
+        // A short spin first: on a busy link the ack is often microseconds away.
+        let backoff = crossbeam_utils::Backoff::new();
+        while !backoff.is_completed() {
+            if p.acked.load(Ordering::Acquire) >= seq {
+                return true;
+            }
+            backoff.snooze();
+        }
+        p.ack_waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = lock(&p.ack_lock);
+        let done = loop {
+            if p.acked.load(Ordering::SeqCst) >= seq {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || p.cut.load(Ordering::Acquire) {
+                break false;
+            }
+            g = p.ack_cv.wait_timeout(g, left).unwrap_or_else(|e| e.into_inner()).0;
+        };
+        drop(g);
+        p.ack_waiters.fetch_sub(1, Ordering::SeqCst);
+        done
     }
 
     fn completed(&self, peer: NodeId) -> u64 {
