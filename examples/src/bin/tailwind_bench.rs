@@ -20,7 +20,7 @@
 //! the second rings the backup's doorbell), the backup's handler thread copies the
 //! record into its log buffer and writes an acknowledgement word back; the append
 //! completes when both acknowledgements are in (the primary spins briefly, then
-//! sleeps on its doorbell, which the acknowledgement rings). Full segments (`--buffer`) are
+//! sleeps: `--rpc-wait`). Full segments (`--buffer`) are
 //! written to files and synced by a flusher thread, as Tailwind backups do with
 //! closed buffers, so both designs pay for the disk. The handler spins for
 //! `--rpc-spin-us` after each record before it sleeps on the doorbell (the group's
@@ -61,6 +61,12 @@ struct Args {
     /// the primary for the cores).
     #[arg(long, default_value_t = 0)]
     rpc_spin_us: u64,
+    /// How the RPC primary waits for acknowledgements: `sleep` (spin, then 20 µs
+    /// sleeps), `doorbell` (spin, then sleep until the acknowledgement rings), or
+    /// `auto`: what measured best for the baseline here, `sleep` on shm and
+    /// `doorbell` on tcp.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "sleep", "doorbell"])]
+    rpc_wait: String,
     /// Offered load in appends/s (0: a closed loop, as fast as acknowledgements
     /// come). Use the same rate for both designs to compare the backups' CPU at
     /// equal load.
@@ -119,6 +125,7 @@ struct Rpc {
     t: Arc<dyn Transport>,
     seq: u64,
     stage: Vec<u8>,
+    doorbell: bool,
 }
 
 fn pad8(n: usize) -> usize {
@@ -145,9 +152,9 @@ impl Appender for Rpc {
             self.t.post_write(NodeId(b), guard).map_err(|e| e.to_string())?;
         }
         self.t.flush();
-        // Wait as the transports' own completion waits do: a short spin, then sleep
-        // on this node's doorbell, which the acknowledgement's write rings (no
-        // predicate thread runs in this process, so the doorbell is free).
+        // A short spin, then either 20 µs sleeps or a sleep on this node's doorbell,
+        // which the acknowledgement's write rings (no predicate thread runs in this
+        // process, so the doorbell is free); see `--rpc-wait`.
         let deadline = Instant::now() + Duration::from_secs(10);
         let backoff = crossbeam_utils::Backoff::new();
         let all_in = || (1..N).all(|b| acks.load(8 * b, Ordering::Acquire) >= self.seq);
@@ -157,14 +164,16 @@ impl Appender for Rpc {
             }
             if !backoff.is_completed() {
                 backoff.snooze();
-                continue;
+            } else if !self.doorbell {
+                std::thread::sleep(Duration::from_micros(20));
+            } else {
+                let ticket = self.t.doorbell().prepare();
+                if all_in() {
+                    self.t.doorbell().cancel(ticket);
+                    break;
+                }
+                self.t.doorbell().wait(ticket, Some(Duration::from_millis(1)));
             }
-            let ticket = self.t.doorbell().prepare();
-            if all_in() {
-                self.t.doorbell().cancel(ticket);
-                break;
-            }
-            self.t.doorbell().wait(ticket, Some(Duration::from_millis(1)));
         }
         Ok(())
     }
@@ -250,7 +259,11 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         let regions = [RegionSpec { id: INBOX, len: 16 + MAX_RECORD }, RegionSpec { id: ACKS, len: 8 * N }];
         let (_, _, t) = cluster::child_transport(&regions, Duration::from_secs(30)).map_err(|e| e.to_string())?;
         if id == 0 {
-            primary = Some(Box::new(Rpc { t, seq: 0, stage: Vec::new() }));
+            let doorbell = match args.rpc_wait.as_str() {
+                "auto" => args.transport == "tcp",
+                w => w == "doorbell",
+            };
+            primary = Some(Box::new(Rpc { t, seq: 0, stage: Vec::new(), doorbell }));
         } else {
             let (s, spin) = (stop.clone(), Duration::from_micros(args.rpc_spin_us));
             let (segment, dir) = (args.buffer, dir_of(&group, id));
@@ -399,6 +412,7 @@ fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
             row["backup_cpu_pct"] = json!(pct);
             if mode == "rpc" {
                 row["rpc_spin_us"] = json!(args.rpc_spin_us);
+                row["rpc_wait"] = json!(args.rpc_wait);
             }
             out(&row.to_string());
             rows.push(row);
