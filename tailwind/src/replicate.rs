@@ -6,10 +6,11 @@
 //!
 //! A batch ([`Replicator::append_batch`]) goes as one write per backup and one wait.
 //!
-//! On tcp a completion is the backup's acknowledgement frame, which its transport
-//! sends at its next `flush`: the backup node's predicate thread does that when its
-//! doorbell rings, so over tcp the writes ring it (`wake_backups`); on mem and shm a
-//! write is complete when it has landed, and the backups are not even woken.
+//! On tcp a completion is the backup's acknowledgement frame, which the backup's
+//! receiver thread sends as soon as it applied the write (one the socket does not
+//! take at once waits for the backup's next flush: its heartbeat at the latest); on
+//! mem and shm a write is complete when it has landed. No backup thread is woken
+//! either way.
 //!
 //! [`crate::service`] drives it inside a group: buffers, views and failover.
 
@@ -72,36 +73,24 @@ pub struct Replicator {
     log: Appender,
     next: u64,
     timeout: Duration,
-    wake: bool,
     fence: Option<Arc<AtomicBool>>,
 }
 
 impl Replicator {
     /// Replicates region `region` of transport `t` (the primary's buffer, zeroed) to
     /// the same region at each of `backups` (zeroed, registered at each). An append
-    /// waits up to `timeout` for the backups; `wake_backups` rings their doorbells
-    /// (needed on tcp, see the module docs).
+    /// waits up to `timeout` for the backups.
     pub fn new(
         t: Arc<dyn Transport>,
         region: RegionId,
         backups: Vec<NodeId>,
         timeout: Duration,
-        wake_backups: bool,
     ) -> Result<Replicator, AppendError> {
         let size = t.region(region).map(|r| r.len()).ok_or(AppendError::Backup {
             node: t.local_id(),
             why: format!("region {region:?} is not registered here"),
         })?;
-        Ok(Replicator {
-            t,
-            region,
-            backups,
-            log: Appender::new(BufLen(size)),
-            next: 0,
-            timeout,
-            wake: wake_backups,
-            fence: None,
-        })
+        Ok(Replicator { t, region, backups, log: Appender::new(BufLen(size)), next: 0, timeout, fence: None })
     }
 
     /// Numbers the records from `first` on (a segment that continues a log).
@@ -157,7 +146,7 @@ impl Replicator {
             dst_offset: start,
             len: end - start,
             signaled: true,
-            wake: self.wake,
+            wake: false,
         };
         let mut posted = Vec::with_capacity(self.backups.len());
         for &b in &self.backups {

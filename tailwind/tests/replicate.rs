@@ -3,9 +3,7 @@
 //! exactly the acknowledged records; a backup that is cut off fails the append.
 
 use sst::cluster::{local_group, TransportKind};
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
-use std::sync::Arc;
+use sst::transport::{NodeId, RegionId, RegionSpec};
 use std::time::Duration;
 use tailwind::format::scan;
 use tailwind::replicate::{AppendError, Lsn, Replicator};
@@ -17,26 +15,11 @@ fn record(i: usize) -> Vec<u8> {
     (0..(i * 37) % 300).map(|j| (i + j) as u8).collect()
 }
 
-/// What a backup node's predicate thread does for Tailwind over tcp: when its
-/// doorbell rings, flush (which sends the acknowledgements its receiver queued).
-fn poller(t: Arc<dyn Transport>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let ticket = t.doorbell().prepare();
-            t.flush();
-            t.doorbell().wait(ticket, Some(Duration::from_millis(20)));
-        }
-    })
-}
-
 fn backups_hold(kind: TransportKind) {
     let g = local_group(kind, 3, &[RegionSpec { id: R, len: BUF }], Duration::from_secs(10)).unwrap();
-    // On mem and shm the backups run nothing at all; on tcp their pollers send acks.
-    let tcp = kind == TransportKind::Tcp;
-    let stop = Arc::new(AtomicBool::new(false));
-    let pollers: Vec<_> = if tcp { (1..3).map(|b| poller(g.nodes[b].clone(), stop.clone())).collect() } else { vec![] };
-    let mut p =
-        Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1), NodeId(2)], Duration::from_secs(10), tcp).unwrap();
+    // The backups run no thread of their own for it on any transport (tcp: the
+    // receiver thread that applies a write acknowledges it).
+    let mut p = Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1), NodeId(2)], Duration::from_secs(10)).unwrap();
     let mut acked = Vec::new();
     for i in 0..60 {
         assert_eq!(p.append(&record(i)).unwrap(), Lsn(i as u64));
@@ -71,10 +54,6 @@ fn backups_hold(kind: TransportKind) {
         Err(AppendError::Backup { node, .. }) | Err(AppendError::Timeout(node)) => assert_eq!(node, NodeId(2)),
         other => panic!("{kind:?}: an append to a cut-off backup returned {other:?}"),
     }
-    stop.store(true, Ordering::Relaxed);
-    for h in pollers {
-        h.join().unwrap();
-    }
 }
 
 #[test]
@@ -95,10 +74,10 @@ fn tcp_backups_hold_every_acknowledged_append() {
 #[test]
 fn a_full_buffer_is_an_error_and_nothing_is_written() {
     let g = local_group(TransportKind::Mem, 2, &[RegionSpec { id: R, len: 256 }], Duration::from_secs(10)).unwrap();
-    let mut p = Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1)], Duration::from_secs(10), false).unwrap();
+    let mut p = Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1)], Duration::from_secs(10)).unwrap();
     p.append(&[1; 100]).unwrap();
     let end = p.end();
     assert!(matches!(p.append(&[2; 200]), Err(AppendError::Format(_))));
     assert_eq!(p.end(), end);
-    assert!(Replicator::new(g.nodes[0].clone(), RegionId(99), vec![NodeId(1)], Duration::from_secs(1), false).is_err());
+    assert!(Replicator::new(g.nodes[0].clone(), RegionId(99), vec![NodeId(1)], Duration::from_secs(1)).is_err());
 }

@@ -210,9 +210,6 @@ impl TailwindLog {
         let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
         let shared = Arc::new(Shared {
             me: NodeId(group.node_id),
-            // Over tcp the backup's receiver thread acknowledges a write itself (sst
-            // `tcp`): no backup thread needs waking, as with shm and RDMA.
-            wake: false,
             layout: Replicas(cfg.replicas),
             cfg: cfg.clone(),
             pool,

@@ -97,9 +97,6 @@ impl St {
 
 pub(super) struct Shared {
     pub me: NodeId,
-    /// Ring the backups' doorbells with each write (tcp: their poller sends the
-    /// acknowledgement).
-    pub wake: bool,
     pub layout: Replicas,
     pub cfg: TailwindConfig,
     pub pool: Backup,
@@ -441,7 +438,7 @@ impl Shared {
         backups: &[NodeId],
         first: u64,
     ) -> Result<Replicator, AppendError> {
-        Ok(Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout, self.wake)?
+        Ok(Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout)?
             .starting_at(Lsn(first))
             .with_fence(self.fence.clone()))
     }
