@@ -157,3 +157,8 @@ pub fn start_members(
     )
     .map_err(|e| e.to_string())
 }
+
+/// The members' result lines (what follows their `RESULT ` marker) as JSON.
+pub fn parse_results(lines: &[String]) -> Result<Vec<serde_json::Value>, String> {
+    lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect()
+}

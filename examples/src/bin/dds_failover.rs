@@ -21,7 +21,7 @@ use dds::qos::{History, Level, Qos};
 use dds::DomainParticipant;
 use examples::mcast::Digest;
 use examples::{err, out};
-use serde_json::{json, Value};
+use serde_json::json;
 use sst::cluster::{self, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -185,10 +185,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     drop(kids);
     sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&dir);
-    let results: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
-        .collect::<Result<_, _>>()?;
+    let results = examples::parse_results(&lines)?;
     let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
     let ended = results.iter().all(|r| r["ended"] == true);
     let victim_gone = results.iter().all(|r| r["members"].as_array().is_some_and(|m| !m.contains(&json!(VICTIM))));

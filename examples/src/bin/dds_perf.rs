@@ -421,10 +421,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     kids.tell_all("EXIT").map_err(|e| e.to_string())?;
     let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
     drop(kids);
-    let results: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
-        .collect::<Result<_, _>>()?;
+    let results = examples::parse_results(&lines)?;
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },

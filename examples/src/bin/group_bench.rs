@@ -282,10 +282,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     kids.tell_all("EXIT").map_err(|e| e.to_string())?;
     let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
     drop(kids);
-    let results: Vec<Value> = lines
-        .iter()
-        .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
-        .collect::<Result<_, _>>()?;
+    let results = examples::parse_results(&lines)?;
     let n = results.len() as f64;
     let expected = args.count * args.senders() as u64;
     let complete = results.iter().all(|r| r["msgs"].as_u64() == Some(expected));

@@ -399,10 +399,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             if !ok {
                 return Err("a node process failed".into());
             }
-            let nodes: Vec<serde_json::Value> = lines
-                .iter()
-                .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
-                .collect::<Result<_, _>>()?;
+            let nodes = examples::parse_results(&lines)?;
             Ok((nodes[0].clone(), nodes))
         }
     }

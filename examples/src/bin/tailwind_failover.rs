@@ -245,10 +245,7 @@ fn one_run(args: &Args, run: u32) -> Result<Value, String> {
             kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
         }
         let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
-        let results: Vec<Value> = lines
-            .iter()
-            .map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}")))
-            .collect::<Result<_, _>>()?;
+        let results = examples::parse_results(&lines)?;
         let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
         let none_bad = results.iter().all(|r| r["bad"].is_null());
         let count = results[0]["count"].as_u64().unwrap_or(0);
