@@ -46,9 +46,9 @@ pub(super) struct Primary {
 
 #[derive(Debug)]
 pub(super) struct St {
-    /// The last view started here, and whether it still runs.
+    /// The last view started here.
     pub view: Option<View>,
-    pub running: bool,
+    /// That view's transport while it runs (`None` once it ended).
     pub transport: Option<Arc<dyn Transport>>,
     /// The log's members in that view (the primary first).
     pub members: Vec<NodeId>,
@@ -69,7 +69,6 @@ impl St {
     pub fn new(segments: BTreeMap<u64, u64>) -> St {
         St {
             view: None,
-            running: false,
             transport: None,
             members: Vec::new(),
             ready: false,
@@ -81,6 +80,11 @@ impl St {
         }
     }
 
+    /// Whether the last view started here still runs.
+    pub fn running(&self) -> bool {
+        self.transport.is_some()
+    }
+
     fn view_id(&self) -> Option<u64> {
         self.view.as_ref().map(|v| v.id().0)
     }
@@ -88,7 +92,7 @@ impl St {
     /// Whether a request sent in view `view` may be answered now.
     fn check(&self, view: u64) -> Result<(), Reply> {
         match self.view_id() {
-            Some(v) if v == view && self.running => Ok(()),
+            Some(v) if v == view && self.running() => Ok(()),
             Some(v) if v >= view => Err(Reply::Stale),
             _ => Err(Reply::NotYet),
         }
@@ -199,7 +203,6 @@ impl Shared {
         lock(&self.prim).take();
         let open = self.pool.take_open();
         let mut st = lock(&self.st);
-        st.running = false;
         st.ready = false;
         st.transport = None;
         if let Some((id, buf)) = open {
@@ -224,7 +227,6 @@ impl Shared {
         self.pool.set_buffers(buffers);
         let mut st = lock(&self.st);
         st.view = Some(view.clone());
-        st.running = true;
         st.transport = Some(t.clone());
         st.members = self.layout.members(view);
         st.ready = false;
@@ -488,7 +490,7 @@ impl Shared {
         {
             let mut p = lock(&self.prim);
             let mut st = lock(&self.st);
-            if !(st.running && st.view_id() == Some(pr.view)) || st.stopped.is_some() {
+            if !(st.running() && st.view_id() == Some(pr.view)) || st.stopped.is_some() {
                 return false;
             }
             *p = Some(pr);

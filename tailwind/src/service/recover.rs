@@ -38,7 +38,7 @@ pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
                     s.stop(format!("the group stopped: {why}"));
                     return;
                 }
-                if st.work && st.running {
+                if st.work && st.running() {
                     st.work = false;
                     if let (Some(v), Some(t)) = (st.view.clone(), st.transport.clone()) {
                         break (v, st.members.clone(), t);
@@ -69,7 +69,7 @@ pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
             Err(why) => {
                 tracing::warn!(node = %s.me, view = view.id().0, %why, "tailwind recovery failed; retrying");
                 let mut st = lock(&s.st);
-                if st.running && st.view.as_ref().map(|v| v.id()) == Some(view.id()) {
+                if st.running() && st.view.as_ref().map(|v| v.id()) == Some(view.id()) {
                     st.work = true;
                 }
                 drop(st);
