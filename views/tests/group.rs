@@ -256,3 +256,16 @@ fn a_stop_frees_a_sender_waiting_on_a_full_window() {
     wait("node 0 to stop", || g0.stopped().is_some());
     assert!(g0.stopped().unwrap().contains("minority"), "{:?}", g0.stopped());
 }
+
+#[test]
+fn an_rdma_group_without_a_device_is_refused_with_the_reason() {
+    let mut cfg = Config::builder(0, sst::cluster::free_control_addr()).name("rdmanone").build().unwrap();
+    cfg.transport = Transport::Rdma;
+    match sst::transport::rdma::available() {
+        Ok(dev) => eprintln!("skipped: this machine has an RDMA device ({dev})"),
+        Err(why) => match GroupBuilder::new(cfg).start() {
+            Err(views::group::StartError::Setup(e)) => assert_eq!(e, why),
+            other => panic!("expected a setup error, got {other:?}"),
+        },
+    }
+}
