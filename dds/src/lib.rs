@@ -317,8 +317,16 @@ impl DomainParticipant {
     /// `readers` readers among the members (see [`DomainParticipant::matched`]).
     pub fn wait_for_matched(&self, name: &str, writers: usize, readers: usize, within: Duration) -> bool {
         let met = || self.matched(name).is_some_and(|m| m.writers >= writers && m.readers >= readers);
-        sst::cluster::poll_until(within, Duration::from_millis(5), || met() || self.0.group.stopped().is_some())
-            && met()
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            if met() {
+                return true;
+            }
+            if self.0.group.stopped().is_some() || std::time::Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// Leaves the domain gracefully (a view change removes this participant once
@@ -382,7 +390,7 @@ impl Participant {
     /// `<log_dir>/<domain>/<topic, made file-safe>-<hash>.<node>.log`.
     fn log_path(&self, topic: &str) -> PathBuf {
         let safe: String = topic.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let hash = smc::sim::digest(topic.as_bytes()) & 0xffff_ffff;
+        let hash = sst::hash::digest(topic.as_bytes()) & 0xffff_ffff;
         self.cfg.log_dir.join(&self.cfg.group.name).join(format!("{safe}-{hash:08x}.{}.log", self.shared.me.0))
     }
 

@@ -16,7 +16,7 @@ use views::config::{Config, Transport};
 const WAIT: Duration = Duration::from_secs(30);
 
 fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, dir: &Path) -> Result<DomainParticipant, DdsError> {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(domain)
         .transport(Transport::Shm)
         .timeouts(Duration::from_millis(50), Duration::from_millis(500));

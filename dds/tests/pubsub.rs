@@ -7,7 +7,7 @@ use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DdsError, DomainParticipant, Sample};
 use serde::{Deserialize, Serialize};
-use sst::cluster::poll_until;
+use testkit::poll_until;
 use std::net::SocketAddr;
 use std::time::Duration;
 use views::config::{Config, Transport};
@@ -15,7 +15,7 @@ use views::config::{Config, Transport};
 const WAIT: Duration = Duration::from_secs(30);
 
 fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> DomainParticipant {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(domain)
         .transport(t)
         .timeouts(Duration::from_millis(50), Duration::from_millis(500));

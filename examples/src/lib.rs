@@ -1,5 +1,5 @@
 //! Shared helpers for the benchmark and demo programs: latency summaries. Process
-//! orchestration, bounded polling and CPU clocks live in `sst::cluster`.
+//! orchestration, bounded polling and CPU clocks live in `testkit`.
 #![forbid(unsafe_code)]
 
 pub mod mcast;
@@ -58,7 +58,7 @@ pub fn err(line: &str) {
 
 /// `n` distinct loopback ports, each free together with the next one (a member's
 /// control port and the data port after it), for member processes to bind.
-pub use sst::cluster::free_ports;
+pub use testkit::free_ports;
 
 /// The `main` of a program that runs either as the parent of a run or, with
 /// `--child ID`, as one of its members (dying with the parent): runs the right
@@ -71,7 +71,7 @@ pub fn run_parent_or_member(
 ) -> ! {
     let r = match child {
         Some(id) => {
-            sst::cluster::die_with_parent();
+            testkit::die_with_parent();
             member(id).map(|_| true)
         }
         None => parent(),
@@ -92,7 +92,7 @@ pub fn finish(program: &str, result: Result<bool, String>) -> ! {
     }
 }
 
-/// In a member process started by `sst::cluster::ChildSet` with every member's
+/// In a member process started by `testkit::ChildSet` with every member's
 /// control port in `ports`: says READY, waits for the parent's go-ahead, and
 /// returns member `id`'s group config (loopback, the run's group name, `transport`
 /// "tcp" or "shm", the given heartbeat and failure timeouts; members other than 0
@@ -108,7 +108,7 @@ pub fn child_member_config(
     let port = *ports.get(id as usize).ok_or("no port for this member")?;
     let group = std::env::var("SPINDLE_CHILD_GROUP").map_err(|_| "SPINDLE_CHILD_GROUP is not set")?;
     out("READY");
-    sst::cluster::wait_for_parent();
+    testkit::wait_for_parent();
     let t = if transport == "tcp" { views::config::Transport::Tcp } else { views::config::Transport::Shm };
     let mut b = views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&group)
@@ -121,18 +121,18 @@ pub fn child_member_config(
 }
 
 /// Starts `n` copies of this program as the members of a run
-/// (`sst::cluster::ChildSet`): each gets this program's own arguments, without the
+/// (`testkit::ChildSet`): each gets this program's own arguments, without the
 /// flags in `drop` (and their values), then `extra`, `--child i` and `--ports`
 /// with every member's port from [`free_ports`]; `env` is set for each. All
 /// waiting is bounded by `deadline`.
 pub fn start_members(
     n: usize,
-    kind: sst::cluster::TransportKind,
+    kind: testkit::TransportKind,
     deadline: Duration,
     extra: &[&str],
     drop: &[&str],
     env: &[(&str, &std::path::Path)],
-) -> Result<sst::cluster::ChildSet, String> {
+) -> Result<testkit::ChildSet, String> {
     let ports = free_ports(n)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
@@ -142,7 +142,7 @@ pub fn start_members(
         }
     }
     let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
-    sst::cluster::ChildSet::start(
+    testkit::ChildSet::start(
         |i| {
             let mut cmd = std::process::Command::new(&exe);
             cmd.args(&argv).args(extra).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);

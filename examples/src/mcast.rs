@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use smc::runtime::{Runtime, SubgroupSetup};
 use smc::{Mode, SmcLayout, SubgroupSpec};
-use sst::cluster::{self, ChildSet, TransportKind};
+use testkit::{ChildSet, TransportKind};
 use sst::predicate::{PollConfig, DEFAULT_SPIN_US};
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
@@ -178,7 +178,7 @@ where
     let regions = c.regions();
     match c.transport {
         TransportKind::Mem => {
-            let g = cluster::local_group(TransportKind::Mem, c.nodes, &regions, Duration::from_secs(30))
+            let g = testkit::local_group(TransportKind::Mem, c.nodes, &regions, Duration::from_secs(30))
                 .map_err(|e| e.to_string())?;
             std::thread::scope(|s| {
                 let hs: Vec<_> = g.nodes.iter().map(|t| s.spawn(|| node(t.clone()))).collect();
@@ -186,7 +186,7 @@ where
             })
         }
         kind => {
-            cluster::catch_interrupts();
+            testkit::catch_interrupts();
             sst::transport::shm::remove_stale_files();
             let exe = std::env::current_exe().map_err(|e| e.to_string())?;
             let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -219,11 +219,11 @@ pub fn child_main<F>(c: &Common, node: F) -> bool
 where
     F: FnOnce(Arc<dyn Transport>) -> Result<Value, String>,
 {
-    if !cluster::is_child() {
+    if !testkit::is_child() {
         return false;
     }
-    cluster::die_with_parent();
-    let result = cluster::child_transport(&c.regions(), Duration::from_secs(60))
+    testkit::die_with_parent();
+    let result = testkit::child_transport(&c.regions(), Duration::from_secs(60))
         .map_err(|e| e.to_string())
         .and_then(|(_, _, t)| node(t));
     match result {
@@ -233,7 +233,7 @@ where
             std::process::exit(1);
         }
     }
-    cluster::wait_for_parent();
+    testkit::wait_for_parent();
     true
 }
 

@@ -66,7 +66,7 @@ impl Drop for Member {
 }
 
 fn demo(transport: &str) {
-    let ports = sst::cluster::free_ports(3).unwrap();
+    let ports = testkit::free_ports(3).unwrap();
     let name = format!("kvt{}{transport}", std::process::id());
     let mut m0 = Member::start(0, ports[0], None, transport, &name);
     m0.expect("up");

@@ -11,7 +11,8 @@
 //! - [`message`]: delivered messages, read in place;
 //! - [`runtime`]: the driver: a node's subgroups on its predicate thread, blocking sends;
 //! - [`stats`]: counters and batch sizes;
-//! - [`sim`]: the deterministic simulator and its invariants.
+//! - `sim` (cargo feature `sim`, for tests; not in the product's builds): the
+//!   deterministic simulator and its invariants.
 //!
 //! Invariants (checked by the unit tests and the simulator): every member delivers
 //! the same sequence; nothing is delivered before every member received it; no gaps or
@@ -23,7 +24,7 @@ pub mod core;
 pub mod message;
 #[cfg(not(loom))]
 pub mod runtime;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), any(test, feature = "sim")))]
 pub mod sim;
 pub mod spec;
 pub mod stats;

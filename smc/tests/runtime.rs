@@ -3,7 +3,7 @@
 
 use smc::runtime::{Runtime, SubgroupSetup};
 use smc::{Mode, SmcLayout, SubgroupSpec};
-use sst::cluster::{local_group, TransportKind};
+use testkit::{local_group, TransportKind};
 use sst::predicate::PollConfig;
 use sst::sync::{Arc, Mutex};
 use sst::transport::{NodeId, RegionId, RegionSpec};
@@ -73,7 +73,7 @@ fn run(kind: TransportKind, mode: Mode) {
         }
     });
     let want = [per_sender * n as u64, per_sender];
-    let done = sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
+    let done = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
         (0..n as usize).all(|i| (0..2).all(|k| logs[i][k].lock().unwrap().len() as u64 == want[k]))
     });
     assert!(done, "every node delivers every message of both subgroups");
@@ -220,13 +220,13 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery) -> bool {
         rts[0].subgroups()[1].send(&k.to_le_bytes()).unwrap();
     }
     let delivered = |k: usize| (0..n).all(|i| counts[i][k].load(sst::sync::atomic::Ordering::SeqCst) == per);
-    let other_done = sst::cluster::poll_until(Duration::from_secs(5), Duration::from_millis(2), || delivered(1));
+    let other_done = testkit::poll_until(Duration::from_secs(5), Duration::from_millis(2), || delivered(1));
     assert!(!delivered(0), "subgroup 0 delivered through a blocked upcall");
     // Release subgroup 0: it catches up either way.
     *gate.0.lock().unwrap() = true;
     gate.1.notify_all();
     let all =
-        sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(2), || delivered(0) && delivered(1));
+        testkit::poll_until(Duration::from_secs(60), Duration::from_millis(2), || delivered(0) && delivered(1));
     assert!(all, "every message of both subgroups is delivered after the release");
     other_done
 }
@@ -292,7 +292,7 @@ fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all
         }
     });
     let total = per * threads as u64 * senders.len() as u64;
-    let done = sst::cluster::poll_until(Duration::from_secs(60), Duration::from_millis(2), || {
+    let done = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(2), || {
         logs.iter().all(|l| l.lock().unwrap().len() as u64 == total)
     });
     assert!(done, "every message of every thread is delivered at both nodes");

@@ -463,7 +463,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::cluster::poll_until;
+    use testkit::poll_until;
     use crate::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
 
     #[derive(Default)]

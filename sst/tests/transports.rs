@@ -400,7 +400,7 @@ fn start_nodes(
     kind: Kind,
     n: usize,
     hb: Option<HeartbeatConfig>,
-) -> (sst::cluster::LocalGroup, Vec<PredicateThread<Node>>) {
+) -> (testkit::LocalGroup, Vec<PredicateThread<Node>>) {
     let (l, ping, pong, beat) = layout();
     let g = group(kind, n, &regions(l.table_bytes(n)));
     let members = common::ids(n);
@@ -525,7 +525,7 @@ fn child_heartbeat() {
     } else {
         println!("RESULT nothing suspected");
     }
-    sst::cluster::wait_for_parent();
+    testkit::wait_for_parent();
 }
 
 macro_rules! per_transport {

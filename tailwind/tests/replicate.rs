@@ -2,7 +2,7 @@
 //! every backup's buffer, as the same bytes, and a backup's recovery scan returns
 //! exactly the acknowledged records; a backup that is cut off fails the append.
 
-use sst::cluster::{local_group, TransportKind};
+use testkit::{local_group, TransportKind};
 use sst::transport::{NodeId, RegionId, RegionSpec};
 use std::time::Duration;
 use tailwind::format::scan;

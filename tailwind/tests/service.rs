@@ -31,7 +31,7 @@ fn record(i: u64) -> Vec<u8> {
 }
 
 fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport, dir: &PathBuf) -> TailwindLog {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
         .transport(t)
         .timeouts(Duration::from_millis(50), Duration::from_millis(400));
@@ -125,7 +125,7 @@ fn failover(t: Transport) {
     logs[0].take().unwrap().group().shutdown();
     let n1 = logs[1].as_ref().unwrap();
     assert!(
-        sst::cluster::poll_until(WAIT, Duration::from_millis(10), || n1.is_primary()),
+        testkit::poll_until(WAIT, Duration::from_millis(10), || n1.is_primary()),
         "{t:?}: member 1 did not take over"
     );
     let rec = recovered.lock().unwrap().last().cloned().unwrap();
@@ -174,7 +174,7 @@ fn a_corrupted_segment_file_stops_the_start_with_its_name() {
     buf[20] ^= 1;
     let path = dir.join("log0-seg0.tw");
     std::fs::write(&path, &buf).unwrap();
-    let cfg = Config::builder(0, sst::cluster::free_control_addr())
+    let cfg = Config::builder(0, testkit::free_control_addr())
         .name(&format!("twc{}", std::process::id()))
         .transport(Transport::Mem)
         .build()

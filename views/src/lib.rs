@@ -18,11 +18,12 @@
 //! ```
 //!
 //! - [`engine`]: the protocol core, one stage per file (suspicion, leader, trim),
-//!   driven by [`group`] at run time and by [`sim`] in tests.
+//!   driven by [`group`] at run time and by `sim` in tests.
 //! - [`membership`]: the SST columns the engine runs on.
 //! - [`group`]: the runtime an application embeds.
-//! - [`sim`]: a deterministic simulator of whole groups with faults, and its
-//!   invariants, one per file.
+//! - `sim` (cargo feature `sim`, for tests; not in the product's builds): a
+//!   deterministic simulator of whole groups with faults, and its invariants, one
+//!   per file.
 //! - [`config`], [`wire`], [`view`], [`layout`]: configuration, the control plane's
 //!   validated frames, views with the majority rule, subgroup layouts.
 //!
@@ -44,7 +45,7 @@
 //! this node's setup deadline starts out suspected, and one that came but is still
 //! in its own setup is pending (its silence counts only after the setup timeout on
 //! top of the failure timeout). `group::epoch` states the rule and why it is safe;
-//! the simulator checks it ([`sim::invariants::availability`]).
+//! the simulator checks it (`sim::invariants::availability`).
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -53,7 +54,7 @@ pub mod engine;
 pub mod group;
 pub mod layout;
 pub mod membership;
-#[cfg(not(loom))]
+#[cfg(all(not(loom), any(test, feature = "sim")))]
 pub mod sim;
 pub mod view;
 pub mod wire;

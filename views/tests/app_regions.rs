@@ -2,7 +2,7 @@
 //! another's with one-sided writes, and the receiver reads them at the end of the
 //! view, before the next view's fresh regions replace them (over shm and tcp).
 
-use sst::cluster::poll_until;
+use testkit::poll_until;
 use sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +15,7 @@ const R: RegionId = RegionId(APP_REGIONS + 1);
 type Seen = Arc<Mutex<Vec<(u64, Vec<u8>)>>>;
 
 fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport, seen: Seen) -> Group {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
         .transport(t)
         .timeouts(Duration::from_millis(50), Duration::from_millis(400));
@@ -83,7 +83,7 @@ fn tcp_application_regions() {
 
 #[test]
 fn region_ids_below_the_application_range_are_refused() {
-    let cfg = Config::builder(0, sst::cluster::free_control_addr()).name("aprbad").build().unwrap();
+    let cfg = Config::builder(0, testkit::free_control_addr()).name("aprbad").build().unwrap();
     let r = GroupBuilder::new(cfg).regions(vec![RegionSpec { id: RegionId(3), len: 64 }]).start();
     assert!(matches!(r, Err(StartError::Setup(_))));
 }

@@ -12,7 +12,7 @@ const WAIT: Duration = Duration::from_secs(30);
 type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
 
 fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
         .transport(t)
         .window(8)
@@ -259,7 +259,7 @@ fn a_stop_frees_a_sender_waiting_on_a_full_window() {
 
 #[test]
 fn an_rdma_group_without_a_device_is_refused_with_the_reason() {
-    let mut cfg = Config::builder(0, sst::cluster::free_control_addr()).name("rdmanone").build().unwrap();
+    let mut cfg = Config::builder(0, testkit::free_control_addr()).name("rdmanone").build().unwrap();
     cfg.transport = Transport::Rdma;
     match sst::transport::rdma::available() {
         Ok(dev) => eprintln!("skipped: this machine has an RDMA device ({dev})"),

@@ -50,7 +50,7 @@ impl Layout for Named {
 type Log = Arc<Mutex<Vec<(usize, u32, Vec<u8>)>>>;
 
 fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
-    let mut b = Config::builder(id, sst::cluster::free_control_addr())
+    let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
         .transport(Transport::Shm)
         .window(8)
@@ -77,7 +77,7 @@ fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
 }
 
 fn wait(what: &str, f: impl FnMut() -> bool) {
-    assert!(sst::cluster::poll_until(WAIT, Duration::from_millis(5), f), "timed out waiting for {what}");
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), f), "timed out waiting for {what}");
 }
 
 fn of(log: &Log, k: usize) -> Vec<(u32, Vec<u8>)> {

@@ -30,7 +30,7 @@ use clap::Parser;
 use examples::mcast::{self, Common, Digest, ModeArg};
 use examples::{err, out, round};
 use serde_json::{json, Value};
-use sst::cluster::TransportKind;
+use testkit::TransportKind;
 use sst::sync::atomic::Ordering;
 use sst::sync::{Arc, Mutex};
 use sst::transport::Transport;
@@ -263,7 +263,7 @@ fn main() {
         Ok(r) => r,
         Err(e) => {
             err(&format!("bandwidth: {e}"));
-            std::process::exit(if sst::cluster::interrupted() { 130 } else { 1 });
+            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
         }
     };
     let n = results.len() as f64;

@@ -114,7 +114,7 @@ fn main() {
         err("chaos: need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
         std::process::exit(2);
     }
-    sst::cluster::catch_interrupts();
+    testkit::catch_interrupts();
     match parent(&args) {
         Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
         Err(e) => {
@@ -188,7 +188,7 @@ impl Members {
     fn watch_views(&self, within: Duration, mut seen: impl FnMut(usize, Vec<u64>) -> bool) -> Result<bool, String> {
         let deadline = Instant::now() + within;
         loop {
-            if sst::cluster::interrupted() {
+            if testkit::interrupted() {
                 return Err("interrupted".into());
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -236,7 +236,7 @@ impl Members {
         let deadline = Instant::now() + within;
         let mut got: Vec<(usize, String)> = Vec::new();
         while got.len() < from.len() {
-            if sst::cluster::interrupted() {
+            if testkit::interrupted() {
                 return Err("interrupted".into());
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -341,7 +341,7 @@ fn parent(args: &Args) -> Result<bool, String> {
                 std::thread::sleep(wait);
             }
         }
-        if sst::cluster::interrupted() {
+        if testkit::interrupted() {
             return Err("interrupted".into());
         }
         let _ = m.list[*v].child.kill();
@@ -431,7 +431,7 @@ fn parent(args: &Args) -> Result<bool, String> {
 // ------------------------------------------------------------------ a member
 
 fn child(args: &Args, id: u32) -> i32 {
-    sst::cluster::die_with_parent();
+    testkit::die_with_parent();
     // RUST_LOG=views=info shows each view change's steps on stderr.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())

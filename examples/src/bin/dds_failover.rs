@@ -22,7 +22,7 @@ use dds::DomainParticipant;
 use examples::mcast::Digest;
 use examples::{err, out};
 use serde_json::json;
-use sst::cluster::{self, TransportKind};
+use testkit::{TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         return Err("the topic did not get its endpoints".into());
     }
     println!("JOINED");
-    if cluster::wait_for_parent() != "GO" {
+    if testkit::wait_for_parent() != "GO" {
         return Err("expected GO".into());
     }
     let stop = AtomicBool::new(false);
@@ -130,7 +130,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             }
             Ok(())
         });
-        let line = cluster::wait_for_parent(); // STOP
+        let line = testkit::wait_for_parent(); // STOP
         stop.store(true, Ordering::Relaxed);
         w.join().map_err(|_| "writer panicked".to_string())??;
         if line != "STOP" {
@@ -142,7 +142,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         let w = writer.as_ref().ok_or("no writer")?;
         w.write(&(id, END, String::new())).map_err(|e| e.to_string())?;
     }
-    let ended = cluster::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
+    let ended = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
         seen.lock().unwrap_or_else(|p| p.into_inner()).end
     });
     let g = seen.lock().unwrap_or_else(|p| p.into_inner());
@@ -153,12 +153,12 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     });
     drop(g);
     println!("RESULT {v}");
-    cluster::wait_for_parent();
+    testkit::wait_for_parent();
     Ok(())
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    cluster::catch_interrupts();
+    testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let dir = log_dir();
     let mut kids = examples::start_members(

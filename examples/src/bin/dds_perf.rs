@@ -27,7 +27,7 @@ use dds::qos::{History, Level, Qos};
 use dds::{DataReader, DataWriter, DomainParticipant};
 use examples::{err, out, round, Latency};
 use serde_json::{json, Value};
-use sst::cluster::{self, ChildSet, TransportKind};
+use testkit::{ChildSet, TransportKind};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
 use std::process::Command;
@@ -106,7 +106,7 @@ fn main() {
     }
     let r = match (args.child, args.role.as_str()) {
         (Some(id), _) => {
-            cluster::die_with_parent();
+            testkit::die_with_parent();
             dispatch(&args, id, true).map(|_| true)
         }
         (None, "local") => parent(&args),
@@ -157,7 +157,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     let domain = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "ddsperf".into());
     if child {
         println!("READY");
-        cluster::wait_for_parent();
+        testkit::wait_for_parent();
     }
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&domain)
@@ -189,7 +189,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     };
     if child {
         println!("RESULT {result}");
-        cluster::wait_for_parent();
+        testkit::wait_for_parent();
     } else {
         out(&result.to_string());
     }
@@ -208,7 +208,7 @@ fn wait_for_endpoints(p: &DomainParticipant, topic: &str, readers: usize, writer
 fn joined(child: bool) -> Result<(), String> {
     if child {
         println!("JOINED");
-        if cluster::wait_for_parent() != "GO" {
+        if testkit::wait_for_parent() != "GO" {
             return Err("expected GO".into());
         }
     }
@@ -292,7 +292,7 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
         c2.n.fetch_add(1, Ordering::Relaxed);
     });
     joined(child)?;
-    let done = cluster::poll_until(Duration::from_secs_f64(args.seconds + 120.0), Duration::from_millis(5), || {
+    let done = testkit::poll_until(Duration::from_secs_f64(args.seconds + 120.0), Duration::from_millis(5), || {
         c.last.lock().unwrap_or_else(|p| p.into_inner()).is_some() || p.group().stopped().is_some()
     });
     if !done {
@@ -397,7 +397,7 @@ fn disk_baseline(size: usize, samples: u64) -> Result<f64, String> {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    cluster::catch_interrupts();
+    testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let n = 1 + args.subscribers;
     let ports = examples::free_ports(n)?;

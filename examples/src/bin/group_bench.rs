@@ -23,7 +23,7 @@ use clap::Parser;
 use examples::mcast::{Digest, Senders};
 use examples::{err, out, round, Latency};
 use serde_json::{json, Value};
-use sst::cluster::{self, ChildSet, TransportKind};
+use testkit::{ChildSet, TransportKind};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
 use std::process::Command;
@@ -108,7 +108,7 @@ fn main() {
         std::process::exit(2);
     }
     if let Some(id) = args.child {
-        cluster::die_with_parent();
+        testkit::die_with_parent();
         if let Err(e) = member(&args, id) {
             err(&format!("group_bench member {id}: {e}"));
             std::process::exit(1);
@@ -120,7 +120,7 @@ fn main() {
         Ok(false) => std::process::exit(3),
         Err(e) => {
             err(&format!("group_bench: {e}"));
-            std::process::exit(if cluster::interrupted() { 130 } else { 1 });
+            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
         }
     }
 }
@@ -160,7 +160,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let port = *args.ports.get(id as usize).ok_or("no port for this member")?;
     let group_name = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "gbench".into());
     println!("READY");
-    cluster::wait_for_parent(); // the peer list of the bare-transport protocol: unused
+    testkit::wait_for_parent(); // the peer list of the bare-transport protocol: unused
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&group_name)
@@ -197,7 +197,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         return Err(format!("the group did not reach {} members", args.nodes));
     }
     println!("JOINED");
-    if cluster::wait_for_parent() != "GO" {
+    if testkit::wait_for_parent() != "GO" {
         return Err("expected GO".into());
     }
     let start = Instant::now();
@@ -223,7 +223,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
                 }
             });
         }
-        let done = cluster::poll_until(Duration::from_secs(1800), Duration::from_millis(1), || {
+        let done = testkit::poll_until(Duration::from_secs(1800), Duration::from_millis(1), || {
             shared.msgs.load(Ordering::Acquire) >= expected || group.stopped().is_some()
         });
         match group.stopped() {
@@ -253,13 +253,13 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         "request_p99_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.99), 1)) },
     });
     println!("RESULT {v}");
-    cluster::wait_for_parent();
+    testkit::wait_for_parent();
     drop(group);
     Ok(())
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    cluster::catch_interrupts();
+    testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let ports = examples::free_ports(args.nodes)?;
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;

@@ -95,7 +95,7 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
         }
     }
     // Everyone stays until every sender's messages are delivered here.
-    let all = sst::cluster::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
+    let all = testkit::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
         delivered.load(sst::sync::atomic::Ordering::Relaxed) >= total_msgs
     });
     if !all {
@@ -105,10 +105,10 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
     // process measures itself; mem nodes share one process, so mem reports the
     // process's CPU divided by the number of nodes.
     let idle_cpu_pct = (a.idle_seconds > 0.0).then(|| {
-        let (cpu0, t0) = (sst::cluster::cpu_time(sst::cluster::CpuClock::Process), Instant::now());
+        let (cpu0, t0) = (testkit::cpu_time(testkit::CpuClock::Process), Instant::now());
         std::thread::sleep(Duration::from_secs_f64(a.idle_seconds));
-        let cpu = sst::cluster::cpu_time(sst::cluster::CpuClock::Process).saturating_sub(cpu0);
-        let share = if c.transport == sst::cluster::TransportKind::Mem { c.nodes as f64 } else { 1.0 };
+        let cpu = testkit::cpu_time(testkit::CpuClock::Process).saturating_sub(cpu0);
+        let share = if c.transport == testkit::TransportKind::Mem { c.nodes as f64 } else { 1.0 };
         100.0 * cpu.as_secs_f64() / t0.elapsed().as_secs_f64() / share
     });
     rt.stop();
@@ -138,7 +138,7 @@ fn main() {
         Ok(r) => r,
         Err(e) => {
             err(&format!("latency: {e}"));
-            std::process::exit(if sst::cluster::interrupted() { 130 } else { 1 });
+            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
         }
     };
     let senders: Vec<&Value> = results.iter().filter(|r| r["sender"] == true).collect();

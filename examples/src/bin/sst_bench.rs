@@ -22,7 +22,7 @@
 use clap::Parser;
 use examples::{err, out, round, Latency};
 use serde_json::json;
-use sst::cluster::{self, poll_until as wait_for, ChildSet, CpuClock, TransportKind};
+use testkit::{poll_until as wait_for, ChildSet, CpuClock, TransportKind};
 use sst::heartbeat::{self, HeartbeatConfig};
 use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
 use sst::sync::Arc;
@@ -197,10 +197,10 @@ fn start_node(
             s.seen_phase = s.row.table().counter(0, s.c.phase);
             let now = Instant::now();
             if s.seen_phase == IDLE {
-                s.idle_start = Some((cluster::cpu_time(s.clock), now));
+                s.idle_start = Some((testkit::cpu_time(s.clock), now));
             } else if s.seen_phase == DONE {
                 if let Some((cpu0, t0)) = s.idle_start {
-                    let cpu = cluster::cpu_time(s.clock).saturating_sub(cpu0);
+                    let cpu = testkit::cpu_time(s.clock).saturating_sub(cpu0);
                     s.idle_cpu_pct = Some(100.0 * cpu.as_secs_f64() / (now - t0).as_secs_f64());
                 }
             }
@@ -333,10 +333,10 @@ fn drive_result(d: &Drive) -> serde_json::Value {
 
 /// A node process (for shm and tcp).
 fn child(args: &Args) -> Result<(), String> {
-    cluster::die_with_parent();
+    testkit::die_with_parent();
     let (l, _) = layout();
     let (me, n, t) =
-        cluster::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
+        testkit::child_transport(&[RegionSpec { id: R, len: l.table_bytes(args.nodes) }], Duration::from_secs(30))
             .map_err(|e| e.to_string())?;
     let mut pt = start_node(t, n, Duration::from_micros(args.spin_us), CpuClock::Process, args.per_peer);
     let mut report = if me == NodeId(0) { drive_result(&drive(&pt, args, false)?) } else { json!({}) };
@@ -346,7 +346,7 @@ fn child(args: &Args) -> Result<(), String> {
     report["suspicions"] = mine["suspicions"].clone();
     out(&format!("RESULT {report}"));
     // Stay up until the parent has every result, so no node sees a peer vanish early.
-    cluster::wait_for_parent();
+    testkit::wait_for_parent();
     pt.stop();
     Ok(())
 }
@@ -358,7 +358,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
     let progress = !args.json;
     match args.transport {
         TransportKind::Mem => {
-            let g = cluster::local_group(TransportKind::Mem, args.nodes, &regions, Duration::from_secs(10))
+            let g = testkit::local_group(TransportKind::Mem, args.nodes, &regions, Duration::from_secs(10))
                 .map_err(|e| e.to_string())?;
             let pts: Vec<_> = g
                 .nodes
@@ -370,7 +370,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             Ok((drive_result(&d), nodes))
         }
         kind => {
-            cluster::catch_interrupts();
+            testkit::catch_interrupts();
             let stale = sst::transport::shm::remove_stale_files();
             if stale > 0 && progress {
                 err(&format!("sst_bench: removed {stale} /dev/shm files left by killed runs"));
@@ -407,7 +407,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
 
 fn main() {
     let args = Args::parse();
-    if cluster::is_child() {
+    if testkit::is_child() {
         if let Err(e) = child(&args) {
             err(&format!("sst_bench node: {e}"));
             std::process::exit(1);
@@ -426,7 +426,7 @@ fn main() {
         Ok(x) => x,
         Err(e) => {
             err(&format!("sst_bench: {e}"));
-            std::process::exit(if cluster::interrupted() { 130 } else { 1 });
+            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
         }
     };
     let idle: Vec<Option<f64>> = nodes.iter().map(|n| n["idle_cpu_pct"].as_f64()).collect();

@@ -34,7 +34,7 @@
 use clap::Parser;
 use examples::{err, out, round, Latency};
 use serde_json::{json, Value};
-use sst::cluster::{self, CpuClock, TransportKind};
+use testkit::{CpuClock, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
 use std::sync::Arc;
@@ -257,7 +257,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     let mut keep: Option<TailwindLog> = None;
     if args.mode == "rpc" {
         let regions = [RegionSpec { id: INBOX, len: 16 + MAX_RECORD }, RegionSpec { id: ACKS, len: 8 * N }];
-        let (_, _, t) = cluster::child_transport(&regions, Duration::from_secs(30)).map_err(|e| e.to_string())?;
+        let (_, _, t) = testkit::child_transport(&regions, Duration::from_secs(30)).map_err(|e| e.to_string())?;
         if id == 0 {
             let doorbell = match args.rpc_wait.as_str() {
                 "auto" => args.transport == "tcp",
@@ -287,7 +287,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             return Err("member 0 did not become the primary".into());
         }
         println!("JOINED");
-        if cluster::wait_for_parent() != "GO" {
+        if testkit::wait_for_parent() != "GO" {
             return Err("expected GO".into());
         }
         match id {
@@ -302,18 +302,18 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     // STOP (a backup reports its CPU time), EXIT.
     let mut started = (Instant::now(), Duration::ZERO);
     loop {
-        let line = cluster::wait_for_parent();
+        let line = testkit::wait_for_parent();
         let mut words = line.split_whitespace();
         match (words.next(), words.next().and_then(|s| s.parse::<usize>().ok())) {
             (Some("RUN"), Some(size)) => match primary.as_mut() {
                 Some(p) => println!("DONE {}", measure(p.as_mut(), size, args.seconds, args.rate)?),
                 None => {
-                    started = (Instant::now(), cluster::cpu_time(CpuClock::Process));
+                    started = (Instant::now(), testkit::cpu_time(CpuClock::Process));
                     println!("STARTED");
                 }
             },
             (Some("STOP"), _) => {
-                let cpu = cluster::cpu_time(CpuClock::Process).saturating_sub(started.1);
+                let cpu = testkit::cpu_time(CpuClock::Process).saturating_sub(started.1);
                 let wall = started.0.elapsed();
                 println!("CPU {} {}", cpu.as_nanos(), wall.as_nanos());
             }
@@ -351,7 +351,7 @@ fn measure(p: &mut dyn Appender, size: usize, seconds: f64, rate: u64) -> Result
         i += 1;
     }
     let mut lat = Latency::default();
-    let cpu0 = cluster::cpu_time(CpuClock::Process);
+    let cpu0 = testkit::cpu_time(CpuClock::Process);
     let start = Instant::now();
     let mut n = 0u64;
     while start.elapsed().as_secs_f64() < seconds {
@@ -364,7 +364,7 @@ fn measure(p: &mut dyn Appender, size: usize, seconds: f64, rate: u64) -> Result
         i += 1;
     }
     let secs = start.elapsed().as_secs_f64();
-    let cpu = cluster::cpu_time(CpuClock::Process).saturating_sub(cpu0).as_secs_f64();
+    let cpu = testkit::cpu_time(CpuClock::Process).saturating_sub(cpu0).as_secs_f64();
     Ok(json!({
         "appends": n, "appends_total": i, "appends_per_s": round(n as f64 / secs, 0), "mb_per_s": round(n as f64 * size as f64 / secs / 1e6, 1),
         "p50_us": round(lat.quantile_us(0.5), 2), "p99_us": round(lat.quantile_us(0.99), 2),
@@ -432,7 +432,7 @@ fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    cluster::catch_interrupts();
+    testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let tw = run_mode(args, "tailwind")?;
     let rpc = match args.baseline {

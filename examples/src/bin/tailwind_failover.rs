@@ -26,7 +26,7 @@ use clap::Parser;
 use examples::mcast::Digest;
 use examples::{err, out};
 use serde_json::{json, Value};
-use sst::cluster::{self, ChildSet, TransportKind};
+use testkit::{ChildSet, TransportKind};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -113,7 +113,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         return Err("no primary".into());
     }
     println!("JOINED");
-    if cluster::wait_for_parent() != "GO" {
+    if testkit::wait_for_parent() != "GO" {
         return Err("expected GO".into());
     }
     if id as usize == VICTIM {
@@ -132,11 +132,11 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         }
         return Err("the victim was never killed".into());
     }
-    if cluster::wait_for_parent() != "CHECK" {
+    if testkit::wait_for_parent() != "CHECK" {
         return Err("expected CHECK".into());
     }
     // Wait for the new primary (not the victim).
-    let new_primary = cluster::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
+    let new_primary = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
         log.primary().is_some_and(|p| p.0 as usize != VICTIM)
     });
     if !new_primary {
@@ -156,7 +156,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     } else {
         println!("STAGE backup 0");
     }
-    let end: u64 = cluster::wait_for_parent()
+    let end: u64 = testkit::wait_for_parent()
         .strip_prefix("DIGEST ")
         .and_then(|n| n.parse().ok())
         .ok_or("expected DIGEST <end>")?;
@@ -189,7 +189,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         "reseeded": rec.as_ref().map(|r| r.reseeded), "segments": log.segments().len(),
     });
     println!("RESULT {v}");
-    cluster::wait_for_parent();
+    testkit::wait_for_parent();
     Ok(())
 }
 
@@ -267,7 +267,7 @@ fn one_run(args: &Args, run: u32) -> Result<Value, String> {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    cluster::catch_interrupts();
+    testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let mut clean = 0;
     let mut failovers = Vec::new();

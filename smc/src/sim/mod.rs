@@ -210,10 +210,7 @@ pub struct Sim {
 
 const REGION: RegionId = RegionId(0);
 
-/// FNV-1a over bytes.
-pub fn digest(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
-}
+pub use sst::hash::digest;
 
 /// The payload sender `r` sends as its `k`-th message.
 pub fn payload(seed: u64, r: usize, k: u64, max_msg: usize) -> Vec<u8> {

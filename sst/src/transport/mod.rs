@@ -28,7 +28,9 @@ use crate::sync::{lock, Arc, Mutex};
 use std::fmt;
 use thiserror::Error;
 
+// Copies between mapped regions, word by word.
 #[cfg(not(loom))]
+#[allow(unsafe_code)]
 pub(crate) mod direct;
 #[cfg(not(loom))]
 pub mod frame;
@@ -36,7 +38,9 @@ pub mod frame;
 pub mod mem;
 #[cfg(not(loom))]
 pub mod rdma;
+// Maps peers' /dev/shm files.
 #[cfg(not(loom))]
+#[allow(unsafe_code)]
 pub mod shm;
 #[cfg(not(loom))]
 pub mod tcp;

@@ -1,9 +1,9 @@
-//! Test helpers over `sst::cluster`: groups on any transport, in one process or as
+//! Test helpers over `testkit`: groups on any transport, in one process or as
 //! child processes of the test binary, with deadlines and cleanup.
 #![allow(dead_code, missing_docs)]
 
-pub use sst::cluster::TransportKind as Kind;
-use sst::cluster::{ChildSet, LocalGroup};
+pub use testkit::TransportKind as Kind;
+use testkit::{ChildSet, LocalGroup};
 use sst::sync::Arc;
 use sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
 use std::process::Command;
@@ -17,12 +17,12 @@ pub fn ids(n: usize) -> Vec<NodeId> {
 
 /// `n` nodes in this process.
 pub fn group(kind: Kind, n: usize, regions: &[RegionSpec]) -> LocalGroup {
-    sst::cluster::local_group(kind, n, regions, SETUP).expect("group setup")
+    testkit::local_group(kind, n, regions, SETUP).expect("group setup")
 }
 
 /// Polls `f` until it returns true or `within` passes; returns whether it did.
 pub fn eventually(within: Duration, f: impl FnMut() -> bool) -> bool {
-    sst::cluster::poll_until(within, Duration::from_micros(200), f)
+    testkit::poll_until(within, Duration::from_micros(200), f)
 }
 
 /// Waits for a Broken event about `peer` on `t` (flushing, so tcp acks and errors move).
@@ -51,5 +51,5 @@ pub fn children(entry: &str, kind: Kind, n: usize, env: &[(&str, String)], deadl
 
 /// In a child: this node's transport.
 pub fn child_transport(regions: &[RegionSpec]) -> (NodeId, usize, Arc<dyn Transport>) {
-    sst::cluster::child_transport(regions, SETUP).expect("child transport")
+    testkit::child_transport(regions, SETUP).expect("child transport")
 }

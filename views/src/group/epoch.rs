@@ -139,7 +139,7 @@ impl Epoch {
                     addrs.push((*p, info.data.unwrap_or_else(|| data_addr(info.control))));
                 }
                 drop(dir);
-                let group = smc::sim::digest(cfg.name.as_bytes()) ^ view.id().0;
+                let group = sst::hash::digest(cfg.name.as_bytes()) ^ view.id().0;
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
                     DataListener::Tcp(listener) => {

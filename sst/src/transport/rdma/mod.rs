@@ -51,7 +51,9 @@
 pub mod handshake;
 pub mod schedule;
 
+// Registers memory with the device and posts writes from it.
 #[cfg(feature = "rdma")]
+#[allow(unsafe_code)]
 mod device;
 
 use super::{NodeId, RegionSpec, SetupError};
