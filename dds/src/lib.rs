@@ -83,6 +83,7 @@ pub mod log;
 pub mod qos;
 pub mod reader;
 pub mod sample;
+mod sink;
 pub mod table;
 mod topic;
 pub mod writer;
@@ -94,7 +95,7 @@ pub use writer::{DataWriter, Loan};
 
 use config::DdsConfig;
 use qos::{Level, Qos};
-use reader::ReaderCore;
+use sink::ReaderCore;
 use sample::Codec;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -106,7 +107,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use table::{DdsLayout, Edit, Endpoint, TopicTable};
-use topic::{lock, TopicState};
+use sst::sync::lock;
+use topic::TopicState;
 use views::group::{Group, GroupBuilder, InPlaceBatch};
 use views::layout::EditError;
 use views::view::View;
@@ -442,7 +444,7 @@ fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<DeliverFn> {
     let (ti, spec) = table.subgroups(view).into_iter().nth(k)?;
     let entry = &table.topics[ti];
     let state = lock(&shared.topics).get(&entry.name).cloned()?;
-    let vid = view.id().0;
+    let vid = view.id();
     if let Some(others) = state.enter_view(vid, entry, &spec.members) {
         let (sh, st) = (shared.clone(), state.clone());
         let spawned = std::thread::Builder::new()

@@ -1,58 +1,14 @@
 //! DataReader: samples to `take`/`read`, a blocking `wait`, listeners, and the
 //! statuses (lost, rejected, incompatible QoS).
 
-use crate::qos::{Level, Qos};
-use crate::sample::{Codec, Sample, SampleInfo, WriterId, HEADER};
-use crate::topic::{lock, TopicState};
+use crate::sample::{Codec, Sample, SampleInfo, HEADER};
+pub use crate::sink::ReaderStatus;
+use crate::sink::{Raw, ReaderCore, Src};
+use crate::topic::TopicState;
 use crate::{IncompatibleQos, Participant};
-use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use sst::sync::lock;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A sample's bytes (header and payload) as delivery hands them over: in their
-/// slot, or in a buffer (history, catch-up).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Src<'a> {
-    Slot(smc::Message<'a>),
-    Bytes(&'a [u8]),
-}
-
-impl Src<'_> {
-    pub(crate) fn len(&self) -> usize {
-        match self {
-            Src::Slot(m) => m.len(),
-            Src::Bytes(b) => b.len(),
-        }
-    }
-    pub(crate) fn word(&self, i: usize) -> u64 {
-        match self {
-            Src::Slot(m) => m.word(i),
-            Src::Bytes(b) => u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("a whole word")),
-        }
-    }
-    pub(crate) fn copy_all(self) -> Vec<u8> {
-        let mut v = vec![0; self.len()];
-        self.read_all(&mut v);
-        v
-    }
-    /// Copies header and payload into `out`, which is as long as them.
-    pub(crate) fn read_all(&self, out: &mut [u8]) {
-        match self {
-            Src::Slot(m) => m.read(out),
-            Src::Bytes(b) => out.copy_from_slice(b),
-        }
-    }
-    /// Copies the payload (after the header) into `out`, which is as long as it.
-    pub(crate) fn read_payload(&self, out: &mut [u8]) {
-        match self {
-            Src::Slot(m) => m.read_at(HEADER, out),
-            Src::Bytes(b) => out.copy_from_slice(&b[HEADER..]),
-        }
-    }
-    pub(crate) fn payload_len(&self) -> usize {
-        self.len() - HEADER
-    }
-}
 
 /// A sample read where it lies (see [`DataReader::on_sample_in_place`]): valid
 /// until the callback returns.
@@ -106,97 +62,6 @@ impl<T: bytemuck::Pod> SampleRef<'_, T> {
             Src::Bytes(b) => bytemuck::bytes_of_mut(out).copy_from_slice(&b[HEADER..]),
         }
         Ok(())
-    }
-}
-
-/// A reader's counters.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ReaderStatus {
-    /// Samples that reached this reader (live and history).
-    pub received: u64,
-    /// Samples dropped because the queue held its history's limit untaken (the
-    /// oldest go first).
-    pub lost: u64,
-    /// Samples that could not be decoded or stored, and other failures (history
-    /// not received, log write failed).
-    pub rejected: u64,
-    /// Why the last one was rejected.
-    pub last_rejected: Option<String>,
-    /// Writers whose offer does not meet this reader's request.
-    pub incompatible: IncompatibleQos,
-}
-
-struct Raw {
-    info: SampleInfo,
-    payload: Box<[u8]>,
-}
-
-type InPlaceFn = Box<dyn FnMut(&SampleInfo, &Src<'_>) + Send>;
-
-struct Queue {
-    samples: VecDeque<Raw>,
-    status: ReaderStatus,
-}
-
-/// The type-erased side of a reader that delivery feeds.
-pub(crate) struct ReaderCore {
-    pub(crate) id: u32,
-    pub(crate) level: Level,
-    keep: usize,
-    q: Mutex<Queue>,
-    cond: Condvar,
-    listener: Mutex<Option<InPlaceFn>>,
-    /// Samples handed to a listener (counted apart: no queue lock per sample).
-    taken_by_listener: sst::sync::atomic::AtomicU64,
-}
-
-impl std::fmt::Debug for ReaderCore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReaderCore").field("id", &self.id).field("level", &self.level).finish_non_exhaustive()
-    }
-}
-
-impl ReaderCore {
-    pub(crate) fn new(id: u32, qos: &Qos) -> ReaderCore {
-        ReaderCore {
-            id,
-            level: qos.level,
-            keep: qos.keep(),
-            q: Mutex::new(Queue { samples: VecDeque::new(), status: ReaderStatus::default() }),
-            cond: Condvar::new(),
-            listener: Mutex::new(None),
-            taken_by_listener: sst::sync::atomic::AtomicU64::new(0),
-        }
-    }
-
-    /// A sample for this reader: to its listener, or into its queue.
-    pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
-        if let Some(f) = lock(&self.listener).as_mut() {
-            self.taken_by_listener.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
-            f(info, &src);
-            return;
-        }
-        let mut payload = vec![0u8; src.payload_len()].into_boxed_slice();
-        src.read_payload(&mut payload);
-        let mut q = lock(&self.q);
-        q.status.received += 1;
-        q.samples.push_back(Raw { info: *info, payload });
-        if q.samples.len() > self.keep {
-            q.samples.pop_front();
-            q.status.lost += 1;
-        }
-        drop(q);
-        self.cond.notify_all();
-    }
-
-    pub(crate) fn reject(&self, why: String) {
-        let mut q = lock(&self.q);
-        q.status.rejected += 1;
-        q.status.last_rejected = Some(why);
-    }
-
-    pub(crate) fn set_incompatible(&self, bad: Vec<(WriterId, Level)>) {
-        lock(&self.q).status.incompatible.update(bad);
     }
 }
 

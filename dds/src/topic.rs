@@ -10,25 +10,23 @@
 
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
-use crate::reader::{ReaderCore, Src};
+use crate::sink::{ReaderCore, Src};
 use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
 use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use views::view::ViewId;
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use sst::sync::lock;
 
 /// A sample kept in history: where it stands in the topic's order and its bytes
 /// (header and payload).
 #[derive(Debug, Clone)]
 pub(crate) struct Entry {
     pub(crate) seq: u64,
-    pub(crate) view: u64,
+    pub(crate) view: ViewId,
     pub(crate) node: u32,
     pub(crate) bytes: Vec<u8>,
 }
@@ -37,7 +35,7 @@ impl Entry {
     /// The 16 bytes in front of the sample in its log record: view, node, zero.
     pub(crate) fn record_head(&self) -> [u8; 16] {
         let mut h = [0u8; 16];
-        h[..8].copy_from_slice(&self.view.to_le_bytes());
+        h[..8].copy_from_slice(&self.view.0.to_le_bytes());
         h[8..12].copy_from_slice(&self.node.to_le_bytes());
         h
     }
@@ -47,7 +45,7 @@ impl Entry {
         if r.len() < 16 + HEADER {
             return Err(format!("log record {seq} of {} bytes is too short for a sample", r.len()));
         }
-        let view = u64::from_le_bytes(r[..8].try_into().expect("8 bytes"));
+        let view = ViewId(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")));
         let node = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
         Ok(Entry { seq, view, node, bytes: r[16..].to_vec() })
     }
@@ -59,7 +57,7 @@ impl Entry {
             writer: WriterId { node: NodeId(self.node), id },
             seq,
             source_timestamp: ts,
-            view: ViewId(self.view),
+            view: self.view,
             topic_seq: self.seq,
             from_history,
         }
@@ -69,7 +67,7 @@ impl Entry {
 /// Where this node stood in the topic at the start of a view.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Seam {
-    pub(crate) view: u64,
+    pub(crate) view: ViewId,
     /// The topic's delivery count when the view began.
     pub(crate) seq: u64,
     /// False while this node was still catching up then (it had not got all the
@@ -80,8 +78,8 @@ pub(crate) struct Seam {
 /// A late join in progress: live samples wait here until the history is in.
 #[derive(Debug)]
 pub(crate) struct CatchUp {
-    pub(crate) view: u64,
-    pub(crate) buffered: Vec<(u64, NodeId, Vec<u8>)>,
+    pub(crate) view: ViewId,
+    pub(crate) buffered: Vec<(ViewId, NodeId, Vec<u8>)>,
 }
 
 /// A local writer's state the topic tracks.
@@ -106,7 +104,7 @@ pub(crate) struct TopicInner {
     pub(crate) catching_up: Option<CatchUp>,
     pub(crate) seams: VecDeque<Seam>,
     /// The last view this node was in the topic's subgroup.
-    pub(crate) last_view: Option<u64>,
+    pub(crate) last_view: Option<ViewId>,
 }
 
 impl TopicInner {
@@ -200,7 +198,7 @@ impl TopicState {
     /// view's table lists it, `members` the subgroup's). Returns the members to
     /// catch up from when this is the node's first view in the topic and the topic
     /// keeps history.
-    pub(crate) fn enter_view(&self, view: u64, entry: &TopicEntry, members: &[NodeId]) -> Option<Vec<NodeId>> {
+    pub(crate) fn enter_view(&self, view: ViewId, entry: &TopicEntry, members: &[NodeId]) -> Option<Vec<NodeId>> {
         let mut g = lock(&self.inner);
         let first = g.last_view.is_none();
         g.last_view = Some(view);
@@ -248,14 +246,14 @@ impl TopicState {
     }
 
     /// A delivered batch of the topic's subgroup, under one lock.
-    pub(crate) fn deliver_batch(&self, view: u64, batch: &views::group::InPlaceBatch<'_>) {
+    pub(crate) fn deliver_batch(&self, view: ViewId, batch: &views::group::InPlaceBatch<'_>) {
         let mut g = lock(&self.inner);
         for m in batch.iter() {
             self.deliver_one(&mut g, view, m.sender, Src::Slot(m.message));
         }
     }
 
-    fn deliver_one(&self, g: &mut TopicInner, view: u64, sender: NodeId, src: Src<'_>) {
+    fn deliver_one(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>) {
         if src.len() < HEADER {
             for r in &g.readers {
                 r.reject(format!("a {}-byte message from {sender} is shorter than a sample header", src.len()));
@@ -269,7 +267,7 @@ impl TopicState {
         self.deliver_locked(g, view, sender, src, false);
     }
 
-    pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: u64, sender: NodeId, src: Src<'_>, history: bool) {
+    pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>, history: bool) {
         let seq = g.next_seq;
         g.next_seq += 1;
         let (w0, w1) = (src.word(0), src.word(1));
@@ -278,7 +276,7 @@ impl TopicState {
             writer: WriterId { node: sender, id: wid },
             seq: wseq,
             source_timestamp: ts,
-            view: ViewId(view),
+            view,
             topic_seq: seq,
             from_history: history,
         };
@@ -368,65 +366,4 @@ impl TopicState {
             self.deliver_locked(&mut g, view, sender, Src::Bytes(&bytes), false);
         }
     }
-
-    /// The history before the start of view `view`, from `from` on, at most
-    /// `budget` bytes (see [`crate::catchup`]).
-    pub(crate) fn history(&self, view: u64, from: u64, any: bool, budget: usize) -> crate::catchup::Answer {
-        use crate::catchup::{Answer, WireEntry};
-        let g = lock(&self.inner);
-        let Some(seam) = g.seams.iter().find(|s| s.view == view).copied() else {
-            return if g.last_view.map_or(true, |v| v < view) {
-                Answer::NotYet
-            } else {
-                Answer::Error(format!("view {view} is too old to serve"))
-            };
-        };
-        if !seam.complete && !any {
-            return Answer::New { seam: seam.seq };
-        }
-        let mut entries = Vec::new();
-        let mut used = 0;
-        let oldest = g.store.front().map(|e| e.seq).unwrap_or(g.next_seq);
-        if from < oldest.min(seam.seq) {
-            if let Some(path) = &self.log_path {
-                drop(g);
-                return read_log(path, from, seam.seq, budget);
-            }
-        }
-        for e in g.store.iter().filter(|e| e.seq >= from && e.seq < seam.seq) {
-            if used > 0 && used + e.bytes.len() > budget {
-                break;
-            }
-            used += e.bytes.len();
-            entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.clone() });
-        }
-        let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
-        Answer::Entries { seam: seam.seq, entries, more }
-    }
-}
-
-/// Entries `from..seam` read from the log file (older than the memory holds).
-fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> crate::catchup::Answer {
-    use crate::catchup::{Answer, WireEntry};
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => return Answer::Error(format!("reading {}: {e}", path.display())),
-    };
-    let (found, _) = crate::log::scan(&bytes);
-    let mut entries = Vec::new();
-    let mut used = 0;
-    for f in found.iter().filter(|f| f.seq >= from && f.seq < seam) {
-        if used > 0 && used + f.len > budget {
-            break;
-        }
-        match Entry::from_record(f.seq, &bytes[f.at..f.at + f.len]) {
-            Ok(e) => {
-                used += e.bytes.len();
-                entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
-            }
-            Err(why) => return Answer::Error(why),
-        }
-    }
-    let more = entries.last().is_some_and(|e| e.seq + 1 < seam);
-    Answer::Entries { seam, entries, more }
 }

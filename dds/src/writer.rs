@@ -4,7 +4,8 @@
 use crate::qos::Level;
 use crate::sample::{header, Codec, HEADER};
 use crate::table::TopicTable;
-use crate::topic::{lock, TopicState};
+use crate::topic::TopicState;
+use sst::sync::lock;
 use crate::{DdsError, IncompatibleQos, Participant};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

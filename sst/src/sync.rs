@@ -75,3 +75,15 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
         Err(poisoned) => poisoned.into_inner(),
     }
 }
+
+/// Read-locks `rw`, recovering the data if a writer panicked (see [`lock`] for why
+/// that is sound here).
+pub fn read<T>(rw: &std::sync::RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    rw.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Write-locks `rw`, recovering the data if a thread panicked holding it (see
+/// [`lock`]).
+pub fn write<T>(rw: &std::sync::RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    rw.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -20,7 +20,7 @@ use sst::region::Region;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use thiserror::Error;
 
@@ -197,9 +197,7 @@ struct Shared {
     wake: Condvar,
 }
 
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use sst::sync::lock;
 
 /// A backup's buffer pool and flusher (see the module docs).
 #[derive(Debug)]

@@ -22,8 +22,10 @@ use sst::transport::NodeId;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// A view's epoch number; each installed view's is one more than the last.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// A view's epoch number; each installed view's is one more than the last. On the
+/// wire (serde) it is the bare number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct ViewId(pub u64);
 
 /// A membership change proposed for the next view.

@@ -189,7 +189,7 @@ fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
         (g, log)
     };
     let (g0, log0) = start(0, None);
-    assert_eq!(g0.subgroup(0).send(b"alone"), Err(views::group::SendError::NotReady(0)));
+    assert_eq!(g0.subgroup(0).send(b"alone"), Err(views::group::SendError::NotReady(Some(0))));
     let (g1, _log1) = start(1, Some(g0.listen_addr()));
     assert!(g0.wait_for_members(2, WAIT));
     // Node 2 asks node 1, which is not the leader: it is redirected to node 0.

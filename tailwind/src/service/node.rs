@@ -10,7 +10,7 @@ use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, Transport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use views::group::Group;
@@ -20,9 +20,7 @@ use views::view::View;
 /// time; this bounds what a confused or hostile sender can make it hold).
 const MAX_SEEDING: usize = 4;
 
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(super) use sst::sync::lock;
 
 /// A segment recovered at a view's end, not yet cut to the agreed prefix.
 #[derive(Debug)]

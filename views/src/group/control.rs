@@ -3,12 +3,12 @@
 //! declared state). Frames are [`crate::wire`]'s; every read has a deadline and a bad
 //! frame closes only its connection.
 
-use super::epoch::lock;
-use super::{data_addr, Inner};
+use super::Inner;
 use crate::engine::JoinRefusal;
 use crate::membership::Joiner;
 use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
-use sst::sync::atomic::{AtomicUsize, Ordering};
+use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use sst::sync::lock;
 use sst::transport::NodeId;
 use std::collections::HashMap;
 use std::io::Write;
@@ -44,7 +44,7 @@ pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
             listener.set_nonblocking(true).is_ok()
         }
     };
-    while !inner.is_shut_down() {
+    while !inner.status.is_shut_down() {
         match listener.accept() {
             Ok((stream, from)) => {
                 if active.load(Ordering::Acquire) >= MAX_HANDLERS {
@@ -102,23 +102,21 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
         return refuse(&mut stream, "joiners need an IPv4 control address".into());
     };
     let node = NodeId(member.node);
-    let cur = inner.current.read().unwrap_or_else(|p| p.into_inner());
+    let cur = sst::sync::read(&inner.current);
     let Some(epoch) = cur.as_ref() else {
         return refuse(&mut stream, "this member is between views; retry".into());
     };
-    let answer = lock(&epoch.driver).engine.request_join(Joiner { node, addr: Some(addr) });
-    match answer {
+    match epoch.request_join(Joiner { node, addr: Some(addr) }) {
         Ok(()) => {
             // Keep the connection: the view (and the state) go out on it at install.
             stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-            lock(&inner.joiners).insert(node, stream);
+            inner.directory.add_joiner(node, stream);
             epoch.poke();
             tracing::info!(joiner = %node, "join request taken");
             Ok(())
         }
         Err(JoinRefusal::Redirect(leader)) => {
-            let to = lock(&inner.directory).get(&leader).map(|m| m.control);
-            match to {
+            match inner.directory.control_of(leader) {
                 Some(leader) => send(&mut stream, &Message::Redirect { leader }).map_err(|e| e.to_string()),
                 None => refuse(&mut stream, "leader unknown; retry".into()),
             }
@@ -131,7 +129,7 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
 /// Runs the application's request handler and answers; more requests may follow on
 /// the same connection.
 fn answer_request(inner: &Arc<Inner>, mut stream: TcpStream, mut id: u64, body: &[u8]) -> Result<(), String> {
-    let Some(handler) = inner.on_request.as_ref() else {
+    let Some(handler) = inner.hooks.request_handler() else {
         let _ = send(&mut stream, &Message::JoinRefused { reason: "this member takes no requests".into() });
         return Err("no request handler".into());
     };
@@ -156,9 +154,13 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 /// How long a member's request connection may sit idle before it closes it.
 const SERVER_IDLE: Duration = Duration::from_secs(5);
 
-/// Request connections kept open, one per member, for [`request`].
+/// The requests this node makes: their ids, and the connections kept open, one per
+/// member, between them (see [`RequestPool::request`]).
 #[derive(Default)]
-pub(crate) struct RequestPool(std::sync::Mutex<HashMap<NodeId, Pooled>>);
+pub(crate) struct RequestPool {
+    conns: std::sync::Mutex<HashMap<NodeId, Pooled>>,
+    last_id: AtomicU64,
+}
 
 struct Pooled {
     addr: SocketAddr,
@@ -170,7 +172,7 @@ impl RequestPool {
     /// The kept connection to `to` at `addr`, if it is fresh and still open (a peek
     /// that would block: no end of stream, no stray bytes).
     fn take(&self, to: NodeId, addr: SocketAddr) -> Option<TcpStream> {
-        let p = lock(&self.0).remove(&to)?;
+        let p = lock(&self.conns).remove(&to)?;
         if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.set_nonblocking(true).is_err() {
             return None;
         }
@@ -179,54 +181,47 @@ impl RequestPool {
     }
 
     fn keep(&self, to: NodeId, addr: SocketAddr, stream: TcpStream) {
-        lock(&self.0).insert(to, Pooled { addr, stream, used: Instant::now() });
+        lock(&self.conns).insert(to, Pooled { addr, stream, used: Instant::now() });
     }
-}
 
-/// Sends one request to member `to` at `addr` and waits for its reply, on the
-/// connection kept for `to` if there is one (else a new one, kept afterwards). A
-/// request is never sent twice: a failure on a kept connection is reported as is.
-pub(crate) fn request(
-    pool: &RequestPool,
-    to: NodeId,
-    addr: SocketAddr,
-    id: u64,
-    body: &[u8],
-    within: Duration,
-) -> Result<Vec<u8>, String> {
-    let mut s = match pool.take(to, addr) {
-        Some(s) => s,
-        None => {
-            let s = TcpStream::connect_timeout(&addr, within).map_err(|e| format!("{addr}: {e}"))?;
-            s.set_nodelay(true).map_err(|e| e.to_string())?;
-            s
-        }
-    };
-    s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
-    send(&mut s, &Message::Request { id, body: body.to_vec() }).map_err(|e| e.to_string())?;
-    let reply = match read_frame(&mut s).map_err(|e| e.to_string())? {
-        Message::Reply { id: got, body } if got == id => body,
-        Message::Reply { id: got, .. } => return Err(format!("reply to request {got}, expected {id}")),
-        Message::JoinRefused { reason } => return Err(reason),
-        other => return Err(format!("unexpected answer {other:?}")),
-    };
-    pool.keep(to, addr, s);
-    Ok(reply)
+    /// Sends one request to member `to` at `addr` and waits for its reply, on the
+    /// connection kept for `to` if there is one (else a new one, kept afterwards). A
+    /// request is never sent twice: a failure on a kept connection is reported as is.
+    pub(crate) fn request(&self, to: NodeId, addr: SocketAddr, body: &[u8], within: Duration) -> Result<Vec<u8>, String> {
+        let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut s = match self.take(to, addr) {
+            Some(s) => s,
+            None => {
+                let s = TcpStream::connect_timeout(&addr, within).map_err(|e| format!("{addr}: {e}"))?;
+                s.set_nodelay(true).map_err(|e| e.to_string())?;
+                s
+            }
+        };
+        s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
+        send(&mut s, &Message::Request { id, body: body.to_vec() }).map_err(|e| e.to_string())?;
+        let reply = match read_frame(&mut s).map_err(|e| e.to_string())? {
+            Message::Reply { id: got, body } if got == id => body,
+            Message::Reply { id: got, .. } => return Err(format!("reply to request {got}, expected {id}")),
+            Message::JoinRefused { reason } => return Err(reason),
+            other => return Err(format!("unexpected answer {other:?}")),
+        };
+        self.keep(to, addr, s);
+        Ok(reply)
+    }
 }
 
 /// Sends the new view and every declared state to a joiner this node took.
 pub(crate) fn welcome(inner: &Inner, mut stream: TcpStream, view: ViewMsg) -> std::io::Result<()> {
     stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     send(&mut stream, &Message::JoinAccepted { view })?;
-    for (k, hook) in &inner.state {
-        let data = (hook.get)();
+    for (k, data) in inner.hooks.states() {
         let mut offset = 0usize;
         loop {
             let end = (offset + CHUNK).min(data.len());
             let last = end == data.len();
             let chunk = Message::StateChunk {
-                subgroup: *k as u32,
+                subgroup: k as u32,
                 offset: offset as u64,
                 data: data[offset..end].to_vec(),
                 last,
@@ -319,35 +314,4 @@ fn ask(me: &MemberInfo, target: SocketAddr) -> Result<Answer, String> {
         }
     }
     Ok(Answer::Welcome((view, states)))
-}
-
-/// The wire form of a member.
-pub(crate) fn member_info(node: NodeId, control: SocketAddr) -> MemberInfo {
-    MemberInfo { node: node.0, control, data: Some(data_addr(control)) }
-}
-
-/// True if the member whose control plane listens at `addr` is gone: its port refuses
-/// connections. A member's control listener lives as long as its process, so a
-/// refusal means the process is gone; a timeout or any other error says nothing.
-/// A view's setup asks this about the members it is still waiting for, so that it
-/// does not wait out its whole deadline for one that died before reaching it.
-pub(crate) fn control_gone(addr: SocketAddr) -> bool {
-    match TcpStream::connect_timeout(&addr, Duration::from_millis(50)) {
-        Ok(_) => false,
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_closed_control_port_means_gone_and_an_open_one_does_not() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        assert!(!control_gone(addr), "a listening member is not gone");
-        drop(l);
-        assert!(control_gone(addr), "a port that refuses connections: the process is gone");
-    }
 }

@@ -8,7 +8,7 @@
 //! the whole view. The in-place callback copies nothing: it gets the slot itself, valid
 //! until it returns (the slot is not reused before this node's `delivered` passes it).
 
-use super::epoch::lock;
+use sst::sync::lock;
 use crate::view::ViewId;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::transport::NodeId;

@@ -38,19 +38,19 @@
 //! (it did: a sequential tcp setup let a dead leader use up the whole deadline, and
 //! the survivors of a second failure each went on alone and stopped).
 
-use super::{data_addr, DataListener, Event, Inner};
-use crate::engine::{Action, Cores, Engine};
+use super::{DataListener, Event, Inner};
+use crate::engine::{Action, Cores, Engine, JoinRefusal};
+use crate::membership::Joiner;
 use crate::membership::MembershipLayout;
 use crate::view::View;
 use smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
 use smc::{SmcCore, SmcLayout, SubgroupSpec};
 use sst::heartbeat::Detector;
 use sst::predicate::{Kind, PollConfig};
-use sst::transport::{shm, tcp, GoneProbe, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
+use sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
 use sst::{Pushes, Table};
-use std::collections::HashMap;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// One view's runtime.
@@ -91,9 +91,7 @@ impl Cores for SubCores<'_> {
     }
 }
 
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use sst::sync::lock;
 
 impl Epoch {
     /// Builds the runtime of `view` (the transport setup waits for its members).
@@ -121,7 +119,7 @@ impl Epoch {
         regions.extend(inner.app_regions.iter().copied());
         let peers: Vec<NodeId> = view.members().iter().copied().filter(|n| *n != me && !suspects.contains(n)).collect();
         let timeout = inner.setup_timeout;
-        let gone = gone_probe(inner);
+        let gone = inner.directory.gone_probe();
         let transport: Arc<dyn Transport> = match cfg.transport {
             crate::config::Transport::Shm => {
                 let c = shm::ShmConfig {
@@ -132,13 +130,7 @@ impl Epoch {
                 Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
             }
             crate::config::Transport::Tcp | crate::config::Transport::Rdma => {
-                let dir = lock(&inner.directory);
-                let mut addrs = Vec::new();
-                for p in &peers {
-                    let info = dir.get(p).ok_or_else(|| format!("no address known for {p}"))?;
-                    addrs.push((*p, info.data.unwrap_or_else(|| data_addr(info.control))));
-                }
-                drop(dir);
+                let addrs = inner.directory.data_addrs(&peers)?;
                 let group = sst::hash::digest(cfg.name.as_bytes()) ^ view.id().0;
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
@@ -185,7 +177,7 @@ impl Epoch {
                 setups.push(SubgroupSetup {
                     spec: spec.clone(),
                     region: RegionId(1 + k as u16),
-                    upcall: inner.upcall(k, &view, spec),
+                    upcall: inner.hooks.upcall(k, &view, spec, inner.counters.delivered.clone()),
                     delivery: Delivery::Inline,
                 });
             }
@@ -239,19 +231,34 @@ impl Epoch {
     }
 
     /// Stops the predicate thread; the transport goes when the last handle does.
+    /// Asks this view's engine to add `joiner` (taken, redirected to the leader, or
+    /// refused); the caller pokes the predicate thread once it kept the connection.
+    pub(crate) fn request_join(&self, joiner: Joiner) -> Result<(), JoinRefusal> {
+        lock(&self.driver).engine.request_join(joiner)
+    }
+
+    /// True once this view is wedged (a change is under way).
+    pub(crate) fn is_wedged(&self) -> bool {
+        lock(&self.driver).engine.is_wedged()
+    }
+
+    /// Asks this view's leader for a layout edit (see [`crate::layout::Layout::edit`]).
+    pub(crate) fn request_edit(&self, edit: &[u8]) {
+        lock(&self.driver).engine.request_edit(edit);
+        self.poke();
+    }
+
+    /// Asks to leave the group at the next view change.
+    pub(crate) fn leave(&self) {
+        lock(&self.driver).engine.leave();
+        self.poke();
+    }
+
     pub(crate) fn stop(&mut self) {
         if let Some(rt) = self.rt.take() {
             rt.stop();
         }
     }
-}
-
-/// Tells the setup which members it waits for are gone: their control port refuses
-/// connections (see [`super::control::control_gone`]).
-fn gone_probe(inner: &Inner) -> GoneProbe {
-    let controls: HashMap<NodeId, std::net::SocketAddr> =
-        lock(&inner.directory).iter().map(|(n, m)| (*n, m.control)).collect();
-    GoneProbe::new(move |n| controls.get(&n).is_some_and(|a| super::control::control_gone(*a)))
 }
 
 fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) {

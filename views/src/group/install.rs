@@ -1,12 +1,12 @@
 //! The manager thread: installs each next view (welcomes joiners, stops the old
 //! epoch, starts the next, sends again what the trim discarded) and stops the node.
 
-use super::epoch::{lock, Epoch};
+use super::epoch::Epoch;
 use super::{control, Event, Inner};
+use sst::sync::lock;
 use crate::engine::{Next, StopReason};
 use crate::wire::ViewMsg;
 use sst::transport::NodeId;
-use std::net::SocketAddr;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +33,7 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
                 inner.stop_with(text);
                 return;
             }
-            Err(RecvTimeoutError::Timeout) if inner.is_shut_down() => return,
+            Err(RecvTimeoutError::Timeout) if inner.status.is_shut_down() => return,
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => return,
         }
@@ -42,7 +42,7 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
 
 fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc::Sender<Event>) -> Result<(), String> {
     let me = NodeId(inner.cfg.node_id);
-    let mut cur = inner.current.write().unwrap_or_else(|p| p.into_inner());
+    let mut cur = sst::sync::write(&inner.current);
     let mut old = cur.take().ok_or("no view to leave")?;
     // No send is in flight now (senders hold the read lock): take what the trim
     // discarded, including anything published since the engine looked.
@@ -59,26 +59,15 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
             None => resend.push((k, msgs)),
         }
     }
-    {
-        let mut dir = lock(&inner.directory);
-        dir.retain(|n, _| next.view.rank_of(*n).is_some());
-        for j in &next.joins {
-            if let Some(a) = j.addr {
-                dir.insert(j.node, control::member_info(j.node, SocketAddr::V4(a)));
-            }
-        }
-    }
+    inner.directory.enter(&next.view, &next.joins);
     let msg = ViewMsg {
         id: next.view.id().0,
-        members: {
-            let dir = lock(&inner.directory);
-            next.view.members().iter().filter_map(|n| dir.get(n).cloned()).collect()
-        },
+        members: inner.directory.members_of(&next.view),
         layout_version: next.view.layout().version(),
         layout: next.view.layout().bytes().to_vec(),
     };
     for j in &next.joins {
-        if let Some(stream) = lock(&inner.joiners).remove(&j.node) {
+        if let Some(stream) = inner.directory.take_joiner(j.node) {
             if let Err(e) = control::welcome(inner, stream, msg.clone()) {
                 tracing::warn!(joiner = %j.node, %e, "could not send the view to a joiner");
             }
@@ -86,20 +75,18 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     }
     tracing::info!(node = %me, "trim done, stopping the old view");
     let old_view = old.view.clone();
-    if let Some(f) = lock(&inner.on_view_end).as_mut() {
-        f(&old_view, &old.transport);
-    }
+    inner.hooks.view_ended(&old_view, &old.transport);
     old.stop();
     drop(old);
-    lock(&inner.joiners).clear(); // requests not taken into this view are retried by the joiners
+    inner.directory.clear_joiners(); // requests not taken into this view are retried by the joiners
     let epoch = Epoch::start(inner, next.view.clone(), &next.suspects, tx.clone())?;
     let mut resent = 0;
     let mut carried = 0;
     for (old_k, msgs) in resend {
         // A dynamic layout may number the subgroups differently in the next view.
-        let k = inner.layout.successor(&old_view, old_k, &next.view).unwrap_or(usize::MAX);
-        match epoch.sub(k) {
-            Some(s) => {
+        let successor = inner.layout.successor(&old_view, old_k, &next.view);
+        match successor.and_then(|k| Some((k, epoch.sub(k)?))) {
+            Some((k, s)) => {
                 let mut msgs = msgs.into_iter();
                 while let Some(m) = msgs.next() {
                     match s.send(&m) {
@@ -124,15 +111,9 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     let transport = epoch.transport.clone();
     *cur = Some(epoch);
     drop(cur);
-    {
-        let mut m = lock(&inner.metrics);
-        m.views_installed += 1;
-        m.view_change_ms.push(began.elapsed().as_secs_f64() * 1e3);
-        m.resent += resent;
-        m.resends_carried += carried;
-    }
+    inner.counters.view_installed(began.elapsed(), resent, carried);
     tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
-    inner.bump();
-    inner.view_started(&next.view, &transport);
+    inner.status.bump();
+    inner.hooks.view_started(&next.view, &transport);
     Ok(())
 }

@@ -42,143 +42,43 @@
 //! group.send(0, b"hello").unwrap();
 //! ```
 
+mod builder;
 mod control;
 mod deliver;
+mod directory;
 mod epoch;
+mod error;
+mod hooks;
 mod install;
+mod metrics;
 mod send;
+mod status;
 
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
 use crate::engine::{Next, StopReason};
-use crate::layout::{EditError, Layout, Shards};
-use crate::view::{View, ViewId};
-use crate::wire::MemberInfo;
-use epoch::{lock, Epoch};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use crate::layout::{EditError, Layout};
+use crate::view::View;
+use directory::Directory;
+use epoch::Epoch;
+use metrics::Counters;
+use sst::sync::lock;
 use sst::transport::NodeId;
-use std::collections::HashMap;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::mpsc::channel;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use status::Status;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use thiserror::Error;
 
-use deliver::Callback;
+pub use builder::GroupBuilder;
 pub use deliver::{Delivery, InPlace, InPlaceBatch};
+pub use error::{RequestError, SendError, StartError};
+pub use hooks::{BatchCallback, DeliverFactory, StateHook};
+pub use metrics::Metrics;
 pub use send::SubgroupHandle;
-
-type ViewFn = Box<dyn FnMut(&View) + Send>;
-type ViewEndFn = Box<dyn FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send>;
 
 /// Region ids from here up are the application's ([`GroupBuilder::regions`]); the
 /// group's own tables use the ids below.
 pub const APP_REGIONS: u16 = 0x8000;
-type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
-type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
-type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
-/// A per-batch in-place delivery callback (see [`GroupBuilder::deliver_by`]).
-pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
-/// Makes the batch delivery callback of one subgroup of one view.
-pub type DeliverFactory = Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync>;
-
-/// State a subgroup declares for joiners: `get` runs at the member that takes the
-/// join, at the start of the view that adds it; `set` runs at the joiner before it
-/// takes part. Both run while the view is being replaced: they must not call into
-/// the [`Group`] (a send there would wait for the view they are part of).
-pub struct StateHook {
-    get: GetState,
-    set: SetState,
-}
-
-impl std::fmt::Debug for StateHook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StateHook")
-    }
-}
-
-/// Why a group could not start.
-#[derive(Debug, Error)]
-pub enum StartError {
-    /// The configuration was refused.
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    /// The control port could not be bound.
-    #[error("control plane on {addr}: {why}")]
-    Listen {
-        /// The address.
-        addr: SocketAddr,
-        /// The error.
-        why: String,
-    },
-    /// The join failed (no member answered in time, or the id is taken).
-    #[error("join: {0}")]
-    Join(String),
-    /// The first view's runtime could not be set up.
-    #[error("setup: {0}")]
-    Setup(String),
-}
-
-/// Why a send did not happen.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum SendError {
-    /// The caller's error: this node does not send in that subgroup in this view.
-    #[error("this node is not a sender of subgroup {0} in the current view")]
-    NotSender(usize),
-    /// The caller's error: too large for the subgroup.
-    #[error("message of {len} bytes exceeds max_msg {max}")]
-    TooLarge {
-        /// Its length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// Retry: no view with that subgroup came within the wait (the layout may need
-    /// more members).
-    #[error("no view with subgroup {0} yet")]
-    NotReady(usize),
-    /// Fatal for this node: it is no longer a member.
-    #[error("this node stopped: {0}")]
-    Stopped(String),
-}
-
-impl SendError {
-    /// True if this node can never send again (it left the group or was removed).
-    pub fn is_fatal(&self) -> bool {
-        matches!(self, SendError::Stopped(_))
-    }
-}
-
-/// Why a point-to-point request got no answer.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum RequestError {
-    /// Not a member this node knows of.
-    #[error("{0} is not a member")]
-    NotAMember(NodeId),
-    /// The connection, the deadline or the other side failed (it may take no
-    /// requests); the text says which.
-    #[error("request failed: {0}")]
-    Failed(String),
-}
-
-/// Counters of a running group.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Metrics {
-    /// Views installed after the first one this node had.
-    pub views_installed: u64,
-    /// Milliseconds from the start of each view change (the wedge) to the next view
-    /// running here, in order.
-    pub view_change_ms: Vec<f64>,
-    /// Messages delivered to the application.
-    pub delivered: u64,
-    /// Messages this node sent (resends not counted again).
-    pub sent: u64,
-    /// Messages sent again after a view change discarded them.
-    pub resent: u64,
-    /// Of those, messages whose resend waited for a later view because the next
-    /// view was already changing when it was installed.
-    pub resends_carried: u64,
-}
 
 /// Where a member's data plane sets up each view's transport (tcp and rdma).
 pub(crate) enum DataListener {
@@ -186,54 +86,34 @@ pub(crate) enum DataListener {
     Rdma(sst::transport::rdma::RdmaListener),
 }
 
-impl Inner {
-    /// Runs the application's view-start and view callbacks for a view just installed.
-    pub(crate) fn view_started(&self, view: &View, transport: &Arc<dyn sst::transport::Transport>) {
-        if let Some(f) = lock(&self.on_view_start).as_mut() {
-            f(view, transport);
-        }
-        if let Some(f) = lock(&self.on_view).as_mut() {
-            f(view);
-        }
-    }
-}
-
+/// What the predicate thread tells the manager thread.
 pub(crate) enum Event {
     Install(Box<Next>, Instant),
     Stop(StopReason),
 }
 
+/// A member's state, shared by the application's handle, the control plane's
+/// threads, the manager thread and each view's predicate thread. Each concern has
+/// its own part: the callbacks ([`hooks`]), the members' addresses and waiting
+/// joiners ([`directory`]), requests ([`control`]), running or stopped
+/// ([`status`]), counters ([`metrics`]) and the current view's runtime (`current`).
 pub(crate) struct Inner {
     pub(crate) cfg: Config,
     pub(crate) layout: Arc<dyn Layout>,
-    deliver: HashMap<usize, Arc<Mutex<Callback>>>,
-    deliver_by: Option<DeliverFactory>,
+    pub(crate) hooks: hooks::Hooks,
+    pub(crate) directory: Directory,
+    requests: control::RequestPool,
+    pub(crate) status: Status,
+    pub(crate) counters: Counters,
+    /// The current view's runtime; `None` once stopped. Senders hold the read lock
+    /// while they send; installing a view takes the write lock.
+    pub(crate) current: RwLock<Option<Epoch>>,
     /// Layout edits this node asked for that no view holds yet.
     edits: Mutex<Vec<Vec<u8>>>,
     /// Per subgroup of the current view: discarded messages not yet sent again
     /// because the view wedged first (sent after the next install).
     pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
-    on_view: Mutex<Option<ViewFn>>,
-    on_view_end: Mutex<Option<ViewEndFn>>,
-    on_view_start: Mutex<Option<ViewEndFn>>,
     pub(crate) app_regions: Vec<sst::transport::RegionSpec>,
-    pub(crate) state: Vec<(usize, StateHook)>,
-    pub(crate) on_request: Option<RequestFn>,
-    next_request: AtomicU64,
-    requests: control::RequestPool,
-    pub(crate) current: RwLock<Option<Epoch>>,
-    /// Raised at every view installed and at the stop; waiters sleep on `changed`.
-    generation: AtomicU64,
-    gen_lock: Mutex<()>,
-    changed: Condvar,
-    is_stopped: AtomicBool,
-    stopped: Mutex<Option<String>>,
-    sent: AtomicU64,
-    pub(crate) directory: Mutex<HashMap<NodeId, MemberInfo>>,
-    pub(crate) joiners: Mutex<HashMap<NodeId, TcpStream>>,
-    metrics: Mutex<Metrics>,
-    delivered: Arc<AtomicU64>,
-    shutdown: AtomicBool,
     pub(crate) setup_timeout: Duration,
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).
@@ -241,20 +121,6 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    pub(crate) fn is_shut_down(&self) -> bool {
-        self.shutdown.load(Ordering::Acquire)
-    }
-
-    /// The smc upcall of subgroup `k` of `view`: each message to the callback (the
-    /// one registered for `k`, else the one the factory makes).
-    pub(crate) fn upcall(&self, k: usize, view: &View, spec: &smc::SubgroupSpec) -> smc::runtime::Upcall {
-        let cb = self.deliver.get(&k).cloned().or_else(|| {
-            let f = self.deliver_by.as_ref()?(view, k, spec)?;
-            Some(Arc::new(Mutex::new(Callback::Batch(f))))
-        });
-        deliver::upcall(cb, self.delivered.clone(), view.id(), spec.senders.clone())
-    }
-
     /// The edits still due in `view` (those it does not hold yet); drops the ones
     /// that no longer apply (their waiters see the error).
     pub(crate) fn edits_due(&self, view: &View) -> Vec<Vec<u8>> {
@@ -263,30 +129,11 @@ impl Inner {
         edits.clone()
     }
 
-    fn bump(&self) {
-        self.generation.fetch_add(1, Ordering::SeqCst);
-        let _g = lock(&self.gen_lock);
-        self.changed.notify_all();
-    }
-
-    /// Sleeps up to `most` unless the generation moved past `seen`.
-    fn wait_change(&self, seen: u64, most: Duration) {
-        let g = lock(&self.gen_lock);
-        if self.generation.load(Ordering::SeqCst) == seen {
-            let _ = self.changed.wait_timeout(g, most);
-        }
-    }
-
-    fn set_stopped(&self, why: String) {
-        lock(&self.stopped).get_or_insert(why);
-        self.is_stopped.store(true, Ordering::Release);
-    }
-
     /// Wedges the current view's subgroups and wakes their senders, so that a sender
     /// waiting for a slot (which holds the read lock) gives up and lets a stop take
     /// the write lock. Without it a minority member whose window was full hung here.
     fn freeze_current(&self) {
-        if let Some(e) = self.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(e) = sst::sync::read(&self.current).as_ref() {
             for s in e.subs.iter().flatten() {
                 s.with_core(|c| c.wedge());
                 s.wake_senders();
@@ -294,310 +141,18 @@ impl Inner {
         }
     }
 
+    /// Stops this node for `why` (the first reason given is kept): its view's
+    /// runtime ends and every waiter wakes.
     fn stop_with(&self, why: String) {
         tracing::warn!(%why, "this node stops");
-        self.set_stopped(why);
+        self.status.set_stopped(why);
         self.freeze_current();
-        let mut cur = self.current.write().unwrap_or_else(|p| p.into_inner());
+        let mut cur = sst::sync::write(&self.current);
         if let Some(mut e) = cur.take() {
             e.stop();
         }
         drop(cur);
-        self.bump();
-    }
-}
-
-/// The data-plane address of a member: its control port plus one.
-pub(crate) fn data_addr(control: SocketAddr) -> SocketAddr {
-    SocketAddr::new(control.ip(), control.port() + 1)
-}
-
-/// Builds a [`Group`] from a [`Config`], a layout and callbacks.
-pub struct GroupBuilder {
-    cfg: Config,
-    layout: Arc<dyn Layout>,
-    deliver: HashMap<usize, Arc<Mutex<Callback>>>,
-    deliver_by: Option<DeliverFactory>,
-    on_view: Option<ViewFn>,
-    on_view_end: Option<ViewEndFn>,
-    on_view_start: Option<ViewEndFn>,
-    app_regions: Vec<sst::transport::RegionSpec>,
-    state: Vec<(usize, StateHook)>,
-    on_request: Option<RequestFn>,
-    setup_timeout: Duration,
-    send_timeout: Duration,
-}
-
-impl std::fmt::Debug for GroupBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GroupBuilder").field("cfg", &self.cfg).finish_non_exhaustive()
-    }
-}
-
-impl GroupBuilder {
-    /// A builder; the default layout is one subgroup of every member, all sending,
-    /// ordered, with the config's window and message size.
-    pub fn new(cfg: Config) -> GroupBuilder {
-        let layout =
-            Shards { shard_size: 1, max_shards: 1, window: cfg.window, max_msg: cfg.max_msg, ..Shards::default() };
-        let all = AllMembers(layout);
-        let setup_timeout = (cfg.failure_timeout() * 3).max(Duration::from_secs(3));
-        GroupBuilder {
-            cfg,
-            layout: Arc::new(all),
-            deliver: HashMap::new(),
-            deliver_by: None,
-            on_view: None,
-            on_view_end: None,
-            on_view_start: None,
-            app_regions: Vec::new(),
-            state: Vec::new(),
-            on_request: None,
-            setup_timeout,
-            send_timeout: Duration::from_secs(30),
-        }
-    }
-
-    /// The subgroups as a function of the view.
-    pub fn layout(mut self, l: impl Layout + 'static) -> Self {
-        self.layout = Arc::new(l);
-        self
-    }
-
-    /// How long a view's setup waits for a member that has not come (default 3× the
-    /// failure timeout, at least 3 s). A member that has not come by then starts out
-    /// suspected in that view (one whose process is gone is not waited for at all); a
-    /// member that came but is still in its own setup is given this long again
-    /// before its silence counts (see "Members late to a new view" in the module
-    /// docs). It must exceed how far apart live members reach a view's setup.
-    pub fn setup_timeout(mut self, d: Duration) -> Self {
-        self.setup_timeout = d;
-        self
-    }
-
-    /// How long a send waits for a view that has its subgroup (default 30 s); then it
-    /// fails with [`SendError::NotReady`].
-    pub fn send_timeout(mut self, d: Duration) -> Self {
-        self.send_timeout = d;
-        self
-    }
-
-    /// Called with every message delivered in subgroup `k`, in delivery order, with
-    /// the payload copied into a buffer (one copy per message; see
-    /// [`GroupBuilder::on_deliver_in_place`] for none). Replaces an earlier callback
-    /// of `k`.
-    pub fn on_deliver(mut self, k: usize, f: impl FnMut(&Delivery<'_>) + Send + 'static) -> Self {
-        self.deliver.insert(k, Arc::new(Mutex::new(Callback::Copy(Box::new(f)))));
-        self
-    }
-
-    /// Like [`GroupBuilder::on_deliver`], but the callback reads each message in its
-    /// slot (word reads or a copy of what it needs; valid until it returns): no copy.
-    ///
-    /// ```no_run
-    /// # use views::{config::Config, group::GroupBuilder};
-    /// # let cfg = Config::builder(0, "127.0.0.1:7000".parse().unwrap()).build().unwrap();
-    /// let g = GroupBuilder::new(cfg).on_deliver_in_place(0, |d| {
-    ///     let first = d.message.word(0); // bytes 0..8 of the payload, read in place
-    ///     println!("{} sent {} bytes, first word {first}", d.sender, d.message.len());
-    /// });
-    /// ```
-    pub fn on_deliver_in_place(mut self, k: usize, f: impl FnMut(&InPlace<'_>) + Send + 'static) -> Self {
-        self.deliver.insert(k, Arc::new(Mutex::new(Callback::InPlace(Box::new(f)))));
-        self
-    }
-
-    /// Makes the delivery callback of each subgroup of each view that has no
-    /// callback of its own ([`GroupBuilder::on_deliver`]): for dynamic layouts, whose
-    /// subgroups mean different things in different views. Runs at the start of every
-    /// view, before it delivers anything, once per subgroup this node is in; `None`
-    /// delivers that subgroup to nobody. The callback gets each delivered batch,
-    /// read in place ([`InPlaceBatch::iter`]).
-    pub fn deliver_by(
-        mut self,
-        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync + 'static,
-    ) -> Self {
-        self.deliver_by = Some(Box::new(f));
-        self
-    }
-
-    /// Answers point-to-point requests from other members ([`Group::request`]) on
-    /// the control plane's threads: bytes in, bytes out.
-    pub fn on_request(mut self, f: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
-        self.on_request = Some(Box::new(f));
-        self
-    }
-
-    /// Called with every view this node installs, the first one included.
-    pub fn on_view(mut self, f: impl FnMut(&View) + Send + 'static) -> Self {
-        self.on_view = Some(Box::new(f));
-        self
-    }
-
-    /// Registers `regions` (ids at least [`APP_REGIONS`], distinct) in every view's
-    /// transport, for the application's own one-sided writes
-    /// ([`Group::transport`]); each view's are fresh and zeroed (see
-    /// [`GroupBuilder::on_view_end`] to keep what they held).
-    pub fn regions(mut self, regions: Vec<sst::transport::RegionSpec>) -> Self {
-        self.app_regions = regions;
-        self
-    }
-
-    /// Called at the end of every view this node leaves for the next one, with that
-    /// view's transport, after its last delivery and before its regions are dropped:
-    /// the moment to read what peers wrote into the application's regions. Runs on
-    /// the thread that installs views; it must not call into the [`Group`].
-    pub fn on_view_end(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
-        self.on_view_end = Some(Box::new(f));
-        self
-    }
-
-    /// Called with every view this node installs (the first one included) and that
-    /// view's transport, just before [`GroupBuilder::on_view`]: the moment to take
-    /// the new view's application regions ([`GroupBuilder::regions`]). Runs on the
-    /// thread that installs views; it must not call into the [`Group`].
-    pub fn on_view_start(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
-        self.on_view_start = Some(Box::new(f));
-        self
-    }
-
-    /// Declares subgroup `k`'s state for joiners (see [`StateHook`]).
-    pub fn state(
-        mut self,
-        k: usize,
-        get: impl Fn() -> Vec<u8> + Send + Sync + 'static,
-        set: impl Fn(&[u8]) + Send + Sync + 'static,
-    ) -> Self {
-        self.state.push((k, StateHook { get: Box::new(get), set: Box::new(set) }));
-        self
-    }
-
-    /// Starts a new group (no contact) or joins one; returns once this node runs a
-    /// view.
-    pub fn start(self) -> Result<Group, StartError> {
-        self.cfg.validate()?;
-        for (i, r) in self.app_regions.iter().enumerate() {
-            if r.id.0 < APP_REGIONS || self.app_regions[..i].iter().any(|o| o.id == r.id) {
-                return Err(StartError::Setup(format!(
-                    "application region {:?}: ids must be distinct and at least {APP_REGIONS:#x}",
-                    r.id
-                )));
-            }
-        }
-        let cfg = self.cfg.clone();
-        let me = NodeId(cfg.node_id);
-        let listener =
-            TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
-        if cfg.transport == crate::config::Transport::Shm {
-            // Files of members that were killed (or interrupted) before they could
-            // remove theirs; only files whose creating process is gone are removed.
-            let swept = sst::transport::shm::remove_stale_files();
-            if swept > 0 {
-                tracing::info!(swept, "removed /dev/shm files of processes that no longer exist");
-            }
-        }
-        let data_listener = match cfg.transport {
-            crate::config::Transport::Tcp => {
-                let addr = data_addr(cfg.listen);
-                Some(DataListener::Tcp(
-                    sst::transport::tcp::bind(addr)
-                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
-                ))
-            }
-            crate::config::Transport::Rdma => {
-                // Refuse at once, with the reason, rather than at the first view.
-                sst::transport::rdma::available().map_err(StartError::Setup)?;
-                let addr = data_addr(cfg.listen);
-                Some(DataListener::Rdma(
-                    sst::transport::rdma::bind(addr)
-                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
-                ))
-            }
-            _ => None,
-        };
-        let inner = Arc::new(Inner {
-            cfg: cfg.clone(),
-            layout: self.layout,
-            deliver: self.deliver,
-            deliver_by: self.deliver_by,
-            edits: Mutex::new(Vec::new()),
-            carry: Mutex::new(Vec::new()),
-            on_view: Mutex::new(self.on_view),
-            on_view_end: Mutex::new(self.on_view_end),
-            on_view_start: Mutex::new(self.on_view_start),
-            app_regions: self.app_regions,
-            state: self.state,
-            on_request: self.on_request,
-            next_request: AtomicU64::new(1),
-            requests: control::RequestPool::default(),
-            current: RwLock::new(None),
-            generation: AtomicU64::new(0),
-            gen_lock: Mutex::new(()),
-            changed: Condvar::new(),
-            is_stopped: AtomicBool::new(false),
-            stopped: Mutex::new(None),
-            sent: AtomicU64::new(0),
-            directory: Mutex::new(HashMap::from([(me, control::member_info(me, cfg.listen))])),
-            joiners: Mutex::new(HashMap::new()),
-            metrics: Mutex::new(Metrics::default()),
-            delivered: Arc::new(AtomicU64::new(0)),
-            shutdown: AtomicBool::new(false),
-            setup_timeout: self.setup_timeout,
-            send_timeout: self.send_timeout,
-            data_listener,
-        });
-        let server = {
-            let inner = inner.clone();
-            std::thread::Builder::new()
-                .name("spindle-control".into())
-                .spawn(move || control::serve(inner, listener))
-                .map_err(|e| StartError::Setup(e.to_string()))?
-        };
-        let (tx, rx) = channel();
-        let first = match cfg.contact {
-            None => View::initial(vec![me]),
-            Some(contact) => {
-                let deadline = Instant::now() + Duration::from_secs(120);
-                let (view, states) =
-                    control::join(control::member_info(me, cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
-                        .map_err(StartError::Join)?;
-                for (k, bytes) in states {
-                    if let Some((_, hook)) = inner.state.iter().find(|(x, _)| *x == k) {
-                        (hook.set)(&bytes);
-                    }
-                }
-                let mut dir = lock(&inner.directory);
-                for m in &view.members {
-                    dir.insert(NodeId(m.node), m.clone());
-                }
-                drop(dir);
-                View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
-                    .with_layout(crate::view::LayoutDoc::new(view.layout_version, view.layout))
-            }
-        };
-        let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;
-        let transport = epoch.transport.clone();
-        *inner.current.write().unwrap_or_else(|p| p.into_inner()) = Some(epoch);
-        inner.view_started(&first, &transport);
-        let manager = {
-            let inner = inner.clone();
-            std::thread::Builder::new()
-                .name("spindle-views".into())
-                .spawn(move || install::manage(inner, rx, tx))
-                .map_err(|e| StartError::Setup(e.to_string()))?
-        };
-        Ok(Group { inner, threads: Mutex::new(vec![server, manager]) })
-    }
-}
-
-/// The default layout: one subgroup of every member (all sending).
-#[derive(Debug)]
-struct AllMembers(Shards);
-
-impl Layout for AllMembers {
-    fn subgroups(&self, view: &View) -> Result<Vec<smc::SubgroupSpec>, crate::layout::LayoutError> {
-        let n = view.members().len();
-        Shards { shard_size: n, ..self.0.clone() }.subgroups(view)
+        self.status.bump();
     }
 }
 
@@ -617,14 +172,14 @@ impl std::fmt::Debug for Group {
 impl Group {
     /// The current view, if this node still runs one.
     pub fn view(&self) -> Option<View> {
-        self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|e| e.view.clone())
+        sst::sync::read(&self.inner.current).as_ref().map(|e| e.view.clone())
     }
 
     /// The current view and its transport, for one-sided writes into the
     /// application's regions ([`GroupBuilder::regions`]) of its members. A new view
     /// has a new transport: take it again after a view change.
     pub fn transport(&self) -> Option<(View, Arc<dyn sst::transport::Transport>)> {
-        let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
+        let cur = sst::sync::read(&self.inner.current);
         cur.as_ref().map(|e| (e.view.clone(), e.transport.clone()))
     }
 
@@ -640,32 +195,26 @@ impl Group {
 
     /// Why this node stopped, if it did.
     pub fn stopped(&self) -> Option<String> {
-        if !self.inner.is_stopped.load(Ordering::Acquire) {
-            return None; // no lock on the send path
-        }
-        lock(&self.inner.stopped).clone()
+        self.inner.status.stopped()
     }
 
     /// Counters so far.
     pub fn metrics(&self) -> Metrics {
-        let mut m = lock(&self.inner.metrics).clone();
-        m.delivered = self.inner.delivered.load(Ordering::Relaxed);
-        m.sent = self.inner.sent.load(Ordering::Relaxed);
-        m
+        self.inner.counters.snapshot()
     }
 
     /// Waits until the view has at least `n` members and no change is under way;
     /// false on timeout or stop.
     pub fn wait_for_members(&self, n: usize, within: Duration) -> bool {
-        self.wait_until(within, |e| e.view.members().len() >= n && !lock(&e.driver).engine.is_wedged())
+        self.wait_until(within, |e| e.view.members().len() >= n && !e.is_wedged())
     }
 
     /// Waits up to `within` for a view satisfying `f`.
     fn wait_until(&self, within: Duration, mut f: impl FnMut(&Epoch) -> bool) -> bool {
         let deadline = Instant::now() + within;
         loop {
-            let gen = self.inner.generation.load(Ordering::SeqCst);
-            if let Some(e) = self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let gen = self.inner.status.generation();
+            if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
                 if f(e) {
                     return true;
                 }
@@ -677,7 +226,7 @@ impl Group {
             if left.is_zero() {
                 return false;
             }
-            self.inner.wait_change(gen, left.min(Duration::from_millis(50)));
+            self.inner.status.wait_change(gen, left.min(Duration::from_millis(50)));
         }
     }
 
@@ -686,9 +235,8 @@ impl Group {
     /// outside the multicast order. One connection per member is kept open between
     /// requests (closed after 4 s idle); concurrent requests to one member open more.
     pub fn request(&self, to: NodeId, body: &[u8], within: Duration) -> Result<Vec<u8>, RequestError> {
-        let addr = lock(&self.inner.directory).get(&to).map(|m| m.control).ok_or(RequestError::NotAMember(to))?;
-        let id = self.inner.next_request.fetch_add(1, Ordering::Relaxed);
-        control::request(&self.inner.requests, to, addr, id, body, within).map_err(RequestError::Failed)
+        let addr = self.inner.directory.control_of(to).ok_or(RequestError::NotAMember(to))?;
+        self.inner.requests.request(to, addr, body, within).map_err(RequestError::Failed)
     }
 
     /// Changes the layout document (see [`Layout::edit`]): the edit goes to the
@@ -713,10 +261,9 @@ impl Group {
             return Ok(view);
         }
         lock(&self.inner.edits).push(edit.to_vec());
-        if let Some(e) = self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
             // If this view's list is full or it is ending, the next view asks again.
-            lock(&e.driver).engine.request_edit(edit);
-            e.poke();
+            e.request_edit(edit);
         }
         let mut result = Err(EditError::NotApplied(format!("no view took the edit within {within:?}")));
         self.wait_until(within, |e| match check(&e.view) {
@@ -740,9 +287,8 @@ impl Group {
     /// Leaves the group gracefully: a view change removes this node after everything
     /// it is owed is delivered. Waits up to `within`.
     pub fn leave(&self, within: Duration) -> bool {
-        if let Some(e) = self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            lock(&e.driver).engine.leave();
-            e.poke();
+        if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
+            e.leave();
         }
         let deadline = Instant::now() + within;
         while Instant::now() < deadline {
@@ -756,15 +302,8 @@ impl Group {
 
     /// Stops this node (without leaving: the others will see it fail).
     pub fn shutdown(&self) {
-        self.inner.shutdown.store(true, Ordering::Release);
-        self.inner.set_stopped("shut down".into());
-        self.inner.freeze_current();
-        let mut cur = self.inner.current.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(mut e) = cur.take() {
-            e.stop();
-        }
-        drop(cur);
-        self.inner.bump();
+        self.inner.status.shut_down();
+        self.inner.stop_with("shut down".into());
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }

@@ -3,7 +3,6 @@
 
 use super::{Group, SendError};
 use crate::view::View;
-use sst::sync::atomic::Ordering;
 use sst::transport::NodeId;
 use std::time::{Duration, Instant};
 
@@ -58,24 +57,25 @@ impl Group {
         len: usize,
         build: impl Fn(&mut smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
-        let mut k = usize::MAX;
+        let mut k = None;
         let deadline = Instant::now() + self.inner.send_timeout;
         loop {
             if let Some(why) = self.stopped() {
                 return Err(SendError::Stopped(why));
             }
-            let gen = self.inner.generation.load(Ordering::SeqCst);
+            let gen = self.inner.status.generation();
             {
-                let cur = self.inner.current.read().unwrap_or_else(|p| p.into_inner());
+                let cur = sst::sync::read(&self.inner.current);
                 if let Some(e) = cur.as_ref() {
-                    k = pick(&e.view).unwrap_or(usize::MAX);
-                    match (e.specs.get(k), e.sub(k)) {
-                        (Some(spec), Some(s)) if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() => {
+                    k = pick(&e.view);
+                    let here = k.map(|k| (k, e.specs.get(k), e.sub(k)));
+                    match here {
+                        Some((_, Some(spec), Some(s))) if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() => {
                             match s.reserve(len) {
                                 Ok(mut slot) => {
                                     build(&mut slot);
                                     slot.commit();
-                                    self.inner.sent.fetch_add(1, Ordering::Relaxed);
+                                    self.inner.counters.sent_one();
                                     return Ok(());
                                 }
                                 Err(smc::SendError::TooLarge { len, max }) => {
@@ -84,8 +84,9 @@ impl Group {
                                 Err(_) => {} // wedged: wait for the next view
                             }
                         }
-                        (Some(_), _) => return Err(SendError::NotSender(k)),
-                        (None, _) => {} // the layout is not satisfied yet
+                        Some((k, Some(_), _)) => return Err(SendError::NotSender(k)),
+                        // The layout is not satisfied yet, or the pick named no subgroup.
+                        Some((_, None, _)) | None => {}
                     }
                 }
             }
@@ -93,7 +94,7 @@ impl Group {
             if left.is_zero() {
                 return Err(SendError::NotReady(k));
             }
-            self.inner.wait_change(gen, left.min(Duration::from_millis(20)));
+            self.inner.status.wait_change(gen, left.min(Duration::from_millis(20)));
         }
     }
 }

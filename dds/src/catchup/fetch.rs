@@ -1,74 +1,15 @@
-//! Late joiners of Volatile and Logged topics: state transfer of the history, with no
-//! gap and no duplicate at the seam.
-//!
-//! A participant that enters a topic's subgroup for the first time in view `v` holds
-//! back the live samples of `v` and asks the other members, over the control plane
-//! ([`views::group::Group::request`]), for the history before `v` from its own
-//! count on (0, or the length of its own log after a restart). A member that was
-//! complete at the start of `v` (its `Seam`) answers with the entries before the
-//! seam, in pages, and the seam itself; the joiner applies them, numbers the held
-//! samples from the seam on, and goes live. Every member numbers samples by the
-//! same delivery order, so the seam is the same everywhere.
-//!
-//! Members that are new in `v` too answer `New` with their count. If nobody
-//! complete answers, the one with the longest history (its log) is the source for
-//! the others (ties: everyone keeps their own, which is then the same length).
-//! Replies are network input: checked (sizes, order, range) before use.
+//! The joiner's side: ask the other members for the history before the view it
+//! joined in, check every page, and hand it to the topic.
 
+use super::wire::{Answer, Fetch, WireEntry};
 use crate::sample::HEADER;
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
-use serde::{Deserialize, Serialize};
+use sst::sync::lock;
 use sst::transport::NodeId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// A request for history.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Fetch {
-    pub(crate) topic: String,
-    pub(crate) view: u64,
-    pub(crate) from: u64,
-    /// Serve even if not complete at the seam (a source among new members).
-    pub(crate) any: bool,
-}
-
-/// One history entry on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct WireEntry {
-    pub(crate) seq: u64,
-    pub(crate) view: u64,
-    pub(crate) node: u32,
-    pub(crate) bytes: Vec<u8>,
-}
-
-/// The answer to a [`Fetch`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) enum Answer {
-    /// That view has not started here yet: ask again.
-    NotYet,
-    /// New in that view too; its count then.
-    New { seam: u64 },
-    /// History from `from`, and the seam.
-    Entries { seam: u64, entries: Vec<WireEntry>, more: bool },
-    /// Cannot serve.
-    Error(String),
-}
-
-/// Bytes of history per answer (well under the control plane's frame limit).
-const PAGE: usize = 2 << 20;
-
-/// Answers a request body (the participant's `on_request` handler).
-pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
-    let a = match postcard::from_bytes::<Fetch>(body) {
-        Err(e) => Answer::Error(format!("bad request: {e}")),
-        Ok(f) => match crate::topic::lock(&shared.topics).get(&f.topic).cloned() {
-            None => Answer::Error(format!("no topic `{}` here", f.topic)),
-            Some(t) => t.history(f.view, f.from, f.any, PAGE),
-        },
-    };
-    postcard::to_stdvec(&a).unwrap_or_default()
-}
+use views::view::ViewId;
 
 fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
     let group = shared.group.get().and_then(|g| g.upgrade()).ok_or("the participant is closing")?;
@@ -112,9 +53,9 @@ fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u
 /// Runs a late join of `topic` in view `view` against `candidates` (the other
 /// members of its subgroup); always ends the catch-up, with an error noted if the
 /// history could not be had by the deadline.
-pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: u64, candidates: Vec<NodeId>) {
+pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, candidates: Vec<NodeId>) {
     let deadline = Instant::now() + shared.catch_up_timeout;
-    let from = crate::topic::lock(&topic.inner).next_seq;
+    let from = lock(&topic.inner).next_seq;
     let fetch = |any| Fetch { topic: topic.name.clone(), view, from, any };
     let mut pending = candidates;
     let mut news: Vec<(u64, NodeId)> = Vec::new();
@@ -125,7 +66,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: u64, candid
             match ask(&shared, c, &fetch(false)) {
                 Ok(Answer::Entries { .. }) => match fetch_all(&shared, c, fetch(false)) {
                     Ok((entries, seam)) => {
-                        tracing::info!(topic = %topic.name, view, from = c.0, entries = entries.len(), seam, "caught up");
+                        tracing::info!(topic = %topic.name, view = view.0, from = c.0, entries = entries.len(), seam, "caught up");
                         topic.finish_catch_up(entries, Some(seam), None);
                         return;
                     }
@@ -160,7 +101,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: u64, candid
     let complete = errors.is_empty();
     let why = (!complete).then(|| errors.join("; "));
     if let Some(w) = &why {
-        tracing::warn!(topic = %topic.name, view, why = %w, "late join without the history");
+        tracing::warn!(topic = %topic.name, view = view.0, why = %w, "late join without the history");
     }
     topic.finish_catch_up(Vec::new(), None, why);
 }
@@ -168,11 +109,9 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: u64, candid
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
 
     fn entry(seq: u64, len: usize) -> WireEntry {
-        WireEntry { seq, view: 1, node: 0, bytes: vec![0; len] }
+        WireEntry { seq, view: ViewId(1), node: 0, bytes: vec![0; len] }
     }
 
     #[test]
@@ -184,22 +123,5 @@ mod tests {
         assert!(check(&mut Vec::new(), 5, 10, vec![entry(4, 16)]).is_err(), "before `from`");
         assert!(check(&mut Vec::new(), 5, 10, vec![entry(10, 16)]).is_err(), "at the seam");
         assert!(check(&mut Vec::new(), 5, 10, vec![entry(6, 15)]).is_err(), "shorter than a header");
-    }
-
-    #[test]
-    fn garbage_requests_get_an_error_answer() {
-        let shared = Shared {
-            me: NodeId(0),
-            topics: Mutex::new(HashMap::new()),
-            group: OnceLock::new(),
-            catch_up_timeout: Duration::from_secs(1),
-        };
-        for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
-            let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();
-            assert!(matches!(a, Answer::Error(_)), "{a:?}");
-        }
-        let unknown = postcard::to_stdvec(&Fetch { topic: "t".into(), view: 1, from: 0, any: false }).unwrap();
-        let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
-        assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
     }
 }

@@ -1,0 +1,108 @@
+//! The answering member's side: the history before the start of a view, from memory
+//! or, for what memory no longer holds, from the topic's log.
+
+use super::wire::{Answer, Fetch, WireEntry};
+use crate::topic::{Entry, TopicState};
+use crate::Shared;
+use sst::sync::lock;
+use views::view::ViewId;
+
+/// Bytes of history per answer (well under the control plane's frame limit).
+const PAGE: usize = 2 << 20;
+
+/// Answers a request body (the participant's `on_request` handler).
+pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
+    let a = match postcard::from_bytes::<Fetch>(body) {
+        Err(e) => Answer::Error(format!("bad request: {e}")),
+        Ok(f) => match lock(&shared.topics).get(&f.topic).cloned() {
+            None => Answer::Error(format!("no topic `{}` here", f.topic)),
+            Some(t) => history(&t, f.view, f.from, f.any, PAGE),
+        },
+    };
+    postcard::to_stdvec(&a).unwrap_or_default()
+}
+
+/// The history before the start of view `view`, from `from` on, at most
+/// `budget` bytes (see [`super`]).
+pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, budget: usize) -> Answer {
+    let g = lock(&topic.inner);
+    let Some(seam) = g.seams.iter().find(|s| s.view == view).copied() else {
+        return if g.last_view.map_or(true, |v| v < view) {
+            Answer::NotYet
+        } else {
+            Answer::Error(format!("view {} is too old to serve", view.0))
+        };
+    };
+    if !seam.complete && !any {
+        return Answer::New { seam: seam.seq };
+    }
+    let mut entries = Vec::new();
+    let mut used = 0;
+    let oldest = g.store.front().map(|e| e.seq).unwrap_or(g.next_seq);
+    if from < oldest.min(seam.seq) {
+        if let Some(path) = &topic.log_path {
+            drop(g);
+            return read_log(path, from, seam.seq, budget);
+        }
+    }
+    for e in g.store.iter().filter(|e| e.seq >= from && e.seq < seam.seq) {
+        if used > 0 && used + e.bytes.len() > budget {
+            break;
+        }
+        used += e.bytes.len();
+        entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.clone() });
+    }
+    let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
+    Answer::Entries { seam: seam.seq, entries, more }
+}
+
+/// Entries `from..seam` read from the log file (older than the memory holds).
+fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> Answer {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return Answer::Error(format!("reading {}: {e}", path.display())),
+    };
+    let (found, _) = crate::log::scan(&bytes);
+    let mut entries = Vec::new();
+    let mut used = 0;
+    for f in found.iter().filter(|f| f.seq >= from && f.seq < seam) {
+        if used > 0 && used + f.len > budget {
+            break;
+        }
+        match Entry::from_record(f.seq, &bytes[f.at..f.at + f.len]) {
+            Ok(e) => {
+                used += e.bytes.len();
+                entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
+            }
+            Err(why) => return Answer::Error(why),
+        }
+    }
+    let more = entries.last().is_some_and(|e| e.seq + 1 < seam);
+    Answer::Entries { seam, entries, more }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sst::transport::NodeId;
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Duration;
+
+    #[test]
+    fn garbage_requests_get_an_error_answer() {
+        let shared = Shared {
+            me: NodeId(0),
+            topics: Mutex::new(HashMap::new()),
+            group: OnceLock::new(),
+            catch_up_timeout: Duration::from_secs(1),
+        };
+        for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
+            let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();
+            assert!(matches!(a, Answer::Error(_)), "{a:?}");
+        }
+        let unknown = postcard::to_stdvec(&Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false }).unwrap();
+        let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
+        assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
+    }
+}

@@ -1,0 +1,36 @@
+//! The catch-up requests and answers (postcard over [`views::group::Group::request`]).
+
+use serde::{Deserialize, Serialize};
+use views::view::ViewId;
+
+/// A request for history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Fetch {
+    pub(crate) topic: String,
+    pub(crate) view: ViewId,
+    pub(crate) from: u64,
+    /// Serve even if not complete at the seam (a source among new members).
+    pub(crate) any: bool,
+}
+
+/// One history entry on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WireEntry {
+    pub(crate) seq: u64,
+    pub(crate) view: ViewId,
+    pub(crate) node: u32,
+    pub(crate) bytes: Vec<u8>,
+}
+
+/// The answer to a [`Fetch`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Answer {
+    /// That view has not started here yet: ask again.
+    NotYet,
+    /// New in that view too; its count then.
+    New { seam: u64 },
+    /// History from `from`, and the seam.
+    Entries { seam: u64, entries: Vec<WireEntry>, more: bool },
+    /// Cannot serve.
+    Error(String),
+}

@@ -1,0 +1,276 @@
+//! Building a [`Group`]: the layout, the callbacks, the timeouts, then `start`.
+
+use super::control;
+use super::deliver::{Callback, Delivery, InPlace};
+use super::directory::{data_addr, member_info, Directory};
+use super::epoch::Epoch;
+use super::hooks::{BatchCallback, Hooks, StateHook};
+use super::install;
+use super::metrics::Counters;
+use super::status::Status;
+use super::{DataListener, Group, Inner, StartError, APP_REGIONS};
+use crate::config::Config;
+use crate::layout::{Layout, Shards};
+use crate::view::{View, ViewId};
+use sst::transport::NodeId;
+use std::net::TcpListener;
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Builds a [`Group`] from a [`Config`], a layout and callbacks.
+pub struct GroupBuilder {
+    cfg: Config,
+    layout: Arc<dyn Layout>,
+    hooks: Hooks,
+    app_regions: Vec<sst::transport::RegionSpec>,
+    setup_timeout: Duration,
+    send_timeout: Duration,
+}
+
+impl std::fmt::Debug for GroupBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupBuilder").field("cfg", &self.cfg).finish_non_exhaustive()
+    }
+}
+
+impl GroupBuilder {
+    /// A builder; the default layout is one subgroup of every member, all sending,
+    /// ordered, with the config's window and message size.
+    pub fn new(cfg: Config) -> GroupBuilder {
+        let layout =
+            Shards { shard_size: 1, max_shards: 1, window: cfg.window, max_msg: cfg.max_msg, ..Shards::default() };
+        let all = AllMembers(layout);
+        let setup_timeout = (cfg.failure_timeout() * 3).max(Duration::from_secs(3));
+        GroupBuilder {
+            cfg,
+            layout: Arc::new(all),
+            hooks: Hooks::default(),
+            app_regions: Vec::new(),
+            setup_timeout,
+            send_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// The subgroups as a function of the view.
+    pub fn layout(mut self, l: impl Layout + 'static) -> Self {
+        self.layout = Arc::new(l);
+        self
+    }
+
+    /// How long a view's setup waits for a member that has not come (default 3× the
+    /// failure timeout, at least 3 s). A member that has not come by then starts out
+    /// suspected in that view (one whose process is gone is not waited for at all); a
+    /// member that came but is still in its own setup is given this long again
+    /// before its silence counts (see "Members late to a new view" in the module
+    /// docs). It must exceed how far apart live members reach a view's setup.
+    pub fn setup_timeout(mut self, d: Duration) -> Self {
+        self.setup_timeout = d;
+        self
+    }
+
+    /// How long a send waits for a view that has its subgroup (default 30 s); then it
+    /// fails with [`SendError::NotReady`](super::SendError::NotReady).
+    pub fn send_timeout(mut self, d: Duration) -> Self {
+        self.send_timeout = d;
+        self
+    }
+
+    /// Called with every message delivered in subgroup `k`, in delivery order, with
+    /// the payload copied into a buffer (one copy per message; see
+    /// [`GroupBuilder::on_deliver_in_place`] for none). Replaces an earlier callback
+    /// of `k`.
+    pub fn on_deliver(mut self, k: usize, f: impl FnMut(&Delivery<'_>) + Send + 'static) -> Self {
+        self.hooks.deliver.insert(k, Arc::new(Mutex::new(Callback::Copy(Box::new(f)))));
+        self
+    }
+
+    /// Like [`GroupBuilder::on_deliver`], but the callback reads each message in its
+    /// slot (word reads or a copy of what it needs; valid until it returns): no copy.
+    ///
+    /// ```no_run
+    /// # use views::{config::Config, group::GroupBuilder};
+    /// # let cfg = Config::builder(0, "127.0.0.1:7000".parse().unwrap()).build().unwrap();
+    /// let g = GroupBuilder::new(cfg).on_deliver_in_place(0, |d| {
+    ///     let first = d.message.word(0); // bytes 0..8 of the payload, read in place
+    ///     println!("{} sent {} bytes, first word {first}", d.sender, d.message.len());
+    /// });
+    /// ```
+    pub fn on_deliver_in_place(mut self, k: usize, f: impl FnMut(&InPlace<'_>) + Send + 'static) -> Self {
+        self.hooks.deliver.insert(k, Arc::new(Mutex::new(Callback::InPlace(Box::new(f)))));
+        self
+    }
+
+    /// Makes the delivery callback of each subgroup of each view that has no
+    /// callback of its own ([`GroupBuilder::on_deliver`]): for dynamic layouts, whose
+    /// subgroups mean different things in different views. Runs at the start of every
+    /// view, before it delivers anything, once per subgroup this node is in; `None`
+    /// delivers that subgroup to nobody. The callback gets each delivered batch,
+    /// read in place ([`InPlaceBatch::iter`](super::InPlaceBatch::iter)).
+    pub fn deliver_by(
+        mut self,
+        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.deliver_by = Some(Box::new(f));
+        self
+    }
+
+    /// Answers point-to-point requests from other members ([`Group::request`]) on
+    /// the control plane's threads: bytes in, bytes out.
+    pub fn on_request(mut self, f: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
+        self.hooks.on_request = Some(Box::new(f));
+        self
+    }
+
+    /// Called with every view this node installs, the first one included.
+    pub fn on_view(mut self, f: impl FnMut(&View) + Send + 'static) -> Self {
+        self.hooks.on_view = Mutex::new(Some(Box::new(f)));
+        self
+    }
+
+    /// Registers `regions` (ids at least [`APP_REGIONS`], distinct) in every view's
+    /// transport, for the application's own one-sided writes
+    /// ([`Group::transport`]); each view's are fresh and zeroed (see
+    /// [`GroupBuilder::on_view_end`] to keep what they held).
+    pub fn regions(mut self, regions: Vec<sst::transport::RegionSpec>) -> Self {
+        self.app_regions = regions;
+        self
+    }
+
+    /// Called at the end of every view this node leaves for the next one, with that
+    /// view's transport, after its last delivery and before its regions are dropped:
+    /// the moment to read what peers wrote into the application's regions. Runs on
+    /// the thread that installs views; it must not call into the [`Group`].
+    pub fn on_view_end(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
+        self.hooks.on_view_end = Mutex::new(Some(Box::new(f)));
+        self
+    }
+
+    /// Called with every view this node installs (the first one included) and that
+    /// view's transport, just before [`GroupBuilder::on_view`]: the moment to take
+    /// the new view's application regions ([`GroupBuilder::regions`]). Runs on the
+    /// thread that installs views; it must not call into the [`Group`].
+    pub fn on_view_start(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
+        self.hooks.on_view_start = Mutex::new(Some(Box::new(f)));
+        self
+    }
+
+    /// Declares subgroup `k`'s state for joiners (see [`StateHook`]).
+    pub fn state(
+        mut self,
+        k: usize,
+        get: impl Fn() -> Vec<u8> + Send + Sync + 'static,
+        set: impl Fn(&[u8]) + Send + Sync + 'static,
+    ) -> Self {
+        self.hooks.state.push((k, StateHook { get: Box::new(get), set: Box::new(set) }));
+        self
+    }
+
+    /// Starts a new group (no contact) or joins one; returns once this node runs a
+    /// view.
+    pub fn start(self) -> Result<Group, StartError> {
+        self.cfg.validate()?;
+        for (i, r) in self.app_regions.iter().enumerate() {
+            if r.id.0 < APP_REGIONS || self.app_regions[..i].iter().any(|o| o.id == r.id) {
+                return Err(StartError::Setup(format!(
+                    "application region {:?}: ids must be distinct and at least {APP_REGIONS:#x}",
+                    r.id
+                )));
+            }
+        }
+        let cfg = self.cfg.clone();
+        let me = NodeId(cfg.node_id);
+        let listener =
+            TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        if cfg.transport == crate::config::Transport::Shm {
+            // Files of members that were killed (or interrupted) before they could
+            // remove theirs; only files whose creating process is gone are removed.
+            let swept = sst::transport::shm::remove_stale_files();
+            if swept > 0 {
+                tracing::info!(swept, "removed /dev/shm files of processes that no longer exist");
+            }
+        }
+        let data_listener = match cfg.transport {
+            crate::config::Transport::Tcp => {
+                let addr = data_addr(cfg.listen);
+                Some(DataListener::Tcp(
+                    sst::transport::tcp::bind(addr)
+                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
+                ))
+            }
+            crate::config::Transport::Rdma => {
+                // Refuse at once, with the reason, rather than at the first view.
+                sst::transport::rdma::available().map_err(StartError::Setup)?;
+                let addr = data_addr(cfg.listen);
+                Some(DataListener::Rdma(
+                    sst::transport::rdma::bind(addr)
+                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
+                ))
+            }
+            _ => None,
+        };
+        let inner = Arc::new(Inner {
+            cfg: cfg.clone(),
+            layout: self.layout,
+            hooks: self.hooks,
+            edits: Mutex::new(Vec::new()),
+            carry: Mutex::new(Vec::new()),
+            app_regions: self.app_regions,
+            requests: control::RequestPool::default(),
+            current: RwLock::new(None),
+            status: Status::default(),
+            counters: Counters::default(),
+            directory: Directory::new(me, cfg.listen),
+            setup_timeout: self.setup_timeout,
+            send_timeout: self.send_timeout,
+            data_listener,
+        });
+        let server = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("spindle-control".into())
+                .spawn(move || control::serve(inner, listener))
+                .map_err(|e| StartError::Setup(e.to_string()))?
+        };
+        let (tx, rx) = channel();
+        let first = match cfg.contact {
+            None => View::initial(vec![me]),
+            Some(contact) => {
+                let deadline = Instant::now() + Duration::from_secs(120);
+                let (view, states) =
+                    control::join(member_info(me, cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
+                        .map_err(StartError::Join)?;
+                for (k, bytes) in states {
+                    inner.hooks.set_state(k, &bytes);
+                }
+                inner.directory.learn(&view.members);
+                View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
+                    .with_layout(crate::view::LayoutDoc::new(view.layout_version, view.layout))
+            }
+        };
+        let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;
+        let transport = epoch.transport.clone();
+        *sst::sync::write(&inner.current) = Some(epoch);
+        inner.hooks.view_started(&first, &transport);
+        let manager = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("spindle-views".into())
+                .spawn(move || install::manage(inner, rx, tx))
+                .map_err(|e| StartError::Setup(e.to_string()))?
+        };
+        Ok(Group { inner, threads: Mutex::new(vec![server, manager]) })
+    }
+}
+
+/// The default layout: one subgroup of every member (all sending).
+#[derive(Debug)]
+struct AllMembers(Shards);
+
+impl Layout for AllMembers {
+    fn subgroups(&self, view: &View) -> Result<Vec<smc::SubgroupSpec>, crate::layout::LayoutError> {
+        let n = view.members().len();
+        Shards { shard_size: n, ..self.0.clone() }.subgroups(view)
+    }
+}
+

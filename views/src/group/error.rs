@@ -1,0 +1,90 @@
+//! Why a group did not start, a send did not happen, or a request got no answer.
+//! Each error says whether the caller can fix it or this node is done.
+
+use crate::config::ConfigError;
+use sst::transport::NodeId;
+use std::net::SocketAddr;
+use thiserror::Error;
+
+/// Why a group could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// The configuration was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The control port could not be bound.
+    #[error("control plane on {addr}: {why}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        why: String,
+    },
+    /// The join failed (no member answered in time, or the id is taken).
+    #[error("join: {0}")]
+    Join(String),
+    /// The first view's runtime could not be set up.
+    #[error("setup: {0}")]
+    Setup(String),
+}
+
+/// Why a send did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SendError {
+    /// The caller's error: this node does not send in that subgroup in this view.
+    #[error("this node is not a sender of subgroup {0} in the current view")]
+    NotSender(usize),
+    /// The caller's error: too large for the subgroup.
+    #[error("message of {len} bytes exceeds max_msg {max}")]
+    TooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// Retry: no view with that subgroup came within the wait (the layout may need
+    /// more members). `None` if the send named no subgroup in any view it saw (a
+    /// [`super::Group::send_where`] whose choice was `None` every time).
+    #[error("no view with {} yet", which(.0))]
+    NotReady(Option<usize>),
+    /// Fatal for this node: it is no longer a member.
+    #[error("this node stopped: {0}")]
+    Stopped(String),
+}
+
+impl SendError {
+    /// True if this node can never send again (it left the group or was removed).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, SendError::Stopped(_))
+    }
+}
+
+/// Why a point-to-point request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RequestError {
+    /// Not a member this node knows of.
+    #[error("{0} is not a member")]
+    NotAMember(NodeId),
+    /// The connection, the deadline or the other side failed (it may take no
+    /// requests); the text says which.
+    #[error("request failed: {0}")]
+    Failed(String),
+}
+
+fn which(k: &Option<usize>) -> String {
+    match k {
+        Some(k) => format!("subgroup {k}"),
+        None => "a subgroup for this send".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_send_that_named_no_subgroup_says_so() {
+        assert_eq!(SendError::NotReady(Some(3)).to_string(), "no view with subgroup 3 yet");
+        assert_eq!(SendError::NotReady(None).to_string(), "no view with a subgroup for this send yet");
+    }
+}

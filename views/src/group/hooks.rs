@@ -1,0 +1,100 @@
+//! The application's callbacks: deliveries, views, state for joiners, requests.
+
+use super::deliver::{self, Callback, InPlaceBatch};
+use crate::view::View;
+use sst::sync::atomic::AtomicU64;
+use sst::sync::lock;
+use sst::transport::Transport;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+pub(super) type ViewFn = Box<dyn FnMut(&View) + Send>;
+pub(super) type ViewEndFn = Box<dyn FnMut(&View, &Arc<dyn Transport>) + Send>;
+pub(super) type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
+pub(super) type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
+/// A member's answer to a point-to-point request (see [`super::GroupBuilder::on_request`]).
+pub(crate) type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+/// A per-batch in-place delivery callback (see [`super::GroupBuilder::deliver_by`]).
+pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
+/// Makes the batch delivery callback of one subgroup of one view.
+pub type DeliverFactory = Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync>;
+
+/// State a subgroup declares for joiners: `get` runs at the member that takes the
+/// join, at the start of the view that adds it; `set` runs at the joiner before it
+/// takes part. Both run while the view is being replaced: they must not call into
+/// the [`super::Group`] (a send there would wait for the view they are part of).
+pub struct StateHook {
+    pub(super) get: GetState,
+    pub(super) set: SetState,
+}
+
+impl std::fmt::Debug for StateHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateHook")
+    }
+}
+
+/// Every callback the application registered with the builder.
+#[derive(Default)]
+pub(crate) struct Hooks {
+    pub(super) deliver: HashMap<usize, Arc<Mutex<Callback>>>,
+    pub(super) deliver_by: Option<DeliverFactory>,
+    pub(super) on_view: Mutex<Option<ViewFn>>,
+    pub(super) on_view_end: Mutex<Option<ViewEndFn>>,
+    pub(super) on_view_start: Mutex<Option<ViewEndFn>>,
+    pub(super) state: Vec<(usize, StateHook)>,
+    pub(super) on_request: Option<RequestFn>,
+}
+
+impl Hooks {
+    /// The smc upcall of subgroup `k` of `view`: each message to the callback (the
+    /// one registered for `k`, else the one the factory makes), counted in
+    /// `delivered`.
+    pub(crate) fn upcall(
+        &self,
+        k: usize,
+        view: &View,
+        spec: &smc::SubgroupSpec,
+        delivered: Arc<AtomicU64>,
+    ) -> smc::runtime::Upcall {
+        let cb = self.deliver.get(&k).cloned().or_else(|| {
+            let f = self.deliver_by.as_ref()?(view, k, spec)?;
+            Some(Arc::new(Mutex::new(Callback::Batch(f))))
+        });
+        deliver::upcall(cb, delivered, view.id(), spec.senders.clone())
+    }
+
+    /// Runs the view-start and view callbacks for a view just installed.
+    pub(crate) fn view_started(&self, view: &View, transport: &Arc<dyn Transport>) {
+        if let Some(f) = lock(&self.on_view_start).as_mut() {
+            f(view, transport);
+        }
+        if let Some(f) = lock(&self.on_view).as_mut() {
+            f(view);
+        }
+    }
+
+    /// Runs the view-end callback for a view this node leaves for the next.
+    pub(crate) fn view_ended(&self, view: &View, transport: &Arc<dyn Transport>) {
+        if let Some(f) = lock(&self.on_view_end).as_mut() {
+            f(view, transport);
+        }
+    }
+
+    /// At a joiner: hands subgroup `k`'s transferred state to its hook, if any.
+    pub(crate) fn set_state(&self, k: usize, bytes: &[u8]) {
+        if let Some((_, hook)) = self.state.iter().find(|(x, _)| *x == k) {
+            (hook.set)(bytes);
+        }
+    }
+
+    /// At the member that takes a join: every declared subgroup's state, now.
+    pub(crate) fn states(&self) -> impl Iterator<Item = (usize, Vec<u8>)> + '_ {
+        self.state.iter().map(|(k, hook)| (*k, (hook.get)()))
+    }
+
+    /// The request handler, if the application gave one.
+    pub(crate) fn request_handler(&self) -> Option<&RequestFn> {
+        self.on_request.as_ref()
+    }
+}

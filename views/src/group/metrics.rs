@@ -1,0 +1,60 @@
+//! What a running group counts: views, deliveries, sends and resends.
+
+use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::lock;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Counters of a running group.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Metrics {
+    /// Views installed after the first one this node had.
+    pub views_installed: u64,
+    /// Milliseconds from the start of each view change (the wedge) to the next view
+    /// running here, in order.
+    pub view_change_ms: Vec<f64>,
+    /// Messages delivered to the application.
+    pub delivered: u64,
+    /// Messages this node sent (resends not counted again).
+    pub sent: u64,
+    /// Messages sent again after a view change discarded them.
+    pub resent: u64,
+    /// Of those, messages whose resend waited for a later view because the next
+    /// view was already changing when it was installed.
+    pub resends_carried: u64,
+}
+
+/// The counters behind [`Metrics`]: the per-message ones are atomics (no lock on the
+/// send and delivery paths), the per-view ones sit behind a lock.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    views: Mutex<Metrics>,
+    /// Messages delivered to the application (shared with every view's upcalls).
+    pub(crate) delivered: Arc<AtomicU64>,
+    sent: AtomicU64,
+}
+
+impl Counters {
+    /// One more message sent by this node.
+    pub(crate) fn sent_one(&self) {
+        self.sent.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A view installed after a change that took `took`, resending `resent`
+    /// messages now and carrying `carried` to the next view.
+    pub(crate) fn view_installed(&self, took: Duration, resent: u64, carried: u64) {
+        let mut m = lock(&self.views);
+        m.views_installed += 1;
+        m.view_change_ms.push(took.as_secs_f64() * 1e3);
+        m.resent += resent;
+        m.resends_carried += carried;
+    }
+
+    /// A copy of every counter.
+    pub(crate) fn snapshot(&self) -> Metrics {
+        let mut m = lock(&self.views).clone();
+        m.delivered = self.delivered.load(Ordering::Relaxed);
+        m.sent = self.sent.load(Ordering::Relaxed);
+        m
+    }
+}
