@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 T=${1:-10}
 command -v ddsperf >/dev/null || { echo "installing cyclonedds-tools" >&2; apt-get install -y -qq cyclonedds-tools >/dev/null; }
-cargo build --release -q -p examples
+cargo build --release -q -p bench
 unshare -n bash ../shared/bench/cyclone-ddsperf.sh "$T" 128 1k 10k
 for t in shm tcp; do
   for size in 1 128 1024 10240; do

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 T=${1:-5}
 ROUNDS=${2:-1}
 command -v ddsperf >/dev/null || { echo "installing cyclonedds-tools" >&2; apt-get install -y -qq cyclonedds-tools >/dev/null; }
-cargo build --release -q -p examples --bin dds_perf
+cargo build --release -q -p bench --bin dds_perf
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# The project's whole test suite: lints, unit/integration/doc tests of every crate
-# (multi-process shm and tcp runs included), and the loom models.
+# The project's whole test suite: lints, the docs, the tree's shape, unit/integration/doc
+# tests of every crate (multi-process shm and tcp runs included), and the loom models.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 echo "== clippy (workspace lints, warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+echo "== docs (warnings are errors: broken intra-doc links fail)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
+
+echo "== tree (file sizes, import circles)"
+python3 scripts/check-tree.py
 
 echo "== tests"
 cargo test --workspace

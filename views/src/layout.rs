@@ -1,6 +1,6 @@
 //! Subgroup layouts: which subgroups (and shards) a view has, who is in each and who
 //! sends. A layout is a function of the view; when the view cannot satisfy it the
-//! group waits for more members instead of starting (DESIGN.md "views").
+//! group waits for more members instead of starting (docs/DESIGN.md "views").
 //!
 //! ```
 //! use sst::transport::NodeId;

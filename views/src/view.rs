@@ -1,5 +1,5 @@
 //! Views: epochs with a fixed, ordered membership, and the majority rule that guards
-//! the step from one view to the next (Derecho TOCS §3; DESIGN.md "views").
+//! the step from one view to the next (Derecho TOCS §3; docs/DESIGN.md "views").
 //!
 //! A view's leader is its lowest-ranked member that is not suspected. The next view
 //! keeps the survivors in their order and appends the joiners; it may be installed only
@@ -43,7 +43,7 @@ pub enum Change {
 /// interprets (a static layout ignores them; the DDS keeps its topic table here),
 /// numbered so that every change makes a new version. It is replicated with the
 /// view: every member of view `v` holds the same document, and it changes only by a
-/// view change (DESIGN.md "dds": "the layout becomes a replicated, versioned part of
+/// view change (docs/DESIGN.md "dds": "the layout becomes a replicated, versioned part of
 /// the view").
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LayoutDoc {

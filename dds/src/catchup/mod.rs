@@ -16,8 +16,8 @@
 //! Replies are network input: checked (sizes, order, range) before use.
 
 //!
-//! The joiner's side is [`fetch`], the answering member's [`serve`], and the frames
-//! between them [`wire`].
+//! The joiner's side is `fetch`, the answering member's `serve`, and the frames
+//! between them `wire` (private modules).
 
 mod fetch;
 mod serve;

@@ -1,4 +1,4 @@
-//! The sans-IO view-change engine of one node in one view (Derecho TOCS §4; DESIGN.md
+//! The sans-IO view-change engine of one node in one view (Derecho TOCS §4; docs/DESIGN.md
 //! "views").
 //!
 //! ```text

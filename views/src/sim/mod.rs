@@ -1,7 +1,7 @@
 //! A deterministic simulator of whole groups: several views, crashes (also mid-push,
 //! leaving a torn write), crashes of the leader during a view change, joins, leaves
 //! and partitions, over random send patterns; the invariants are checked after every
-//! step (DESIGN.md §2).
+//! step (docs/DESIGN.md §2).
 //!
 //! The nodes run the real [`Engine`] and the real smc cores over real sst tables,
 //! one set per view; only the byte moving and the failure detector are simulated. A

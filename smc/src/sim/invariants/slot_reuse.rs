@@ -1,10 +1,10 @@
 //! Slot reuse: a sender writes entry `e` into the slot of entry `e - window` only after
 //! every member has delivered every index of that older entry, because delivery reads
-//! messages in place (DESIGN.md smc, "Slot reuse"; Spindle §2.4: a free slot is one
+//! messages in place (docs/DESIGN.md smc, "Slot reuse"; Spindle §2.4: a free slot is one
 //! whose message every member has delivered).
 
 /// Name in violation reports.
-pub const NAME: &str = "slot reuse only after delivery everywhere (DESIGN.md smc)";
+pub const NAME: &str = "slot reuse only after delivery everywhere (docs/DESIGN.md smc)";
 
 /// Each sender's entry ends, by entry number.
 #[derive(Debug)]

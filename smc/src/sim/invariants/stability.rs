@@ -1,6 +1,6 @@
 //! Stability: an ordered subgroup delivers a message only once every member has
 //! received it (Spindle §2.1: "safe to deliver at a node only when ... every subgroup
-//! member has received it"; DESIGN.md smc: stable when min over members of
+//! member has received it"; docs/DESIGN.md smc: stable when min over members of
 //! `received[r]` > k). Checked against every node's actual received count at the
 //! moment of delivery.
 

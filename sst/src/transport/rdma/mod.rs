@@ -1,7 +1,7 @@
 //! The `rdma` transport: one reliable-connection (RC) queue pair per peer, and a
 //! write is an `IBV_WR_RDMA_WRITE` straight into the peer's registered region, on
 //! the `sideway` crate (rdma-core's verbs). Built with the cargo feature `rdma`;
-//! without it, [`RdmaListener::establish`] says so.
+//! without it, `RdmaListener::establish` says so.
 //!
 //! **Not run on hardware.** The machines this project is developed on have no RDMA
 //! device (their kernel has no InfiniBand support, so not even a soft-RoCE `rxe`

@@ -1,6 +1,6 @@
 //! Minority never installs: a view is installed only if a strict majority of the
 //! previous view's members are in it or left it gracefully, so two sides of a
-//! partition can never both go on (DESIGN.md "views", partition safety; Derecho TOCS
+//! partition can never both go on (docs/DESIGN.md "views", partition safety; Derecho TOCS
 //! §4.4, where Derecho ships the rule disabled).
 
 use crate::engine::Next;

@@ -1,5 +1,5 @@
 //! State transfer: a joiner starts with the state the members have at the start of
-//! the view that adds it (DESIGN.md "views", joins; Derecho TOCS §4.5). The state of
+//! the view that adds it (docs/DESIGN.md "views", joins; Derecho TOCS §4.5). The state of
 //! subgroup 0 (all members) is the count and a running digest of everything delivered
 //! in it; every member that installs a view must have the same state, and a joiner
 //! gets the state of the member that starts it.

@@ -1,9 +1,9 @@
 //! `counter`: a replicated counter (and chat) to try in three terminals.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p examples --bin counter -- --id 0 --port 7000
-//! terminal 2:  cargo run --release -p examples --bin counter -- --id 1 --port 7010 --contact 127.0.0.1:7000
-//! terminal 3:  cargo run --release -p examples --bin counter -- --id 2 --port 7020 --contact 127.0.0.1:7000
+//! terminal 1:  cargo run --release -p views --example counter -- --id 0 --port 7000
+//! terminal 2:  cargo run --release -p views --example counter -- --id 1 --port 7010 --contact 127.0.0.1:7000
+//! terminal 3:  cargo run --release -p views --example counter -- --id 2 --port 7020 --contact 127.0.0.1:7000
 //! ```
 //!
 //! Type a number to add it to the counter everywhere, any other line to say it to

@@ -1,7 +1,7 @@
 //! bandwidth: multicast throughput, shaped like Derecho's bandwidth_test.
 //!
 //! ```text
-//! cargo run --release -p examples --bin bandwidth -- --transport mem|shm|tcp|rdma --nodes N \
+//! cargo run --release -p bench --bin bandwidth -- --transport mem|shm|tcp|rdma --nodes N \
 //!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER --window W \
 //!     --mode ordered|unordered [--subgroups K] [--baseline] [--json]
 //! ```
@@ -27,8 +27,8 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::mcast::{self, Common, Digest, ModeArg};
-use examples::{err, out, round};
+use bench::mcast::{self, Common, Digest, ModeArg};
+use bench::{err, out, round};
 use serde_json::{json, Value};
 use testkit::TransportKind;
 use sst::sync::atomic::Ordering;
@@ -247,8 +247,7 @@ fn main() {
     let args = Args::parse();
     let c = &args.c;
     if let Err(e) = c.validate() {
-        err(&format!("bandwidth: {e}"));
-        std::process::exit(2);
+        bench::usage("bandwidth", &e);
     }
     if mcast::child_main(c, |t| node(c, t)) {
         return;
@@ -261,10 +260,7 @@ fn main() {
     });
     let results = match mcast::run_nodes(c, |t| node(c, t)) {
         Ok(r) => r,
-        Err(e) => {
-            err(&format!("bandwidth: {e}"));
-            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
-        }
+        Err(e) => bench::finish("bandwidth", Err(e)),
     };
     let n = results.len() as f64;
     let f = |k: &str| results.iter().map(|r| r[k].as_f64().unwrap_or(0.0)).collect::<Vec<_>>();
@@ -334,7 +330,5 @@ fn main() {
             out(&format!("  baseline {:.3} GB/s; we reach {:.1}% of it", b, 100.0 * gb_per_s / b));
         }
     }
-    if !(digest_agree && complete) {
-        std::process::exit(3);
-    }
+    bench::finish("bandwidth", Ok(digest_agree && complete))
 }

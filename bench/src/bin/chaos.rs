@@ -4,8 +4,8 @@
 //! agree, messages delivered, and view-change times.
 //!
 //! ```text
-//! cargo run --release -p examples --bin chaos -- --transport shm --nodes 5 --kill 2 --seconds 10
-//! cargo run --release -p examples --bin chaos -- --transport tcp --nodes 5 --kill 2 --burst-ms 5 --kill-leader
+//! cargo run --release -p bench --bin chaos -- --transport shm --nodes 5 --kill 2 --seconds 10
+//! cargo run --release -p bench --bin chaos -- --transport tcp --nodes 5 --kill 2 --burst-ms 5 --kill-leader
 //! ```
 //!
 //! The parent starts member 0, lets the others join through it, waits until every
@@ -21,8 +21,8 @@
 //! is the survivors, and each delivered messages in it (`delivered_after_last_view`).
 
 use clap::Parser;
-use examples::mcast::Digest;
-use examples::{err, out, round};
+use bench::mcast::Digest;
+use bench::{err, out, round};
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::{BufRead, BufReader, Write};
@@ -111,17 +111,10 @@ fn main() {
         || args.seconds <= 0.0
         || (args.kill_leader && args.kill < 1 + usize::from(args.kill_leader_in_change))
     {
-        err("chaos: need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
-        std::process::exit(2);
+        bench::usage("chaos", "need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
     }
     testkit::catch_interrupts();
-    match parent(&args) {
-        Ok(ok) => std::process::exit(if ok { 0 } else { 1 }),
-        Err(e) => {
-            err(&format!("chaos: {e}"));
-            std::process::exit(1);
-        }
-    }
+    bench::finish("chaos", parent(&args))
 }
 
 // ------------------------------------------------------------------ the parent
@@ -307,7 +300,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     });
     let mut rng = smc::sim::Rng::new(seed);
     let name = format!("chaos{}", std::process::id());
-    let ports = examples::free_ports(args.nodes)?;
+    let ports = bench::free_ports(args.nodes)?;
     let (tx, rx) = channel();
     let mut m = Members { list: Vec::new(), lines: rx };
     let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));

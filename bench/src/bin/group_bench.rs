@@ -2,7 +2,7 @@
 //! live, heartbeats on, failure detection armed), next to raw smc in the same run.
 //!
 //! ```text
-//! cargo run --release -p examples --bin group_bench -- --transport shm|tcp --nodes N \
+//! cargo run --release -p bench --bin group_bench -- --transport shm|tcp --nodes N \
 //!     --senders one|all --size BYTES --count MSGS_PER_SENDER [--deliver in-place|copy] \
 //!     [--requests R] [--no-raw] [--json]
 //! ```
@@ -20,16 +20,14 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::mcast::{Digest, Senders};
-use examples::{err, out, round, Latency};
+use bench::mcast::{Digest, Senders};
+use bench::{err, out, round, Latency};
 use serde_json::{json, Value};
-use testkit::{ChildSet, TransportKind};
+use testkit::TransportKind;
 use sst::sync::atomic::{AtomicU64, Ordering};
-use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
 use views::group::GroupBuilder;
 use views::layout::Shards;
 
@@ -71,12 +69,8 @@ struct Args {
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     json: bool,
-    /// (internal) this process is member `ID` of a run.
-    #[arg(long, hide = true)]
-    child: Option<u32>,
-    /// (internal) every member's control port.
-    #[arg(long, hide = true, value_delimiter = ',')]
-    ports: Vec<u16>,
+    #[command(flatten)]
+    member: bench::MemberArgs,
 }
 
 impl Args {
@@ -104,25 +98,9 @@ impl Args {
 fn main() {
     let args = Args::parse();
     if let Err(e) = args.validate() {
-        err(&format!("group_bench: {e}"));
-        std::process::exit(2);
+        bench::usage("group_bench", &e);
     }
-    if let Some(id) = args.child {
-        testkit::die_with_parent();
-        if let Err(e) = member(&args, id) {
-            err(&format!("group_bench member {id}: {e}"));
-            std::process::exit(1);
-        }
-        return;
-    }
-    match parent(&args) {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(3),
-        Err(e) => {
-            err(&format!("group_bench: {e}"));
-            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
-        }
-    }
+    bench::run_parent_or_member("group_bench", &args.member, |id| member(&args, id), || parent(&args))
 }
 
 /// What a member's callback counts (it owns the digest and publishes its figures
@@ -157,19 +135,9 @@ impl Seen {
 
 /// One member process: the setup lines `ChildSet` expects, the run, `RESULT`.
 fn member(args: &Args, id: u32) -> Result<(), String> {
-    let port = *args.ports.get(id as usize).ok_or("no port for this member")?;
-    let group_name = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "gbench".into());
-    println!("READY");
-    testkit::wait_for_parent(); // the peer list of the bare-transport protocol: unused
-    let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
-        .name(&group_name)
-        .transport(transport)
-        .max_msg(args.size)
-        .window(args.window);
-    if id > 0 {
-        b = b.contact(SocketAddr::from(([127, 0, 0, 1], args.ports[0])));
-    }
+    // (The parent's line after READY, the peer list of the bare-transport
+    // protocol, is not used.)
+    let b = args.member.group_builder(id, &args.transport)?.max_msg(args.size).window(args.window);
     let cfg = b.build().map_err(|e| e.to_string())?;
     let k = args.senders();
     let layout = Shards {
@@ -261,28 +229,10 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
 fn parent(args: &Args) -> Result<bool, String> {
     testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
-    let ports = examples::free_ports(args.nodes)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
-    let mut kids = ChildSet::start(
-        |i| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
-            cmd
-        },
-        // The bare-transport handshake is only used for its READY/JOINED/GO lines.
-        TransportKind::Shm,
-        args.nodes,
-        Duration::from_secs(3600),
-    )
-    .map_err(|e| e.to_string())?;
-    let all: Vec<usize> = (0..args.nodes).collect();
-    let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
-    kids.tell_all("EXIT").map_err(|e| e.to_string())?;
-    let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
-    drop(kids);
-    let results = examples::parse_results(&lines)?;
+    // The members join as a Group; the bare-transport handshake of the child
+    // protocol is only used for its READY/JOINED/GO lines.
+    let kids = bench::start_members(args.nodes, TransportKind::Shm, Duration::from_secs(3600), &[], &[], &[])?;
+    let (results, exited_ok) = bench::collect_results(kids, args.nodes)?;
     let n = results.len() as f64;
     let expected = args.count * args.senders() as u64;
     let complete = results.iter().all(|r| r["msgs"].as_u64() == Some(expected));

@@ -4,9 +4,9 @@
 //! ```text
 //! # one writer and N reader processes on this host, one JSON line per subscriber
 //! # and a summary (the default mode, `local`):
-//! cargo run --release -p examples --bin dds_perf -- --size 1024 --qos ordered --subscribers 1 --seconds 5
+//! cargo run --release -p bench --bin dds_perf -- --size 1024 --qos ordered --subscribers 1 --seconds 5
 //! # round-trip latency (ping/pong through two topics), p50/p99:
-//! cargo run --release -p examples --bin dds_perf -- --latency --size 128 --count 20000
+//! cargo run --release -p bench --bin dds_perf -- --latency --size 128 --count 20000
 //! # or by hand in two terminals (the publisher waits for --subscribers readers):
 //! dds_perf --role sub --id 1 --port 7110 --contact 127.0.0.1:7100
 //! dds_perf --role pub --id 0 --port 7100 --subscribers 1
@@ -25,12 +25,11 @@ use clap::Parser;
 use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DataReader, DataWriter, DomainParticipant};
-use examples::{err, out, round, Latency};
+use bench::{out, round, Latency};
 use serde_json::{json, Value};
-use testkit::{ChildSet, TransportKind};
+use testkit::TransportKind;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use views::config::{Config, Transport};
@@ -83,12 +82,8 @@ struct Args {
     /// Manual roles: a member to join through.
     #[arg(long)]
     contact: Option<SocketAddr>,
-    /// (internal) this process is participant `ID` of a local run.
-    #[arg(long, hide = true)]
-    child: Option<u32>,
-    /// (internal) every participant's control port.
-    #[arg(long, hide = true, value_delimiter = ',')]
-    ports: Vec<u16>,
+    #[command(flatten)]
+    member: bench::MemberArgs,
 }
 
 const SIZES: [usize; 14] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536];
@@ -97,14 +92,12 @@ const END: u64 = u64::MAX;
 fn main() {
     let args = Args::parse();
     if !SIZES.contains(&args.size) {
-        err(&format!("dds_perf: --size must be one of {SIZES:?}"));
-        std::process::exit(2);
+        bench::usage("dds_perf", &format!("--size must be one of {SIZES:?}"));
     }
     if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
-        err("dds_perf: --subscribers must be 1..=32, --seconds and --count positive");
-        std::process::exit(2);
+        bench::usage("dds_perf", "--subscribers must be 1..=32, --seconds and --count positive");
     }
-    let r = match (args.child, args.role.as_str()) {
+    let r = match (args.member.child, args.role.as_str()) {
         (Some(id), _) => {
             testkit::die_with_parent();
             dispatch(&args, id, true).map(|_| true)
@@ -112,14 +105,7 @@ fn main() {
         (None, "local") => parent(&args),
         (None, _) => dispatch(&args, args.id, false).map(|_| true),
     };
-    match r {
-        Ok(true) => {}
-        Ok(false) => std::process::exit(3),
-        Err(e) => {
-            err(&format!("dds_perf: {e}"));
-            std::process::exit(1);
-        }
-    }
+    bench::finish("dds_perf", r)
 }
 
 /// Runs this participant with a Pod sample of `--size` bytes.
@@ -148,23 +134,16 @@ fn log_dir() -> std::path::PathBuf {
 }
 
 fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Result<(), String> {
-    let (port, contact) = if child {
-        let port = *args.ports.get(id as usize).ok_or("no port for this participant")?;
-        (port, (id > 0).then(|| SocketAddr::from(([127, 0, 0, 1], args.ports[0]))))
+    let b = if child {
+        args.member.group_builder(id, &args.transport)?
     } else {
-        (args.port, args.contact)
+        let t = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+        let b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], args.port))).name("ddsperf").transport(t);
+        match args.contact {
+            Some(c) => b.contact(c),
+            None => b,
+        }
     };
-    let domain = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "ddsperf".into());
-    if child {
-        println!("READY");
-        testkit::wait_for_parent();
-    }
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
-        .name(&domain)
-        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm });
-    if let Some(c) = contact {
-        b = b.contact(c);
-    }
     let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
@@ -400,28 +379,16 @@ fn parent(args: &Args) -> Result<bool, String> {
     testkit::catch_interrupts();
     sst::transport::shm::remove_stale_files();
     let n = 1 + args.subscribers;
-    let ports = examples::free_ports(n)?;
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
-    let mut kids = ChildSet::start(
-        |i| {
-            let mut cmd = Command::new(&exe);
-            cmd.args(&argv).args(["--child", &i.to_string(), "--ports", &plist.join(",")]);
-            cmd.env("DDS_PERF_LOG_DIR", log_dir());
-            cmd
-        },
-        TransportKind::Shm,
+    let dir = log_dir();
+    let kids = bench::start_members(
         n,
+        TransportKind::Shm,
         Duration::from_secs(900),
-    )
-    .map_err(|e| e.to_string())?;
-    let all: Vec<usize> = (0..n).collect();
-    let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
-    kids.tell_all("EXIT").map_err(|e| e.to_string())?;
-    let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
-    drop(kids);
-    let results = examples::parse_results(&lines)?;
+        &[],
+        &[],
+        &[("DDS_PERF_LOG_DIR", dir.as_os_str())],
+    )?;
+    let (results, exited_ok) = bench::collect_results(kids, n)?;
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },

@@ -1,11 +1,11 @@
-//! dds_sensors: a three-terminal DDS demo. A publisher writes temperature readings;
+//! sensors: a three-terminal DDS demo. A publisher writes temperature readings;
 //! subscribers print them; one that starts late first receives the history.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p examples --bin dds_sensors -- publish   --id 0 --port 7200
-//! terminal 2:  cargo run --release -p examples --bin dds_sensors -- subscribe --id 1 --port 7210 --contact 127.0.0.1:7200
+//! terminal 1:  cargo run --release -p dds --example sensors -- publish   --id 0 --port 7200
+//! terminal 2:  cargo run --release -p dds --example sensors -- subscribe --id 1 --port 7210 --contact 127.0.0.1:7200
 //! (wait a few seconds)
-//! terminal 3:  cargo run --release -p examples --bin dds_sensors -- subscribe --id 2 --port 7220 --contact 127.0.0.1:7200
+//! terminal 3:  cargo run --release -p dds --example sensors -- subscribe --id 2 --port 7220 --contact 127.0.0.1:7200
 //! ```
 //!
 //! The topic `temperature` is Volatile with the last 20 readings kept: terminal 3 prints
@@ -67,7 +67,7 @@ struct Reading {
 fn main() {
     let args = Args::parse();
     if let Err(e) = run(&args) {
-        eprintln!("dds_sensors: {e}");
+        eprintln!("sensors: {e}");
         std::process::exit(1);
     }
 }

@@ -7,6 +7,15 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
+/// The `kv` example's binary: `cargo test` builds the package's examples next to
+/// its test binaries (`target/<profile>/examples/`).
+fn kv_exe() -> std::path::PathBuf {
+    let test = std::env::current_exe().expect("this test's path");
+    let exe = test.parent().and_then(|deps| deps.parent()).expect("target/<profile>").join("examples").join("kv");
+    assert!(exe.exists(), "{} is missing: build it with `cargo build -p tailwind --example kv`", exe.display());
+    exe
+}
+
 struct Member {
     child: Child,
     stdin: ChildStdin,
@@ -15,7 +24,7 @@ struct Member {
 
 impl Member {
     fn start(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str) -> Member {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_kv"));
+        let mut cmd = Command::new(kv_exe());
         cmd.args(["--id", &id.to_string(), "--listen", &format!("127.0.0.1:{port}"), "--transport", transport])
             .args(["--name", name])
             .stdin(Stdio::piped())

@@ -1,7 +1,7 @@
 //! sst_bench: round trip and throughput of SST counter pushes, and idle CPU per node.
 //!
 //! ```text
-//! cargo run --release -p examples --bin sst_bench -- --transport mem|shm|tcp --nodes N \
+//! cargo run --release -p bench --bin sst_bench -- --transport mem|shm|tcp --nodes N \
 //!     [--seconds S] [--idle-seconds I] [--spin-us U] [--per-peer] [--json]
 //! ```
 //!
@@ -20,15 +20,14 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::{err, out, round, Latency};
+use bench::{err, out, round, Latency};
 use serde_json::json;
-use testkit::{poll_until as wait_for, ChildSet, CpuClock, TransportKind};
+use testkit::{poll_until as wait_for, CpuClock, TransportKind};
 use sst::heartbeat::{self, HeartbeatConfig};
 use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use sst::{Counter, LayoutBuilder, LocalRow, Table};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug, Clone)]
@@ -60,6 +59,8 @@ struct Args {
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    member: bench::MemberArgs,
 }
 
 const R: RegionId = RegionId(0);
@@ -375,31 +376,15 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
             if stale > 0 && progress {
                 err(&format!("sst_bench: removed {stale} /dev/shm files left by killed runs"));
             }
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let argv: Vec<String> = std::env::args().skip(1).collect();
             let deadline = Duration::from_secs_f64(2.0 * args.seconds + args.idle_seconds + 120.0);
-            let mut kids = ChildSet::start(
-                |_| {
-                    let mut c = Command::new(&exe);
-                    c.args(&argv);
-                    c
-                },
-                kind,
-                args.nodes,
-                deadline,
-            )
-            .map_err(|e| e.to_string())?;
+            let kids = bench::start_members(args.nodes, kind, deadline, &[], &[], &[])?;
             if progress {
                 err(&format!("sst_bench: {} node processes joined (group {})", args.nodes, kids.group()));
             }
-            let all: Vec<usize> = (0..args.nodes).collect();
-            let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
-            kids.tell_all("EXIT").map_err(|e| e.to_string())?;
-            let ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
+            let (nodes, ok) = bench::collect_results(kids, args.nodes)?;
             if !ok {
                 return Err("a node process failed".into());
             }
-            let nodes = examples::parse_results(&lines)?;
             Ok((nodes[0].clone(), nodes))
         }
     }
@@ -408,26 +393,17 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
 fn main() {
     let args = Args::parse();
     if testkit::is_child() {
-        if let Err(e) = child(&args) {
-            err(&format!("sst_bench node: {e}"));
-            std::process::exit(1);
-        }
-        return;
+        bench::finish("sst_bench node", child(&args).map(|_| true));
     }
     if args.nodes < 2 {
-        err("sst_bench: --nodes must be at least 2");
-        std::process::exit(2);
+        bench::usage("sst_bench", "--nodes must be at least 2");
     }
     if !(args.seconds > 0.0 && args.idle_seconds > 0.0) {
-        err("sst_bench: --seconds and --idle-seconds must be positive");
-        std::process::exit(2);
+        bench::usage("sst_bench", "--seconds and --idle-seconds must be positive");
     }
     let (d, nodes) = match run(&args) {
         Ok(x) => x,
-        Err(e) => {
-            err(&format!("sst_bench: {e}"));
-            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
-        }
+        Err(e) => bench::finish("sst_bench", Err(e)),
     };
     let idle: Vec<Option<f64>> = nodes.iter().map(|n| n["idle_cpu_pct"].as_f64()).collect();
     let idle_max = idle.iter().map(|x| x.unwrap_or(f64::NAN)).fold(0.0f64, |a, b| {

@@ -6,9 +6,9 @@
 //! Three terminals (`--transport tcp` works the same way):
 //!
 //! ```text
-//! cargo run --release -p examples --bin kv -- --id 0 --listen 127.0.0.1:7300
-//! cargo run --release -p examples --bin kv -- --id 1 --listen 127.0.0.1:7310 --contact 127.0.0.1:7300
-//! cargo run --release -p examples --bin kv -- --id 2 --listen 127.0.0.1:7320 --contact 127.0.0.1:7300
+//! cargo run --release -p tailwind --example kv -- --id 0 --listen 127.0.0.1:7300
+//! cargo run --release -p tailwind --example kv -- --id 1 --listen 127.0.0.1:7310 --contact 127.0.0.1:7300
+//! cargo run --release -p tailwind --example kv -- --id 2 --listen 127.0.0.1:7320 --contact 127.0.0.1:7300
 //! ```
 //!
 //! Then type at any of them: `put colour blue`, `get colour`, `del colour`, `list`,

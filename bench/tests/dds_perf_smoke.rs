@@ -1,8 +1,7 @@
-//! The DDS layer across processes: a writer process `kill -9`'d mid-stream over shm
-//! and tcp (every surviving reader holds the same samples: `dds_failover` checks the
-//! digests and exits non-zero otherwise), and `dds_perf` pub/sub and ping/pong runs
-//! with one and three subscribers. Short runs: behaviour, not speed. Each program has
-//! its own deadlines; this test kills it after 150 s, and its children die with it.
+//! `dds_perf` across processes: pub/sub and ping/pong runs with one and three
+//! subscribers. Short runs: behaviour, not speed. The program has its own
+//! deadlines; this test kills it after 150 s, and its children die with it. (The
+//! failover check is `dds_failover.rs`.)
 
 mod common;
 
@@ -11,17 +10,6 @@ use std::time::Duration;
 /// The program's last JSON line (its summary).
 fn run(bin: &str, args: &[&str]) -> serde_json::Value {
     common::run_json(bin, args, Duration::from_secs(150)).pop().expect("a JSON line")
-}
-
-#[test]
-fn killing_a_writer_leaves_the_surviving_readers_in_agreement() {
-    for (transport, qos) in [("shm", "ordered"), ("tcp", "volatile"), ("shm", "logged")] {
-        let v = run(env!("CARGO_BIN_EXE_dds_failover"), &["--transport", transport, "--qos", qos, "--seconds", "0.7"]);
-        assert_eq!(v["digest_agree"], true, "{v}");
-        assert_eq!(v["ended"], true, "{v}");
-        assert_eq!(v["victim_removed"], true, "{v}");
-        assert!(v["samples"].as_u64().is_some_and(|n| n > 0), "{v}");
-    }
 }
 
 #[test]

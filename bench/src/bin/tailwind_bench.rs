@@ -4,8 +4,8 @@
 //! run, with each backup's CPU time measured while the primary appends.
 //!
 //! ```text
-//! cargo run --release -p examples --bin tailwind_bench -- --baseline rpc
-//! cargo run --release -p examples --bin tailwind_bench -- --transport tcp --sizes 100,1000,10000 --seconds 3
+//! cargo run --release -p bench --bin tailwind_bench -- --baseline rpc
+//! cargo run --release -p bench --bin tailwind_bench -- --transport tcp --sizes 100,1000,10000 --seconds 3
 //! ```
 //!
 //! Three processes, replication factor 3: member 0 is the primary and appends in a
@@ -32,7 +32,7 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::{err, out, round, Latency};
+use bench::{err, out, round, Latency};
 use serde_json::{json, Value};
 use testkit::{CpuClock, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
@@ -75,15 +75,11 @@ struct Args {
     /// Tailwind buffer (segment) bytes.
     #[arg(long, default_value_t = tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,
-    /// (internal) this process is member `ID`.
-    #[arg(long, hide = true)]
-    child: Option<u32>,
     /// (internal) the mode a child runs.
     #[arg(long, hide = true, default_value = "tailwind")]
     mode: String,
-    /// (internal) every member's control port.
-    #[arg(long, hide = true, value_delimiter = ',')]
-    ports: Vec<u16>,
+    #[command(flatten)]
+    member: bench::MemberArgs,
 }
 
 const N: usize = 3;
@@ -97,10 +93,9 @@ const ACKS: RegionId = RegionId(2);
 fn main() {
     let args = Args::parse();
     if let Some(s) = args.sizes.iter().find(|s| **s == 0 || **s > MAX_RECORD) {
-        err(&format!("tailwind_bench: record size {s} is out of range (1..={MAX_RECORD})"));
-        std::process::exit(2);
+        bench::usage("tailwind_bench", &format!("record size {s} is out of range (1..={MAX_RECORD})"));
     }
-    examples::run_parent_or_member("tailwind_bench", args.child, |id| child(&args, id), || parent(&args))
+    bench::run_parent_or_member("tailwind_bench", &args.member, |id| child(&args, id), || parent(&args))
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
@@ -270,8 +265,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             handler = Some(std::thread::spawn(move || rpc_handler(t, id as usize, spin, segment, dir, s)));
         }
     } else {
-        let g = examples::child_member_config(
-            &args.ports,
+        let g = args.member.group_config(
             id,
             &args.transport,
             Duration::from_millis(100),
@@ -375,7 +369,7 @@ fn measure(p: &mut dyn Appender, size: usize, seconds: f64, rate: u64) -> Result
 fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
     let kind = if args.transport == "tcp" && mode == "rpc" { TransportKind::Tcp } else { TransportKind::Shm };
     let deadline = Duration::from_secs(120 + (args.seconds * 4.0 * args.sizes.len() as f64) as u64);
-    let mut kids = examples::start_members(N, kind, deadline, &["--mode", mode], &[], &[])?;
+    let mut kids = bench::start_members(N, kind, deadline, &["--mode", mode], &[], &[])?;
     let group = kids.group().to_string();
     let backups: Vec<usize> = (1..N).collect();
     let mut rows = Vec::new();

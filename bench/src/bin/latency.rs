@@ -1,7 +1,7 @@
 //! latency: send-to-own-delivery latency, shaped like Derecho's latency_test.
 //!
 //! ```text
-//! cargo run --release -p examples --bin latency -- --transport mem|shm|tcp --nodes N \
+//! cargo run --release -p bench --bin latency -- --transport mem|shm|tcp --nodes N \
 //!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER [--window W] \
 //!     [--mode ordered|unordered] [--json]
 //! ```
@@ -14,8 +14,8 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use examples::mcast::{self, Common, ModeArg};
-use examples::{err, out, round, Latency};
+use bench::mcast::{self, Common, ModeArg};
+use bench::{out, round, Latency};
 use serde_json::{json, Value};
 use sst::sync::{Arc, Condvar, Mutex};
 use sst::transport::Transport;
@@ -128,18 +128,14 @@ fn main() {
     let args = Args::parse();
     let c = &args.c;
     if let Err(e) = c.validate() {
-        err(&format!("latency: {e}"));
-        std::process::exit(2);
+        bench::usage("latency", &e);
     }
     if mcast::child_main(c, |t| node(&args, t)) {
         return;
     }
     let results = match mcast::run_nodes(c, |t| node(&args, t)) {
         Ok(r) => r,
-        Err(e) => {
-            err(&format!("latency: {e}"));
-            std::process::exit(if testkit::interrupted() { 130 } else { 1 });
-        }
+        Err(e) => bench::finish("latency", Err(e)),
     };
     let senders: Vec<&Value> = results.iter().filter(|r| r["sender"] == true).collect();
     let worst = |k: &str| senders.iter().map(|r| r[k].as_f64().unwrap_or(f64::NAN)).fold(0.0, f64::max);

@@ -6,11 +6,10 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use smc::runtime::{Runtime, SubgroupSetup};
 use smc::{Mode, SmcLayout, SubgroupSpec};
-use testkit::{ChildSet, TransportKind};
+use testkit::TransportKind;
 use sst::predicate::{PollConfig, DEFAULT_SPIN_US};
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
-use std::process::Command;
 use std::time::Duration;
 
 /// Which members send.
@@ -77,6 +76,10 @@ pub struct Common {
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// The hidden arguments of a node process (it takes its role from testkit's
+    /// environment; these are accepted and unused).
+    #[command(flatten)]
+    pub member: crate::MemberArgs,
 }
 
 impl Common {
@@ -188,27 +191,12 @@ where
         kind => {
             testkit::catch_interrupts();
             sst::transport::shm::remove_stale_files();
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let argv: Vec<String> = std::env::args().skip(1).collect();
-            let deadline = Duration::from_secs(3600);
-            let mut kids = ChildSet::start(
-                |_| {
-                    let mut cmd = Command::new(&exe);
-                    cmd.args(&argv);
-                    cmd
-                },
-                kind,
-                c.nodes,
-                deadline,
-            )
-            .map_err(|e| e.to_string())?;
-            let all: Vec<usize> = (0..c.nodes).collect();
-            let lines = kids.expect_lines("RESULT ", &all).map_err(|e| e.to_string())?;
-            kids.tell_all("EXIT").map_err(|e| e.to_string())?;
-            if !kids.wait_all_but(&[]).map_err(|e| e.to_string())? {
+            let kids = crate::start_members(c.nodes, kind, Duration::from_secs(3600), &[], &[], &[])?;
+            let (results, ok) = crate::collect_results(kids, c.nodes)?;
+            if !ok {
                 return Err("a node process failed".into());
             }
-            lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad node result {l:?}: {e}"))).collect()
+            Ok(results)
         }
     }
 }
@@ -243,16 +231,14 @@ pub struct Digest(pub u64);
 
 impl Default for Digest {
     fn default() -> Self {
-        Digest(0xcbf2_9ce4_8422_2325)
+        Digest(sst::hash::EMPTY)
     }
 }
 
 impl Digest {
     /// Folds bytes in.
     pub fn add_bytes(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-        }
+        self.0 = sst::hash::continue_digest(self.0, bytes);
     }
 
     /// Folds one word in.
