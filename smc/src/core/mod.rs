@@ -51,6 +51,7 @@ use std::collections::VecDeque;
 use thiserror::Error;
 
 mod cut;
+mod deliver;
 mod send;
 pub use cut::CutError;
 pub use send::{Reservation, Sender};
@@ -414,124 +415,6 @@ impl SmcCore {
     }
 
     // ------------------------------------------------------------------ delivery
-
-    /// Takes everything deliverable now as one batch. Call [`SmcCore::finish`] with it
-    /// after the upcall; until then no other batch is handed out.
-    pub fn take_deliverable(&mut self) -> Option<Deliverable> {
-        if self.delivering || self.wedged {
-            return None;
-        }
-        let s = self.spec.senders.len() as u64;
-        let mut msgs = Vec::new();
-        let mut upto = self.deliv.clone();
-        let mut next_seq = self.next_seq;
-        match self.spec.mode {
-            Mode::Ordered => {
-                let stable: Vec<u64> = (0..s as usize)
-                    .map(|r| {
-                        (0..self.table.rows())
-                            .map(|m| self.table.counter_at(m, self.lay.received, r))
-                            .min()
-                            .unwrap_or(0)
-                    })
-                    .collect();
-                #[cfg(any(test, loom))]
-                let stable = if self.faults.deliver_unstable { self.recv.clone() } else { stable };
-                let mut cursor: Vec<usize> = vec![0; s as usize];
-                loop {
-                    let r = (next_seq % s) as usize;
-                    let k = next_seq / s;
-                    if stable[r] <= k {
-                        break;
-                    }
-                    self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
-                    next_seq += 1;
-                }
-            }
-            Mode::Unordered => self.take_unordered(None, &mut upto, &mut next_seq, &mut msgs),
-        }
-        if upto == self.deliv {
-            return None;
-        }
-        Some(self.hand_out(msgs, upto, next_seq))
-    }
-
-    /// Unordered delivery: every pending message with index below `cut[r]` (all of
-    /// them without a cut), per sender in sender order.
-    fn take_unordered(&self, cut: Option<&[u64]>, upto: &mut [u64], next_seq: &mut u64, msgs: &mut Vec<MsgRef>) {
-        for (r, pending) in self.pending.iter().enumerate() {
-            let limit = cut.map_or(u64::MAX, |c| c[r]);
-            for e in pending.iter().take_while(|e| e.first < limit) {
-                if let Some(len) = e.data {
-                    msgs.push(MsgRef {
-                        sender: r,
-                        index: e.first,
-                        seq: *next_seq,
-                        row: self.sender_row[r],
-                        slot: e.slot,
-                        len,
-                    });
-                    *next_seq += 1;
-                }
-                upto[r] = e.end.min(limit);
-            }
-        }
-    }
-
-    /// Ordered delivery of position `(r, k)` (global sequence `seq`): a message goes
-    /// into `msgs`, a null is passed over; `upto[r]` and the pending cursor advance.
-    fn take_position(
-        &self,
-        r: usize,
-        k: u64,
-        seq: u64,
-        cursor: &mut [usize],
-        upto: &mut [u64],
-        msgs: &mut Vec<MsgRef>,
-    ) {
-        let e = self.pending[r][cursor[r]];
-        debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
-        if let Some(len) = e.data {
-            msgs.push(MsgRef { sender: r, index: k, seq, row: self.sender_row[r], slot: e.slot, len });
-        }
-        upto[r] = k + 1;
-        if k + 1 == e.end {
-            cursor[r] += 1;
-        }
-    }
-
-    /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.
-    fn hand_out(&mut self, msgs: Vec<MsgRef>, upto: Vec<u64>, next_seq: u64) -> Deliverable {
-        self.delivering = true;
-        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
-        Deliverable { batch, upto, next_seq }
-    }
-
-    /// The push that publishes this node's `delivered` vector.
-    pub fn delivered_push(&self) -> sst::Push {
-        self.row.push(self.lay.delivered.range())
-    }
-
-    /// Records a batch as delivered (its upcall has returned) and pushes `delivered`.
-    pub fn finish(&mut self, d: Deliverable, pushes: &mut Pushes) {
-        debug_assert!(self.delivering, "finish without take_deliverable");
-        for r in 0..self.deliv.len() {
-            while self.pending[r].front().is_some_and(|e| e.end <= d.upto[r]) {
-                self.pending[r].pop_front();
-            }
-            self.row.advance_at(self.lay.delivered, r, d.upto[r]).expect("delivered only grows");
-        }
-        self.deliv = d.upto;
-        self.next_seq = d.next_seq;
-        self.delivering = false;
-        self.stats.messages_delivered += d.batch.len() as u64;
-        if !d.batch.is_empty() {
-            self.stats.deliver_batches.record(d.batch.len() as u64);
-        }
-        pushes.push(self.row.push(self.lay.delivered.range()));
-    }
-
-    // ------------------------------------------------------------------ the pass
 
     /// Receive and send stages of one pass (delivery is separate so that the driver
     /// can run the upcall without its lock). Returns true if anything happened.

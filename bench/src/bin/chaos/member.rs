@@ -1,0 +1,184 @@
+//! A member process of a chaos run: joins the group, sends at the given rate, digests
+//! what it delivers, and reports when the parent asks.
+
+use super::*;
+
+pub(crate) fn child(args: &Args, id: u32) -> i32 {
+    testkit::die_with_parent();
+    // RUST_LOG=views=info shows each view change's steps on stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
+    match run_member(args, id) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("FAILED {e}");
+            1
+        }
+    }
+}
+
+fn run_member(args: &Args, id: u32) -> Result<(), String> {
+    let port = args.port.ok_or("--port is required")?;
+    let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+    let mut b = Config::builder(id, SocketAddr::from((args.ip, port)))
+        .name(args.name.as_deref().unwrap_or("chaos"))
+        .transport(transport)
+        .max_msg(args.size)
+        .window(64)
+        .timeouts(Duration::from_millis(args.heartbeat_ms), Duration::from_millis(args.failure_ms));
+    if let Some(c) = args.contact {
+        b = b.contact(c);
+    }
+    let cfg = b.build().map_err(|e| e.to_string())?;
+    let digest = Arc::new(Mutex::new((0u64, Digest::default())));
+    // (the view of the latest delivery, deliveries in that view)
+    let in_view = Arc::new(Mutex::new((0u64, 0u64)));
+    let iv = in_view.clone();
+    let log: Arc<Mutex<Vec<(u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
+    let keep = args.log.is_some();
+    let (d, l) = (digest.clone(), log.clone());
+    let group = GroupBuilder::new(cfg)
+        .on_deliver(0, move |m| {
+            if keep && m.data.len() >= 8 {
+                let seq = u64::from_le_bytes(m.data[..8].try_into().expect("8 bytes"));
+                l.lock().unwrap_or_else(|p| p.into_inner()).push((m.sender.0, seq));
+            }
+            let mut v = iv.lock().unwrap_or_else(|p| p.into_inner());
+            if v.0 != m.view.0 {
+                *v = (m.view.0, 0);
+            }
+            v.1 += 1;
+            drop(v);
+            let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+            g.0 += 1;
+            g.1.add(m.sender.0 as u64);
+            g.1.add_bytes(m.data);
+        })
+        .on_view(|v| {
+            let ids: Vec<String> = v.members().iter().map(|n| n.0.to_string()).collect();
+            println!("VIEW {}", ids.join(","));
+        })
+        .start()
+        .map_err(|e| e.to_string())?;
+    let write_log = || {
+        if let Some(path) = &args.log {
+            let text: String =
+                log.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(s, q)| format!("{s} {q}\n")).collect();
+            let _ = std::fs::write(path, text);
+        }
+    };
+    println!("JOINED");
+    let nodes = args.nodes;
+    if !group.wait_for_members(nodes, Duration::from_secs(60)) {
+        return Err(format!("the view never reached {nodes} members: {:?}", group.view()));
+    }
+    println!("FULL");
+    let (line_tx, line_rx) = channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if line_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // The parent gone (stdin closed) counts as STOP, then REPORT.
+    let next = || line_rx.recv_timeout(Duration::from_millis(100));
+    let wait_for = |word: &str, stop: Option<&AtomicBool>| loop {
+        match next() {
+            Ok(l) if l == word => return,
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+            _ if stop.is_some_and(|s| s.load(Ordering::Acquire)) => return,
+            _ => {}
+        }
+    };
+    wait_for("GO", None);
+    let before = group.metrics().view_change_ms.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let sender = {
+        let (stop2, sent, size, rate) = (stop.clone(), sent.clone(), args.size, args.rate);
+        let g = &group;
+        std::thread::scope(|s| {
+            let h = s.spawn(move || {
+                let stop = stop2;
+                let mut buf = vec![0u8; size];
+                let began = Instant::now();
+                while !stop.load(Ordering::Acquire) {
+                    let k = sent.load(Ordering::Relaxed);
+                    if rate > 0 {
+                        let due = began + Duration::from_secs_f64(k as f64 / rate as f64);
+                        std::thread::sleep(
+                            due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)),
+                        );
+                        if Instant::now() < due {
+                            continue;
+                        }
+                    }
+                    buf[..8].copy_from_slice(&k.to_le_bytes());
+                    buf[8..12].copy_from_slice(&id.to_le_bytes());
+                    match g.send(0, &buf) {
+                        Ok(()) => {
+                            sent.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if e.is_fatal() => {
+                            stop.store(true, Ordering::Release);
+                            return Err(e.to_string());
+                        }
+                        Err(_) => {}
+                    }
+                }
+                Ok(())
+            });
+            wait_for("STOP", Some(&stop));
+            stop.store(true, Ordering::Release);
+            h.join().unwrap_or(Err("sender panicked".into()))
+        })
+    };
+    if let Err(e) = sender {
+        write_log();
+        return Err(e);
+    }
+    println!("STOPPED");
+    wait_for("REPORT", None);
+    // Wait until deliveries stop moving (everyone has stopped sending).
+    let mut last = u64::MAX;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = digest.lock().unwrap_or_else(|p| p.into_inner()).0;
+        if now == last || Instant::now() > deadline {
+            break;
+        }
+        last = now;
+        std::thread::sleep(Duration::from_millis(700));
+    }
+    let (count, hash) = *digest.lock().unwrap_or_else(|p| p.into_inner());
+    let m = group.metrics();
+    let changes: Vec<f64> =
+        m.view_change_ms[before.min(m.view_change_ms.len())..].iter().map(|x| round(*x, 3)).collect();
+    let (last_delivery_view, in_last) = *in_view.lock().unwrap_or_else(|p| p.into_inner());
+    let view_now = group.view().map_or(0, |v| v.id().0);
+    let line = json!({
+        "id": id,
+        "delivered": count,
+        "view": view_now,
+        // Deliveries in the view this member runs now (0 if it delivered nothing since
+        // it installed that view).
+        "delivered_after_last_view": if last_delivery_view == view_now { in_last } else { 0 },
+        "digest": format!("{:016x}", hash.0),
+        "sent": sent.load(Ordering::Relaxed),
+        "views": m.views_installed,
+        "view_change_ms": changes,
+        "members": group.members().iter().map(|n| n.0).collect::<Vec<_>>(),
+        "stopped": group.stopped(),
+    });
+    write_log();
+    println!("RESULT {line}");
+    // Stay a member until the parent has every report: a member that left now would
+    // look like a failure to the others still measuring (the parent's stdin closes
+    // when it is done).
+    wait_for("EXIT", None);
+    Ok(())
+}

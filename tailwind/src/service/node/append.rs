@@ -1,0 +1,107 @@
+//! The primary's append path: records into the open segment and its backups,
+//! rotation to the next segment, and taking over as primary after recovery.
+
+use super::*;
+
+impl Shared {
+    /// Appends at this member if it is the primary; `None` if it is not (or not yet).
+    pub fn append_local(&self, records: &[&[u8]], deadline: Instant) -> Option<Result<Vec<Lsn>, AppendError>> {
+        let mut p = lock(&self.prim);
+        let pr = p.as_mut()?;
+        loop {
+            match pr.rep.append_batch(records) {
+                Err(AppendError::Format(FormatError::Full { .. })) => {
+                    if let Err(e) = self.rotate(pr, deadline) {
+                        return Some(Err(e));
+                    }
+                }
+                r => return Some(r),
+            }
+        }
+    }
+
+    /// The open buffer is full: close it everywhere and open the next.
+    fn rotate(&self, pr: &mut Primary, deadline: Instant) -> Result<(), AppendError> {
+        let next = pr.rep.next_lsn().0;
+        let count = next - pr.base;
+        let close = Request::Close { id: self.seg(pr.base), end: pr.rep.end().0 as u64, records: count };
+        self.pool_all(pr.view, &pr.backups, close, deadline)?;
+        lock(&self.st).segments.insert(pr.base, count);
+        let slot = (pr.slot + 1) % self.cfg.buffers;
+        self.pool_all(pr.view, &pr.backups, Request::Open { id: self.seg(next), slot: slot as u32 }, deadline)?;
+        pr.rep = self.replicator(&pr.t, slot, &pr.backups, next)?;
+        pr.base = next;
+        pr.slot = slot;
+        Ok(())
+    }
+
+    pub fn replicator(
+        &self,
+        t: &Arc<dyn Transport>,
+        slot: usize,
+        backups: &[NodeId],
+        first: u64,
+    ) -> Result<Replicator, AppendError> {
+        Ok(Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout)?
+            .starting_at(Lsn(first))
+            .with_fence(self.fence.clone()))
+    }
+
+    /// Sends a buffer request to every backup, then to this member's own pool;
+    /// retries refusals (a buffer still flushing) until `deadline`.
+    pub fn pool_all(&self, view: u64, backups: &[NodeId], req: Request, deadline: Instant) -> Result<(), AppendError> {
+        let group = self.group().ok_or_else(|| AppendError::Stopped("the group is gone".into()))?;
+        for &b in backups.iter().chain(std::iter::once(&self.me)) {
+            let mut pause = Duration::from_micros(200);
+            loop {
+                if self.fence.load(Ordering::Acquire) {
+                    return Err(AppendError::ViewChanged);
+                }
+                let reply = if b == self.me {
+                    self.handle(Msg::Pool { view, req: req.clone() })
+                } else {
+                    let frame = wire::encode(&Msg::Pool { view, req: req.clone() });
+                    match group.request(b, &frame, self.cfg.request_timeout) {
+                        Ok(body) => wire::decode::<Reply>(&body).unwrap_or_else(Reply::Failed),
+                        Err(e) => Reply::Failed(e.to_string()),
+                    }
+                };
+                let why = match reply {
+                    Reply::Pool(Response::Opened) | Reply::Pool(Response::Closed) => break,
+                    Reply::Stale => return Err(AppendError::ViewChanged),
+                    Reply::Pool(Response::Refused(why)) => why,
+                    Reply::NotYet => "not in this view yet".into(),
+                    Reply::Pool(Response::Error(why)) | Reply::Failed(why) => {
+                        return Err(AppendError::Backup { node: b, why })
+                    }
+                    other => return Err(AppendError::Backup { node: b, why: format!("unexpected answer {other:?}") }),
+                };
+                if Instant::now() >= deadline {
+                    return Err(AppendError::Unavailable(format!("{b}: {why}")));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(20));
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes this member the primary of `view` with a recovered log, if that view
+    /// still runs; then tells the application.
+    pub fn become_primary(&self, pr: Primary, rec: Recovery) -> bool {
+        {
+            let mut p = lock(&self.prim);
+            let mut st = lock(&self.st);
+            if !(st.running() && st.view_id() == Some(pr.view)) || st.stopped.is_some() {
+                return false;
+            }
+            *p = Some(pr);
+            st.ready = true;
+        }
+        self.cv.notify_all();
+        if let Some(f) = lock(&self.on_recovered).as_mut() {
+            f(&rec);
+        }
+        true
+    }
+}

@@ -1,0 +1,218 @@
+//! One member's side of the service: its state, the view callbacks, the answers to
+//! the other members' requests, the primary's append path and the read path.
+
+use super::wire::{self, Held, Msg, Reply, MAX_PAGE};
+use super::{RecoveredFn, Recovery, Replicas, TailwindConfig, LOG_REGIONS};
+use crate::backup::{read_segment, segment_path, Backup, Request, Response, SegmentError, SegmentId};
+use crate::format::{scan, FormatError, ENTRY};
+use crate::replicate::{AppendError, Lsn, Replicator};
+use sst::sync::atomic::{AtomicBool, Ordering};
+use sst::transport::{NodeId, RegionId, Transport};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+use views::group::Group;
+use views::view::View;
+
+/// The most segments a member takes pages of at once (the primary copies one at a
+/// time; this bounds what a confused or hostile sender can make it hold).
+const MAX_SEEDING: usize = 4;
+
+pub(super) use sst::sync::lock;
+
+/// A segment recovered at a view's end, not yet cut to the agreed prefix.
+#[derive(Debug)]
+pub(super) struct Pending {
+    pub id: SegmentId,
+    /// The valid prefix's bytes.
+    pub bytes: Vec<u8>,
+    pub count: u64,
+}
+
+/// The primary's append state in one view.
+pub(super) struct Primary {
+    pub view: u64,
+    pub t: Arc<dyn Transport>,
+    pub rep: Replicator,
+    /// The open segment's first record.
+    pub base: u64,
+    pub slot: usize,
+    pub backups: Vec<NodeId>,
+}
+
+#[derive(Debug)]
+pub(super) struct St {
+    /// The last view started here.
+    pub view: Option<View>,
+    /// That view's transport while it runs (`None` once it ended).
+    pub transport: Option<Arc<dyn Transport>>,
+    /// The log's members in that view (the primary first).
+    pub members: Vec<NodeId>,
+    /// The primary of the running view takes appends (at a backup: it opened a
+    /// segment here in this view).
+    pub ready: bool,
+    /// The recovery worker has a new view to look at.
+    pub work: bool,
+    pub pending: Option<Pending>,
+    /// Committed segments held here: first record -> records.
+    pub segments: BTreeMap<u64, u64>,
+    /// Segments being re-seeded here: first record -> bytes so far.
+    pub seeding: HashMap<u64, Vec<u8>>,
+    pub stopped: Option<String>,
+}
+
+impl St {
+    pub fn new(segments: BTreeMap<u64, u64>) -> St {
+        St {
+            view: None,
+            transport: None,
+            members: Vec::new(),
+            ready: false,
+            work: false,
+            pending: None,
+            segments,
+            seeding: HashMap::new(),
+            stopped: None,
+        }
+    }
+
+    /// Whether the last view started here still runs.
+    pub fn running(&self) -> bool {
+        self.transport.is_some()
+    }
+
+    fn view_id(&self) -> Option<u64> {
+        self.view.as_ref().map(|v| v.id().0)
+    }
+
+    /// Whether a request sent in view `view` may be answered now.
+    fn check(&self, view: u64) -> Result<(), Reply> {
+        match self.view_id() {
+            Some(v) if v == view && self.running() => Ok(()),
+            Some(v) if v >= view => Err(Reply::Stale),
+            _ => Err(Reply::NotYet),
+        }
+    }
+}
+
+pub(super) struct Shared {
+    pub me: NodeId,
+    pub layout: Replicas,
+    pub cfg: TailwindConfig,
+    pub pool: Backup,
+    pub st: Mutex<St>,
+    pub cv: Condvar,
+    /// Set when a view ends: an append waiting for its backups gives up.
+    pub fence: Arc<AtomicBool>,
+    pub prim: Mutex<Option<Primary>>,
+    pub group: OnceLock<Weak<Group>>,
+    pub on_recovered: Mutex<Option<RecoveredFn>>,
+}
+
+
+/// The committed segments on disk in `dir` for log `log` (first record ->
+/// records); a damaged one is an error naming the file.
+pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<BTreeMap<u64, u64>, String> {
+    let mut out = BTreeMap::new();
+    let prefix = format!("log{log}-seg");
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tw.part") {
+            let _ = std::fs::remove_file(e.path()); // a flush a crash interrupted
+            continue;
+        }
+        let Some(base) = name.strip_prefix(&prefix).and_then(|r| r.strip_suffix(".tw")).and_then(|n| n.parse().ok())
+        else {
+            continue;
+        };
+        let records = read_segment(&e.path()).map_err(|e| e.to_string())?;
+        out.insert(base, records.len() as u64);
+    }
+    Ok(out)
+}
+
+/// Where record `count` would start in a scanned buffer (the end of the first
+/// `count` records).
+fn end_of(bytes: &[u8], count: u64) -> usize {
+    let r = scan(bytes);
+    match count {
+        0 => 0,
+        c => {
+            let last = r.records[c as usize - 1];
+            last.at.0 + last.len.div_ceil(8) * 8 + ENTRY
+        }
+    }
+}
+
+impl Shared {
+    pub fn seg(&self, base: u64) -> SegmentId {
+        SegmentId { log: self.cfg.log, segment: base }
+    }
+
+    fn path(&self, base: u64) -> PathBuf {
+        segment_path(&self.cfg.dir, self.seg(base))
+    }
+
+    pub fn region(&self, slot: usize) -> RegionId {
+        RegionId(LOG_REGIONS + slot as u16)
+    }
+
+    pub fn group(&self) -> Option<Arc<Group>> {
+        self.group.get().and_then(Weak::upgrade)
+    }
+
+    pub fn stop(&self, why: String) {
+        self.fence.store(true, Ordering::Release);
+        lock(&self.st).stopped.get_or_insert(why);
+        self.cv.notify_all();
+    }
+
+    /// A view ends (the install thread, before its regions go): give up on the
+    /// append in flight, then recover the buffer this member held open.
+    pub fn view_ends(&self, _view: &View) {
+        self.fence.store(true, Ordering::Release);
+        lock(&self.prim).take();
+        let open = self.pool.take_open();
+        let mut st = lock(&self.st);
+        st.ready = false;
+        st.transport = None;
+        if let Some((id, buf)) = open {
+            let mut bytes = vec![0u8; buf.len()];
+            buf.read_bytes(0, &mut bytes);
+            let r = scan(&bytes);
+            bytes.truncate(r.end.0);
+            let count = r.records.len() as u64;
+            match &st.pending {
+                Some(p) if p.id.segment > id.segment => {
+                    tracing::warn!(node = %self.me, ?id, kept = ?p.id, "an older open segment than the pending one")
+                }
+                _ => st.pending = Some(Pending { id, bytes, count }),
+            }
+        }
+        self.cv.notify_all();
+    }
+
+    /// A view starts: take its buffers; its primary recovers (the worker).
+    pub fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
+        let buffers = (0..self.cfg.buffers).filter_map(|i| t.region(self.region(i)).cloned()).collect();
+        self.pool.set_buffers(buffers);
+        let mut st = lock(&self.st);
+        st.view = Some(view.clone());
+        st.transport = Some(t.clone());
+        st.members = self.layout.members(view);
+        st.ready = false;
+        st.work = true;
+        st.seeding.clear();
+        self.fence.store(false, Ordering::Release);
+        self.cv.notify_all();
+    }
+}
+
+mod append;
+mod read;
+mod serve;
+
+pub use read::{ReadError, ReadFrom};

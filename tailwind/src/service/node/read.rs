@@ -1,0 +1,142 @@
+//! The read path: a log's records from some number on, from segment files and from
+//! the open segment in memory.
+
+use super::*;
+
+/// Why a read stopped.
+#[derive(Debug, Error)]
+pub enum ReadError {
+    /// This member does not hold the records from here on (a segment it was
+    /// not re-seeded with, or records before the log's start).
+    #[error("this member does not hold record {0:?}")]
+    Gap(Lsn),
+    /// A segment file is damaged or unreadable.
+    #[error(transparent)]
+    Segment(#[from] SegmentError),
+    /// A segment file holds another number of records than committed.
+    #[error("segment {id:?} holds {have} records, {want} were committed")]
+    Count {
+        /// The segment.
+        id: SegmentId,
+        /// Records in the file.
+        have: u64,
+        /// Records committed.
+        want: u64,
+    },
+    /// A segment file did not reach the disk in time.
+    #[error("segment {0:?} is not on disk yet")]
+    NotFlushed(SegmentId),
+}
+
+impl Shared {
+    pub fn read_from(self: &Arc<Self>, from: Lsn) -> ReadFrom {
+        // The open segment first (the primary's lock comes before the state's).
+        let open: Option<(u64, Vec<Vec<u8>>)> = {
+            let p = lock(&self.prim);
+            let (base, region, end) = match p.as_ref() {
+                Some(pr) => (Some(pr.base), pr.t.region(self.region(pr.slot)).cloned(), Some(pr.rep.end().0)),
+                None => match self.pool.open_buffer() {
+                    Some((id, buf)) => (Some(id.segment), Some(buf), None),
+                    None => (None, None, None),
+                },
+            };
+            drop(p);
+            match (base, region) {
+                (Some(base), Some(buf)) => {
+                    let mut bytes = vec![0u8; end.unwrap_or(buf.len()).min(buf.len())];
+                    buf.read_bytes(0, &mut bytes);
+                    let r = scan(&bytes);
+                    Some((base, (0..r.records.len()).map(|i| r.data(&bytes, i).to_vec()).collect()))
+                }
+                _ => None,
+            }
+        };
+        let st = lock(&self.st);
+        let mut sources: VecDeque<Source> = st
+            .segments
+            .iter()
+            .filter(|(b, c)| *b + *c > from.0)
+            .map(|(b, c)| Source::File { base: *b, count: *c })
+            .collect();
+        drop(st);
+        if let Some((base, recs)) = open {
+            if base + recs.len() as u64 > from.0 && !recs.is_empty() {
+                sources.push_back(Source::Mem { base, recs });
+            }
+        }
+        ReadFrom { next: from.0, sources, current: VecDeque::new(), shared: self.clone(), failed: false }
+    }
+}
+
+enum Source {
+    File { base: u64, count: u64 },
+    Mem { base: u64, recs: Vec<Vec<u8>> },
+}
+
+/// The records of a log from some number on ([`super::TailwindLog::read_from`]):
+/// `(number, bytes)` in order; segment files are read one at a time as the
+/// iteration reaches them. Stops after the first error.
+pub struct ReadFrom {
+    next: u64,
+    sources: VecDeque<Source>,
+    current: VecDeque<Vec<u8>>,
+    shared: Arc<Shared>,
+    failed: bool,
+}
+
+impl std::fmt::Debug for ReadFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadFrom").field("next", &self.next).finish()
+    }
+}
+
+impl ReadFrom {
+    fn load(&mut self) -> Result<bool, ReadError> {
+        let Some(src) = self.sources.pop_front() else { return Ok(false) };
+        let (base, recs) = match src {
+            Source::Mem { base, recs } => (base, recs),
+            Source::File { base, count } => {
+                let id = self.shared.seg(base);
+                let path = self.shared.path(base);
+                if !path.exists() && !self.shared.pool.wait_flushed(self.shared.cfg.append_timeout) {
+                    return Err(ReadError::NotFlushed(id));
+                }
+                let recs = read_segment(&path)?;
+                if recs.len() as u64 != count {
+                    return Err(ReadError::Count { id, have: recs.len() as u64, want: count });
+                }
+                (base, recs)
+            }
+        };
+        if base > self.next {
+            return Err(ReadError::Gap(Lsn(self.next)));
+        }
+        let skip = (self.next - base) as usize;
+        self.current = recs.into_iter().skip(skip).collect();
+        Ok(true)
+    }
+}
+
+impl Iterator for ReadFrom {
+    type Item = Result<(Lsn, Vec<u8>), ReadError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        while self.current.is_empty() {
+            match self.load() {
+                Ok(true) => {}
+                Ok(false) => return None,
+                Err(e) => {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        let r = self.current.pop_front()?;
+        let lsn = Lsn(self.next);
+        self.next += 1;
+        Some(Ok((lsn, r)))
+    }
+}

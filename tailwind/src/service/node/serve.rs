@@ -1,0 +1,172 @@
+//! A member's answers to the other members' requests: state, segment fetches for
+//! re-seeding, stores, and the backup pool's open/close.
+
+use super::*;
+
+impl Shared {
+    /// Answers another member's request frame.
+    pub fn answer(&self, body: &[u8]) -> Vec<u8> {
+        let reply = match wire::decode::<Msg>(body) {
+            Err(why) => Reply::Failed(why),
+            Ok(m) => self.handle(m),
+        };
+        wire::encode(&reply)
+    }
+
+    pub fn handle(&self, m: Msg) -> Reply {
+        match m {
+            Msg::Append { records } => {
+                let refs: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
+                let deadline = Instant::now() + self.cfg.append_timeout;
+                loop {
+                    if let Some(r) = self.append_local(&refs, deadline) {
+                        return match r {
+                            Ok(l) => Reply::Appended(l.first().map_or(0, |l| l.0)),
+                            Err(e) => Reply::Failed(e.to_string()),
+                        };
+                    }
+                    let mut st = lock(&self.st);
+                    if st.stopped.is_some() || Instant::now() >= deadline || st.members.first() != Some(&self.me) {
+                        return Reply::Failed("this member is not the primary".into());
+                    }
+                    st = self.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
+                    drop(st);
+                }
+            }
+            Msg::Fetch { id, offset } => self.fetch(id, offset),
+            Msg::Ready { view } => {
+                let mut st = lock(&self.st);
+                tracing::debug!(node = %self.me, view, check = ?st.check(view), "told the log is ready");
+                if let Err(r) = st.check(view) {
+                    return r;
+                }
+                st.ready = true;
+                self.cv.notify_all();
+                Reply::Done
+            }
+            Msg::Pool { view, req } => {
+                if let Err(r) = lock(&self.st).check(view) {
+                    return r;
+                }
+                let close = match &req {
+                    Request::Close { id, records, .. } => Some((id.segment, *records)),
+                    Request::Open { .. } => None,
+                };
+                let resp = self.pool.request(req);
+                let mut st = lock(&self.st);
+                match (&resp, close) {
+                    (Response::Closed, Some((base, n))) => {
+                        st.segments.insert(base, n);
+                    }
+                    (Response::Opened, None) if st.check(view).is_ok() => {
+                        st.ready = true;
+                        self.cv.notify_all();
+                    }
+                    _ => {}
+                }
+                Reply::Pool(resp)
+            }
+            Msg::State { view } => {
+                let st = lock(&self.st);
+                if let Err(r) = st.check(view) {
+                    return r;
+                }
+                Reply::State {
+                    segments: st.segments.iter().map(|(b, c)| Held { base: *b, count: *c }).collect(),
+                    pending: st.pending.as_ref().map(|p| Held { base: p.id.segment, count: p.count }),
+                }
+            }
+            Msg::Commit { view, id, count } => {
+                let mut st = lock(&self.st);
+                if let Err(r) = st.check(view) {
+                    return r;
+                }
+                if id.log != self.cfg.log {
+                    return Reply::Failed(format!("segment {id:?} is not of log {}", self.cfg.log));
+                }
+                match st.pending.take() {
+                    Some(p) if p.id == id && count <= p.count => {
+                        if count > 0 {
+                            let end = end_of(&p.bytes, count);
+                            self.pool.flush_recovered(id, &p.bytes[..end]);
+                            st.segments.insert(id.segment, count);
+                        }
+                        Reply::Done
+                    }
+                    other => {
+                        let why = match &other {
+                            Some(p) if p.id == id => format!("segment {id:?}: {} records held, {count} asked", p.count),
+                            _ if st.segments.get(&id.segment) == Some(&count) => String::new(), // a retry
+                            _ => format!("segment {id:?} is not the one recovered here"),
+                        };
+                        st.pending = other;
+                        match why.is_empty() {
+                            true => Reply::Done,
+                            false => Reply::Failed(why),
+                        }
+                    }
+                }
+            }
+            Msg::Store { view, id, offset, total, count, bytes } => self.store(view, id, offset, total, count, bytes),
+        }
+    }
+
+    /// A page of a committed segment's file.
+    fn fetch(&self, id: SegmentId, offset: u64) -> Reply {
+        if id.log != self.cfg.log || !lock(&self.st).segments.contains_key(&id.segment) {
+            return Reply::Failed(format!("segment {id:?} is not held here"));
+        }
+        let path = self.path(id.segment);
+        if !path.exists() && !self.pool.wait_flushed(self.cfg.request_timeout) {
+            return Reply::Failed(format!("segment {id:?} is not on disk yet"));
+        }
+        match std::fs::read(&path) {
+            Err(e) => Reply::Failed(format!("{}: {e}", path.display())),
+            Ok(b) => {
+                let from = (offset as usize).min(b.len());
+                let to = (from + MAX_PAGE).min(b.len());
+                Reply::Page { total: b.len() as u64, bytes: b[from..to].to_vec() }
+            }
+        }
+    }
+
+    /// Takes a page of a segment this member lacks; the last page is verified
+    /// (it must scan to its end with `count` records) and the segment flushed.
+    fn store(&self, view: u64, id: SegmentId, offset: u64, total: u64, count: u64, bytes: Vec<u8>) -> Reply {
+        let mut st = lock(&self.st);
+        if let Err(r) = st.check(view) {
+            return r;
+        }
+        if id.log != self.cfg.log || total as usize > self.cfg.buffer || bytes.len() > MAX_PAGE {
+            return Reply::Failed(format!("segment {id:?}: {total} bytes do not fit a buffer here"));
+        }
+        if st.segments.get(&id.segment) == Some(&count) {
+            return Reply::Done; // held already (a retry)
+        }
+        if !st.seeding.contains_key(&id.segment) && st.seeding.len() >= MAX_SEEDING {
+            return Reply::Failed(format!("{MAX_SEEDING} segments are being re-seeded here already"));
+        }
+        let buf = st.seeding.entry(id.segment).or_default();
+        if offset as usize != buf.len() || buf.len() + bytes.len() > total as usize {
+            let have = buf.len();
+            st.seeding.remove(&id.segment);
+            return Reply::Failed(format!("segment {id:?}: page at {offset}, expected {have} (of {total})"));
+        }
+        buf.extend_from_slice(&bytes);
+        if buf.len() < total as usize {
+            return Reply::Done;
+        }
+        let all = st.seeding.remove(&id.segment).unwrap_or_default();
+        let r = scan(&all);
+        if r.end.0 != all.len() || r.records.len() as u64 != count {
+            return Reply::Failed(format!(
+                "segment {id:?} verifies to byte {} ({} records), not {total} ({count})",
+                r.end.0,
+                r.records.len()
+            ));
+        }
+        self.pool.flush_recovered(id, &all);
+        st.segments.insert(id.segment, count);
+        Reply::Done
+    }
+}
