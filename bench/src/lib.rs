@@ -201,7 +201,7 @@ pub fn start_members(
 
 /// For integration tests that check a run of member processes: starts `n` copies
 /// of the test binary, each running only the (ignored) test `member_test` as member
-/// `i`, with `args` (any serde value) for [`test_member`] to read back. All waiting
+/// `i`, with `args` (any serde value) for [`run_test_member`] to read back. All waiting
 /// is bounded by `deadline`.
 pub fn start_test_members<A: serde::Serialize>(
     n: usize,
@@ -222,20 +222,25 @@ pub fn start_test_members<A: serde::Serialize>(
     })
 }
 
-/// In a member started by [`start_test_members`]: its member arguments and the
-/// run's `args`; `None` when this process is not such a member (the member test
-/// was run by hand: it then does nothing).
-pub fn test_member<A: serde::de::DeserializeOwned>() -> Option<Result<(MemberArgs, A), String>> {
-    let id = std::env::var("SPINDLE_TEST_MEMBER").ok()?;
-    Some((|| {
+/// The body of the (ignored) member test of a check that uses
+/// [`start_test_members`]: in a member it reads the run's arguments and runs
+/// `role(args, member, id)`, panicking (the member then exits non-zero) with the
+/// error; run by hand, outside such a run, it does nothing.
+pub fn run_test_member<A: serde::de::DeserializeOwned>(role: impl FnOnce(&A, &MemberArgs, u32) -> Result<(), String>) {
+    let Ok(id) = std::env::var("SPINDLE_TEST_MEMBER") else { return };
+    let read = || -> Result<(MemberArgs, A), String> {
         let child = Some(id.parse().map_err(|_| format!("bad SPINDLE_TEST_MEMBER {id:?}"))?);
         let ports = std::env::var("SPINDLE_TEST_PORTS").map_err(|_| "SPINDLE_TEST_PORTS is not set")?;
         let ports = ports.split(',').map(|p| p.parse().map_err(|_| format!("bad port {p:?}"))).collect::<Result<_, _>>()?;
         let args = std::env::var("SPINDLE_TEST_ARGS").map_err(|_| "SPINDLE_TEST_ARGS is not set")?;
         let args = serde_json::from_str(&args).map_err(|e| format!("bad SPINDLE_TEST_ARGS: {e}"))?;
-        testkit::die_with_parent();
         Ok((MemberArgs { child, ports }, args))
-    })())
+    };
+    testkit::die_with_parent();
+    let (member, args) = read().unwrap_or_else(|e| panic!("member {id}: {e}"));
+    if let Err(e) = role(&args, &member, member.child.unwrap_or_default()) {
+        panic!("member {id}: {e}");
+    }
 }
 
 /// Waits for every one of the `n` members' `RESULT` line, lets them exit and waits

@@ -59,13 +59,7 @@ fn killing_a_writer_leaves_the_surviving_readers_in_agreement() {
 #[test]
 #[ignore = "a member process: killing_a_writer_leaves_the_surviving_readers_in_agreement starts it"]
 fn member() {
-    if let Some(m) = bench::test_member::<Args>() {
-        let (member, args) = m.expect("member arguments");
-        let id = member.child.expect("a member id");
-        if let Err(e) = child(&args, &member, id) {
-            panic!("participant {id}: {e}");
-        }
-    }
+    bench::run_test_member(child);
 }
 
 #[derive(Default)]

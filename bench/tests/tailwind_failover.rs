@@ -80,13 +80,7 @@ fn killing_the_primary_mid_stream_loses_no_acknowledged_append() {
 #[test]
 #[ignore = "a member process: killing_the_primary_mid_stream_loses_no_acknowledged_append starts it"]
 fn member() {
-    if let Some(m) = bench::test_member::<Args>() {
-        let (member, args) = m.expect("member arguments");
-        let id = member.child.expect("a member id");
-        if let Err(e) = child(&args, &member, id) {
-            panic!("member {id}: {e}");
-        }
-    }
+    bench::run_test_member(child);
 }
 
 fn dir_of(group: &str, id: u32) -> std::path::PathBuf {

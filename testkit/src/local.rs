@@ -3,7 +3,7 @@
 use crate::TransportKind;
 use sst::transport::{mem::MemFabric, rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use sst::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -167,7 +167,7 @@ impl LayoutBuilder {
         Bytes { off: self.take(name, words), len: words * WORD, in_place: false }
     }
 
-    /// Adds a byte area that, on a shared table ([`Table::create_shared`]), peers read
+    /// Adds a byte area that, on a shared table ([`Table::create_shared`](super::Table::create_shared)), peers read
     /// straight from the owner's working row and that pushes never copy: zero copies
     /// beyond the owner's own write. For areas whose every part is published by a
     /// counter pushed after it was written, and not written again until every reader

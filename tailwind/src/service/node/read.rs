@@ -73,7 +73,7 @@ enum Source {
     Mem { base: u64, recs: Vec<Vec<u8>> },
 }
 
-/// The records of a log from some number on ([`super::TailwindLog::read_from`]):
+/// The records of a log from some number on ([`crate::service::TailwindLog::read_from`]):
 /// `(number, bytes)` in order; segment files are read one at a time as the
 /// iteration reaches them. Stops after the first error.
 pub struct ReadFrom {
