@@ -141,10 +141,16 @@ impl Inner {
         }
     }
 
-    /// Stops this node for `why` (the first reason given is kept): its view's
-    /// runtime ends and every waiter wakes.
+    /// Stops this node for `why`, a failure the operator should hear of (see
+    /// [`Inner::end`]).
     fn stop_with(&self, why: String) {
         tracing::warn!(%why, "this node stops");
+        self.end(why);
+    }
+
+    /// Ends this node (the first reason given is kept): its view's runtime stops and
+    /// every waiter wakes.
+    fn end(&self, why: String) {
         self.status.set_stopped(why);
         self.freeze_current();
         let mut cur = sst::sync::write(&self.current);
@@ -303,7 +309,7 @@ impl Group {
     /// Stops this node (without leaving: the others will see it fail).
     pub fn shutdown(&self) {
         self.inner.status.shut_down();
-        self.inner.stop_with("shut down".into());
+        self.inner.end("shut down".into());
         for t in lock(&self.threads).drain(..) {
             let _ = t.join();
         }
