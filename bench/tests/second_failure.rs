@@ -11,37 +11,16 @@
 //! after 150 s; its members die with it (parent-death signal) and their /dev/shm files
 //! are swept.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
+use std::time::Duration;
+
+/// One `chaos` run over `transport` with the kills `how` asks for: its JSON line.
 fn run(transport: &str, how: &[&str]) -> serde_json::Value {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_chaos"))
-        .args(["--transport", transport, "--nodes", "5", "--kill", "2", "--kill-leader"])
-        .args(how)
-        .args(["--seconds", "2", "--seed", "12", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run chaos");
-    let deadline = Instant::now() + Duration::from_secs(150);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait for chaos") {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let out = child.wait_with_output().expect("chaos output");
-    sst::transport::shm::remove_stale_files();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let status = status.unwrap_or_else(|| panic!("{transport}: chaos did not finish within 150 s: {stderr}"));
-    assert!(status.success(), "{transport}: chaos failed: {stdout}\n{stderr}");
-    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{transport}: one JSON line ({e}): {stdout}"))
+    let mut args = vec!["--transport", transport, "--nodes", "5", "--kill", "2", "--kill-leader"];
+    args.extend_from_slice(how);
+    args.extend_from_slice(&["--seconds", "2", "--seed", "12", "--json"]);
+    common::run_json(env!("CARGO_BIN_EXE_chaos"), &args, Duration::from_secs(150)).pop().expect("a JSON line")
 }
 
 #[test]
