@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod client;
 pub mod config;
 pub mod engine;
 #[cfg(not(loom))]

@@ -115,7 +115,43 @@ pub enum Message {
         /// Application payload.
         body: Vec<u8>,
     },
+    /// A process that is not a member opens a client session ([`crate::client`]).
+    ClientHello {
+        /// The client's id, unique among the clients of that member.
+        client: u64,
+    },
+    /// The member took the client session.
+    ClientWelcome {
+        /// The member's node id.
+        node: u32,
+    },
+    /// A client asks for every message delivered in a subgroup from now on.
+    Subscribe {
+        /// The subgroup (below [`MAX_SUBGROUP`]).
+        subgroup: u32,
+    },
+    /// A message the member delivered in a subgroup a client subscribed to.
+    Relay {
+        /// The view it was delivered in.
+        view: u64,
+        /// The subgroup.
+        subgroup: u32,
+        /// Its position in that subgroup's delivery order in that view (0 first).
+        index: u64,
+        /// Its sender.
+        sender: u32,
+        /// Its payload.
+        body: Vec<u8>,
+    },
+    /// The member ends a client session (it fell behind, or the member stops).
+    ClientDropped {
+        /// Why, for the client's error.
+        reason: String,
+    },
 }
+
+/// Subgroups a client may subscribe to are numbered below this.
+pub const MAX_SUBGROUP: u32 = 4096;
 
 /// Why bytes are not a valid control-plane frame.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -159,7 +195,12 @@ impl Message {
                 }
                 Ok(())
             }
-            Message::JoinRefused { reason } if reason.len() > MAX_REASON => bad("reason too long"),
+            Message::JoinRefused { reason } | Message::ClientDropped { reason } if reason.len() > MAX_REASON => {
+                bad("reason too long")
+            }
+            Message::Subscribe { subgroup } | Message::Relay { subgroup, .. } if *subgroup >= MAX_SUBGROUP => {
+                bad("subgroup number out of range")
+            }
             Message::StateChunk { offset, data, .. } if offset.checked_add(data.len() as u64).is_none() => {
                 bad("state chunk runs past the end of u64")
             }
@@ -256,6 +297,11 @@ mod tests {
             Message::StateChunk { subgroup: 2, offset: 4096, data: vec![7; 100], last: true },
             Message::Request { id: 11, body: b"get".to_vec() },
             Message::Reply { id: 11, body: vec![] },
+            Message::ClientHello { client: u64::MAX },
+            Message::ClientWelcome { node: 2 },
+            Message::Subscribe { subgroup: 3 },
+            Message::Relay { view: 4, subgroup: 3, index: 17, sender: 1, body: b"hello".to_vec() },
+            Message::ClientDropped { reason: "fell behind".into() },
         ]
     }
 
@@ -315,6 +361,14 @@ mod tests {
         let huge = Message::ViewInstall { view: view(vec![member(1)], vec![0; crate::layout::MAX_DOC + 1]) };
         assert!(matches!(decode(&encode(&huge).unwrap()), Err(WireError::Invalid(_))), "an oversize layout is refused");
         assert!(matches!(decode(&encode(&empty).unwrap()), Err(WireError::Invalid(_))));
+        // Client frames: subgroups out of range and overlong reasons.
+        for m in [
+            Message::Subscribe { subgroup: MAX_SUBGROUP },
+            Message::Relay { view: 1, subgroup: u32::MAX, index: 0, sender: 0, body: vec![] },
+            Message::ClientDropped { reason: "x".repeat(MAX_REASON + 1) },
+        ] {
+            assert!(matches!(decode(&encode(&m).unwrap()), Err(WireError::Invalid(_))), "{m:?}");
+        }
     }
 
     proptest! {
@@ -325,7 +379,7 @@ mod tests {
         }
 
         #[test]
-        fn decoding_mutated_frames_never_panics(which in 0usize..8, pos in 0usize..200, byte in any::<u8>()) {
+        fn decoding_mutated_frames_never_panics(which in 0usize..13, pos in 0usize..200, byte in any::<u8>()) {
             let mut f = encode(&samples()[which]).unwrap();
             let i = pos % f.len();
             f[i] = byte;

@@ -1,5 +1,6 @@
 //! Building a [`Group`]: the layout, the callbacks, the timeouts, then `start`.
 
+use super::clients::{ClientLimits, Clients};
 use super::control;
 use super::deliver::{Callback, Delivery, InPlace};
 use super::directory::{data_addr, member_info, Directory};
@@ -24,6 +25,7 @@ pub struct GroupBuilder {
     layout: Arc<dyn Layout>,
     hooks: Hooks,
     app_regions: Vec<sst::transport::RegionSpec>,
+    client_limits: ClientLimits,
     setup_timeout: Duration,
     send_timeout: Duration,
 }
@@ -47,6 +49,7 @@ impl GroupBuilder {
             layout: Arc::new(all),
             hooks: Hooks::default(),
             app_regions: Vec::new(),
+            client_limits: ClientLimits::default(),
             setup_timeout,
             send_timeout: Duration::from_secs(30),
         }
@@ -155,6 +158,13 @@ impl GroupBuilder {
         self
     }
 
+    /// How many clients (processes outside the view, [`crate::client`]) this member
+    /// serves and how much it buffers for each (see [`ClientLimits`]).
+    pub fn client_limits(mut self, limits: ClientLimits) -> Self {
+        self.client_limits = limits;
+        self
+    }
+
     /// Declares subgroup `k`'s state for joiners (see [`StateHook`]).
     pub fn state(
         mut self,
@@ -220,6 +230,7 @@ impl GroupBuilder {
             current: RwLock::new(None),
             status: Status::default(),
             counters: Counters::default(),
+            clients: Arc::new(Clients::new(self.client_limits)),
             directory: Directory::new(me, cfg.listen),
             setup_timeout: self.setup_timeout,
             send_timeout: self.send_timeout,

@@ -86,8 +86,9 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     let member = match msg {
         Message::JoinRequest { member } => member,
         Message::Request { id, body } => return answer_request(inner, stream, id, &body),
+        Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
         _ => {
-            let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request or a request".into() });
+            let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() });
             return Err("unexpected first frame".into());
         }
     };

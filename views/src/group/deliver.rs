@@ -9,6 +9,7 @@
 //! until it returns (the slot is not reused before this node's `delivered` passes it).
 
 use sst::sync::lock;
+use super::clients::Clients;
 use crate::view::ViewId;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::transport::NodeId;
@@ -72,16 +73,22 @@ pub(crate) enum Callback {
     Batch(BatchFn),
 }
 
-/// The smc upcall of one subgroup in view `vid`: each message to `cb`.
+/// The smc upcall of subgroup `k` in view `vid`: each message to the clients that
+/// subscribed to `k` (see [`super::clients`]) and to `cb`.
 pub(crate) fn upcall(
     cb: Option<Arc<Mutex<Callback>>>,
     count: Arc<AtomicU64>,
-    vid: ViewId,
+    (vid, k): (ViewId, usize),
     senders: Vec<NodeId>,
+    clients: Arc<Clients>,
 ) -> smc::runtime::Upcall {
     let mut buf = Vec::new();
+    // Position of the next message in this view's delivery order of `k`.
+    let mut index = 0u64;
     Box::new(move |batch: &smc::Batch| {
         count.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        clients.relay(vid, k, index, batch, &senders);
+        index += batch.len() as u64;
         let Some(cb) = &cb else { return };
         match &mut *lock(cb) {
             Callback::Copy(f) => {

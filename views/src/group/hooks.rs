@@ -1,5 +1,6 @@
 //! The application's callbacks: deliveries, views, state for joiners, requests.
 
+use super::clients::Clients;
 use super::deliver::{self, Callback, InPlaceBatch};
 use crate::view::View;
 use sst::sync::atomic::AtomicU64;
@@ -48,20 +49,21 @@ pub(crate) struct Hooks {
 
 impl Hooks {
     /// The smc upcall of subgroup `k` of `view`: each message to the callback (the
-    /// one registered for `k`, else the one the factory makes), counted in
-    /// `delivered`.
+    /// one registered for `k`, else the one the factory makes) and to the clients
+    /// subscribed to `k`, counted in `delivered`.
     pub(crate) fn upcall(
         &self,
         k: usize,
         view: &View,
         spec: &smc::SubgroupSpec,
         delivered: Arc<AtomicU64>,
+        clients: Arc<Clients>,
     ) -> smc::runtime::Upcall {
         let cb = self.deliver.get(&k).cloned().or_else(|| {
             let f = self.deliver_by.as_ref()?(view, k, spec)?;
             Some(Arc::new(Mutex::new(Callback::Batch(f))))
         });
-        deliver::upcall(cb, delivered, view.id(), spec.senders.clone())
+        deliver::upcall(cb, delivered, (view.id(), k), spec.senders.clone(), clients)
     }
 
     /// Runs the view-start and view callbacks for a view just installed.

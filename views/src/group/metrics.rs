@@ -22,6 +22,10 @@ pub struct Metrics {
     /// Of those, messages whose resend waited for a later view because the next
     /// view was already changing when it was installed.
     pub resends_carried: u64,
+    /// Client sessions this member serves now ([`crate::client`]).
+    pub clients: u64,
+    /// Client sessions this member dropped because the client fell behind.
+    pub clients_dropped: u64,
 }
 
 /// The counters behind [`Metrics`]: the per-message ones are atomics (no lock on the

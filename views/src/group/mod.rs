@@ -43,6 +43,7 @@
 //! ```
 
 mod builder;
+mod clients;
 mod control;
 mod deliver;
 mod directory;
@@ -70,6 +71,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use builder::GroupBuilder;
+pub use clients::ClientLimits;
 pub use deliver::{Delivery, InPlace, InPlaceBatch};
 pub use error::{RequestError, SendError, StartError};
 pub use hooks::{BatchCallback, DeliverFactory, StateHook};
@@ -105,6 +107,8 @@ pub(crate) struct Inner {
     requests: control::RequestPool,
     pub(crate) status: Status,
     pub(crate) counters: Counters,
+    /// Client sessions (processes outside the view served by this member).
+    pub(crate) clients: Arc<clients::Clients>,
     /// The current view's runtime; `None` once stopped. Senders hold the read lock
     /// while they send; installing a view takes the write lock.
     pub(crate) current: RwLock<Option<Epoch>>,
@@ -152,6 +156,7 @@ impl Inner {
     /// every waiter wakes.
     fn end(&self, why: String) {
         self.status.set_stopped(why);
+        self.clients.close_all();
         self.freeze_current();
         let mut cur = sst::sync::write(&self.current);
         if let Some(mut e) = cur.take() {
@@ -206,7 +211,10 @@ impl Group {
 
     /// Counters so far.
     pub fn metrics(&self) -> Metrics {
-        self.inner.counters.snapshot()
+        let mut m = self.inner.counters.snapshot();
+        m.clients = self.inner.clients.connected() as u64;
+        m.clients_dropped = self.inner.clients.dropped();
+        m
     }
 
     /// Waits until the view has at least `n` members and no change is under way;

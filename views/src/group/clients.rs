@@ -1,0 +1,298 @@
+//! The member's side of client sessions ([`crate::client`]): processes outside the
+//! view that subscribe to subgroups and make requests through this member.
+//!
+//! A session starts with a `ClientHello` on the control port. The member refuses it
+//! past [`ClientLimits::max_clients`] sessions or when the id is already connected
+//! here, and otherwise answers `ClientWelcome`. Two threads serve the session: a
+//! reader (subscriptions and requests) and a writer, which drains the session's
+//! outbox to the socket. Delivery never waits for a client. The predicate thread
+//! appends each relayed message to the outboxes of the subscribed sessions, and when
+//! an outbox would pass [`ClientLimits::buffer_bytes`], that session is dropped: its
+//! outbox is replaced by one `ClientDropped` frame that says why, and the writer ends
+//! the session after sending it (or after its write timeout, if the client reads
+//! nothing). Clients are not members: no view change, no vote, no say in stability.
+//!
+//! Cost on the delivery path: one atomic load per batch while no client subscribes;
+//! otherwise one lock of the session list and one of each subscribed outbox per
+//! batch, and one copy of each message per subscribed session.
+
+use super::Inner;
+use crate::view::ViewId;
+use crate::wire::{encode, read_frame, Message, MAX_REASON};
+use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::collections::VecDeque;
+use std::io::Write;
+use std::net::{Shutdown, TcpStream};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// How many clients a member serves and how much it buffers for each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientLimits {
+    /// Sessions at once; a client past this is refused with the reason (default 256).
+    pub max_clients: usize,
+    /// Bytes of relayed frames waiting for one client; past this the client is
+    /// dropped (default 8 MiB).
+    pub buffer_bytes: usize,
+    /// How long a write to a client may block before the session ends (default 10 s).
+    pub write_timeout: Duration,
+}
+
+impl Default for ClientLimits {
+    fn default() -> Self {
+        ClientLimits { max_clients: 256, buffer_bytes: 8 << 20, write_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// The sessions of one member.
+#[derive(Debug)]
+pub(crate) struct Clients {
+    limits: ClientLimits,
+    sessions: Mutex<Vec<Arc<Session>>>,
+    /// Subscriptions over all sessions: the delivery path looks no further while 0.
+    subscriptions: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Session {
+    id: u64,
+    subgroups: Mutex<Vec<usize>>,
+    out: Mutex<Outbox>,
+    ready: Condvar,
+    /// For closing the connection from another thread (ends the reader).
+    stream: TcpStream,
+}
+
+#[derive(Debug, Default)]
+struct Outbox {
+    frames: VecDeque<Vec<u8>>,
+    bytes: usize,
+    /// Set once the session ends: the last frame is queued (or none will be).
+    closing: bool,
+}
+
+impl Clients {
+    pub(crate) fn new(limits: ClientLimits) -> Clients {
+        Clients { limits, sessions: Mutex::default(), subscriptions: AtomicUsize::new(0), dropped: AtomicU64::new(0) }
+    }
+
+    /// Sessions open now.
+    pub(crate) fn connected(&self) -> usize {
+        lock(&self.sessions).len()
+    }
+
+    /// Sessions dropped because their client fell behind.
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Relays one delivered batch of subgroup `k` of `view`, whose first message is
+    /// at `first` in the view's delivery order, to the sessions subscribed to `k`.
+    pub(crate) fn relay(&self, view: ViewId, k: usize, first: u64, batch: &smc::Batch, senders: &[NodeId]) {
+        if self.subscriptions.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let to: Vec<Arc<Session>> =
+            lock(&self.sessions).iter().filter(|s| lock(&s.subgroups).contains(&k)).cloned().collect();
+        if to.is_empty() {
+            return;
+        }
+        let frames: Vec<Vec<u8>> = batch
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let relay = Message::Relay {
+                    view: view.0,
+                    subgroup: k as u32,
+                    index: first + i as u64,
+                    sender: senders[m.sender()].0,
+                    body: m.to_vec(),
+                };
+                encode(&relay).ok()
+            })
+            .collect();
+        for s in &to {
+            if !s.push(&frames, self.limits.buffer_bytes) {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(client = s.id, limit = self.limits.buffer_bytes, "a client fell behind: dropped");
+            }
+        }
+    }
+
+    /// Ends every session (the member stops).
+    pub(crate) fn close_all(&self) {
+        for s in lock(&self.sessions).iter() {
+            s.close("the member stopped".into());
+        }
+    }
+
+    fn remove(&self, s: &Arc<Session>) {
+        let mut sessions = lock(&self.sessions);
+        if let Some(i) = sessions.iter().position(|x| Arc::ptr_eq(x, s)) {
+            sessions.swap_remove(i);
+            self.subscriptions.fetch_sub(lock(&s.subgroups).len(), Ordering::AcqRel);
+        }
+    }
+}
+
+impl Session {
+    /// Queues frames unless that passes `limit`; then the session is dropped and
+    /// false returned.
+    fn push(&self, frames: &[Vec<u8>], limit: usize) -> bool {
+        let mut o = lock(&self.out);
+        if o.closing {
+            return true;
+        }
+        let more: usize = frames.iter().map(Vec::len).sum();
+        if o.bytes + more > limit {
+            drop(o);
+            self.close(format!("fell behind: more than {limit} bytes of relayed messages waited for this client"));
+            return false;
+        }
+        o.bytes += more;
+        o.frames.extend(frames.iter().cloned());
+        drop(o);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Replaces whatever waits with a last frame saying why, for the writer to send.
+    fn close(&self, reason: String) {
+        let mut o = lock(&self.out);
+        if o.closing {
+            return;
+        }
+        o.frames.clear();
+        o.bytes = 0;
+        let mut reason = reason;
+        reason.truncate(MAX_REASON);
+        if let Ok(f) = encode(&Message::ClientDropped { reason }) {
+            o.frames.push_back(f);
+        }
+        o.closing = true;
+        drop(o);
+        self.ready.notify_one();
+    }
+
+    /// The writer: sends what the outbox holds until the session closes.
+    fn write_all(&self, mut stream: TcpStream) {
+        loop {
+            let (frames, last) = {
+                let mut o = lock(&self.out);
+                while o.frames.is_empty() && !o.closing {
+                    o = self.ready.wait(o).unwrap_or_else(std::sync::PoisonError::into_inner);
+                }
+                o.bytes = 0;
+                (std::mem::take(&mut o.frames), o.closing)
+            };
+            // One write for everything that waited (one system call, not one a frame).
+            let bytes: Vec<u8> = frames.into_iter().flatten().collect();
+            if stream.write_all(&bytes).is_err() {
+                let _ = self.stream.shutdown(Shutdown::Both);
+                return;
+            }
+            if last {
+                let _ = self.stream.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+/// Takes a client session whose `ClientHello` came on `stream`: refuses it with the
+/// reason, or welcomes it and starts its reader and writer threads.
+pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Result<(), String> {
+    let clients = &inner.clients;
+    let refuse = |stream: &mut TcpStream, reason: String| {
+        if let Ok(f) = encode(&Message::JoinRefused { reason: reason.clone() }) {
+            let _ = stream.write_all(&f);
+        }
+        Err(reason)
+    };
+    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(Some(clients.limits.write_timeout)).map_err(|e| e.to_string())?;
+    let _ = stream.set_nodelay(true);
+    let session = {
+        let mut sessions = lock(&clients.sessions);
+        if sessions.len() >= clients.limits.max_clients {
+            drop(sessions);
+            return refuse(&mut stream, format!("this member serves {} clients, its limit", clients.limits.max_clients));
+        }
+        if sessions.iter().any(|s| s.id == id) {
+            drop(sessions);
+            return refuse(&mut stream, format!("client id {id:#x} is already connected here"));
+        }
+        let s = Arc::new(Session {
+            id,
+            subgroups: Mutex::default(),
+            out: Mutex::default(),
+            ready: Condvar::new(),
+            stream: stream.try_clone().map_err(|e| e.to_string())?,
+        });
+        sessions.push(s.clone());
+        s
+    };
+    let welcome = encode(&Message::ClientWelcome { node: inner.cfg.node_id }).map_err(|e| e.to_string())?;
+    session.push(&[welcome], usize::MAX);
+    let writer = {
+        let (s, out) = (session.clone(), stream.try_clone().map_err(|e| e.to_string())?);
+        std::thread::Builder::new().name("spindle-client-out".into()).spawn(move || s.write_all(out))
+    };
+    let reader = {
+        let (inner, s) = (inner.clone(), session.clone());
+        std::thread::Builder::new().name("spindle-client-in".into()).spawn(move || {
+            let why = read_requests(&inner, &s, stream);
+            tracing::info!(client = s.id, %why, "client session ended");
+            s.close(why);
+            inner.clients.remove(&s);
+        })
+    };
+    if writer.is_err() || reader.is_err() {
+        session.close("no thread for this session".into());
+        clients.remove(&session);
+        return Err("no thread for a client session".into());
+    }
+    tracing::info!(client = id, "client session opened");
+    Ok(())
+}
+
+/// The reader: subscriptions and requests until the connection ends; returns why.
+fn read_requests(inner: &Inner, s: &Session, mut stream: TcpStream) -> String {
+    loop {
+        if inner.status.is_shut_down() {
+            return "the member stopped".into();
+        }
+        match read_frame(&mut stream) {
+            Ok(Message::Subscribe { subgroup }) => {
+                let mut subs = lock(&s.subgroups);
+                if !subs.contains(&(subgroup as usize)) {
+                    subs.push(subgroup as usize);
+                    inner.clients.subscriptions.fetch_add(1, Ordering::AcqRel);
+                }
+            }
+            Ok(Message::Request { id, body }) => {
+                let reply = match inner.hooks.request_handler() {
+                    Some(h) => Message::Reply { id, body: h(&body) },
+                    None => Message::JoinRefused { reason: "this member takes no requests".into() },
+                };
+                match encode(&reply) {
+                    Ok(f) => {
+                        if !s.push(&[f], inner.clients.limits.buffer_bytes) {
+                            return "fell behind".into();
+                        }
+                    }
+                    Err(e) => return format!("reply too large: {e}"),
+                }
+            }
+            Ok(other) => {
+                let mut what = format!("{other:?}");
+                what.truncate(120);
+                return format!("unexpected frame from a client: {what}");
+            }
+            Err(e) => return format!("connection: {e}"),
+        }
+    }
+}

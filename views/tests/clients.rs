@@ -1,0 +1,274 @@
+//! Clients outside the view (`views::client`): three members as threads of this
+//! process over shm or tcp, clients connected to them over their control ports.
+//! Every wait has a deadline; shm files are removed by the transports.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::client::{Client, ClientError, Relayed};
+use views::config::{Config, Transport};
+use views::group::{ClientLimits, Group, GroupBuilder};
+use views::wire::{encode, read_frame, Message};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
+
+fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
+    let mut b = Config::builder(id, testkit::free_control_addr())
+        .name(name)
+        .transport(t)
+        .window(16)
+        .max_msg(256)
+        .timeouts(Duration::from_millis(50), Duration::from_millis(1000));
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    b.build().unwrap()
+}
+
+/// Three members delivering subgroup 0 into logs; member 0 answers requests.
+fn group(name: &str, t: Transport, limits: ClientLimits) -> Vec<(Group, Log)> {
+    let mut out: Vec<(Group, Log)> = Vec::new();
+    for id in 0..3u32 {
+        let contact = out.first().map(|(g, _)| g.listen_addr());
+        let log: Log = Arc::default();
+        let l = log.clone();
+        let g = GroupBuilder::new(config(name, id, contact, t))
+            .on_deliver(0, move |d| l.lock().unwrap().push((d.sender.0, d.data.to_vec())))
+            .on_request(move |body| [b"member ".as_slice(), id.to_string().as_bytes(), b": ", body].concat())
+            .client_limits(limits)
+            .start()
+            .unwrap();
+        out.push((g, log));
+    }
+    for (g, _) in &out {
+        assert!(g.wait_for_members(3, WAIT), "the group formed");
+    }
+    out
+}
+
+/// Waits until every member delivered `n` messages (a member relays a batch just
+/// before its callback takes it).
+fn wait_for_logs(members: &[(Group, Log)], n: usize) {
+    let deadline = Instant::now() + WAIT;
+    while members.iter().any(|(_, l)| l.lock().unwrap().len() < n) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Receives until `n` messages came (or the wait ends).
+fn receive(c: &mut Client, n: usize) -> Vec<Relayed> {
+    let deadline = Instant::now() + WAIT;
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
+        if let Some(m) = c.recv(Duration::from_millis(100)).expect("the session lasts") {
+            got.push(m);
+        }
+    }
+    got
+}
+
+fn relayed_in_order(t: Transport, name: &str) {
+    let members = group(name, t, ClientLimits::default());
+    let views_before: Vec<u64> = members.iter().map(|(g, _)| g.metrics().views_installed).collect();
+    let view = members[0].0.view().unwrap().id();
+    let addrs: Vec<SocketAddr> = members.iter().map(|(g, _)| g.listen_addr()).collect();
+    // Two clients at different members; the first contact of the second is dead, so
+    // it moves on to the next one.
+    let mut a = Client::connect(&addrs[1..2], WAIT).unwrap();
+    let dead = testkit::free_control_addr();
+    let mut b = Client::connect(&[dead, addrs[2]], WAIT).unwrap();
+    assert_eq!(a.member().0 .0, 1);
+    assert_eq!(b.member(), (sst::transport::NodeId(2), addrs[2]));
+    a.subscribe(0).unwrap();
+    b.subscribe(0).unwrap();
+    // A request round trip also proves each subscription is in place (the member
+    // reads the session's frames in order).
+    assert_eq!(a.request(b"hi", WAIT).unwrap(), b"member 1: hi");
+    assert_eq!(b.request(b"ho", WAIT).unwrap(), b"member 2: ho");
+    // Every member sends; clients see what members deliver, in the same order.
+    const N: usize = 200;
+    std::thread::scope(|s| {
+        for (g, _) in &members {
+            s.spawn(move || {
+                for i in 0..N {
+                    g.send(0, format!("{}:{i}", g.listen_addr()).as_bytes()).unwrap();
+                }
+            });
+        }
+    });
+    let (ga, gb) = (receive(&mut a, 3 * N), receive(&mut b, 3 * N));
+    wait_for_logs(&members, 3 * N);
+    let member_log = members[1].1.lock().unwrap().clone();
+    let as_log = |got: &[Relayed]| got.iter().map(|m| (m.sender.0, m.data.clone())).collect::<Vec<_>>();
+    assert_eq!(ga.len(), 3 * N, "client a got every message");
+    assert_eq!(as_log(&ga), member_log, "client a sees its member's delivery order");
+    assert_eq!(as_log(&gb), member_log, "client b sees the same order at another member");
+    for (i, m) in ga.iter().enumerate() {
+        assert_eq!((m.view, m.subgroup, m.index), (view, 0, i as u64), "positions count the view's deliveries");
+    }
+    assert_eq!(ga, gb, "the same positions at both members");
+    // Clients leaving (and one dying mid-session) change no view.
+    drop(a);
+    drop(b);
+    let mut c = Client::connect(&addrs, WAIT).unwrap();
+    c.subscribe(0).unwrap();
+    drop(c);
+    assert!(members[0].0.wait_for_members(3, WAIT));
+    for ((g, _), before) in members.iter().zip(views_before) {
+        assert_eq!(g.metrics().views_installed, before, "no view change for clients");
+        assert_eq!(g.view().unwrap().id(), view);
+    }
+}
+
+#[test]
+fn clients_see_every_delivery_in_order_and_change_no_view_over_shm() {
+    relayed_in_order(Transport::Shm, &format!("cl{}s", std::process::id()));
+}
+
+#[test]
+fn clients_see_every_delivery_in_order_and_change_no_view_over_tcp() {
+    relayed_in_order(Transport::Tcp, &format!("cl{}t", std::process::id()));
+}
+
+/// Reads frames from a raw session until one matches `want` (bounded).
+fn read_until(s: &mut TcpStream, want: impl Fn(&Message) -> bool) -> Option<Message> {
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    loop {
+        match read_frame(s) {
+            Ok(m) if want(&m) => return Some(m),
+            Ok(_) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+#[test]
+fn a_client_that_stops_reading_is_dropped_and_the_group_goes_on() {
+    let limits = ClientLimits { buffer_bytes: 4 << 20, write_timeout: Duration::from_secs(2), ..ClientLimits::default() };
+    let members = group(&format!("cl{}d", std::process::id()), Transport::Shm, limits);
+    let views_before = members[1].0.metrics().views_installed;
+    let addr = members[1].0.listen_addr();
+    // A raw client that subscribes and then reads nothing.
+    let mut slow = TcpStream::connect(addr).unwrap();
+    slow.write_all(&encode(&Message::ClientHello { client: 7 }).unwrap()).unwrap();
+    assert!(matches!(read_frame(&mut slow), Ok(Message::ClientWelcome { node: 1 })));
+    slow.write_all(&encode(&Message::Subscribe { subgroup: 0 }).unwrap()).unwrap();
+    // A well-behaved client at the same member.
+    let mut good = Client::connect(&[addr], WAIT).unwrap();
+    good.subscribe(0).unwrap();
+    good.request(b"sync", WAIT).unwrap();
+    // Far more than the socket buffers (some MB on loopback) and the 4 MB limit hold,
+    // paced so that the reading client's writer keeps up even on a busy machine.
+    const N: usize = 100_000;
+    let writer = &members[0].0;
+    let payload = [7u8; 240];
+    let got = std::thread::scope(|s| {
+        let reader = s.spawn(|| receive(&mut good, N));
+        for i in 0..N {
+            writer.send(0, &payload).unwrap();
+            if i % 200 == 199 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        reader.join().unwrap()
+    });
+    assert_eq!(got.len(), N, "the reading client got everything");
+    let deadline = Instant::now() + WAIT;
+    while members[1].0.metrics().clients_dropped == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(members[1].0.metrics().clients_dropped, 1, "the stalled client was dropped (and only it)");
+    wait_for_logs(&members, N);
+    assert!(members.iter().all(|(_, log)| log.lock().unwrap().len() == N), "every member delivered everything");
+    // The stalled client, reading again, finds out why (after what was in flight),
+    // or the connection closed because it read nothing for the write timeout.
+    // (None: closed after the write timeout; the client sees the end of the stream.)
+    if let Some(Message::ClientDropped { reason }) = read_until(&mut slow, |m| matches!(m, Message::ClientDropped { .. })) {
+        assert!(reason.contains("fell behind"), "{reason}");
+    }
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    // The member keeps serving others.
+    let mut again = Client::connect(&[addr], WAIT).unwrap();
+    assert_eq!(again.request(b"still there?", WAIT).unwrap(), b"member 1: still there?");
+    assert_eq!(members[1].0.metrics().views_installed, views_before, "no view change for clients");
+}
+
+#[test]
+fn hostile_client_frames_are_refused_and_the_members_go_on() {
+    let limits = ClientLimits { max_clients: 2, ..ClientLimits::default() };
+    let members = group(&format!("cl{}h", std::process::id()), Transport::Shm, limits);
+    let views_before: Vec<u64> = members.iter().map(|(g, _)| g.metrics().views_installed).collect();
+    let addr = members[0].0.listen_addr();
+    // Closed: end of stream, or a reset (the member closed with our bytes unread).
+    let closed = |mut s: TcpStream| {
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        let mut buf = Vec::new();
+        match s.read_to_end(&mut buf) {
+            Ok(_) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        }
+    };
+    // Garbage, a huge length, a subscription before the hello.
+    for bytes in [
+        vec![0xAB; 64],
+        [b"SPCP".as_slice(), &2u16.to_le_bytes(), &u32::MAX.to_le_bytes()].concat(),
+        encode(&Message::Subscribe { subgroup: 0 }).unwrap(),
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&bytes).unwrap();
+        assert!(closed(s), "the member closes the connection");
+    }
+    // A session that sends an out-of-range subgroup or a member-only frame is ended.
+    for bad in [
+        [b"SPCP".as_slice(), &2u16.to_le_bytes()].concat(), // cut inside a header
+        encode(&Message::JoinRequest {
+            member: views::wire::MemberInfo { node: 9, control: addr, data: None },
+        })
+        .unwrap(),
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(&encode(&Message::ClientHello { client: 99 }).unwrap()).unwrap();
+        assert!(matches!(read_frame(&mut s), Ok(Message::ClientWelcome { .. })));
+        s.write_all(&bad).unwrap();
+        s.shutdown(std::net::Shutdown::Write).unwrap();
+        let ended = read_until(&mut s, |m| matches!(m, Message::ClientDropped { .. }));
+        assert!(matches!(ended, Some(Message::ClientDropped { .. })), "the member says why it ends the session");
+    }
+    let mut raw = [b"SPCP".as_slice(), &2u16.to_le_bytes()].concat();
+    let body = [10u8, 0xff, 0xff, 0xff, 0x0f]; // the Subscribe tag, then a subgroup of u32::MAX
+    raw.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    raw.extend_from_slice(&body);
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.write_all(&encode(&Message::ClientHello { client: 98 }).unwrap()).unwrap();
+    assert!(matches!(read_frame(&mut s), Ok(Message::ClientWelcome { .. })));
+    s.write_all(&raw).unwrap();
+    assert!(matches!(read_until(&mut s, |_| true), Some(Message::ClientDropped { .. })), "an invalid subgroup ends it");
+    // The same id twice at one member, and one client past the limit, are refused.
+    let a = Client::connect(&[addr], WAIT).unwrap();
+    let mut dup = TcpStream::connect(addr).unwrap();
+    dup.write_all(&encode(&Message::ClientHello { client: a.id() }).unwrap()).unwrap();
+    assert!(matches!(read_frame(&mut dup), Ok(Message::JoinRefused { reason }) if reason.contains("already connected")));
+    let b = Client::connect(&[addr], WAIT).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while members[0].0.metrics().clients != 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    match Client::connect(&[addr], WAIT) {
+        Err(ClientError::Connect(why)) => assert!(why.contains("its limit"), "{why}"),
+        other => panic!("a third client must be refused: {other:?}"),
+    }
+    drop((a, b));
+    // The members go on: a message is delivered everywhere, and no view changed.
+    members[2].0.send(0, b"after").unwrap();
+    let deadline = Instant::now() + WAIT;
+    while members.iter().any(|(_, l)| l.lock().unwrap().is_empty()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(members.iter().all(|(_, l)| l.lock().unwrap().as_slice() == [(2, b"after".to_vec())]));
+    let views_after: Vec<u64> = members.iter().map(|(g, _)| g.metrics().views_installed).collect();
+    assert_eq!(views_after, views_before, "no view change for clients");
+}
