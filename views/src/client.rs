@@ -129,10 +129,12 @@ fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStre
     }
 }
 
-/// Reads the member's frames until the connection ends.
-fn read_all(mut s: TcpStream, tx: std::sync::mpsc::Sender<Incoming>) {
+/// Reads the member's frames until the connection ends (through a buffer: relayed
+/// frames are small and many, and two reads a frame cost more than the frame).
+fn read_all(s: TcpStream, tx: std::sync::mpsc::Sender<Incoming>) {
+    let mut r = std::io::BufReader::with_capacity(1 << 16, s);
     loop {
-        let m = match read_frame(&mut s) {
+        let m = match read_frame(&mut r) {
             Ok(Message::Relay { view, subgroup, index, sender, body }) => Incoming::Relay(Relayed {
                 view: ViewId(view),
                 subgroup: subgroup as usize,
@@ -152,7 +154,7 @@ fn read_all(mut s: TcpStream, tx: std::sync::mpsc::Sender<Incoming>) {
         };
         let last = matches!(m, Incoming::Dropped(_) | Incoming::Closed(_));
         if tx.send(m).is_err() || last {
-            let _ = s.shutdown(Shutdown::Both);
+            let _ = r.get_ref().shutdown(Shutdown::Both);
             return;
         }
     }

@@ -97,6 +97,7 @@ pub enum Message {
         /// Byte offset of this piece in the state.
         offset: u64,
         /// The bytes.
+        #[serde(with = "serde_bytes")]
         data: Vec<u8>,
         /// The last piece.
         last: bool,
@@ -106,6 +107,7 @@ pub enum Message {
         /// Matches the reply.
         id: u64,
         /// Application payload.
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     /// The reply to a request.
@@ -113,6 +115,7 @@ pub enum Message {
         /// The request's id.
         id: u64,
         /// Application payload.
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     /// A process that is not a member opens a client session ([`crate::client`]).
@@ -141,6 +144,7 @@ pub enum Message {
         /// Its sender.
         sender: u32,
         /// Its payload.
+        #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
     /// The member ends a client session (it fell behind, or the member stops).

@@ -25,6 +25,7 @@ use bench::{err, out, round, Latency};
 use serde_json::{json, Value};
 use testkit::TransportKind;
 use sst::sync::atomic::{AtomicU64, Ordering};
+use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -61,6 +62,10 @@ struct Args {
     /// Skip the raw smc run.
     #[arg(long)]
     no_raw: bool,
+    /// Clients (`views::client`, threads of this program) subscribed to the
+    /// subgroup, spread over the members round-robin; each reports its rate.
+    #[arg(long, default_value_t = 0)]
+    clients: usize,
     /// Write every payload byte of each message (default: the first word only, as
     /// Derecho's bandwidth test does); for comparisons with programs that fill the
     /// whole message, such as `dds_perf`.
@@ -168,7 +173,15 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     if testkit::wait_for_parent() != "GO" {
         return Err("expected GO".into());
     }
-    let start = Instant::now();
+    if args.clients > 0 {
+        // The parent connects its clients, then says START.
+        println!("LISTEN {}", group.listen_addr());
+        if testkit::wait_for_parent() != "START" {
+            return Err("expected START".into());
+        }
+    }
+    let (start, cpu0) = (Instant::now(), testkit::cpu_time(testkit::CpuClock::Process));
+    let views0 = group.metrics().views_installed;
     std::thread::scope(|scope| -> Result<(), String> {
         if (id as usize) < k {
             let g = &group;
@@ -204,6 +217,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let digest = Digest(shared.digest.load(Ordering::Relaxed));
     let last = shared.done.lock().unwrap_or_else(|p| p.into_inner()).unwrap_or_else(Instant::now);
     let secs = (last - start).as_secs_f64().max(1e-9);
+    let cpu_pct = 100.0 * testkit::cpu_time(testkit::CpuClock::Process).saturating_sub(cpu0).as_secs_f64() / secs;
     let mut lat = Latency::default();
     if id == 1 {
         let body = [7u8; 64];
@@ -216,7 +230,8 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let m = group.metrics();
     let v = json!({
         "node": id, "msgs": msgs, "secs": secs, "digest": format!("{:016x}", digest.0),
-        "views": m.views_installed, "requests": lat.len(),
+        "views": m.views_installed, "requests": lat.len(), "cpu_pct": round(cpu_pct, 1),
+        "clients_dropped": m.clients_dropped, "view_changes_during_run": m.views_installed - views0,
         "request_p50_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.5), 1)) },
         "request_p99_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.99), 1)) },
     });
@@ -231,7 +246,17 @@ fn parent(args: &Args) -> Result<bool, String> {
     sst::transport::shm::remove_stale_files();
     // The members join as a Group; the bare-transport handshake of the child
     // protocol is only used for its READY/JOINED/GO lines.
-    let kids = bench::start_members(args.nodes, TransportKind::Shm, Duration::from_secs(3600), &[], &[], &[])?;
+    let mut kids = bench::start_members(args.nodes, TransportKind::Shm, Duration::from_secs(3600), &[], &[], &[])?;
+    let clients = if args.clients > 0 {
+        let all: Vec<usize> = (0..args.nodes).collect();
+        let addrs = kids.expect_lines("LISTEN ", &all).map_err(|e| e.to_string())?;
+        let addrs: Vec<SocketAddr> =
+            addrs.iter().map(|a| a.parse().map_err(|_| format!("bad address {a:?}"))).collect::<Result<_, _>>()?;
+        let expected = args.count * args.senders() as u64;
+        Some(run_clients(args.clients, &addrs, expected, || kids.tell_all("START").map_err(|e| e.to_string()))?)
+    } else {
+        None
+    };
     let (results, exited_ok) = bench::collect_results(kids, args.nodes)?;
     let n = results.len() as f64;
     let expected = args.count * args.senders() as u64;
@@ -240,6 +265,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let msgs_per_s =
         results.iter().map(|r| r["msgs"].as_f64().unwrap_or(0.0) / r["secs"].as_f64().unwrap_or(1.0)).sum::<f64>() / n;
     let views = results.iter().map(|r| r["views"].as_u64().unwrap_or(0)).max().unwrap_or(0);
+    let changes: u64 = results.iter().map(|r| r["view_changes_during_run"].as_u64().unwrap_or(0)).sum();
     let requester = results.iter().find(|r| r["node"] == 1);
     let mut line = json!({
         "bench": "group_bench",
@@ -254,9 +280,19 @@ fn parent(args: &Args) -> Result<bool, String> {
         "gb_per_s": round(msgs_per_s * args.size as f64 / 1e9, 4),
         "digest_agree": digest_agree,
         "views_installed": views,
+        "view_changes_during_run": changes,
         "request_p50_us": requester.map_or(Value::Null, |r| r["request_p50_us"].clone()),
         "request_p99_us": requester.map_or(Value::Null, |r| r["request_p99_us"].clone()),
     });
+    if let Some(c) = &clients {
+        let min = c.iter().copied().fold(f64::INFINITY, f64::min);
+        line["clients"] = json!(args.clients);
+        line["client_msgs_per_s"] = json!(c.iter().map(|r| round(*r, 0)).collect::<Vec<_>>());
+        line["min_client_msgs_per_s"] = json!(round(min, 0));
+        line["clients_all_received"] = json!(c.iter().all(|r| *r > 0.0));
+        line["member_cpu_pct"] = json!(results.iter().map(|r| r["cpu_pct"].clone()).collect::<Vec<_>>());
+        line["clients_dropped"] = json!(results.iter().map(|r| r["clients_dropped"].as_u64().unwrap_or(0)).sum::<u64>());
+    }
     if !args.no_raw {
         let raw = raw_smc(args)?;
         line["raw_smc_msgs_per_s"] = json!(round(raw, 0));
@@ -282,8 +318,69 @@ fn parent(args: &Args) -> Result<bool, String> {
             ));
         }
         out(&format!("  requests member 1 -> 0: p50 {} µs, p99 {} µs", line["request_p50_us"], line["request_p99_us"]));
+        if clients.is_some() {
+            out(&format!(
+                "  {} clients: min {} msgs/s each (all: {}), members' CPU {}%, dropped {}",
+                args.clients,
+                line["min_client_msgs_per_s"],
+                line["client_msgs_per_s"],
+                line["member_cpu_pct"],
+                line["clients_dropped"]
+            ));
+        }
     }
-    Ok(digest_agree && exited_ok)
+    let clients_ok = clients.as_ref().map_or(true, |c| c.iter().all(|r| *r > 0.0)) && changes == 0;
+    Ok(digest_agree && exited_ok && clients_ok)
+}
+
+/// Connects `k` clients to the members at `addrs` (round-robin), subscribes each to
+/// subgroup 0, calls `start`, and returns each client's rate: every one of the
+/// `expected` messages received, over the time from `start` to its last (0 for a
+/// client that did not get them all within 10 minutes, or was dropped).
+fn run_clients(
+    k: usize,
+    addrs: &[SocketAddr],
+    expected: u64,
+    start: impl FnOnce() -> Result<(), String>,
+) -> Result<Vec<f64>, String> {
+    let wait = Duration::from_secs(30);
+    let mut clients = Vec::new();
+    for i in 0..k {
+        let at = (i + 1) % addrs.len(); // member 0 sends: clients start at member 1
+        let mut c = views::client::Client::connect(&addrs[at..=at], wait)
+            .map_err(|e| e.to_string())?;
+        c.subscribe(0).map_err(|e| e.to_string())?;
+        c.request(b"ready", wait).map_err(|e| e.to_string())?; // the subscription is in place
+        clients.push(c);
+    }
+    start()?;
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let hs: Vec<_> = clients
+            .iter_mut()
+            .map(|c| {
+                s.spawn(move || {
+                    let (mut got, mut last) = (0u64, t0);
+                    while got < expected && t0.elapsed() < Duration::from_secs(600) {
+                        match c.recv(Duration::from_millis(100)) {
+                            Ok(Some(_)) => (got, last) = (got + 1, Instant::now()),
+                            Ok(None) => {}
+                            Err(e) => {
+                                err(&format!("group_bench: a client: {e}"));
+                                return 0.0;
+                            }
+                        }
+                    }
+                    if got < expected {
+                        0.0
+                    } else {
+                        got as f64 / (last - t0).as_secs_f64().max(1e-9)
+                    }
+                })
+            })
+            .collect();
+        Ok(hs.into_iter().map(|h| h.join().unwrap_or(0.0)).collect())
+    })
 }
 
 /// Raw smc with the same shape: the `bandwidth` program next to this one.

@@ -189,7 +189,10 @@ impl Session {
                 (std::mem::take(&mut o.frames), o.closing)
             };
             // One write for everything that waited (one system call, not one a frame).
-            let bytes: Vec<u8> = frames.into_iter().flatten().collect();
+            let mut bytes = Vec::with_capacity(frames.iter().map(Vec::len).sum());
+            for f in &frames {
+                bytes.extend_from_slice(f);
+            }
             if stream.write_all(&bytes).is_err() {
                 let _ = self.stream.shutdown(Shutdown::Both);
                 return;
