@@ -1,6 +1,7 @@
 //! group_bench over shm and tcp: the Group runtime delivers every message to every
 //! member in one order, in both delivery modes, answers requests on kept connections,
-//! and runs raw smc for comparison. Short runs: behaviour, not speed.
+//! and runs raw smc for comparison; clients subscribed at the members receive every
+//! message and change no view. Short runs: behaviour, not speed.
 
 use std::process::Command;
 
@@ -33,4 +34,21 @@ fn shm() {
 #[test]
 fn tcp() {
     check("tcp");
+}
+
+#[test]
+fn clients_receive_every_message_and_change_no_view() {
+    let out = Command::new(env!("CARGO_BIN_EXE_group_bench"))
+        .args(["--transport", "tcp", "--nodes", "3", "--size", "256", "--count", "3000"])
+        .args(["--clients", "4", "--no-raw", "--requests", "10", "--json"])
+        .output()
+        .expect("run group_bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "group_bench --clients failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(v["digest_agree"], true, "{v}");
+    assert_eq!(v["clients_all_received"], true, "{v}");
+    assert_eq!(v["view_changes_during_run"], 0, "{v}");
+    assert_eq!(v["clients_dropped"], 0, "{v}");
+    assert_eq!(v["client_msgs_per_s"].as_array().map(Vec::len), Some(4), "{v}");
 }
