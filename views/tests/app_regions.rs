@@ -2,6 +2,8 @@
 //! another's with one-sided writes, and the receiver reads them at the end of the
 //! view, before the next view's fresh regions replace them (over shm and tcp).
 
+mod common;
+
 use testkit::poll_until;
 use sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
 use std::sync::{Arc, Mutex};
@@ -15,13 +17,7 @@ const R: RegionId = RegionId(APP_REGIONS + 1);
 type Seen = Arc<Mutex<Vec<(u64, Vec<u8>)>>>;
 
 fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport, seen: Seen) -> Group {
-    let mut b = Config::builder(id, testkit::free_control_addr())
-        .name(name)
-        .transport(t)
-        .timeouts(Duration::from_millis(50), Duration::from_millis(400));
-    if let Some(c) = contact {
-        b = b.contact(c);
-    }
+    let b = common::member_config(name, id, contact, t);
     GroupBuilder::new(b.build().unwrap())
         .regions(vec![RegionSpec { id: R, len: 4096 }])
         .on_view_end(move |view, t| {

@@ -15,17 +15,11 @@ const WAIT: Duration = Duration::from_secs(30);
 
 type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
 
+mod common;
+
 fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
-    let mut b = Config::builder(id, testkit::free_control_addr())
-        .name(name)
-        .transport(t)
-        .window(16)
-        .max_msg(256)
-        .timeouts(Duration::from_millis(50), Duration::from_millis(1000));
-    if let Some(c) = contact {
-        b = b.contact(c);
-    }
-    b.build().unwrap()
+    let b = common::member_config(name, id, contact, t).window(16).max_msg(256);
+    b.timeouts(Duration::from_millis(50), Duration::from_millis(1000)).build().unwrap()
 }
 
 /// Three members delivering subgroup 0 into logs; member 0 answers requests.

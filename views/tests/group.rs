@@ -11,17 +11,10 @@ const WAIT: Duration = Duration::from_secs(30);
 
 type Log = Arc<Mutex<Vec<(u32, Vec<u8>)>>>;
 
+mod common;
+
 fn config(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> Config {
-    let mut b = Config::builder(id, testkit::free_control_addr())
-        .name(name)
-        .transport(t)
-        .window(8)
-        .max_msg(64)
-        .timeouts(Duration::from_millis(50), Duration::from_millis(400));
-    if let Some(c) = contact {
-        b = b.contact(c);
-    }
-    b.build().unwrap()
+    common::member_config(name, id, contact, t).window(8).max_msg(64).build().unwrap()
 }
 
 fn member(cfg: Config, counter: Arc<Mutex<u64>>) -> (Group, Log) {

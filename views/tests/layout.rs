@@ -2,10 +2,12 @@
 //! members and a new layout document; traffic in flight goes on through it, and a
 //! process that joins later learns the document with its view.
 
+mod common;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::{Config, Transport};
+use views::config::Transport;
 use views::group::{Group, GroupBuilder};
 use views::layout::{EditError, Layout, LayoutError};
 use views::view::View;
@@ -50,15 +52,7 @@ impl Layout for Named {
 type Log = Arc<Mutex<Vec<(usize, u32, Vec<u8>)>>>;
 
 fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
-    let mut b = Config::builder(id, testkit::free_control_addr())
-        .name(name)
-        .transport(Transport::Shm)
-        .window(8)
-        .max_msg(64)
-        .timeouts(Duration::from_millis(50), Duration::from_millis(400));
-    if let Some(c) = contact {
-        b = b.contact(c);
-    }
+    let b = common::member_config(name, id, contact, Transport::Shm).window(8).max_msg(64);
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
     let g = GroupBuilder::new(b.build().unwrap())
