@@ -181,7 +181,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         }
     }
     let (start, cpu0) = (Instant::now(), testkit::cpu_time(testkit::CpuClock::Process));
-    let views0 = group.metrics().views_installed;
+    let view0 = group.view().map_or(0, |v| v.id().0);
     std::thread::scope(|scope| -> Result<(), String> {
         if (id as usize) < k {
             let g = &group;
@@ -231,7 +231,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let v = json!({
         "node": id, "msgs": msgs, "secs": secs, "digest": format!("{:016x}", digest.0),
         "views": m.views_installed, "requests": lat.len(), "cpu_pct": round(cpu_pct, 1),
-        "clients_dropped": m.clients_dropped, "view_changes_during_run": m.views_installed - views0,
+        "clients_dropped": m.clients_dropped, "view_changes_during_run": group.view().map_or(0, |v| v.id().0).saturating_sub(view0),
         "request_p50_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.5), 1)) },
         "request_p99_us": if lat.is_empty() { Value::Null } else { json!(round(lat.quantile_us(0.99), 1)) },
     });

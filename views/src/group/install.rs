@@ -109,9 +109,10 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
         }
     }
     let transport = epoch.transport.clone();
+    // Counted before it is visible, so that no reader sees the view and an older count.
+    inner.counters.view_installed(began.elapsed(), resent, carried);
     *cur = Some(epoch);
     drop(cur);
-    inner.counters.view_installed(began.elapsed(), resent, carried);
     tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
     inner.status.bump();
     inner.hooks.view_started(&next.view, &transport);
