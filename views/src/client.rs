@@ -15,7 +15,9 @@
 //! delivered while it was away are not replayed (the group keeps no history; the DDS
 //! layer's Volatile and Logged topics do).
 //!
-//! Sending into a subgroup on a client's behalf is not built yet.
+//! Sending into a subgroup on a client's behalf is not built yet. A subscription
+//! names a subgroup by its index in each view: meant for layouts whose subgroups
+//! keep their numbers (not for one that renumbers them, as the DDS topic table does).
 //!
 //! ```no_run
 //! use std::time::Duration;
