@@ -55,9 +55,6 @@ pub fn err(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
 }
 
-/// `n` distinct loopback ports (see `testkit::free_ports`).
-pub use testkit::free_ports;
-
 /// The hidden arguments a program gives the copies of itself that it starts as the
 /// members of a run ([`start_members`]). Flatten them into a program's arguments.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -154,7 +151,7 @@ fn spawn_members(
     env: &[(&str, &std::ffi::OsStr)],
     command: impl Fn(usize, &str) -> std::process::Command,
 ) -> Result<testkit::ChildSet, String> {
-    let ports = free_ports(n)?;
+    let ports = testkit::free_ports(n)?;
     let plist: Vec<String> = ports.iter().map(u16::to_string).collect();
     let plist = plist.join(",");
     testkit::ChildSet::start(
@@ -174,7 +171,7 @@ fn spawn_members(
 
 /// Starts `n` copies of this program as the members of a run: each gets this
 /// program's own arguments, without the flags in `drop` (and their values), then
-/// `extra`, `--child i` and `--ports` with every member's port from [`free_ports`]
+/// `extra`, `--child i` and `--ports` with every member's port from `testkit::free_ports`
 /// (see [`MemberArgs`]); `env` is set for each. All waiting is bounded by
 /// `deadline`.
 pub fn start_members(

@@ -178,7 +178,7 @@ impl Session {
     }
 
     /// The writer: sends what the outbox holds until the session closes.
-    fn write_all(&self, mut stream: TcpStream) {
+    fn send_outbox(&self, mut stream: TcpStream) {
         loop {
             let (frames, last) = {
                 let mut o = lock(&self.out);
@@ -242,7 +242,7 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
     session.push(&[welcome], usize::MAX);
     let writer = {
         let (s, out) = (session.clone(), stream.try_clone().map_err(|e| e.to_string())?);
-        std::thread::Builder::new().name("spindle-client-out".into()).spawn(move || s.write_all(out))
+        std::thread::Builder::new().name("spindle-client-out".into()).spawn(move || s.send_outbox(out))
     };
     let reader = {
         let (inner, s) = (inner.clone(), session.clone());

@@ -303,7 +303,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     });
     let mut rng = smc::sim::Rng::new(seed);
     let name = format!("chaos{}", std::process::id());
-    let ports = bench::free_ports(args.nodes)?;
+    let ports = testkit::free_ports(args.nodes)?;
     let (tx, rx) = channel();
     let mut m = Members { list: Vec::new(), lines: rx };
     let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
