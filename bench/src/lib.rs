@@ -79,7 +79,8 @@ impl MemberArgs {
         out("READY");
         testkit::wait_for_parent();
         let t = if transport == "tcp" { views::config::Transport::Tcp } else { views::config::Transport::Shm };
-        let mut b = views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port))).name(&group).transport(t);
+        let mut b =
+            views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port))).name(&group).transport(t);
         if id > 0 {
             b = b.contact(SocketAddr::from(([127, 0, 0, 1], self.ports[0])));
         }
@@ -228,7 +229,8 @@ pub fn run_test_member<A: serde::de::DeserializeOwned>(role: impl FnOnce(&A, &Me
     let read = || -> Result<(MemberArgs, A), String> {
         let child = Some(id.parse().map_err(|_| format!("bad SPINDLE_TEST_MEMBER {id:?}"))?);
         let ports = std::env::var("SPINDLE_TEST_PORTS").map_err(|_| "SPINDLE_TEST_PORTS is not set")?;
-        let ports = ports.split(',').map(|p| p.parse().map_err(|_| format!("bad port {p:?}"))).collect::<Result<_, _>>()?;
+        let ports =
+            ports.split(',').map(|p| p.parse().map_err(|_| format!("bad port {p:?}"))).collect::<Result<_, _>>()?;
         let args = std::env::var("SPINDLE_TEST_ARGS").map_err(|_| "SPINDLE_TEST_ARGS is not set")?;
         let args = serde_json::from_str(&args).map_err(|e| format!("bad SPINDLE_TEST_ARGS: {e}"))?;
         Ok((MemberArgs { child, ports }, args))

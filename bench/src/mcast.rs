@@ -6,11 +6,11 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use smc::runtime::{Runtime, SubgroupSetup};
 use smc::{Mode, SmcLayout, SubgroupSpec};
-use testkit::TransportKind;
 use sst::predicate::{PollConfig, DEFAULT_SPIN_US};
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use std::time::Duration;
+use testkit::TransportKind;
 
 /// Which members send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -70,12 +70,7 @@ struct Seen {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
-    let group = member.group_config(
-        id,
-        &args.transport,
-        Duration::from_millis(100),
-        Duration::from_millis(1000),
-    )?;
+    let group = member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
     let mut cfg = DdsConfig::new(group);
     cfg.log_dir = args.log_dir.clone();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
@@ -137,9 +132,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         let w = writer.as_ref().ok_or("no writer")?;
         w.write(&(id, END, String::new())).map_err(|e| e.to_string())?;
     }
-    let ended = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(5), || {
-        lock(&seen).end
-    });
+    let ended = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(5), || lock(&seen).end);
     let g = lock(&seen);
     let members: Vec<u32> = p.group().members().iter().map(|m| m.0).collect();
     let v = json!({

@@ -59,8 +59,7 @@ fn record(i: u64, max: u64) -> Vec<u8> {
 fn killing_the_primary_mid_stream_loses_no_acknowledged_append() {
     const RUNS: u32 = 10;
     for transport in ["shm", "tcp"] {
-        let args =
-            Args { transport: transport.into(), acks: 2000, after: 300, max_record: 300, buffer: 64 * 1024 };
+        let args = Args { transport: transport.into(), acks: 2000, after: 300, max_record: 300, buffer: 64 * 1024 };
         sst::transport::shm::remove_stale_files();
         let mut failovers = Vec::new();
         for run in 0..RUNS {
@@ -88,12 +87,7 @@ fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
-    let group = member.group_config(
-        id,
-        &args.transport,
-        Duration::from_millis(100),
-        Duration::from_millis(800),
-    )?;
+    let group = member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(800))?;
     let mut cfg = TailwindConfig::new(dir_of(&group.name, id));
     cfg.buffer = args.buffer;
     let log = TailwindLog::start(group, cfg).map_err(|e| e.to_string())?;
@@ -137,8 +131,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         return Err("no new primary within 60 s".into());
     }
     if log.is_primary() {
-        let next =
-            lock(&recovered).as_ref().map(|r| r.next.0).ok_or("no recovery")?;
+        let next = lock(&recovered).as_ref().map(|r| r.next.0).ok_or("no recovery")?;
         for i in next..next + args.after {
             let lsn =
                 log.append(&record(i, args.max_record)).map_err(|e| format!("append {i} after the failover: {e}"))?;

@@ -10,8 +10,8 @@
 
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
-use crate::sink::{ReaderCore, Src};
 use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
+use crate::sink::{ReaderCore, Src};
 use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
 use std::collections::{BTreeMap, HashMap, VecDeque};

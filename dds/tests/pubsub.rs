@@ -7,9 +7,9 @@ use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DdsError, DomainParticipant, Sample};
 use serde::{Deserialize, Serialize};
-use testkit::poll_until;
 use std::net::SocketAddr;
 use std::time::Duration;
+use testkit::poll_until;
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -3,11 +3,11 @@
 
 use smc::runtime::{Runtime, SubgroupSetup};
 use smc::{Mode, SmcLayout, SubgroupSpec};
-use testkit::{local_group, TransportKind};
 use sst::predicate::PollConfig;
 use sst::sync::{Arc, Mutex};
 use sst::transport::{NodeId, RegionId, RegionSpec};
 use std::time::Duration;
+use testkit::{local_group, TransportKind};
 
 type Log = Arc<Mutex<Vec<(usize, u64, Vec<u8>)>>>;
 
@@ -225,8 +225,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery) -> bool {
     // Release subgroup 0: it catches up either way.
     *gate.0.lock().unwrap() = true;
     gate.1.notify_all();
-    let all =
-        testkit::poll_until(Duration::from_secs(60), Duration::from_millis(2), || delivered(0) && delivered(1));
+    let all = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(2), || delivered(0) && delivered(1));
     assert!(all, "every message of both subgroups is delivered after the release");
     other_done
 }

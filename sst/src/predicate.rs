@@ -463,8 +463,8 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use testkit::poll_until;
     use crate::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
+    use testkit::poll_until;
 
     #[derive(Default)]
     struct S {

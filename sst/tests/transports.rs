@@ -396,11 +396,7 @@ fn layout() -> (sst::table::Layout, Counter, Counter, Counter) {
     (b.build(), ping, pong, beat)
 }
 
-fn start_nodes(
-    kind: Kind,
-    n: usize,
-    hb: Option<HeartbeatConfig>,
-) -> (testkit::LocalGroup, Vec<PredicateThread<Node>>) {
+fn start_nodes(kind: Kind, n: usize, hb: Option<HeartbeatConfig>) -> (testkit::LocalGroup, Vec<PredicateThread<Node>>) {
     let (l, ping, pong, beat) = layout();
     let g = group(kind, n, &regions(l.table_bytes(n)));
     let members = common::ids(n);

@@ -2,11 +2,11 @@
 //! every backup's buffer, as the same bytes, and a backup's recovery scan returns
 //! exactly the acknowledged records; a backup that is cut off fails the append.
 
-use testkit::{local_group, TransportKind};
 use sst::transport::{NodeId, RegionId, RegionSpec};
 use std::time::Duration;
 use tailwind::format::scan;
 use tailwind::replicate::{AppendError, Lsn, Replicator};
+use testkit::{local_group, TransportKind};
 
 const BUF: usize = 64 * 1024;
 const R: RegionId = RegionId(7);

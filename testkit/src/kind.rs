@@ -1,6 +1,5 @@
 //! Which transport a group runs on, by its command-line name.
 
-
 /// Which transport a group uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {

@@ -15,7 +15,6 @@ pub use os::{catch_interrupts, cpu_time, die_with_parent, interrupted, CpuClock}
 
 use std::time::{Duration, Instant};
 
-
 /// Polls `f` every `step` until it returns true or `within` passes; returns whether
 /// it did. The bounded wait that tests, benchmarks and demos use instead of spinning.
 pub fn poll_until(within: Duration, step: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -1,9 +1,9 @@
 //! `n` nodes of one group as threads of this process.
 
 use crate::TransportKind;
+use sst::sync::atomic::{AtomicU32, Ordering};
 use sst::transport::{mem::MemFabric, rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::net::SocketAddr;
-use sst::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,4 +121,3 @@ pub fn local_group(
 pub(crate) fn loopback() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], 0))
 }
-

@@ -15,7 +15,11 @@
 //! delivered while it was away are not replayed (the group keeps no history; the DDS
 //! layer's Volatile and Logged topics do).
 //!
-//! Sending into a subgroup on a client's behalf is not built yet. A subscription
+//! Applications add their own protocol with [`Client::post`], [`Client::request`]
+//! and [`Event::Push`], served at the member by a
+//! [`crate::group::ClientHandler`] (the DDS layer's clients are built this way).
+//! Sending raw messages into a subgroup on a client's behalf is not built here: the
+//! DDS client writer does it, with the duplicate suppression a resend needs. A subscription
 //! names a subgroup by its index in each view: meant for layouts whose subgroups
 //! keep their numbers (not for one that renumbers them, as the DDS topic table does).
 //!
@@ -23,7 +27,7 @@
 //! use std::time::Duration;
 //! use views::client::Client;
 //! let contacts = ["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7010".parse().unwrap()];
-//! let mut c = Client::connect(&contacts, Duration::from_secs(5)).unwrap();
+//! let c = Client::connect(&contacts, Duration::from_secs(5)).unwrap();
 //! c.subscribe(0).unwrap();
 //! while let Some(m) = c.recv(Duration::from_secs(1)).unwrap() {
 //!     println!("view {} #{} from {}: {} bytes", m.view.0, m.index, m.sender, m.data.len());
@@ -32,11 +36,14 @@
 
 use crate::view::ViewId;
 use crate::wire::{encode, read_frame, Message};
+use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::lock;
 use sst::transport::NodeId;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -75,35 +82,58 @@ pub enum ClientError {
     Refused(String),
 }
 
-enum Incoming {
+/// What a client receives besides replies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// A message delivered in a subscribed subgroup.
     Relay(Relayed),
-    Reply { id: u64, body: Vec<u8> },
-    Refused(String),
-    Dropped(String),
-    Closed(String),
+    /// A message from the member's client handler (the application's protocol).
+    Push(Vec<u8>),
 }
 
-/// A session with one member (see the module docs).
+/// A reply waiter's answer.
+type Answer = Result<Vec<u8>, ClientError>;
+
+/// What the reader thread of one connection hands on.
+enum Incoming {
+    Event(Event),
+    /// The connection ended: dropped (true) or lost (false), and why.
+    Ended(u64, bool, String),
+}
+
+/// One connection to a member.
+#[derive(Debug)]
+struct Conn {
+    /// Counts connections: what an older connection's reader says is stale.
+    gen: u64,
+    at: usize,
+    node: NodeId,
+    stream: TcpStream,
+    /// Set once this connection ended: every call returns it until a reconnect.
+    ended: Option<ClientError>,
+}
+
+/// Requests waiting for their reply, by id, shared with the reader threads.
+type Pending = Arc<Mutex<HashMap<u64, SyncSender<Answer>>>>;
+
+/// A session with one member (see the module docs). Every method takes `&self`:
+/// one thread may wait in [`Client::recv_event`] while others send and request.
 #[derive(Debug)]
 pub struct Client {
     contacts: Vec<SocketAddr>,
     id: u64,
-    /// The contact in use.
-    at: usize,
-    node: NodeId,
-    stream: TcpStream,
-    rx: Receiver<Incoming>,
-    /// Relays that came while a request waited for its reply.
-    early: VecDeque<Relayed>,
-    subscribed: Vec<usize>,
-    next_request: u64,
-    /// Set once the session ended: every call returns it.
-    ended: Option<ClientError>,
+    conn: Mutex<Conn>,
+    pending: Pending,
+    events: Mutex<Receiver<Incoming>>,
+    tx: Sender<Incoming>,
+    /// Events read past by [`Client::recv`] (pushes) or [`Client::recv_push`] (relays).
+    held: Mutex<(VecDeque<Relayed>, VecDeque<Vec<u8>>)>,
+    subscribed: Mutex<Vec<usize>>,
+    next_request: AtomicU64,
 }
 
 /// A client id: distinct per process and call, with no coordination.
 fn fresh_id() -> u64 {
-    use sst::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let mut seed = Vec::new();
@@ -132,34 +162,55 @@ fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStre
 }
 
 /// Reads the member's frames until the connection ends (through a buffer: relayed
-/// frames are small and many, and two reads a frame cost more than the frame).
-fn read_all(s: TcpStream, tx: std::sync::mpsc::Sender<Incoming>) {
+/// frames are small and many, and two reads a frame cost more than the frame):
+/// replies to their waiters, everything else to the client's event queue.
+fn read_all(s: TcpStream, gen: u64, tx: Sender<Incoming>, pending: Pending) {
     let mut r = std::io::BufReader::with_capacity(1 << 16, s);
-    loop {
-        let m = match read_frame(&mut r) {
-            Ok(Message::Relay { view, subgroup, index, sender, body }) => Incoming::Relay(Relayed {
+    let (dropped, why) = loop {
+        let event = match read_frame(&mut r) {
+            Ok(Message::Relay { view, subgroup, index, sender, body }) => Event::Relay(Relayed {
                 view: ViewId(view),
                 subgroup: subgroup as usize,
                 index,
                 sender: NodeId(sender),
                 data: body,
             }),
-            Ok(Message::Reply { id, body }) => Incoming::Reply { id, body },
-            Ok(Message::JoinRefused { reason }) => Incoming::Refused(reason),
-            Ok(Message::ClientDropped { reason }) => Incoming::Dropped(reason),
+            Ok(Message::Push { body }) => Event::Push(body),
+            Ok(Message::Reply { id, body }) => {
+                if let Some(w) = lock(&pending).remove(&id) {
+                    let _ = w.send(Ok(body));
+                }
+                continue;
+            }
+            Ok(Message::JoinRefused { reason }) => {
+                // A refused request: the oldest waiter is the one (requests are
+                // answered in order on a session).
+                let mut p = lock(&pending);
+                if let Some(&id) = p.keys().min() {
+                    if let Some(w) = p.remove(&id) {
+                        let _ = w.send(Err(ClientError::Refused(reason)));
+                    }
+                }
+                continue;
+            }
+            Ok(Message::ClientDropped { reason }) => break (true, reason),
             Ok(other) => {
                 let mut what = format!("{other:?}");
                 what.truncate(120);
-                Incoming::Closed(format!("unexpected frame {what}"))
+                break (false, format!("unexpected frame {what}"));
             }
-            Err(e) => Incoming::Closed(e.to_string()),
+            Err(e) => break (false, e.to_string()),
         };
-        let last = matches!(m, Incoming::Dropped(_) | Incoming::Closed(_));
-        if tx.send(m).is_err() || last {
-            let _ = r.get_ref().shutdown(Shutdown::Both);
-            return;
+        if tx.send(Incoming::Event(event)).is_err() {
+            break (false, "the client was dropped".into());
         }
+    };
+    let _ = r.get_ref().shutdown(Shutdown::Both);
+    let err = if dropped { ClientError::Dropped(why.clone()) } else { ClientError::Disconnected(why.clone()) };
+    for (_, w) in lock(&pending).drain() {
+        let _ = w.send(Err(err.clone()));
     }
+    let _ = tx.send(Incoming::Ended(gen, dropped, why));
 }
 
 impl Client {
@@ -167,18 +218,19 @@ impl Client {
     /// the session, trying them in order, each for up to `timeout`.
     pub fn connect(contacts: &[SocketAddr], timeout: Duration) -> Result<Client, ClientError> {
         let id = fresh_id();
-        let (at, node, stream, rx) = Self::first_of(contacts, 0, id, timeout)?;
+        let pending = Pending::default();
+        let (tx, rx) = channel();
+        let conn = Self::first_of(contacts, 0, id, timeout, 1, &tx, &pending)?;
         Ok(Client {
             contacts: contacts.to_vec(),
             id,
-            at,
-            node,
-            stream,
-            rx,
-            early: VecDeque::new(),
-            subscribed: Vec::new(),
-            next_request: 0,
-            ended: None,
+            conn: Mutex::new(conn),
+            pending,
+            events: Mutex::new(rx),
+            tx,
+            held: Mutex::default(),
+            subscribed: Mutex::default(),
+            next_request: AtomicU64::new(0),
         })
     }
 
@@ -189,7 +241,10 @@ impl Client {
         start: usize,
         id: u64,
         timeout: Duration,
-    ) -> Result<(usize, NodeId, TcpStream, Receiver<Incoming>), ClientError> {
+        gen: u64,
+        tx: &Sender<Incoming>,
+        pending: &Pending,
+    ) -> Result<Conn, ClientError> {
         if contacts.is_empty() {
             return Err(ClientError::Connect("no contacts given".into()));
         }
@@ -199,12 +254,12 @@ impl Client {
             match open(contacts[at], id, timeout) {
                 Ok((node, stream)) => {
                     let reader = stream.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
-                    let (tx, rx) = channel();
+                    let (tx, pending) = (tx.clone(), pending.clone());
                     std::thread::Builder::new()
                         .name("spindle-client".into())
-                        .spawn(move || read_all(reader, tx))
+                        .spawn(move || read_all(reader, gen, tx, pending))
                         .map_err(|e| ClientError::Connect(format!("no reader thread: {e}")))?;
-                    return Ok((at, node, stream, rx));
+                    return Ok(Conn { gen, at, node, stream, ended: None });
                 }
                 Err(e) => why.push(format!("{}: {e}", contacts[at])),
             }
@@ -214,7 +269,8 @@ impl Client {
 
     /// The member serving this client, and its control address.
     pub fn member(&self) -> (NodeId, SocketAddr) {
-        (self.node, self.contacts[self.at])
+        let c = lock(&self.conn);
+        (c.node, self.contacts[c.at])
     }
 
     /// This client's id (random; unique among the clients of a member).
@@ -222,87 +278,156 @@ impl Client {
         self.id
     }
 
-    fn send(&mut self, m: &Message) -> Result<(), ClientError> {
-        if let Some(e) = &self.ended {
+    fn send(&self, m: &Message) -> Result<(), ClientError> {
+        let bytes = encode(m).map_err(|e| ClientError::Refused(e.to_string()))?;
+        let mut c = lock(&self.conn);
+        if let Some(e) = &c.ended {
             return Err(e.clone());
         }
-        let bytes = encode(m).map_err(|e| ClientError::Refused(e.to_string()))?;
-        self.stream.write_all(&bytes).map_err(|e| self.end(ClientError::Disconnected(e.to_string())))
-    }
-
-    fn end(&mut self, e: ClientError) -> ClientError {
-        let _ = self.stream.shutdown(Shutdown::Both);
-        self.ended.get_or_insert(e).clone()
-    }
-
-    /// Asks the member for every message delivered in subgroup `k` from now on
-    /// (the member must be in `k` to deliver it).
-    pub fn subscribe(&mut self, k: usize) -> Result<(), ClientError> {
-        let subgroup = u32::try_from(k).map_err(|_| ClientError::Refused(format!("subgroup {k} out of range")))?;
-        self.send(&Message::Subscribe { subgroup })?;
-        if !self.subscribed.contains(&k) {
-            self.subscribed.push(k);
+        if let Err(e) = c.stream.write_all(&bytes) {
+            let _ = c.stream.shutdown(Shutdown::Both);
+            return Err(c.ended.get_or_insert(ClientError::Disconnected(e.to_string())).clone());
         }
         Ok(())
     }
 
-    /// The next relayed message, waiting up to `within`; `Ok(None)` if none came.
-    pub fn recv(&mut self, within: Duration) -> Result<Option<Relayed>, ClientError> {
-        if let Some(m) = self.early.pop_front() {
-            return Ok(Some(m));
+    /// Asks the member for every message delivered in subgroup `k` from now on
+    /// (the member must be in `k` to deliver it).
+    pub fn subscribe(&self, k: usize) -> Result<(), ClientError> {
+        let subgroup = u32::try_from(k).map_err(|_| ClientError::Refused(format!("subgroup {k} out of range")))?;
+        self.send(&Message::Subscribe { subgroup })?;
+        let mut subs = lock(&self.subscribed);
+        if !subs.contains(&k) {
+            subs.push(k);
         }
-        if let Some(e) = &self.ended {
+        Ok(())
+    }
+
+    /// Sends `body` to the member's client handler, one way (see
+    /// [`crate::group::ClientHandler::post`]).
+    pub fn post(&self, body: &[u8]) -> Result<(), ClientError> {
+        self.send(&Message::Post { body: body.to_vec() })
+    }
+
+    /// The next event (relayed message or push), waiting up to `within`; `Ok(None)`
+    /// if none came. Once the session ends, the error says why (and every call
+    /// returns it until [`Client::reconnect`]).
+    pub fn recv_event(&self, within: Duration) -> Result<Option<Event>, ClientError> {
+        {
+            let mut held = lock(&self.held);
+            if let Some(m) = held.0.pop_front() {
+                return Ok(Some(Event::Relay(m)));
+            }
+            if let Some(b) = held.1.pop_front() {
+                return Ok(Some(Event::Push(b)));
+            }
+        }
+        self.next_event(within)
+    }
+
+    fn next_event(&self, within: Duration) -> Result<Option<Event>, ClientError> {
+        if let Some(e) = &lock(&self.conn).ended {
             return Err(e.clone());
         }
         let deadline = Instant::now() + within;
+        let rx = lock(&self.events);
         loop {
-            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Incoming::Relay(m)) => return Ok(Some(m)),
-                Ok(Incoming::Reply { .. } | Incoming::Refused(_)) => continue, // a request that gave up
-                Ok(Incoming::Dropped(why)) => return Err(self.end(ClientError::Dropped(why))),
-                Ok(Incoming::Closed(why)) => return Err(self.end(ClientError::Disconnected(why))),
-                Err(RecvTimeoutError::Timeout) => return Ok(None),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.end(ClientError::Disconnected("reader ended".into())))
+            match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(Incoming::Event(e)) => return Ok(Some(e)),
+                Ok(Incoming::Ended(gen, dropped, why)) => {
+                    let mut c = lock(&self.conn);
+                    if gen != c.gen {
+                        continue; // an earlier connection's end
+                    }
+                    let _ = c.stream.shutdown(Shutdown::Both);
+                    let e = if dropped { ClientError::Dropped(why) } else { ClientError::Disconnected(why) };
+                    return Err(c.ended.get_or_insert(e).clone());
                 }
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => unreachable!("the client holds a sender"),
             }
         }
     }
 
-    /// Sends `body` to the member's request handler (as [`crate::group::Group::request`]
-    /// does between members) and waits up to `within` for the answer. Relays that
-    /// come meanwhile wait for [`Client::recv`].
-    pub fn request(&mut self, body: &[u8], within: Duration) -> Result<Vec<u8>, ClientError> {
-        self.next_request += 1;
-        let id = self.next_request;
-        self.send(&Message::Request { id, body: body.to_vec() })?;
+    /// The next relayed message, waiting up to `within`; `Ok(None)` if none came.
+    /// Pushes that come meanwhile wait for [`Client::recv_push`].
+    pub fn recv(&self, within: Duration) -> Result<Option<Relayed>, ClientError> {
+        if let Some(m) = lock(&self.held).0.pop_front() {
+            return Ok(Some(m));
+        }
         let deadline = Instant::now() + within;
         loop {
-            match self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Incoming::Relay(m)) => self.early.push_back(m),
-                Ok(Incoming::Reply { id: got, body }) if got == id => return Ok(body),
-                Ok(Incoming::Reply { .. }) => continue, // an earlier request that gave up
-                Ok(Incoming::Refused(why)) => return Err(ClientError::Refused(why)),
-                Ok(Incoming::Dropped(why)) => return Err(self.end(ClientError::Dropped(why))),
-                Ok(Incoming::Closed(why)) => return Err(self.end(ClientError::Disconnected(why))),
-                Err(RecvTimeoutError::Timeout) => return Err(ClientError::Timeout(within)),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(self.end(ClientError::Disconnected("reader ended".into())))
-                }
+            match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
+                Some(Event::Relay(m)) => return Ok(Some(m)),
+                Some(Event::Push(b)) => lock(&self.held).1.push_back(b),
+                None => return Ok(None),
             }
         }
     }
 
-    /// After the session ended: connects to the next contact that takes it (after
-    /// the one in use, wrapping around) and subscribes again to every subgroup this
-    /// client had. Messages delivered in between are not replayed.
-    pub fn reconnect(&mut self, timeout: Duration) -> Result<(), ClientError> {
-        let _ = self.stream.shutdown(Shutdown::Both);
-        let (at, node, stream, rx) = Self::first_of(&self.contacts, self.at + 1, self.id, timeout)?;
-        (self.at, self.node, self.stream, self.rx) = (at, node, stream, rx);
-        self.early.clear();
-        self.ended = None;
-        for k in self.subscribed.clone() {
+    /// The next push, waiting up to `within`; relays that come meanwhile wait for
+    /// [`Client::recv`].
+    pub fn recv_push(&self, within: Duration) -> Result<Option<Vec<u8>>, ClientError> {
+        if let Some(b) = lock(&self.held).1.pop_front() {
+            return Ok(Some(b));
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
+                Some(Event::Push(b)) => return Ok(Some(b)),
+                Some(Event::Relay(m)) => lock(&self.held).0.push_back(m),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// Sends `body` to the member's request handler (its client handler, if it has
+    /// one; else the handler [`crate::group::Group::request`] reaches) and waits up to
+    /// `within` for the answer. Other threads may receive meanwhile.
+    pub fn request(&self, body: &[u8], within: Duration) -> Result<Vec<u8>, ClientError> {
+        let id = self.next_request.fetch_add(1, Ordering::Relaxed) + 1;
+        let (tx, rx) = sync_channel(1);
+        lock(&self.pending).insert(id, tx);
+        if let Err(e) = self.send(&Message::Request { id, body: body.to_vec() }) {
+            lock(&self.pending).remove(&id);
+            return Err(e);
+        }
+        match rx.recv_timeout(within) {
+            Ok(answer) => answer,
+            Err(_) => {
+                lock(&self.pending).remove(&id);
+                Err(ClientError::Timeout(within))
+            }
+        }
+    }
+
+    /// Connects to the next contact that takes the session (after the one in use,
+    /// wrapping around) and subscribes again to every subgroup this client had.
+    /// Messages delivered in between are not replayed; events of the old
+    /// connection not yet received are dropped.
+    pub fn reconnect(&self, timeout: Duration) -> Result<(), ClientError> {
+        {
+            let mut c = lock(&self.conn);
+            let _ = c.stream.shutdown(Shutdown::Both);
+            let next = Self::first_of(&self.contacts, c.at + 1, self.id, timeout, c.gen + 1, &self.tx, &self.pending);
+            match next {
+                Ok(conn) => *c = conn,
+                Err(e) => {
+                    c.ended.get_or_insert(e.clone());
+                    return Err(e);
+                }
+            }
+        }
+        {
+            let mut held = lock(&self.held);
+            held.0.clear();
+            held.1.clear();
+        }
+        // Whatever the old connection left queued is stale (its end is skipped by gen).
+        let rx = lock(&self.events);
+        while rx.try_recv().is_ok() {}
+        drop(rx);
+        for k in lock(&self.subscribed).clone() {
             self.subscribe(k)?;
         }
         Ok(())
@@ -311,6 +436,6 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        let _ = self.stream.shutdown(Shutdown::Both);
+        let _ = lock(&self.conn).stream.shutdown(Shutdown::Both);
     }
 }

@@ -152,6 +152,18 @@ pub enum Message {
         /// Why, for the client's error.
         reason: String,
     },
+    /// A one-way message from a client to its member's client handler (no reply).
+    Post {
+        /// Application payload.
+        #[serde(with = "serde_bytes")]
+        body: Vec<u8>,
+    },
+    /// A message from a member's client handler to a client, unasked.
+    Push {
+        /// Application payload.
+        #[serde(with = "serde_bytes")]
+        body: Vec<u8>,
+    },
 }
 
 /// Subgroups a client may subscribe to are numbered below this.
@@ -306,6 +318,8 @@ mod tests {
             Message::Subscribe { subgroup: 3 },
             Message::Relay { view: 4, subgroup: 3, index: 17, sender: 1, body: b"hello".to_vec() },
             Message::ClientDropped { reason: "fell behind".into() },
+            Message::Post { body: b"write".to_vec() },
+            Message::Push { body: b"sample".to_vec() },
         ]
     }
 
@@ -383,7 +397,7 @@ mod tests {
         }
 
         #[test]
-        fn decoding_mutated_frames_never_panics(which in 0usize..13, pos in 0usize..200, byte in any::<u8>()) {
+        fn decoding_mutated_frames_never_panics(which in 0usize..15, pos in 0usize..200, byte in any::<u8>()) {
             let mut f = encode(&samples()[which]).unwrap();
             let i = pos % f.len();
             f[i] = byte;

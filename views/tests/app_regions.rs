@@ -4,10 +4,10 @@
 
 mod common;
 
-use testkit::poll_until;
 use sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use testkit::poll_until;
 use views::config::{Config, Transport};
 use views::group::{Group, GroupBuilder, StartError, APP_REGIONS};
 

@@ -117,7 +117,7 @@ fn relayed_in_order(t: Transport, name: &str) {
     // Clients leaving (and one dying mid-session) change no view.
     drop(a);
     drop(b);
-    let mut c = Client::connect(&addrs, WAIT).unwrap();
+    let c = Client::connect(&addrs, WAIT).unwrap();
     c.subscribe(0).unwrap();
     drop(c);
     assert!(members[0].0.wait_for_members(3, WAIT));
@@ -149,7 +149,8 @@ fn read_until(s: &mut TcpStream, want: impl Fn(&Message) -> bool) -> Option<Mess
 
 #[test]
 fn a_client_that_stops_reading_is_dropped_and_the_group_goes_on() {
-    let limits = ClientLimits { buffer_bytes: 4 << 20, write_timeout: Duration::from_secs(2), ..ClientLimits::default() };
+    let limits =
+        ClientLimits { buffer_bytes: 4 << 20, write_timeout: Duration::from_secs(2), ..ClientLimits::default() };
     let members = group(&format!("cl{}d", std::process::id()), Transport::Shm, limits);
     let views_before = views(&members);
     let addr = members[1].0.listen_addr();
@@ -188,13 +189,15 @@ fn a_client_that_stops_reading_is_dropped_and_the_group_goes_on() {
     // The stalled client, reading again, finds out why (after what was in flight),
     // or the connection closed because it read nothing for the write timeout.
     // (None: closed after the write timeout; the client sees the end of the stream.)
-    if let Some(Message::ClientDropped { reason }) = read_until(&mut slow, |m| matches!(m, Message::ClientDropped { .. })) {
+    if let Some(Message::ClientDropped { reason }) =
+        read_until(&mut slow, |m| matches!(m, Message::ClientDropped { .. }))
+    {
         assert!(reason.contains("fell behind"), "{reason}");
     }
     let mut rest = Vec::new();
     let _ = slow.read_to_end(&mut rest);
     // The member keeps serving others.
-    let mut again = Client::connect(&[addr], WAIT).unwrap();
+    let again = Client::connect(&[addr], WAIT).unwrap();
     assert_eq!(again.request(b"still there?", WAIT).unwrap(), b"member 1: still there?");
     assert_eq!(views(&members), views_before, "no view change for clients");
 }
@@ -227,10 +230,8 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     // A session that sends an out-of-range subgroup or a member-only frame is ended.
     for bad in [
         [b"SPCP".as_slice(), &2u16.to_le_bytes()].concat(), // cut inside a header
-        encode(&Message::JoinRequest {
-            member: views::wire::MemberInfo { node: 9, control: addr, data: None },
-        })
-        .unwrap(),
+        encode(&Message::JoinRequest { member: views::wire::MemberInfo { node: 9, control: addr, data: None } })
+            .unwrap(),
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(&encode(&Message::ClientHello { client: 99 }).unwrap()).unwrap();
@@ -253,7 +254,9 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     let a = Client::connect(&[addr], WAIT).unwrap();
     let mut dup = TcpStream::connect(addr).unwrap();
     dup.write_all(&encode(&Message::ClientHello { client: a.id() }).unwrap()).unwrap();
-    assert!(matches!(read_frame(&mut dup), Ok(Message::JoinRefused { reason }) if reason.contains("already connected")));
+    assert!(
+        matches!(read_frame(&mut dup), Ok(Message::JoinRefused { reason }) if reason.contains("already connected"))
+    );
     let b = Client::connect(&[addr], WAIT).unwrap();
     let deadline = Instant::now() + WAIT;
     while members[0].0.metrics().clients != 2 && Instant::now() < deadline {
@@ -272,4 +275,71 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     }
     assert!(members.iter().all(|(_, l)| l.lock().unwrap().as_slice() == [(2, b"after".to_vec())]));
     assert_eq!(views(&members), views_before, "no view change for clients");
+}
+
+/// An application protocol over client sessions: each post is pushed back to every
+/// session that posted (reversed), requests answer with the session's id, and the
+/// handler hears of the end of each session.
+struct Echo {
+    seen: Mutex<Vec<views::group::ClientSession>>,
+    closed: Arc<Mutex<Vec<u64>>>,
+}
+
+impl views::group::ClientHandler for Echo {
+    fn request(&self, s: &views::group::ClientSession, body: &[u8]) -> Vec<u8> {
+        [&s.id().to_le_bytes()[..], body].concat()
+    }
+    fn post(&self, s: &views::group::ClientSession, body: &[u8]) {
+        let mut seen = self.seen.lock().unwrap();
+        if !seen.iter().any(|x| x.id() == s.id()) {
+            seen.push(s.clone());
+        }
+        let back: Vec<u8> = body.iter().rev().copied().collect();
+        seen.retain(|x| x.push(&back));
+    }
+    fn closed(&self, s: &views::group::ClientSession) {
+        self.closed.lock().unwrap().push(s.id());
+    }
+}
+
+#[test]
+fn a_client_handler_serves_posts_requests_and_pushes() {
+    let closed: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let handler = Echo { seen: Mutex::default(), closed: closed.clone() };
+    let cfg = config(&format!("cl{}p", std::process::id()), 0, None, Transport::Tcp);
+    let g = GroupBuilder::new(cfg).client_handler(handler).start().unwrap();
+    assert!(g.wait_for_members(1, WAIT));
+    let c = Arc::new(Client::connect(&[g.listen_addr()], WAIT).unwrap());
+    // One thread receives while this one posts and requests.
+    let receiver = {
+        let c = c.clone();
+        std::thread::spawn(move || {
+            let mut got = Vec::new();
+            let deadline = Instant::now() + WAIT;
+            while got.len() < 100 && Instant::now() < deadline {
+                if let Some(views::client::Event::Push(b)) = c.recv_event(Duration::from_millis(100)).unwrap() {
+                    got.push(b);
+                }
+            }
+            got
+        })
+    };
+    for i in 0..100u32 {
+        c.post(&i.to_be_bytes()).unwrap();
+        if i % 10 == 0 {
+            let reply = c.request(b"who", WAIT).unwrap();
+            assert_eq!(reply, [&c.id().to_le_bytes()[..], b"who"].concat());
+        }
+    }
+    let got = receiver.join().unwrap();
+    let want: Vec<Vec<u8>> = (0..100u32).map(|i| i.to_le_bytes().to_vec()).collect();
+    assert_eq!(got, want, "every push, in order (a big-endian number reversed is little-endian)");
+    let id = c.id();
+    drop(c);
+    let deadline = Instant::now() + WAIT;
+    while !closed.lock().unwrap().contains(&id) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(*closed.lock().unwrap(), vec![id], "the handler heard the session end");
+    drop(g);
 }

@@ -26,15 +26,15 @@
 //! fraction of it.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use bench::mcast::{self, Common, Digest, ModeArg};
 use bench::{err, out, round};
+use clap::Parser;
 use serde_json::{json, Value};
-use testkit::TransportKind;
 use sst::sync::atomic::Ordering;
 use sst::sync::{Arc, Mutex};
 use sst::transport::Transport;
 use std::time::{Duration, Instant};
+use testkit::TransportKind;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Multicast throughput (Derecho bandwidth_test shape)")]

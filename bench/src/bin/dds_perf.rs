@@ -21,17 +21,17 @@
 //! directory (the disk's baseline) and reports both.
 #![forbid(unsafe_code)]
 
+use bench::{out, round, Latency};
 use clap::Parser;
 use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
 use dds::{DataReader, DataWriter, DomainParticipant};
-use bench::{out, round, Latency};
 use serde_json::{json, Value};
-use testkit::TransportKind;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::TransportKind;
 use views::config::{Config, Transport};
 
 #[derive(Parser, Debug, Clone)]

@@ -19,16 +19,16 @@
 //! over a bare transport: no views engine, no heartbeats) and reports the fraction.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use bench::mcast::{Digest, Senders};
 use bench::{err, out, round, Latency};
+use clap::Parser;
 use serde_json::{json, Value};
-use testkit::TransportKind;
 use sst::sync::atomic::{AtomicU64, Ordering};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use testkit::TransportKind;
 use views::group::GroupBuilder;
 use views::layout::Shards;
 
@@ -291,7 +291,8 @@ fn parent(args: &Args) -> Result<bool, String> {
         line["min_client_msgs_per_s"] = json!(round(min, 0));
         line["clients_all_received"] = json!(c.iter().all(|r| *r > 0.0));
         line["member_cpu_pct"] = json!(results.iter().map(|r| r["cpu_pct"].clone()).collect::<Vec<_>>());
-        line["clients_dropped"] = json!(results.iter().map(|r| r["clients_dropped"].as_u64().unwrap_or(0)).sum::<u64>());
+        line["clients_dropped"] =
+            json!(results.iter().map(|r| r["clients_dropped"].as_u64().unwrap_or(0)).sum::<u64>());
     }
     if !args.no_raw {
         let raw = raw_smc(args)?;
@@ -347,8 +348,7 @@ fn run_clients(
     let mut clients = Vec::new();
     for i in 0..k {
         let at = (i + 1) % addrs.len(); // member 0 sends: clients start at member 1
-        let mut c = views::client::Client::connect(&addrs[at..=at], wait)
-            .map_err(|e| e.to_string())?;
+        let c = views::client::Client::connect(&addrs[at..=at], wait).map_err(|e| e.to_string())?;
         c.subscribe(0).map_err(|e| e.to_string())?;
         c.request(b"ready", wait).map_err(|e| e.to_string())?; // the subscription is in place
         clients.push(c);

@@ -13,9 +13,9 @@
 //! send is not counted. Percentiles are per sender; the report gives the worst sender.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use bench::mcast::{self, Common, ModeArg};
 use bench::{out, round, Latency};
+use clap::Parser;
 use serde_json::{json, Value};
 use sst::sync::{Arc, Condvar, Mutex};
 use sst::transport::Transport;

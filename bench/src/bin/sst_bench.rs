@@ -19,16 +19,16 @@
 //!    between seeing the idle phase start and end.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use bench::{err, out, round, Latency};
+use clap::Parser;
 use serde_json::json;
-use testkit::{poll_until as wait_for, CpuClock, TransportKind};
 use sst::heartbeat::{self, HeartbeatConfig};
 use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
 use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use sst::{Counter, LayoutBuilder, LocalRow, Table};
 use std::time::{Duration, Instant};
+use testkit::{poll_until as wait_for, CpuClock, TransportKind};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "SST push round trip, throughput and idle CPU")]

@@ -31,15 +31,15 @@
 //! process, their shm files and directories are removed.
 #![forbid(unsafe_code)]
 
-use clap::Parser;
 use bench::{err, out, round, Latency};
+use clap::Parser;
 use serde_json::{json, Value};
-use testkit::{CpuClock, TransportKind};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tailwind::service::{TailwindConfig, TailwindLog};
+use testkit::{CpuClock, TransportKind};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Tailwind replicated appends against an RPC baseline, with the backups' CPU time")]
@@ -265,12 +265,8 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             handler = Some(std::thread::spawn(move || rpc_handler(t, id as usize, spin, segment, dir, s)));
         }
     } else {
-        let g = args.member.group_config(
-            id,
-            &args.transport,
-            Duration::from_millis(100),
-            Duration::from_millis(1000),
-        )?;
+        let g =
+            args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
         let mut cfg = TailwindConfig::new(dir_of(&group, id));
         cfg.buffer = args.buffer;
         let log = TailwindLog::start(g, cfg).map_err(|e| e.to_string())?;

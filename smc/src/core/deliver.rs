@@ -47,7 +47,13 @@ impl SmcCore {
 
     /// Unordered delivery: every pending message with index below `cut[r]` (all of
     /// them without a cut), per sender in sender order.
-    pub(super) fn take_unordered(&self, cut: Option<&[u64]>, upto: &mut [u64], next_seq: &mut u64, msgs: &mut Vec<MsgRef>) {
+    pub(super) fn take_unordered(
+        &self,
+        cut: Option<&[u64]>,
+        upto: &mut [u64],
+        next_seq: &mut u64,
+        msgs: &mut Vec<MsgRef>,
+    ) {
         for (r, pending) in self.pending.iter().enumerate() {
             let limit = cut.map_or(u64::MAX, |c| c[r]);
             for e in pending.iter().take_while(|e| e.first < limit) {

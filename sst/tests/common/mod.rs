@@ -2,12 +2,12 @@
 //! child processes of the test binary, with deadlines and cleanup.
 #![allow(dead_code, missing_docs)]
 
-pub use testkit::TransportKind as Kind;
-use testkit::{ChildSet, LocalGroup};
 use sst::sync::Arc;
 use sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
 use std::process::Command;
 use std::time::Duration;
+pub use testkit::TransportKind as Kind;
+use testkit::{ChildSet, LocalGroup};
 
 pub const SETUP: Duration = Duration::from_secs(20);
 

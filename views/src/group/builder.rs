@@ -125,6 +125,14 @@ impl GroupBuilder {
         self
     }
 
+    /// Serves the application's own protocol to clients (see
+    /// [`super::ClientHandler`]); without one, client requests go to
+    /// [`GroupBuilder::on_request`] and client posts are refused.
+    pub fn client_handler(mut self, h: impl super::ClientHandler + 'static) -> Self {
+        self.hooks.client_handler = Some(Arc::new(h));
+        self
+    }
+
     /// Called with every view this node installs, the first one included.
     pub fn on_view(mut self, f: impl FnMut(&View) + Send + 'static) -> Self {
         self.hooks.on_view = Mutex::new(Some(Box::new(f)));
@@ -284,4 +292,3 @@ impl Layout for AllMembers {
         Shards { shard_size: n, ..self.0.clone() }.subgroups(view)
     }
 }
-

@@ -12,6 +12,12 @@
 //! the session after sending it (or after its write timeout, if the client reads
 //! nothing). Clients are not members: no view change, no vote, no say in stability.
 //!
+//! An application may serve its own protocol to clients ([`ClientHandler`], given
+//! with [`super::GroupBuilder::client_handler`]): a client's requests and posts go
+//! to the handler with a [`ClientSession`], through which the application pushes
+//! messages back, bounded by the same outbox. Without a handler, client requests go
+//! to the member's request handler ([`super::GroupBuilder::on_request`]).
+//!
 //! Cost on the delivery path: one atomic load per batch while no client subscribes;
 //! otherwise one lock of the session list and one of each subscribed outbox per
 //! batch, and one copy of each message per subscribed session.
@@ -46,6 +52,63 @@ impl Default for ClientLimits {
     }
 }
 
+/// An application's side of client sessions (see the module docs). Its methods run
+/// on the session's reader thread, one frame at a time per session: a call that
+/// blocks holds up that client only (and, through TCP, its sends).
+pub trait ClientHandler: Send + Sync {
+    /// A request; the answer goes back as its reply.
+    fn request(&self, session: &ClientSession, body: &[u8]) -> Vec<u8>;
+    /// A one-way message.
+    fn post(&self, session: &ClientSession, body: &[u8]);
+    /// The session ended (the client left, was dropped, or the member stops).
+    fn closed(&self, session: &ClientSession) {
+        let _ = session;
+    }
+}
+
+/// One client's session, as a [`ClientHandler`] sees it: cheap to clone and to
+/// keep (a clone of a session that ended refuses every push).
+#[derive(Debug, Clone)]
+pub struct ClientSession {
+    s: Arc<Session>,
+    limit: usize,
+    dropped: Arc<AtomicU64>,
+}
+
+impl ClientSession {
+    /// The client's id (as it gave it in its hello; unique among this member's
+    /// sessions).
+    pub fn id(&self) -> u64 {
+        self.s.id
+    }
+
+    /// Queues `body` for the client (a `Push` frame). False if the session ended,
+    /// or if this push passes the session's buffer limit, which drops the client.
+    pub fn push(&self, body: &[u8]) -> bool {
+        match encode(&Message::Push { body: body.to_vec() }) {
+            Ok(f) => {
+                let ok = self.s.push(&[f], self.limit);
+                if !ok {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(client = self.s.id, limit = self.limit, "a client fell behind: dropped");
+                }
+                ok && self.is_open()
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// True until the session ends.
+    pub fn is_open(&self) -> bool {
+        !lock(&self.s.out).closing
+    }
+
+    /// Ends the session; the client gets `reason`.
+    pub fn close(&self, reason: &str) {
+        self.s.close(reason.into());
+    }
+}
+
 /// The sessions of one member.
 #[derive(Debug)]
 pub(crate) struct Clients {
@@ -53,7 +116,7 @@ pub(crate) struct Clients {
     sessions: Mutex<Vec<Arc<Session>>>,
     /// Subscriptions over all sessions: the delivery path looks no further while 0.
     subscriptions: AtomicUsize,
-    dropped: AtomicU64,
+    dropped: Arc<AtomicU64>,
 }
 
 #[derive(Debug)]
@@ -76,7 +139,7 @@ struct Outbox {
 
 impl Clients {
     pub(crate) fn new(limits: ClientLimits) -> Clients {
-        Clients { limits, sessions: Mutex::default(), subscriptions: AtomicUsize::new(0), dropped: AtomicU64::new(0) }
+        Clients { limits, sessions: Mutex::default(), subscriptions: AtomicUsize::new(0), dropped: Arc::default() }
     }
 
     /// Sessions open now.
@@ -144,7 +207,7 @@ impl Session {
     fn push(&self, frames: &[Vec<u8>], limit: usize) -> bool {
         let mut o = lock(&self.out);
         if o.closing {
-            return true;
+            return true; // ended already: not a drop
         }
         let more: usize = frames.iter().map(Vec::len).sum();
         if o.bytes + more > limit {
@@ -222,7 +285,10 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
         let mut sessions = lock(&clients.sessions);
         if sessions.len() >= clients.limits.max_clients {
             drop(sessions);
-            return refuse(&mut stream, format!("this member serves {} clients, its limit", clients.limits.max_clients));
+            return refuse(
+                &mut stream,
+                format!("this member serves {} clients, its limit", clients.limits.max_clients),
+            );
         }
         if sessions.iter().any(|s| s.id == id) {
             drop(sessions);
@@ -247,10 +313,18 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
     let reader = {
         let (inner, s) = (inner.clone(), session.clone());
         std::thread::Builder::new().name("spindle-client-in".into()).spawn(move || {
-            let why = read_requests(&inner, &s, stream);
+            let handle = ClientSession {
+                s: s.clone(),
+                limit: inner.clients.limits.buffer_bytes,
+                dropped: inner.clients.dropped.clone(),
+            };
+            let why = read_requests(&inner, &handle, stream);
             tracing::info!(client = s.id, %why, "client session ended");
             s.close(why);
             inner.clients.remove(&s);
+            if let Some(h) = inner.hooks.client_handler() {
+                h.closed(&handle);
+            }
         })
     };
     if writer.is_err() || reader.is_err() {
@@ -263,7 +337,9 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
 }
 
 /// The reader: subscriptions and requests until the connection ends; returns why.
-fn read_requests(inner: &Inner, s: &Session, mut stream: TcpStream) -> String {
+fn read_requests(inner: &Inner, handle: &ClientSession, stream: TcpStream) -> String {
+    let s = &handle.s;
+    let mut stream = std::io::BufReader::with_capacity(1 << 16, stream);
     loop {
         if inner.status.is_shut_down() {
             return "the member stopped".into();
@@ -276,10 +352,15 @@ fn read_requests(inner: &Inner, s: &Session, mut stream: TcpStream) -> String {
                     inner.clients.subscriptions.fetch_add(1, Ordering::AcqRel);
                 }
             }
+            Ok(Message::Post { body }) => match inner.hooks.client_handler() {
+                Some(h) => h.post(handle, &body),
+                None => return "this member takes no posts from clients".into(),
+            },
             Ok(Message::Request { id, body }) => {
-                let reply = match inner.hooks.request_handler() {
-                    Some(h) => Message::Reply { id, body: h(&body) },
-                    None => Message::JoinRefused { reason: "this member takes no requests".into() },
+                let reply = match (inner.hooks.client_handler(), inner.hooks.request_handler()) {
+                    (Some(h), _) => Message::Reply { id, body: h.request(handle, &body) },
+                    (None, Some(h)) => Message::Reply { id, body: h(&body) },
+                    (None, None) => Message::JoinRefused { reason: "this member takes no requests".into() },
                 };
                 match encode(&reply) {
                     Ok(f) => {

@@ -88,7 +88,10 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
         Message::Request { id, body } => return answer_request(inner, stream, id, &body),
         Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
         _ => {
-            let _ = send(&mut stream, &Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() });
+            let _ = send(
+                &mut stream,
+                &Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() },
+            );
             return Err("unexpected first frame".into());
         }
     };
@@ -116,12 +119,10 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
             tracing::info!(joiner = %node, "join request taken");
             Ok(())
         }
-        Err(JoinRefusal::Redirect(leader)) => {
-            match inner.directory.control_of(leader) {
-                Some(leader) => send(&mut stream, &Message::Redirect { leader }).map_err(|e| e.to_string()),
-                None => refuse(&mut stream, "leader unknown; retry".into()),
-            }
-        }
+        Err(JoinRefusal::Redirect(leader)) => match inner.directory.control_of(leader) {
+            Some(leader) => send(&mut stream, &Message::Redirect { leader }).map_err(|e| e.to_string()),
+            None => refuse(&mut stream, "leader unknown; retry".into()),
+        },
         Err(JoinRefusal::Duplicate) => refuse(&mut stream, format!("node id {} is already a member", node.0)),
         Err(JoinRefusal::Closing) => refuse(&mut stream, "a view change is under way; retry".into()),
     }
@@ -188,7 +189,13 @@ impl RequestPool {
     /// Sends one request to member `to` at `addr` and waits for its reply, on the
     /// connection kept for `to` if there is one (else a new one, kept afterwards). A
     /// request is never sent twice: a failure on a kept connection is reported as is.
-    pub(crate) fn request(&self, to: NodeId, addr: SocketAddr, body: &[u8], within: Duration) -> Result<Vec<u8>, String> {
+    pub(crate) fn request(
+        &self,
+        to: NodeId,
+        addr: SocketAddr,
+        body: &[u8],
+        within: Duration,
+    ) -> Result<Vec<u8>, String> {
         let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut s = match self.take(to, addr) {
             Some(s) => s,

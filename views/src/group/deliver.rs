@@ -8,10 +8,10 @@
 //! the whole view. The in-place callback copies nothing: it gets the slot itself, valid
 //! until it returns (the slot is not reused before this node's `delivered` passes it).
 
-use sst::sync::lock;
 use super::clients::Clients;
 use crate::view::ViewId;
 use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::lock;
 use sst::transport::NodeId;
 use std::sync::{Arc, Mutex};
 

@@ -177,13 +177,7 @@ impl Epoch {
                 setups.push(SubgroupSetup {
                     spec: spec.clone(),
                     region: RegionId(1 + k as u16),
-                    upcall: inner.hooks.upcall(
-                        k,
-                        &view,
-                        spec,
-                        inner.counters.delivered.clone(),
-                        inner.clients.clone(),
-                    ),
+                    upcall: inner.hooks.upcall(k, &view, spec, inner.counters.delivered.clone(), inner.clients.clone()),
                     delivery: Delivery::Inline,
                 });
             }

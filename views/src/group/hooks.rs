@@ -45,6 +45,7 @@ pub(crate) struct Hooks {
     pub(super) on_view_start: Mutex<Option<ViewEndFn>>,
     pub(super) state: Vec<(usize, StateHook)>,
     pub(super) on_request: Option<RequestFn>,
+    pub(super) client_handler: Option<Arc<dyn super::ClientHandler>>,
 }
 
 impl Hooks {
@@ -93,6 +94,11 @@ impl Hooks {
     /// At the member that takes a join: every declared subgroup's state, now.
     pub(crate) fn states(&self) -> impl Iterator<Item = (usize, Vec<u8>)> + '_ {
         self.state.iter().map(|(k, hook)| (*k, (hook.get)()))
+    }
+
+    /// The application's client handler, if it gave one.
+    pub(crate) fn client_handler(&self) -> Option<&Arc<dyn super::ClientHandler>> {
+        self.client_handler.as_ref()
     }
 
     /// The request handler, if the application gave one.

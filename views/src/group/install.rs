@@ -3,9 +3,9 @@
 
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
-use sst::sync::lock;
 use crate::engine::{Next, StopReason};
 use crate::wire::ViewMsg;
+use sst::sync::lock;
 use sst::transport::NodeId;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;

@@ -71,7 +71,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use builder::GroupBuilder;
-pub use clients::ClientLimits;
+pub use clients::{ClientHandler, ClientLimits, ClientSession};
 pub use deliver::{Delivery, InPlace, InPlaceBatch};
 pub use error::{RequestError, SendError, StartError};
 pub use hooks::{BatchCallback, DeliverFactory, StateHook};

@@ -70,7 +70,9 @@ impl Group {
                     k = pick(&e.view);
                     let here = k.map(|k| (k, e.specs.get(k), e.sub(k)));
                     match here {
-                        Some((_, Some(spec), Some(s))) if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() => {
+                        Some((_, Some(spec), Some(s)))
+                            if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() =>
+                        {
                             match s.reserve(len) {
                                 Ok(mut slot) => {
                                     build(&mut slot);

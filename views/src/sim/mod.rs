@@ -24,8 +24,8 @@
 
 mod config;
 mod faults;
-mod network;
 pub mod invariants;
+mod network;
 mod setup;
 
 use crate::engine::{Action, Engine, Next};
@@ -42,8 +42,8 @@ use std::sync::Arc;
 use config::SimLayout;
 pub use config::{Fault, GroupSimConfig, Senders};
 
-pub use smc::sim::Violation;
 use network::Link;
+pub use smc::sim::Violation;
 
 /// What a finished run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -61,7 +61,6 @@ pub struct Report {
     /// Deliveries in subgroup 1 of a dynamic layout.
     pub dynamic_delivered: u64,
 }
-
 
 /// One simulated process.
 #[derive(Debug)]

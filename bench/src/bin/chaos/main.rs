@@ -20,9 +20,9 @@
 //! It passes (exit 0) when the survivors' digests agree, every survivor's final view
 //! is the survivors, and each delivered messages in it (`delivered_after_last_view`).
 
-use clap::Parser;
 use bench::mcast::Digest;
 use bench::{err, out, round};
+use clap::Parser;
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::io::{BufRead, BufReader, Write};
@@ -114,7 +114,10 @@ fn main() {
         || args.seconds <= 0.0
         || (args.kill_leader && args.kill < 1 + usize::from(args.kill_leader_in_change))
     {
-        bench::usage("chaos", "need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0");
+        bench::usage(
+            "chaos",
+            "need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0",
+        );
     }
     testkit::catch_interrupts();
     bench::finish("chaos", parent(&args))

@@ -24,10 +24,7 @@
 //! as [`PeerEvent::Broken`]; this node and its other links keep working.
 
 use super::frame::{self, Frame};
-use super::{
-    EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError,
-    WriteOp,
-};
+use super::{EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp};
 use crate::doorbell::Doorbell;
 use crate::region::Region;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};

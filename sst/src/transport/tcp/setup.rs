@@ -4,9 +4,9 @@
 use super::frame::{self, Frame, Hello};
 use super::{TcpConfig, TcpTransport};
 use crate::transport::{check_peers, check_regions, probe_gone, GoneProbe, NodeId, RegionSpec, SetupError};
-use std::thread::JoinHandle;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A bound listener, waiting for [`Listener::establish`]. Binding first lets a caller

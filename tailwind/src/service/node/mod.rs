@@ -111,7 +111,6 @@ pub(super) struct Shared {
     pub on_recovered: Mutex<Option<RecoveredFn>>,
 }
 
-
 /// The committed segments on disk in `dir` for log `log` (first record ->
 /// records); a damaged one is an error naming the file.
 pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<BTreeMap<u64, u64>, String> {
