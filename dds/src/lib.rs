@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catchup;
+pub mod client;
 pub mod config;
 mod error;
 pub mod log;
@@ -13,6 +14,7 @@ pub mod table;
 mod topic;
 pub mod writer;
 
+pub use client::{ClientConfig, ClientWriter, DomainClient};
 pub use error::DdsError;
 pub use reader::{DataReader, ReaderStatus, SampleRef};
 pub use sample::{Sample, SampleInfo, WriterId};
@@ -66,6 +68,7 @@ pub(crate) struct Shared {
     me: NodeId,
     topics: Mutex<HashMap<String, Arc<TopicState>>>,
     group: OnceLock<Weak<Group>>,
+    participant: OnceLock<Weak<Participant>>,
     catch_up_timeout: Duration,
 }
 
@@ -141,6 +144,7 @@ impl DomainParticipant {
             me: NodeId(cfg.group.node_id),
             topics: Mutex::new(HashMap::new()),
             group: OnceLock::new(),
+            participant: OnceLock::new(),
             catch_up_timeout: cfg.catch_up_timeout,
         });
         let (s1, s2) = (shared.clone(), shared.clone());
@@ -148,12 +152,21 @@ impl DomainParticipant {
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
             .on_request(move |body| catchup::answer(&s2, body))
+            .client_handler(client::Serve::new(shared.clone()))
             .start()?;
         let group = Arc::new(group);
         let _ = shared.group.set(Arc::downgrade(&group));
         let p = Participant { group, shared, cfg, incarnation: incarnation(), next_endpoint: AtomicU32::new(0) };
         p.edit(&Edit::Hello { node: p.shared.me.0, incarnation: p.incarnation }, "participant")?;
-        Ok(DomainParticipant(Arc::new(p)))
+        let p = Arc::new(p);
+        let _ = p.shared.participant.set(Arc::downgrade(&p));
+        Ok(DomainParticipant(p))
+    }
+
+    /// A participant outside the domain's group: a client of one of its members
+    /// (see [`client`]). The same as [`DomainClient::connect`].
+    pub fn client(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
+        DomainClient::connect(cfg)
     }
 
     /// This participant's node id.
@@ -198,7 +211,7 @@ impl DomainParticipant {
             )));
         }
         let p = &self.0;
-        let state = p.state(topic)?;
+        let state = p.state_of(&topic.name, topic.qos)?;
         let id = p.endpoint_id()?;
         lock(&state.inner).writers.insert(id, topic::WriterStatus { level: qos.level, ..Default::default() });
         let w = DataWriter {
@@ -209,7 +222,6 @@ impl DomainParticipant {
             codec: topic.codec.clone(),
             seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
-            cache: AtomicU64::new(0),
         };
         p.add_endpoint(&topic.name, true, id, qos.level)?;
         Ok(w)
@@ -220,23 +232,42 @@ impl DomainParticipant {
     /// other members if it is new in the topic. Returns once the domain's view has it.
     pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
         let p = &self.0;
-        let state = p.state(topic)?;
+        let state = p.state_of(&topic.name, topic.qos)?;
         let id = p.endpoint_id()?;
         let core = Arc::new(ReaderCore::new(id, &qos));
         state.add_reader(core.clone());
-        let r = DataReader { p: p.clone(), topic: state, core, codec: topic.codec.clone() };
+        let owner = reader::Owner::Member { p: p.clone(), topic: state };
+        let r = DataReader { owner, core, codec: topic.codec.clone() };
         p.add_endpoint(&topic.name, false, id, qos.level)?;
         Ok(r)
     }
 
+    /// Lists this member's proxy writer and reader of `topic` for the clients it
+    /// serves (see [`client`]) now, in one or two view changes, so that clients'
+    /// writers and readers on it cost none later. Without this, the first client
+    /// writer (and reader) of the topic at this member makes the change.
+    pub fn serve_clients<T>(&self, topic: &Topic<T>) -> Result<(), DdsError> {
+        let view = self.0.group.view().ok_or_else(|| DdsError::NotApplied("this participant stopped".into()))?;
+        let table = TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)?;
+        let entry = table
+            .topic(&topic.name)
+            .cloned()
+            .ok_or_else(|| DdsError::Topic { topic: topic.name.clone(), why: "no such topic".into() })?;
+        self.0.proxy(&entry, true)?;
+        self.0.proxy(&entry, false)?;
+        Ok(())
+    }
+
     /// How many writers and readers of topic `name` the current view has, counting
-    /// only endpoints of its members; `None` if the domain has no such topic (or this
-    /// participant stopped).
+    /// only endpoints of its members (not the clients they serve); `None` if the
+    /// domain has no such topic (or this participant stopped).
     pub fn matched(&self, name: &str) -> Option<Matched> {
         let view = self.0.group.view()?;
         let table = TopicTable::decode(view.layout().bytes()).ok()?;
         let t = table.topic(name)?;
-        let live = |list: &[Endpoint]| list.iter().filter(|e| view.members().iter().any(|m| m.0 == e.node)).count();
+        let live = |list: &[Endpoint]| {
+            list.iter().filter(|e| e.id != sample::PROXY && view.members().iter().any(|m| m.0 == e.node)).count()
+        };
         Some(Matched { writers: live(&t.writers), readers: live(&t.readers) })
     }
 
@@ -275,9 +306,32 @@ impl Participant {
     }
 
     fn make_topic<T>(&self, name: &str, qos: Qos, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
-        qos.validate_topic().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
-        self.edit(&Edit::CreateTopic { name: name.into(), type_name: codec.type_name.clone(), qos }, name)?;
+        self.create_topic(name, &codec.type_name, qos)?;
         Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
+    }
+
+    /// Creates topic `name`, or checks that the domain has it with this type and QoS.
+    pub(crate) fn create_topic(&self, name: &str, type_name: &str, qos: Qos) -> Result<(), DdsError> {
+        qos.validate_topic().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        self.edit(&Edit::CreateTopic { name: name.into(), type_name: type_name.into(), qos }, name)?;
+        Ok(())
+    }
+
+    /// This member's state of topic `entry`, with its proxy writer (or reader) for
+    /// the clients it serves listed in the table (an edit, the first time).
+    pub(crate) fn proxy(&self, entry: &table::TopicEntry, writer: bool) -> Result<Arc<TopicState>, DdsError> {
+        let state = self.state_of(&entry.name, entry.qos)?;
+        lock(&state.inner).clients.proxied = true;
+        let view = self.group.view().ok_or_else(|| DdsError::NotApplied("this participant stopped".into()))?;
+        let table = TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)?;
+        let list = table.topic(&entry.name).map(|t| if writer { &t.writers } else { &t.readers });
+        if !list.is_some_and(|l| l.iter().any(|e| e.node == self.shared.me.0 && e.id == sample::PROXY)) {
+            // The proxy writer offers the topic's level (each client sample carries its
+            // writer's own); the proxy reader requests the least, so it takes everything.
+            let level = if writer { entry.qos.level } else { Level::Unordered };
+            self.add_endpoint(&entry.name, writer, sample::PROXY, level)?;
+        }
+        Ok(state)
     }
 
     fn find<T>(&self, name: &str, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
@@ -302,15 +356,15 @@ impl Participant {
         Ok(id)
     }
 
-    /// This participant's state of `topic` (opening its log for Logged).
-    fn state<T>(&self, topic: &Topic<T>) -> Result<Arc<TopicState>, DdsError> {
+    /// This participant's state of topic `name` (opening its log for Logged).
+    fn state_of(&self, name: &str, qos: Qos) -> Result<Arc<TopicState>, DdsError> {
         let mut topics = lock(&self.shared.topics);
-        if let Some(s) = topics.get(&topic.name) {
+        if let Some(s) = topics.get(name) {
             return Ok(s.clone());
         }
-        let log = (topic.qos.level == Level::Logged).then(|| (self.log_path(&topic.name), self.cfg.fsync));
-        let s = Arc::new(TopicState::open(&topic.name, topic.qos, self.shared.me, log)?);
-        topics.insert(topic.name.clone(), s.clone());
+        let log = (qos.level == Level::Logged).then(|| (self.log_path(name), self.cfg.fsync));
+        let s = Arc::new(TopicState::open(name, qos, self.shared.me, log)?);
+        topics.insert(name.into(), s.clone());
         Ok(s)
     }
 
@@ -351,7 +405,7 @@ impl Participant {
             } else {
                 g.readers.retain(|r| r.id != id);
             }
-            if g.writers.is_empty() && g.readers.is_empty() {
+            if g.writers.is_empty() && g.readers.is_empty() && !g.clients.proxied {
                 // Out of the topic: the next entry catches up on what it missed.
                 g.last_view = None;
             }

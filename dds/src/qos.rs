@@ -40,6 +40,11 @@ pub enum Level {
 }
 
 impl Level {
+    /// The level numbered `n` (0 Unordered .. 3 Logged), as sample headers carry it.
+    pub(crate) fn from_u8(n: u8) -> Option<Level> {
+        [Level::Unordered, Level::Ordered, Level::Volatile, Level::Logged].get(n as usize).copied()
+    }
+
     /// True if an offer at this level meets a request at `requested`.
     pub fn satisfies(self, requested: Level) -> bool {
         self >= requested
@@ -159,12 +164,12 @@ impl Qos {
 
     /// Checks the fields a topic needs.
     pub(crate) fn validate_topic(&self) -> Result<(), String> {
-        let max_msg = self.max_sample_bytes as usize + crate::sample::HEADER;
+        let max_msg = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
         if self.max_sample_bytes == 0 || max_msg > smc::MAX_MSG {
             return Err(format!(
                 "max_sample_bytes {} must be 1..={}",
                 self.max_sample_bytes,
-                smc::MAX_MSG - crate::sample::HEADER
+                smc::MAX_MSG - crate::sample::CLIENT_HEADER
             ));
         }
         if self.window == 0 || self.window as usize > smc::MAX_WINDOW {

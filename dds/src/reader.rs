@@ -1,7 +1,7 @@
 //! DataReader: samples to `take`/`read`, a blocking `wait`, listeners, and the
 //! statuses (lost, rejected, incompatible QoS).
 
-use crate::sample::{Codec, Sample, SampleInfo, HEADER};
+use crate::sample::{Codec, Sample, SampleInfo};
 pub use crate::sink::ReaderStatus;
 use crate::sink::{Raw, ReaderCore, Src};
 use crate::topic::TopicState;
@@ -40,7 +40,7 @@ impl<T> SampleRef<'_, T> {
     /// Word `i` of the serialized sample (bytes `8i..8i+8`, little-endian), read in
     /// its slot without copying the rest.
     pub fn word(&self, i: usize) -> u64 {
-        self.src.word(HEADER / 8 + i)
+        self.src.word(self.src.header_len() / 8 + i)
     }
     /// Decodes the sample (a Pod sample is one copy out of its slot).
     pub fn get(&self) -> Result<T, String> {
@@ -57,26 +57,37 @@ impl<T: bytemuck::Pod> SampleRef<'_, T> {
         if self.len() != want {
             return Err(format!("{} bytes is not a {want}-byte sample", self.len()));
         }
-        match self.src {
-            Src::Slot(m) => m.read_at(HEADER, bytemuck::bytes_of_mut(out)),
-            Src::Bytes(b) => bytemuck::bytes_of_mut(out).copy_from_slice(&b[HEADER..]),
-        }
+        self.src.read_payload(bytemuck::bytes_of_mut(out));
         Ok(())
     }
 }
 
-/// Reads samples of one topic (see [`crate::DomainParticipant::create_reader`]).
-/// Dropping it removes it from the domain.
+/// Reads samples of one topic (see [`crate::DomainParticipant::create_reader`] and
+/// [`crate::DomainClient::create_reader`]). Dropping it removes it from the domain.
 pub struct DataReader<T> {
-    pub(crate) p: Arc<Participant>,
-    pub(crate) topic: Arc<TopicState>,
+    pub(crate) owner: Owner,
     pub(crate) core: Arc<ReaderCore>,
     pub(crate) codec: Codec<T>,
 }
 
+/// Whose reader it is.
+pub(crate) enum Owner {
+    Member { p: Arc<Participant>, topic: Arc<TopicState> },
+    Client { c: Arc<crate::client::Guard>, topic: String },
+}
+
+impl Owner {
+    fn topic_name(&self) -> &str {
+        match self {
+            Owner::Member { topic, .. } => &topic.name,
+            Owner::Client { topic, .. } => topic,
+        }
+    }
+}
+
 impl<T> std::fmt::Debug for DataReader<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DataReader").field("topic", &self.topic.name).field("id", &self.core.id).finish()
+        f.debug_struct("DataReader").field("topic", &self.owner.topic_name()).field("id", &self.core.id).finish()
     }
 }
 
@@ -187,20 +198,30 @@ impl<T: Send + 'static> DataReader<T> {
         lock(&self.core.q).status.incompatible.clone()
     }
 
-    /// Why the late join's history did not arrive, if it did not.
+    /// Why the late join's history did not arrive, if it did not (a member's
+    /// reader; a client's reader reports what it could not have in
+    /// [`ReaderStatus::lost`]).
     pub fn catch_up_failed(&self) -> Option<String> {
-        lock(&self.topic.catch_up_failed).clone()
+        match &self.owner {
+            Owner::Member { topic, .. } => lock(&topic.catch_up_failed).clone(),
+            Owner::Client { .. } => None,
+        }
     }
 
     /// The topic's name.
     pub fn topic_name(&self) -> &str {
-        &self.topic.name
+        self.owner.topic_name()
     }
 }
 
 impl<T> Drop for DataReader<T> {
     fn drop(&mut self) {
-        lock(&self.topic.inner).readers.retain(|r| !Arc::ptr_eq(r, &self.core));
-        self.p.remove_endpoint(&self.topic.name, false, self.core.id);
+        match &self.owner {
+            Owner::Member { p, topic } => {
+                lock(&topic.inner).readers.retain(|r| !Arc::ptr_eq(r, &self.core));
+                p.remove_endpoint(&topic.name, false, self.core.id);
+            }
+            Owner::Client { c, .. } => c.0.close_reader(self.core.id),
+        }
     }
 }

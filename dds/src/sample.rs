@@ -3,10 +3,18 @@
 //! as they are), and [`SampleInfo`].
 //!
 //! ```text
-//!   word 0: per-writer sequence number (low 48 bits) | writer number (high 16 bits)
+//!   word 0: per-writer sequence number (low 48 bits) | writer number (15 bits)
+//!           | client flag (bit 63)
 //!   word 1: source timestamp, nanoseconds since the Unix epoch
+//!   with the client flag (a sample a member sent for a client, `crate::client`):
+//!   word 2: the client's id
+//!   word 3: the client's writer number (low 32 bits) | its offered level (8 bits)
 //!   then the serialized sample
 //! ```
+//!
+//! A client sample's writer number in word 0 is its member's proxy endpoint
+//! ([`PROXY`]); its [`WriterId`] is the client's (id and writer number), the same
+//! whichever member sent it.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -14,24 +22,48 @@ use sst::transport::NodeId;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use views::view::ViewId;
 
-/// Header bytes in front of every sample.
+/// Header bytes in front of a member's sample.
 pub const HEADER: usize = 16;
-/// The most writers one participant may create.
-pub const MAX_WRITERS: u32 = 1 << 16;
+/// Header bytes in front of a client's sample (see the module docs).
+pub const CLIENT_HEADER: usize = 32;
+/// The most writers and readers one participant may create.
+pub const MAX_WRITERS: u32 = PROXY;
+/// The endpoint number a member lists for the clients it serves (a writer and a
+/// reader per topic that clients use through it).
+pub const PROXY: u32 = (1 << 15) - 1;
 const SEQ_MASK: u64 = (1 << 48) - 1;
+const CLIENT_FLAG: u64 = 1 << 63;
 
-/// Names a writer: its participant's node and its number there.
+/// Names a writer: its participant's node and its number there; for a client's
+/// writer, the client's id and its number there (and `node` is the member that
+/// sent the sample for it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WriterId {
-    /// The participant's node.
+    /// The participant's node (for a client's writer: the member that sent it in).
     pub node: NodeId,
-    /// The writer's number in that participant.
+    /// The writer's number in that participant (or client).
     pub id: u32,
+    /// The client's id, for a writer of a client.
+    pub client: Option<u64>,
+}
+
+impl WriterId {
+    /// What names this writer the same at every member and across a client's
+    /// moves: (client id or node, number).
+    pub fn key(&self) -> (u64, u32, bool) {
+        match self.client {
+            Some(c) => (c, self.id, true),
+            None => (self.node.0 as u64, self.id, false),
+        }
+    }
 }
 
 impl std::fmt::Display for WriterId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/w{}", self.node, self.id)
+        match self.client {
+            Some(c) => write!(f, "client {c:#x}/w{}", self.id),
+            None => write!(f, "{}/w{}", self.node, self.id),
+        }
     }
 }
 
@@ -69,9 +101,54 @@ pub(crate) fn header(writer: u32, seq: u64, now: SystemTime) -> [u64; 2] {
     [((writer as u64) << 48) | (seq & SEQ_MASK), ns]
 }
 
+/// Encodes a client sample's header (see the module docs).
+pub(crate) fn client_header(client: u64, writer: u32, level: crate::qos::Level, seq: u64, ts: u64) -> [u64; 4] {
+    [CLIENT_FLAG | ((PROXY as u64) << 48) | (seq & SEQ_MASK), ts, client, writer as u64 | (level as u64) << 32]
+}
+
 /// Decodes a header: (writer number, seq, timestamp).
 pub(crate) fn parse_header(w0: u64, w1: u64) -> (u32, u64, SystemTime) {
-    ((w0 >> 48) as u32, w0 & SEQ_MASK, UNIX_EPOCH + Duration::from_nanos(w1))
+    (((w0 & !CLIENT_FLAG) >> 48) as u32, w0 & SEQ_MASK, UNIX_EPOCH + Duration::from_nanos(w1))
+}
+
+/// The header's length, from its first word.
+pub(crate) fn header_len(w0: u64) -> usize {
+    if w0 & CLIENT_FLAG != 0 {
+        CLIENT_HEADER
+    } else {
+        HEADER
+    }
+}
+
+/// A client sample's (client id, writer number, offered level), from words 2 and 3;
+/// `None` if the level is not one.
+pub(crate) fn parse_client(w2: u64, w3: u64) -> Option<(u64, u32, crate::qos::Level)> {
+    let level = crate::qos::Level::from_u8((w3 >> 32) as u8)?;
+    Some((w2, w3 as u32, level))
+}
+
+/// The info of a sample from its bytes (`bytes` as long as its header at least;
+/// [`crate::sink::Src`] checks that): the writer's id, sequence number and
+/// timestamp; and for a client sample, its offered level.
+pub(crate) fn info_of(
+    words: impl Fn(usize) -> u64,
+    node: NodeId,
+    view: ViewId,
+    topic_seq: u64,
+    from_history: bool,
+) -> (SampleInfo, Option<crate::qos::Level>) {
+    let (w0, w1) = (words(0), words(1));
+    let (id, seq, ts) = parse_header(w0, w1);
+    let mut writer = WriterId { node, id, client: None };
+    let mut level = None;
+    if header_len(w0) == CLIENT_HEADER {
+        // An unknown level offers nothing a reader could request: the lowest.
+        let (c, cw, l) =
+            parse_client(words(2), words(3)).unwrap_or((words(2), words(3) as u32, crate::qos::Level::Unordered));
+        writer = WriterId { node, id: cw, client: Some(c) };
+        level = Some(l);
+    }
+    (SampleInfo { writer, seq, source_timestamp: ts, view, topic_seq, from_history }, level)
 }
 
 /// How a topic's samples become bytes and back.
@@ -136,8 +213,20 @@ mod tests {
     #[test]
     fn headers_round_trip() {
         let now = UNIX_EPOCH + Duration::from_nanos(1_700_000_000_123_456_789);
-        let [w0, w1] = header(65_535, (1 << 48) - 1, now);
-        assert_eq!(parse_header(w0, w1), (65_535, (1 << 48) - 1, now));
+        let [w0, w1] = header(PROXY - 1, (1 << 48) - 1, now);
+        assert_eq!(parse_header(w0, w1), (PROXY - 1, (1 << 48) - 1, now));
+        assert_eq!(header_len(w0), HEADER);
+    }
+
+    #[test]
+    fn client_headers_round_trip() {
+        let h = client_header(0xfeed, 7, crate::qos::Level::Volatile, 42, 1_000);
+        assert_eq!(header_len(h[0]), CLIENT_HEADER);
+        let (info, level) = info_of(|i| h[i], NodeId(3), ViewId(5), 9, false);
+        assert_eq!(info.writer, WriterId { node: NodeId(3), id: 7, client: Some(0xfeed) });
+        assert_eq!((info.seq, info.topic_seq, level), (42, 9, Some(crate::qos::Level::Volatile)));
+        assert_eq!(info.writer.key(), (0xfeed, 7, true));
+        assert_eq!(parse_client(1, 9 << 32), None, "level 9 is no level");
     }
 
     #[test]

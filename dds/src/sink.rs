@@ -43,15 +43,24 @@ impl Src<'_> {
             Src::Bytes(b) => out.copy_from_slice(b),
         }
     }
+    /// The header's length (a member's or a client's sample; see [`crate::sample`]).
+    pub(crate) fn header_len(&self) -> usize {
+        crate::sample::header_len(self.word(0))
+    }
+    /// True if the bytes hold a whole header (checked before any other use).
+    pub(crate) fn has_header(&self) -> bool {
+        self.len() >= HEADER && self.len() >= self.header_len()
+    }
     /// Copies the payload (after the header) into `out`, which is as long as it.
     pub(crate) fn read_payload(&self, out: &mut [u8]) {
+        let h = self.header_len();
         match self {
-            Src::Slot(m) => m.read_at(HEADER, out),
-            Src::Bytes(b) => out.copy_from_slice(&b[HEADER..]),
+            Src::Slot(m) => m.read_at(h, out),
+            Src::Bytes(b) => out.copy_from_slice(&b[h..]),
         }
     }
     pub(crate) fn payload_len(&self) -> usize {
-        self.len() - HEADER
+        self.len() - self.header_len()
     }
 }
 

@@ -68,7 +68,7 @@ impl TopicEntry {
             members,
             senders,
             window: self.qos.window as usize,
-            max_msg: self.qos.max_sample_bytes as usize + crate::sample::HEADER,
+            max_msg: self.qos.max_sample_bytes as usize + crate::sample::CLIENT_HEADER,
             mode: if self.qos.level == Level::Unordered { Mode::Unordered } else { Mode::Ordered },
         })
     }

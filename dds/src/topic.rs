@@ -8,9 +8,10 @@
 //! duplicate: both are numbered by the topic's delivery count (`topic_seq`), which
 //! is the same at every member of an ordered topic.
 
+use crate::client::Relay;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
-use crate::sample::{parse_header, SampleInfo, WriterId, HEADER};
+use crate::sample::{info_of, SampleInfo, WriterId, HEADER};
 use crate::sink::{ReaderCore, Src};
 use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
@@ -42,7 +43,7 @@ impl Entry {
 
     /// Decodes log record `seq`.
     pub(crate) fn from_record(seq: u64, r: &[u8]) -> Result<Entry, String> {
-        if r.len() < 16 + HEADER {
+        if r.len() < 16 + HEADER || !Src::Bytes(&r[16..]).has_header() {
             return Err(format!("log record {seq} of {} bytes is too short for a sample", r.len()));
         }
         let view = ViewId(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")));
@@ -50,17 +51,11 @@ impl Entry {
         Ok(Entry { seq, view, node, bytes: r[16..].to_vec() })
     }
 
-    pub(crate) fn info(&self, from_history: bool) -> SampleInfo {
-        let w = |i: usize| u64::from_le_bytes(self.bytes[i * 8..i * 8 + 8].try_into().expect("a header word"));
-        let (id, seq, ts) = parse_header(w(0), w(1));
-        SampleInfo {
-            writer: WriterId { node: NodeId(self.node), id },
-            seq,
-            source_timestamp: ts,
-            view: self.view,
-            topic_seq: self.seq,
-            from_history,
-        }
+    /// Its info, and for a client's sample the level its writer offered. (Entries
+    /// hold at least a whole header: delivery, the log and catch-up check that.)
+    pub(crate) fn info(&self, from_history: bool) -> (SampleInfo, Option<Level>) {
+        let src = Src::Bytes(&self.bytes);
+        info_of(|i| src.word(i), NodeId(self.node), self.view, self.seq, from_history)
     }
 }
 
@@ -105,11 +100,19 @@ pub(crate) struct TopicInner {
     pub(crate) seams: VecDeque<Seam>,
     /// The last view this node was in the topic's subgroup.
     pub(crate) last_view: Option<ViewId>,
+    /// Clients served here: their readers, their writers' acks, and the duplicate
+    /// filter of client samples.
+    pub(crate) clients: Relay,
 }
 
 impl TopicInner {
-    fn level_of(&self, node: u32, id: u32) -> Option<Level> {
-        self.writer_levels.iter().find(|(k, _)| *k == (node, id)).map(|(_, l)| *l)
+    /// The level a sample's writer offers: a client's from its header, a member's
+    /// as the table listed it (`None`: not listed, which meets any request).
+    pub(crate) fn offered(&self, info: &SampleInfo, client_level: Option<Level>) -> Option<Level> {
+        client_level.or_else(|| {
+            let key = (info.writer.node.0, info.writer.id);
+            self.writer_levels.iter().find(|(k, _)| *k == key).map(|(_, l)| *l)
+        })
     }
 }
 
@@ -130,6 +133,8 @@ pub(crate) struct TopicState {
     pub(crate) catch_up_failed: Mutex<Option<String>>,
     /// Per local writer: readers whose request it does not meet.
     pub(crate) writer_incompatible: Mutex<HashMap<u32, crate::IncompatibleQos>>,
+    /// `(view id + 1) << 16 | (subgroup + 1)` of the last view a send looked up.
+    pick: sst::sync::atomic::AtomicU64,
 }
 
 /// Seams kept per topic (a late joiner asks about the view it joined in).
@@ -154,6 +159,7 @@ impl TopicState {
             catching_up: None,
             seams: VecDeque::new(),
             last_view: None,
+            clients: Relay::default(),
         };
         let mut log_path = None;
         if let Some((path, fsync)) = log {
@@ -168,6 +174,7 @@ impl TopicState {
                     offset: 0,
                     why,
                 })?;
+                inner.clients.note(&e.info(true).0);
                 inner.store.push_back(e);
                 if inner.store.len() > qos.keep() {
                     inner.store.pop_front();
@@ -187,7 +194,22 @@ impl TopicState {
             waiters: sst::sync::atomic::AtomicUsize::new(0),
             catch_up_failed: Mutex::new(None),
             writer_incompatible: Mutex::new(HashMap::new()),
+            pick: sst::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// The topic's subgroup in `view` (the last view's answer is cached).
+    pub(crate) fn subgroup_in(&self, view: &views::view::View) -> Option<usize> {
+        use sst::sync::atomic::Ordering;
+        let c = self.pick.load(Ordering::Relaxed);
+        if c >> 16 == view.id().0 + 1 && c & 0xffff != 0 {
+            return Some((c & 0xffff) as usize - 1);
+        }
+        let k = crate::table::TopicTable::decode(view.layout().bytes()).ok()?.subgroup_of(&self.name, view)?;
+        if k < 0xffff {
+            self.pick.store(((view.id().0 + 1) << 16) | (k as u64 + 1), Ordering::Relaxed);
+        }
+        Some(k)
     }
 
     fn keeps_history(&self) -> bool {
@@ -220,7 +242,7 @@ impl TopicState {
             peers
                 .iter()
                 .filter(|e| members.iter().any(|m| m.0 == e.node) && !ok(e.level))
-                .map(|e| (WriterId { node: NodeId(e.node), id: e.id }, e.level))
+                .map(|e| (WriterId { node: NodeId(e.node), id: e.id, client: None }, e.level))
                 .collect()
         };
         for r in &g.readers {
@@ -254,7 +276,7 @@ impl TopicState {
     }
 
     fn deliver_one(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>) {
-        if src.len() < HEADER {
+        if !src.has_header() {
             for r in &g.readers {
                 r.reject(format!("a {}-byte message from {sender} is shorter than a sample header", src.len()));
             }
@@ -269,17 +291,16 @@ impl TopicState {
 
     pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>, history: bool) {
         let seq = g.next_seq;
+        let (info, client_level) = info_of(|i| src.word(i), sender, view, seq, history);
+        // A client's sample sent again after it moved to another member, which
+        // every member drops alike (they all deliver the same order).
+        if !g.clients.note(&info) {
+            if sender == self.me {
+                g.clients.ack(&info);
+            }
+            return;
+        }
         g.next_seq += 1;
-        let (w0, w1) = (src.word(0), src.word(1));
-        let (wid, wseq, ts) = parse_header(w0, w1);
-        let info = SampleInfo {
-            writer: WriterId { node: sender, id: wid },
-            seq: wseq,
-            source_timestamp: ts,
-            view,
-            topic_seq: seq,
-            from_history: history,
-        };
         if self.keeps_history() {
             // The oldest entry's buffer takes the new one once the history is full:
             // one copy per sample and no allocation in the steady state.
@@ -298,15 +319,18 @@ impl TopicState {
             }
             g.store.push_back(e);
         }
-        let level = g.level_of(sender.0, wid);
+        let level = g.offered(&info, client_level);
         for r in &g.readers {
             if level.map_or(true, |l| l.satisfies(r.level)) {
                 r.offer(&info, src);
             }
         }
-        if sender == self.me {
-            if let Some(w) = g.writers.get_mut(&wid) {
-                w.delivered = w.delivered.max(wseq);
+        g.clients.relay(&info, level, &src);
+        if sender == self.me && info.writer.client.is_some() {
+            g.clients.ack(&info);
+        } else if sender == self.me {
+            if let Some(w) = g.writers.get_mut(&info.writer.id) {
+                w.delivered = w.delivered.max(info.seq);
                 // A notify is a system call: only when someone waits.
                 if self.waiters.load(sst::sync::atomic::Ordering::Relaxed) > 0 {
                     self.delivered.notify_all();
@@ -319,8 +343,8 @@ impl TopicState {
     pub(crate) fn add_reader(&self, r: Arc<ReaderCore>) {
         let mut g = lock(&self.inner);
         for e in &g.store {
-            let info = e.info(true);
-            let level = g.level_of(e.node, info.writer.id);
+            let (info, client_level) = e.info(true);
+            let level = g.offered(&info, client_level);
             if level.map_or(true, |l| l.satisfies(r.level)) {
                 r.offer(&info, Src::Bytes(&e.bytes));
             }

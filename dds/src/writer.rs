@@ -3,14 +3,12 @@
 
 use crate::qos::Level;
 use crate::sample::{header, Codec, HEADER};
-use crate::table::TopicTable;
 use crate::topic::TopicState;
 use crate::{DdsError, IncompatibleQos, Participant};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use views::view::View;
 
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
 /// Dropping it waits (up to 5 s) until its samples are delivered here, then
@@ -23,8 +21,6 @@ pub struct DataWriter<T> {
     pub(crate) codec: Codec<T>,
     pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
-    /// `(view id + 1) << 16 | (subgroup + 1)` of the last view written in.
-    pub(crate) cache: AtomicU64,
 }
 
 impl<T> std::fmt::Debug for DataWriter<T> {
@@ -34,19 +30,6 @@ impl<T> std::fmt::Debug for DataWriter<T> {
 }
 
 impl<T> DataWriter<T> {
-    /// The topic's subgroup in `view` (cached per view).
-    fn pick(&self, view: &View) -> Option<usize> {
-        let c = self.cache.load(Ordering::Relaxed);
-        if c >> 16 == view.id().0 + 1 && c & 0xffff != 0 {
-            return Some((c & 0xffff) as usize - 1);
-        }
-        let k = TopicTable::decode(view.layout().bytes()).ok()?.subgroup_of(&self.topic.name, view)?;
-        if k < 0xffff {
-            self.cache.store(((view.id().0 + 1) << 16) | (k as u64 + 1), Ordering::Relaxed);
-        }
-        Some(k)
-    }
-
     /// Sends `payload` (already serialized) as this writer's next sample.
     fn send_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
         let max = self.topic.qos.max_sample_bytes as usize;
@@ -56,7 +39,7 @@ impl<T> DataWriter<T> {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let [h0, h1] = header(self.id, seq, SystemTime::now());
         self.p.group.send_where(
-            |v| self.pick(v),
+            |v| self.topic.subgroup_in(v),
             HEADER + payload.len(),
             |slot| {
                 slot.write_word(0, h0);

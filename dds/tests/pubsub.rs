@@ -165,7 +165,7 @@ fn incompatible_qos_is_reported_on_both_sides() {
     assert_eq!(got, vec![2, 4], "only the matching writer's samples");
     let r = reader.incompatible_qos();
     assert_eq!(r.total_count, 1);
-    assert_eq!(r.current, vec![(dds::WriterId { node: ps[0].node(), id: weak.id() }, Level::Ordered)]);
+    assert_eq!(r.current, vec![(dds::WriterId { node: ps[0].node(), id: weak.id(), client: None }, Level::Ordered)]);
     let w = weak.incompatible_qos();
     assert_eq!(w.total_count, 1, "{w:?}");
     assert_eq!(w.current[0].1, Level::Volatile);

@@ -2,7 +2,6 @@
 //! joined in, check every page, and hand it to the topic.
 
 use super::wire::{Answer, Fetch, WireEntry};
-use crate::sample::HEADER;
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
 use sst::sync::lock;
@@ -23,7 +22,7 @@ fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
 fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) -> Result<(), String> {
     for e in entries {
         let next_ok = out.last().map_or(e.seq >= from, |l| e.seq > l.seq);
-        if !next_ok || e.seq >= seam || e.bytes.len() < HEADER {
+        if !next_ok || e.seq >= seam || !crate::sink::Src::Bytes(&e.bytes).has_header() {
             return Err(format!("entry {} out of order, out of range or short", e.seq));
         }
         out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });

@@ -95,6 +95,7 @@ mod tests {
             me: NodeId(0),
             topics: Mutex::new(HashMap::new()),
             group: OnceLock::new(),
+            participant: OnceLock::new(),
             catch_up_timeout: Duration::from_secs(1),
         };
         for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {

@@ -1,0 +1,358 @@
+//! Participants outside the domain's group: clients that publish and subscribe
+//! through a member, without joining the view.
+//!
+//! A [`DomainClient`] connects to any member's control address (a list of
+//! contacts; it tries the next on failure) over TCP and has the same topic,
+//! writer and reader calls as a member participant. Clients are not members:
+//! connecting, leaving or dying changes no view (except that the first client
+//! writer or reader of a topic at a member lists that member's proxy endpoint
+//! once), they count neither for the majority nor for stability, and a client that
+//! falls behind is dropped by its member rather than slowing anyone (it then moves
+//! on as after a failure).
+//!
+//! - **Reading.** The member relays every sample it delivers on the topic, in its
+//!   delivery order, with the same [`crate::SampleInfo`] its own readers get
+//!   (writer, seq, `topic_seq`, view). When the member is lost, the client moves to
+//!   the next contact. For Volatile and Logged topics it resumes from its last
+//!   `topic_seq`, which is the same at every member: no gap, no duplicate; samples
+//!   the new member no longer holds are counted in [`crate::ReaderStatus::lost`].
+//!   For Ordered and Unordered topics (no history, and `topic_seq` is each member's
+//!   own count) it drops what it had already, by writer and sequence number, and
+//!   counts the gaps in each writer's sequence since the move as `lost`: samples it
+//!   may have missed, reported rather than hidden.
+//! - **Writing.** A client writer's samples go to the member, which sends them into
+//!   the topic's total order stamped with the client's id, writer number and
+//!   sequence number, and acknowledges each once it has delivered it (for ordered
+//!   levels: stable, so every surviving member delivers it). The client keeps what
+//!   is not acknowledged (at most [`ClientConfig::max_unacked`]) and sends it again
+//!   after a move; members drop a client sample they delivered already, all alike,
+//!   so each acknowledged sample appears exactly once.
+//!
+//! What a client may not do: write as another client (the member stamps the
+//! session's id), write on a writer it did not register, or take more than its
+//! member's bounded buffer ([`views::group::ClientLimits`]).
+//!
+//! ```no_run
+//! use dds::{ClientConfig, DomainClient, qos::Qos};
+//! use std::time::Duration;
+//! let contacts = vec!["127.0.0.1:7101".parse().unwrap(), "127.0.0.1:7102".parse().unwrap()];
+//! let c = DomainClient::connect(ClientConfig::new(contacts)).unwrap();
+//! let topic = c.find_topic::<String>("chat").unwrap();
+//! let reader = c.create_reader(&topic, topic.qos()).unwrap();
+//! let writer = c.create_writer(&topic, topic.qos()).unwrap();
+//! writer.write(&"hello".to_string()).unwrap();
+//! for s in reader.take_n(1, Duration::from_secs(5)) {
+//!     println!("{} from {}", s.data, s.info.writer);
+//! }
+//! ```
+
+mod pump;
+pub(crate) mod relay;
+pub(crate) mod serve;
+mod wire;
+mod writer;
+
+pub(crate) use relay::Relay;
+pub(crate) use serve::Serve;
+pub use writer::ClientWriter;
+
+use crate::qos::{Level, Qos};
+use crate::reader::{DataReader, Owner};
+use crate::sample::{self, Codec, WriterId};
+use crate::sink::ReaderCore;
+use crate::{DdsError, Matched, Topic};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sst::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use views::client::{Client, ClientError};
+use wire::{Call, Reply};
+use writer::WriterSlot;
+
+/// How a client connects and how long it waits.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Members' control addresses, tried in order.
+    pub contacts: Vec<SocketAddr>,
+    /// How long one contact may take to answer a connect (default 5 s).
+    pub connect_timeout: Duration,
+    /// How long a topic, reader or writer call waits (default 30 s: the first
+    /// endpoint of a topic at a member waits for a view change).
+    pub request_timeout: Duration,
+    /// How long a client tries the contacts after losing its member before it
+    /// gives up (default 30 s).
+    pub failover_timeout: Duration,
+    /// Samples a writer may have unacknowledged; `write` waits past this (default 4096).
+    pub max_unacked: usize,
+}
+
+impl ClientConfig {
+    /// The defaults with these contacts.
+    pub fn new(contacts: Vec<SocketAddr>) -> ClientConfig {
+        ClientConfig {
+            contacts,
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(30),
+            failover_timeout: Duration::from_secs(30),
+            max_unacked: 4096,
+        }
+    }
+}
+
+/// A client reader's place in its topic, for resuming after a move.
+pub(crate) struct ReaderSlot {
+    pub(crate) topic: String,
+    pub(crate) level: Level,
+    /// The topic keeps history (resume by `topic_seq`).
+    pub(crate) history: bool,
+    pub(crate) core: Arc<ReaderCore>,
+    pub(crate) last_topic_seq: Option<u64>,
+    /// The last sequence number seen per writer (by [`WriterId::key`]).
+    pub(crate) last: HashMap<(u64, u32, bool), u64>,
+    /// Writers seen before the last move whose next sample is not seen yet.
+    pub(crate) resumed: HashSet<(u64, u32, bool)>,
+}
+
+/// What the client's handles share with its receiving thread.
+pub(crate) struct Handle {
+    pub(crate) link: Client,
+    pub(crate) cfg: ClientConfig,
+    /// Topics used, for registering again after a move: name, type name, QoS.
+    pub(crate) topics: Mutex<HashMap<String, (String, Qos)>>,
+    pub(crate) readers: Mutex<HashMap<u32, ReaderSlot>>,
+    pub(crate) writers: Mutex<HashMap<u32, Arc<WriterSlot>>>,
+    next_endpoint: AtomicU32,
+    /// Counts sessions: a writer posts only once registered on the current one.
+    pub(crate) session: AtomicU64,
+    pub(crate) failovers: AtomicU64,
+    pub(crate) stop: AtomicBool,
+    /// Why the client ended, once it did (no contact took it within the failover
+    /// timeout, or it was closed).
+    pub(crate) ended: Mutex<Option<String>>,
+}
+
+impl Handle {
+    /// A call to the member, answered.
+    pub(crate) fn call(&self, call: &Call) -> Result<Reply, DdsError> {
+        let bytes = self.link.request(&call.encode(), self.cfg.request_timeout).map_err(client_error)?;
+        match wire::decode::<Reply>(&bytes).map_err(|e| DdsError::NotApplied(format!("bad reply: {e}")))? {
+            Reply::Error(why) => Err(DdsError::NotApplied(why)),
+            r => Ok(r),
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), DdsError> {
+        match lock(&self.ended).as_ref() {
+            Some(why) => Err(DdsError::NotApplied(format!("the client ended: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn close_reader(&self, id: u32) {
+        if lock(&self.readers).remove(&id).is_some() && self.check().is_ok() {
+            let _ = self.call(&Call::Close { writer: false, id });
+        }
+    }
+}
+
+pub(crate) fn client_error(e: ClientError) -> DdsError {
+    DdsError::NotApplied(format!("client: {e}"))
+}
+
+/// A client of a domain (see the module docs). Cheap to clone; the session ends
+/// when the last clone and every reader and writer are dropped.
+#[derive(Clone)]
+pub struct DomainClient(Arc<Guard>);
+
+/// Ends the client when the last handle goes.
+pub(crate) struct Guard(pub(crate) Arc<Handle>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.0.stop.store(true, Ordering::Release);
+        lock(&self.0.ended).get_or_insert_with(|| "closed".into());
+    }
+}
+
+impl std::fmt::Debug for DomainClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DomainClient").field("id", &self.id()).field("member", &self.member()).finish()
+    }
+}
+
+impl DomainClient {
+    /// Connects to the first contact that takes the session and starts the thread
+    /// that receives samples and acknowledgements.
+    pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
+        let link = Client::connect(&cfg.contacts, cfg.connect_timeout).map_err(client_error)?;
+        let h = Arc::new(Handle {
+            link,
+            cfg,
+            topics: Mutex::default(),
+            readers: Mutex::default(),
+            writers: Mutex::default(),
+            next_endpoint: AtomicU32::new(0),
+            session: AtomicU64::new(1),
+            failovers: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            ended: Mutex::new(None),
+        });
+        let run = h.clone();
+        std::thread::Builder::new()
+            .name("dds-client".into())
+            .spawn(move || pump::run(&run))
+            .map_err(|e| DdsError::NotApplied(format!("no thread for the client: {e}")))?;
+        Ok(DomainClient(Arc::new(Guard(h))))
+    }
+
+    fn h(&self) -> &Arc<Handle> {
+        &self.0 .0
+    }
+
+    /// This client's id (random), which its samples' [`WriterId::client`] carries.
+    pub fn id(&self) -> u64 {
+        self.h().link.id()
+    }
+
+    /// The member serving this client, and its control address.
+    pub fn member(&self) -> (NodeId, SocketAddr) {
+        self.h().link.member()
+    }
+
+    /// How many times this client moved to another member.
+    pub fn failovers(&self) -> u64 {
+        self.h().failovers.load(Ordering::Relaxed)
+    }
+
+    /// Why the client ended, if it did.
+    pub fn ended(&self) -> Option<String> {
+        lock(&self.h().ended).clone()
+    }
+
+    /// The topic `name` with serde sample type `T`: creates it with `qos`, or
+    /// checks that the domain has it with this type and QoS.
+    pub fn topic<T: Serialize + DeserializeOwned>(&self, name: &str, qos: Qos) -> Result<Topic<T>, DdsError> {
+        self.open(name, Some(qos), sample::serde_codec::<T>())
+    }
+
+    /// [`DomainClient::topic`] for a `bytemuck::Pod` type.
+    pub fn pod_topic<T: bytemuck::Pod>(&self, name: &str, qos: Qos) -> Result<Topic<T>, DdsError> {
+        self.open(name, Some(qos), sample::pod_codec::<T>())
+    }
+
+    /// The topic `name` as the domain has it, if it has it with this serde type.
+    pub fn find_topic<T: Serialize + DeserializeOwned>(&self, name: &str) -> Result<Topic<T>, DdsError> {
+        self.open(name, None, sample::serde_codec::<T>())
+    }
+
+    /// [`DomainClient::find_topic`] for a Pod type.
+    pub fn find_pod_topic<T: bytemuck::Pod>(&self, name: &str) -> Result<Topic<T>, DdsError> {
+        self.open(name, None, sample::pod_codec::<T>())
+    }
+
+    fn open<T>(&self, name: &str, qos: Option<Qos>, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
+        let h = self.h();
+        h.check()?;
+        let call = Call::Topic { name: name.into(), type_name: codec.type_name.clone(), qos };
+        let topic_error = |why: String| DdsError::Topic { topic: name.into(), why };
+        match h.call(&call) {
+            Ok(Reply::Topic { type_name, qos }) if type_name == codec.type_name => {
+                lock(&h.topics).insert(name.into(), (type_name, qos));
+                Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
+            }
+            Ok(Reply::Topic { type_name, .. }) => {
+                Err(topic_error(format!("the domain has type `{type_name}`, this is `{}`", codec.type_name)))
+            }
+            Ok(other) => Err(topic_error(format!("unexpected reply {other:?}"))),
+            Err(DdsError::NotApplied(why)) => Err(topic_error(why)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn endpoint_id(&self) -> Result<u32, DdsError> {
+        let id = self.h().next_endpoint.fetch_add(1, Ordering::Relaxed);
+        if id as usize >= serve::MAX_ENDPOINTS {
+            return Err(DdsError::Qos(format!("at most {} writers and readers per client", serve::MAX_ENDPOINTS)));
+        }
+        Ok(id)
+    }
+
+    /// A reader requesting `qos.level`, keeping `qos.history` untaken. For Volatile
+    /// and Logged topics it first gets the history the member holds.
+    pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
+        let h = self.h();
+        h.check()?;
+        let id = self.endpoint_id()?;
+        let core = Arc::new(ReaderCore::new(id, &qos));
+        // The slot exists before the call: the history comes as pushes, maybe
+        // before the reply.
+        let slot = ReaderSlot {
+            topic: topic.name.clone(),
+            level: qos.level,
+            history: topic.qos.level >= Level::Volatile,
+            core: core.clone(),
+            last_topic_seq: None,
+            last: HashMap::new(),
+            resumed: HashSet::new(),
+        };
+        lock(&h.readers).insert(id, slot);
+        let call = Call::Reader { topic: topic.name.clone(), reader: id, level: qos.level, from: None };
+        match h.call(&call) {
+            Ok(Reply::Reader { lost, incompatible }) => {
+                lock(&core.q).status.lost += lost;
+                core.set_incompatible(incompatible_list(incompatible));
+            }
+            Ok(other) => {
+                lock(&h.readers).remove(&id);
+                return Err(DdsError::NotApplied(format!("unexpected reply {other:?}")));
+            }
+            Err(e) => {
+                lock(&h.readers).remove(&id);
+                return Err(e);
+            }
+        }
+        let owner = Owner::Client { c: self.0.clone(), topic: topic.name.clone() };
+        Ok(DataReader { owner, core, codec: topic.codec.clone() })
+    }
+
+    /// A writer offering `qos.level` (at most the topic's level).
+    pub fn create_writer<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<ClientWriter<T>, DdsError> {
+        if qos.level > topic.qos.level {
+            return Err(DdsError::Qos(format!(
+                "a writer cannot offer {:?} on topic `{}` of level {:?}",
+                qos.level, topic.name, topic.qos.level
+            )));
+        }
+        let h = self.h();
+        h.check()?;
+        let id = self.endpoint_id()?;
+        let slot = Arc::new(WriterSlot::new(id, &topic.name, qos.level, topic.qos.max_sample_bytes as usize));
+        lock(&h.writers).insert(id, slot.clone());
+        if let Err(e) = slot.register(h) {
+            lock(&h.writers).remove(&id);
+            return Err(e);
+        }
+        Ok(ClientWriter::new(self.0.clone(), slot, topic.codec.clone()))
+    }
+
+    /// How many writers and readers topic `name` has among the members (the
+    /// member's [`crate::DomainParticipant::matched`]; clients' endpoints are not
+    /// counted).
+    pub fn matched(&self, name: &str) -> Result<Matched, DdsError> {
+        match self.h().call(&Call::Matched { topic: name.into() })? {
+            Reply::Matched { writers, readers } => Ok(Matched { writers, readers }),
+            other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+        }
+    }
+}
+
+/// The member's list of incompatible writers as a reader status wants it.
+pub(crate) fn incompatible_list(list: Vec<(u32, u32, Level)>) -> Vec<(WriterId, Level)> {
+    list.into_iter().map(|(node, id, l)| (WriterId { node: NodeId(node), id, client: None }, l)).collect()
+}

@@ -1,0 +1,199 @@
+//! A member's side of DDS clients: the domain participant's
+//! [`views::group::ClientHandler`]. A client's topics, readers and writers become
+//! the member's: the member lists one proxy writer and one proxy reader per topic
+//! its clients use ([`crate::sample::PROXY`]; the first costs a view change, the
+//! later ones nothing), relays samples to client readers ([`super::relay`]) and
+//! sends client samples into the topic's subgroup, stamped with the session's
+//! client id (a client cannot write as another).
+
+use super::relay::ClientReader;
+use super::wire::{decode, Call, Push, Reply};
+use crate::qos::Level;
+use crate::sample::{client_header, CLIENT_HEADER};
+use crate::table::TopicTable;
+use crate::topic::TopicState;
+use crate::{Participant, Shared};
+use sst::sync::lock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::group::{ClientHandler, ClientSession};
+
+/// Readers and writers one session may have at once.
+pub(crate) const MAX_ENDPOINTS: usize = 1024;
+
+#[derive(Default)]
+struct Endpoints {
+    writers: HashMap<u32, (Arc<TopicState>, Level)>,
+    readers: HashMap<u32, Arc<TopicState>>,
+}
+
+/// See the module docs.
+pub(crate) struct Serve {
+    shared: Arc<Shared>,
+    sessions: Mutex<HashMap<u64, Endpoints>>,
+}
+
+impl Serve {
+    pub(crate) fn new(shared: Arc<Shared>) -> Serve {
+        Serve { shared, sessions: Mutex::default() }
+    }
+
+    fn participant(&self) -> Result<Arc<Participant>, String> {
+        self.shared.participant.get().and_then(|p| p.upgrade()).ok_or_else(|| "the member is closing".into())
+    }
+
+    fn call(&self, s: &ClientSession, call: Call) -> Result<Reply, String> {
+        let p = self.participant()?;
+        let entry_of = |name: &str| {
+            let view = p.group.view().ok_or("the member stopped")?;
+            let table = TopicTable::decode(view.layout().bytes())?;
+            table.topic(name).cloned().ok_or_else(|| format!("no topic `{name}` in the domain"))
+        };
+        let count = |e: &Endpoints| e.writers.len() + e.readers.len();
+        match call {
+            Call::Topic { name, type_name, qos } => {
+                if let Some(qos) = qos {
+                    p.create_topic(&name, &type_name, qos).map_err(|e| e.to_string())?;
+                }
+                let e = entry_of(&name)?;
+                Ok(Reply::Topic { type_name: e.type_name, qos: e.qos })
+            }
+            Call::Reader { topic, reader, level, from } => {
+                let entry = entry_of(&topic)?;
+                if lock(&self.sessions).get(&s.id()).map_or(0, count) >= MAX_ENDPOINTS {
+                    return Err(format!("at most {MAX_ENDPOINTS} readers and writers per client"));
+                }
+                let state = p.proxy(&entry, false).map_err(|e| e.to_string())?;
+                self.wait_for_history(&state)?;
+                let mut g = lock(&state.inner);
+                let keeps = state.qos.level >= Level::Volatile;
+                let oldest = g.store.front().map_or(g.next_seq, |e| e.seq);
+                let from = if keeps { from.unwrap_or(0) } else { 0 };
+                let lost = if keeps { oldest.saturating_sub(from) } else { 0 };
+                for e in g.store.iter().filter(|e| e.seq >= from) {
+                    let (info, client_level) = e.info(true);
+                    if g.offered(&info, client_level).map_or(true, |l| l.satisfies(level))
+                        && !s.push(&Push::sample(reader, &info, e.bytes.clone()).encode())
+                    {
+                        return Err("fell behind while taking the history".into());
+                    }
+                }
+                g.clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == reader));
+                g.clients.readers.push(ClientReader { session: s.clone(), reader, level, from });
+                drop(g);
+                let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
+                let incompatible = entry
+                    .writers
+                    .iter()
+                    .filter(|w| w.id != crate::sample::PROXY && members.iter().any(|m| m.0 == w.node))
+                    .filter(|w| !w.level.satisfies(level))
+                    .map(|w| (w.node, w.id, w.level))
+                    .collect();
+                lock(&self.sessions).entry(s.id()).or_default().readers.insert(reader, state);
+                Ok(Reply::Reader { lost, incompatible })
+            }
+            Call::Writer { topic, writer, level } => {
+                let entry = entry_of(&topic)?;
+                if level > entry.qos.level {
+                    return Err(format!(
+                        "a writer cannot offer {level:?} on topic `{topic}` of level {:?}",
+                        entry.qos.level
+                    ));
+                }
+                if lock(&self.sessions).get(&s.id()).map_or(0, count) >= MAX_ENDPOINTS {
+                    return Err(format!("at most {MAX_ENDPOINTS} readers and writers per client"));
+                }
+                let state = p.proxy(&entry, true).map_err(|e| e.to_string())?;
+                lock(&state.inner).clients.writers.insert(s.id(), s.clone());
+                lock(&self.sessions).entry(s.id()).or_default().writers.insert(writer, (state, level));
+                Ok(Reply::Done)
+            }
+            Call::Close { writer, id } => {
+                let mut sessions = lock(&self.sessions);
+                let e = sessions.entry(s.id()).or_default();
+                if writer {
+                    e.writers.remove(&id);
+                } else if let Some(state) = e.readers.remove(&id) {
+                    lock(&state.inner).clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == id));
+                }
+                Ok(Reply::Done)
+            }
+            Call::Matched { topic } => {
+                let m = crate::DomainParticipant(p).matched(&topic).ok_or_else(|| format!("no topic `{topic}`"))?;
+                Ok(Reply::Matched { writers: m.writers, readers: m.readers })
+            }
+            Call::Write { .. } => Err("a write is a post, not a request".into()),
+        }
+    }
+
+    /// Waits (up to the catch-up timeout) until this member has the topic's
+    /// history, which a client reader's start or resume is served from.
+    fn wait_for_history(&self, state: &TopicState) -> Result<(), String> {
+        let deadline = Instant::now() + self.shared.catch_up_timeout;
+        while lock(&state.inner).catching_up.is_some() {
+            if Instant::now() >= deadline {
+                return Err("this member is still catching up on the topic".into());
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    }
+
+    /// Sends a client's sample into its topic's subgroup.
+    fn write(&self, s: &ClientSession, writer: u32, seq: u64, ts: u64, payload: &[u8]) {
+        let Some((state, level)) = lock(&self.sessions).get(&s.id()).and_then(|e| e.writers.get(&writer).cloned())
+        else {
+            s.close(&format!("a write for writer {writer}, which this client did not register here"));
+            return;
+        };
+        let fail = |why: String| {
+            s.push(&Push::Failed { writer, seq, why }.encode());
+        };
+        let max = state.qos.max_sample_bytes as usize;
+        if payload.len() > max {
+            return fail(format!("a sample of {} bytes; topic `{}` takes at most {max}", payload.len(), state.name));
+        }
+        let Ok(p) = self.participant() else { return fail("the member is closing".into()) };
+        let h = client_header(s.id(), writer, level, seq, ts);
+        let sent = p.group.send_where(
+            |v| state.subgroup_in(v),
+            CLIENT_HEADER + payload.len(),
+            |slot| {
+                for (i, w) in h.iter().enumerate() {
+                    slot.write_word(i, *w);
+                }
+                slot.write(CLIENT_HEADER, payload);
+            },
+        );
+        if let Err(e) = sent {
+            fail(e.to_string());
+        }
+    }
+}
+
+impl ClientHandler for Serve {
+    fn request(&self, s: &ClientSession, body: &[u8]) -> Vec<u8> {
+        let reply = match decode::<Call>(body) {
+            Ok(call) => self.call(s, call).unwrap_or_else(Reply::Error),
+            Err(e) => Reply::Error(format!("bad request: {e}")),
+        };
+        reply.encode()
+    }
+
+    fn post(&self, s: &ClientSession, body: &[u8]) {
+        match decode::<Call>(body) {
+            Ok(Call::Write { writer, seq, ts, payload }) => self.write(s, writer, seq, ts, &payload),
+            Ok(_) => s.close("only writes are posted"),
+            Err(e) => s.close(&format!("bad post: {e}")),
+        }
+    }
+
+    fn closed(&self, s: &ClientSession) {
+        let Some(e) = lock(&self.sessions).remove(&s.id()) else { return };
+        let topics = e.readers.into_values().chain(e.writers.into_values().map(|(t, _)| t));
+        for t in topics {
+            lock(&t.inner).clients.forget(s.id());
+        }
+    }
+}

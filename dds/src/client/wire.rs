@@ -1,0 +1,132 @@
+//! What a DDS client and its member say to each other, postcard-encoded inside
+//! the views client session's requests, posts and pushes. Both sides treat the
+//! other's bytes as hostile: [`decode`] refuses trailing bytes, and names and
+//! sizes are checked where they are used.
+
+use crate::qos::{Level, Qos};
+use crate::sample::SampleInfo;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// A client's request or post.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Call {
+    /// Create topic `name` (with `qos`) or look it up (without).
+    Topic { name: String, type_name: String, qos: Option<Qos> },
+    /// Start (or resume, from `topic_seq` `from`) reader `reader` on `topic`.
+    Reader { topic: String, reader: u32, level: Level, from: Option<u64> },
+    /// Register writer `writer` on `topic`.
+    Writer { topic: String, writer: u32, level: Level },
+    /// Drop a reader or writer.
+    Close { writer: bool, id: u32 },
+    /// How many endpoints `topic` has among the members.
+    Matched { topic: String },
+    /// One sample of writer `writer` (a post: the answer is an `Acked` push).
+    Write {
+        writer: u32,
+        seq: u64,
+        ts: u64,
+        #[serde(with = "serde_bytes")]
+        payload: Vec<u8>,
+    },
+}
+
+/// A member's answer to a request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Reply {
+    Topic {
+        type_name: String,
+        qos: Qos,
+    },
+    /// The reader is on: samples it can no longer have (history the member no
+    /// longer holds), and the writers whose offer does not meet its request.
+    Reader {
+        lost: u64,
+        incompatible: Vec<(u32, u32, Level)>,
+    },
+    Matched {
+        writers: usize,
+        readers: usize,
+    },
+    Done,
+    Error(String),
+}
+
+/// What a member sends a client unasked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Push {
+    /// A sample for reader `reader`: its bytes (header and payload) and where it
+    /// stands.
+    Sample {
+        reader: u32,
+        view: u64,
+        topic_seq: u64,
+        node: u32,
+        history: bool,
+        #[serde(with = "serde_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Writer `writer`'s samples up to `seq` are delivered.
+    Acked { writer: u32, seq: u64 },
+    /// Writer `writer`'s sample `seq` could not be sent, and why.
+    Failed { writer: u32, seq: u64, why: String },
+}
+
+impl Push {
+    pub(crate) fn sample(reader: u32, info: &SampleInfo, bytes: Vec<u8>) -> Push {
+        Push::Sample {
+            reader,
+            view: info.view.0,
+            topic_seq: info.topic_seq,
+            node: info.writer.node.0,
+            history: info.from_history,
+            bytes,
+        }
+    }
+}
+
+macro_rules! encodes {
+    ($($t:ty),*) => {$(
+        impl $t {
+            pub(crate) fn encode(&self) -> Vec<u8> {
+                postcard::to_stdvec(self).unwrap_or_default()
+            }
+        }
+    )*};
+}
+encodes!(Call, Reply, Push);
+
+/// Decodes one message, with nothing left over.
+pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    match postcard::take_from_bytes::<T>(b) {
+        Ok((t, [])) => Ok(t),
+        Ok((_, rest)) => Err(format!("{} bytes left over", rest.len())),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn messages_round_trip_and_trailing_bytes_are_refused() {
+        let c = Call::Write { writer: 1, seq: 2, ts: 3, payload: vec![4; 10] };
+        assert_eq!(decode::<Call>(&c.encode()), Ok(c.clone()));
+        let r = Reply::Reader { lost: 3, incompatible: vec![(1, 2, Level::Ordered)] };
+        assert_eq!(decode::<Reply>(&r.encode()), Ok(r));
+        let p = Push::Acked { writer: 1, seq: 9 };
+        assert_eq!(decode::<Push>(&p.encode()), Ok(p));
+        assert!(decode::<Call>(&[c.encode(), vec![0]].concat()).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = decode::<Call>(&bytes);
+            let _ = decode::<Reply>(&bytes);
+            let _ = decode::<Push>(&bytes);
+        }
+    }
+}

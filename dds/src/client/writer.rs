@@ -1,0 +1,213 @@
+//! A client's writer: samples go to the member as posts and wait, kept, until the
+//! member acknowledges them; after a move they are sent again (see [`super`]).
+
+use super::wire::{Call, Reply};
+use super::{Guard, Handle};
+use crate::qos::Level;
+use crate::sample::Codec;
+use crate::DdsError;
+use sst::sync::lock;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// What a writer keeps: unacknowledged samples and the session it is registered on.
+#[derive(Debug, Default)]
+struct State {
+    next_seq: u64,
+    /// (seq, timestamp, payload), oldest first.
+    unacked: VecDeque<(u64, u64, Vec<u8>)>,
+    /// The client session this writer is registered on (0: none yet).
+    session: u64,
+    failed: u64,
+    last_failure: Option<String>,
+    /// Samples sent again after a move.
+    resent: u64,
+}
+
+/// A client writer's state, shared with the client's receiving thread.
+#[derive(Debug)]
+pub(crate) struct WriterSlot {
+    pub(crate) id: u32,
+    topic: String,
+    level: Level,
+    max: usize,
+    st: Mutex<State>,
+    cond: Condvar,
+}
+
+impl WriterSlot {
+    pub(crate) fn new(id: u32, topic: &str, level: Level, max: usize) -> WriterSlot {
+        WriterSlot { id, topic: topic.into(), level, max, st: Mutex::default(), cond: Condvar::new() }
+    }
+
+    /// Registers the writer on the current session and sends what is
+    /// unacknowledged, in order, before any new sample (under the writer's lock).
+    pub(crate) fn register(&self, h: &Handle) -> Result<(), DdsError> {
+        let mut st = lock(&self.st);
+        let session = h.session.load(sst::sync::atomic::Ordering::Acquire);
+        match h.call(&Call::Writer { topic: self.topic.clone(), writer: self.id, level: self.level })? {
+            Reply::Done => {}
+            other => return Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+        }
+        if st.session != 0 {
+            st.resent += st.unacked.len() as u64;
+        }
+        for (seq, ts, payload) in &st.unacked {
+            let call = Call::Write { writer: self.id, seq: *seq, ts: *ts, payload: payload.clone() };
+            h.link.post(&call.encode()).map_err(super::client_error)?;
+        }
+        st.session = session;
+        Ok(())
+    }
+
+    /// The member delivered samples up to `seq`.
+    pub(crate) fn acked(&self, seq: u64) {
+        let mut st = lock(&self.st);
+        while st.unacked.front().is_some_and(|(s, _, _)| *s <= seq) {
+            st.unacked.pop_front();
+        }
+        drop(st);
+        self.cond.notify_all();
+    }
+
+    /// The member could not send sample `seq`.
+    pub(crate) fn failed(&self, seq: u64, why: String) {
+        let mut st = lock(&self.st);
+        st.unacked.retain(|(s, _, _)| *s != seq);
+        st.failed += 1;
+        st.last_failure = Some(why);
+        drop(st);
+        self.cond.notify_all();
+    }
+}
+
+/// Writes samples of one topic from a client (see
+/// [`super::DomainClient::create_writer`]). Dropping it waits (up to 5 s) until
+/// its samples are acknowledged.
+pub struct ClientWriter<T> {
+    c: Arc<Guard>,
+    slot: Arc<WriterSlot>,
+    codec: Codec<T>,
+    buf: Mutex<Vec<u8>>,
+}
+
+impl<T> std::fmt::Debug for ClientWriter<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientWriter").field("topic", &self.slot.topic).field("id", &self.slot.id).finish()
+    }
+}
+
+impl<T> ClientWriter<T> {
+    pub(crate) fn new(c: Arc<Guard>, slot: Arc<WriterSlot>, codec: Codec<T>) -> ClientWriter<T> {
+        ClientWriter { c, slot, codec, buf: Mutex::new(Vec::new()) }
+    }
+
+    fn h(&self) -> &Handle {
+        &self.c.0
+    }
+
+    /// Writes one sample; returns its sequence number. Waits while
+    /// [`super::ClientConfig::max_unacked`] samples wait for their acknowledgement.
+    pub fn write(&self, sample: &T) -> Result<u64, DdsError> {
+        let mut buf = lock(&self.buf);
+        (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
+        self.write_bytes(&buf)
+    }
+
+    fn write_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
+        if payload.len() > self.slot.max {
+            return Err(DdsError::TooLarge { len: payload.len(), max: self.slot.max });
+        }
+        let h = self.h();
+        let deadline = Instant::now() + h.cfg.request_timeout;
+        let mut st = lock(&self.slot.st);
+        while st.unacked.len() >= h.cfg.max_unacked.max(1) {
+            h.check()?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(DdsError::NotApplied(format!(
+                    "no acknowledgement from the member within {:?}",
+                    h.cfg.request_timeout
+                )));
+            }
+            st = self
+                .slot
+                .cond
+                .wait_timeout(st, left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        h.check()?;
+        st.next_seq += 1;
+        let seq = st.next_seq;
+        let ts = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        if st.session == h.session.load(sst::sync::atomic::Ordering::Acquire) {
+            // A failed post is sent again after the move, like every unacknowledged one.
+            let call = Call::Write { writer: self.slot.id, seq, ts, payload: payload.to_vec() };
+            let _ = h.link.post(&call.encode());
+        }
+        st.unacked.push_back((seq, ts, payload.to_vec()));
+        Ok(seq)
+    }
+
+    /// Waits up to `timeout` until every sample written so far is acknowledged
+    /// (delivered at the member: for ordered levels, stable in the group).
+    pub fn wait_for_delivery(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut st = lock(&self.slot.st);
+        while !st.unacked.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.h().check().is_err() {
+                return false;
+            }
+            st = self
+                .slot
+                .cond
+                .wait_timeout(st, left.min(Duration::from_millis(100)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        true
+    }
+
+    /// Samples written and not acknowledged yet.
+    pub fn unacked(&self) -> usize {
+        lock(&self.slot.st).unacked.len()
+    }
+
+    /// Samples the member could not send (too large, the member stopping), and
+    /// why the last one failed.
+    pub fn failures(&self) -> (u64, Option<String>) {
+        let st = lock(&self.slot.st);
+        (st.failed, st.last_failure.clone())
+    }
+
+    /// Samples sent again after a move to another member (each appears once).
+    pub fn resent(&self) -> u64 {
+        lock(&self.slot.st).resent
+    }
+
+    /// The writer's number in its client.
+    pub fn id(&self) -> u32 {
+        self.slot.id
+    }
+
+    /// The level it offers.
+    pub fn level(&self) -> Level {
+        self.slot.level
+    }
+}
+
+impl<T> Drop for ClientWriter<T> {
+    fn drop(&mut self) {
+        if self.h().check().is_ok() {
+            self.wait_for_delivery(Duration::from_secs(5));
+        }
+        let h = self.h();
+        lock(&h.writers).remove(&self.slot.id);
+        if h.check().is_ok() {
+            let _ = h.call(&Call::Close { writer: true, id: self.slot.id });
+        }
+    }
+}
