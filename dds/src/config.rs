@@ -37,6 +37,9 @@ pub struct DdsConfig {
     pub setup_timeout: Duration,
     /// How long a late joiner tries to fetch a topic's history (default 30 s).
     pub catch_up_timeout: Duration,
+    /// How many clients this member serves and how much it buffers for each
+    /// (`[dds] max_clients`, `client_buffer_bytes`; see [`crate::client`]).
+    pub client_limits: views::group::ClientLimits,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -46,6 +49,8 @@ struct Section {
     fsync: Option<String>,
     setup_timeout_ms: Option<u64>,
     catch_up_timeout_ms: Option<u64>,
+    max_clients: Option<usize>,
+    client_buffer_bytes: Option<usize>,
 }
 
 impl DdsConfig {
@@ -57,6 +62,7 @@ impl DdsConfig {
             fsync: Fsync::Every(64),
             setup_timeout: Duration::from_secs(30),
             catch_up_timeout: Duration::from_secs(30),
+            client_limits: views::group::ClientLimits::default(),
         }
     }
 
@@ -81,6 +87,12 @@ impl DdsConfig {
         }
         if let Some(ms) = section.catch_up_timeout_ms {
             cfg.catch_up_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = section.max_clients {
+            cfg.client_limits.max_clients = n;
+        }
+        if let Some(b) = section.client_buffer_bytes {
+            cfg.client_limits.buffer_bytes = b;
         }
         Ok(cfg)
     }

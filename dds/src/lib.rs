@@ -152,7 +152,8 @@ impl DomainParticipant {
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
             .on_request(move |body| catchup::answer(&s2, body))
-            .client_handler(client::Serve::new(shared.clone()))
+            .client_handler(client::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
+            .client_limits(cfg.client_limits)
             .start()?;
         let group = Arc::new(group);
         let _ = shared.group.set(Arc::downgrade(&group));

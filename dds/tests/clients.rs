@@ -11,21 +11,32 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> DomainParticipant {
+fn member_with(
+    name: &str,
+    id: u32,
+    contact: Option<SocketAddr>,
+    limits: views::group::ClientLimits,
+) -> DomainParticipant {
     let port = testkit::free_ports(1).unwrap()[0];
     let mut b = Config::builder(id, format!("127.0.0.1:{port}").parse().unwrap()).name(name).transport(Transport::Tcp);
     if let Some(c) = contact {
         b = b.contact(c);
     }
     let cfg = b.timeouts(Duration::from_millis(50), Duration::from_millis(1000)).build().unwrap();
-    DomainParticipant::new(DdsConfig::new(cfg)).unwrap()
+    let mut cfg = DdsConfig::new(cfg);
+    cfg.client_limits = limits;
+    DomainParticipant::new(cfg).unwrap()
 }
 
 fn domain(name: &str) -> Vec<DomainParticipant> {
+    domain_with(name, views::group::ClientLimits::default())
+}
+
+fn domain_with(name: &str, limits: views::group::ClientLimits) -> Vec<DomainParticipant> {
     let mut ps: Vec<DomainParticipant> = Vec::new();
     for id in 0..3 {
         let contact = ps.first().map(|p| p.group().listen_addr());
-        ps.push(member(name, id, contact));
+        ps.push(member_with(name, id, contact, limits));
     }
     for p in &ps {
         assert!(p.group().wait_for_members(3, WAIT));
@@ -141,4 +152,96 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
         let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();
         assert_eq!(ns, (0..total).collect::<Vec<_>>(), "member {i}: each written sample once");
     }
+}
+
+#[test]
+fn hostile_client_calls_are_refused_and_the_members_go_on() {
+    use views::client::{Client, ClientError};
+    let ps = domain(&format!("dc{}h", std::process::id()));
+    let qos = Qos { level: Level::Ordered, ..Qos::default() }.max_sample_bytes(16);
+    let t = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
+    let reader = ps[0].create_reader(&t, t.qos()).unwrap();
+    ps[0].serve_clients(&t).unwrap();
+    let addr = ps[0].group().listen_addr();
+    let before = view_ids(&ps);
+    // Garbage requests get an error reply; the session goes on.
+    let raw = Client::connect(&[addr], WAIT).unwrap();
+    for body in [&b""[..], &[0xff; 40], &[3, 200, 200, 200, 200, 200]] {
+        let reply = raw.request(body, WAIT).unwrap();
+        assert!(String::from_utf8_lossy(&reply).contains("bad request"), "{reply:?}");
+    }
+    // A post that is no write, and a write for a writer it never registered, end it.
+    for bad in [vec![0xee; 9], vec![5, 0, 1, 1, 0]] {
+        let c = Client::connect(&[addr], WAIT).unwrap();
+        c.post(&bad).unwrap();
+        let end = (0..300).find_map(|_| c.recv_push(Duration::from_millis(100)).err());
+        assert!(matches!(end, Some(ClientError::Dropped(_))), "{end:?}");
+    }
+    // A client cannot offer more than the topic's level, nor open an unknown topic,
+    // nor write more than a sample may hold.
+    let c = client(vec![addr]);
+    let t2 = c.find_topic::<(u32, u64)>("t").unwrap();
+    let strong = Qos { level: Level::Logged, ..t2.qos() };
+    assert!(c.create_writer(&t2, strong).is_err());
+    assert!(c.find_topic::<(u32, u64)>("nope").is_err());
+    assert!(c.find_topic::<String>("t").is_err(), "another type");
+    let bytes = c.find_topic::<Vec<u8>>("t");
+    assert!(bytes.is_err());
+    let w = c.create_writer(&t2, t2.qos()).unwrap();
+    w.write(&(1, 2)).unwrap();
+    assert!(w.wait_for_delivery(WAIT));
+    let got = reader.take_n(1, WAIT);
+    assert_eq!(got[0].data, (1, 2));
+    assert_eq!(got[0].info.writer.client, Some(c.id()));
+    assert_eq!(view_ids(&ps), before, "no view change");
+}
+
+#[test]
+fn a_client_reader_that_stops_reading_is_dropped_and_moves_on_without_a_gap() {
+    let limits = views::group::ClientLimits { buffer_bytes: 1 << 20, ..Default::default() };
+    let ps = domain_with(&format!("dc{}s", std::process::id()), limits);
+    let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(1024);
+    let topic = ps[0].topic::<Vec<u8>>("t", qos).unwrap();
+    for p in &ps {
+        p.serve_clients(&p.find_topic::<Vec<u8>>("t").unwrap()).unwrap();
+    }
+    let writer = ps[0].create_writer(&topic, topic.qos()).unwrap();
+    let contacts: Vec<SocketAddr> = ps.iter().map(|p| p.group().listen_addr()).collect();
+    let c = client(vec![contacts[1], contacts[2]]);
+    let r = c.create_reader(&c.find_topic::<Vec<u8>>("t").unwrap(), topic.qos()).unwrap();
+    // A listener that blocks stalls the client's receiving thread: its member's
+    // buffer for it fills and the member drops it.
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let rx = std::sync::Mutex::new(rx);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    r.on_data_available(move |s| {
+        if s.info.topic_seq == 10 {
+            let _ = rx.lock().unwrap().recv_timeout(WAIT);
+        }
+        s2.lock().unwrap().push(s.info.topic_seq);
+    });
+    // 24 MB of samples: past the member's 1 MiB buffer, the sockets' buffers and
+    // the client's queue of 4096 events.
+    let total = 24_000u64;
+    for n in 0..total {
+        writer.write(&vec![(n % 251) as u8; 1000]).unwrap();
+    }
+    assert!(writer.wait_for_delivery(WAIT), "the writer was not held up by the stalled client");
+    let dropped = testkit::poll_until(WAIT, Duration::from_millis(10), || ps[1].group().metrics().clients_dropped > 0);
+    assert!(dropped, "the member dropped the stalled client");
+    tx.send(()).unwrap();
+    let all = testkit::poll_until(WAIT, Duration::from_millis(10), || seen.lock().unwrap().len() as u64 >= total);
+    assert!(
+        all,
+        "the client moved and caught up: {} of {total}; moves {}, ended {:?}, {:?}, member {:?}",
+        seen.lock().unwrap().len(),
+        c.failovers(),
+        c.ended(),
+        r.status(),
+        c.member()
+    );
+    assert_eq!(*seen.lock().unwrap(), (0..total).collect::<Vec<_>>(), "no gap, no duplicate");
+    assert!(c.failovers() >= 1);
+    assert_eq!(r.status().lost, 0);
 }

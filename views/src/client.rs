@@ -42,7 +42,7 @@ use sst::transport::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -91,6 +91,11 @@ pub enum Event {
     Push(Vec<u8>),
 }
 
+/// Events a client holds unreceived; past this its reader stops reading, so the
+/// member's buffer for it fills and the member drops it (a client that does not
+/// keep up is dropped, not buffered without bound at either end).
+const EVENTS: usize = 4096;
+
 /// A reply waiter's answer.
 type Answer = Result<Vec<u8>, ClientError>;
 
@@ -125,7 +130,7 @@ pub struct Client {
     conn: Mutex<Conn>,
     pending: Pending,
     events: Mutex<Receiver<Incoming>>,
-    tx: Sender<Incoming>,
+    tx: SyncSender<Incoming>,
     /// Events read past by [`Client::recv`] (pushes) or [`Client::recv_push`] (relays).
     held: Mutex<(VecDeque<Relayed>, VecDeque<Vec<u8>>)>,
     subscribed: Mutex<Vec<usize>>,
@@ -164,7 +169,7 @@ fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStre
 /// Reads the member's frames until the connection ends (through a buffer: relayed
 /// frames are small and many, and two reads a frame cost more than the frame):
 /// replies to their waiters, everything else to the client's event queue.
-fn read_all(s: TcpStream, gen: u64, tx: Sender<Incoming>, pending: Pending) {
+fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) {
     let mut r = std::io::BufReader::with_capacity(1 << 16, s);
     let (dropped, why) = loop {
         let event = match read_frame(&mut r) {
@@ -219,7 +224,7 @@ impl Client {
     pub fn connect(contacts: &[SocketAddr], timeout: Duration) -> Result<Client, ClientError> {
         let id = fresh_id();
         let pending = Pending::default();
-        let (tx, rx) = channel();
+        let (tx, rx) = sync_channel(EVENTS);
         let conn = Self::first_of(contacts, 0, id, timeout, 1, &tx, &pending)?;
         Ok(Client {
             contacts: contacts.to_vec(),
@@ -242,7 +247,7 @@ impl Client {
         id: u64,
         timeout: Duration,
         gen: u64,
-        tx: &Sender<Incoming>,
+        tx: &SyncSender<Incoming>,
         pending: &Pending,
     ) -> Result<Conn, ClientError> {
         if contacts.is_empty() {

@@ -117,7 +117,14 @@ pub(crate) struct ReaderSlot {
     pub(crate) last: HashMap<(u64, u32, bool), u64>,
     /// Writers seen before the last move whose next sample is not seen yet.
     pub(crate) resumed: HashSet<(u64, u32, bool)>,
+    /// Live samples held while the history is fetched: (view, topic_seq, node,
+    /// from history, bytes).
+    pub(crate) held: Option<Vec<Held>>,
 }
+
+/// A live sample held while a reader's history is fetched: (view, topic_seq,
+/// node, from history, bytes).
+pub(crate) type Held = (u64, u64, u32, bool, Vec<u8>);
 
 /// What the client's handles share with its receiving thread.
 pub(crate) struct Handle {
@@ -300,13 +307,18 @@ impl DomainClient {
             last_topic_seq: None,
             last: HashMap::new(),
             resumed: HashSet::new(),
+            held: (topic.qos.level >= Level::Volatile).then(Vec::new),
         };
         lock(&h.readers).insert(id, slot);
         let call = Call::Reader { topic: topic.name.clone(), reader: id, level: qos.level, from: None };
         match h.call(&call) {
-            Ok(Reply::Reader { lost, incompatible }) => {
+            Ok(Reply::Reader { lost, incompatible, history }) => {
                 lock(&core.q).status.lost += lost;
                 core.set_incompatible(incompatible_list(incompatible));
+                if let Err(e) = pump::catch_up(h, id, &topic.name, history) {
+                    lock(&h.readers).remove(&id);
+                    return Err(e);
+                }
             }
             Ok(other) => {
                 lock(&h.readers).remove(&id);

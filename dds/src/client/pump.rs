@@ -3,18 +3,20 @@
 //! to another member when the session ends (see [`super`]).
 
 use super::wire::{decode, Call, Push, Reply};
-use super::Handle;
+use super::{Handle, ReaderSlot};
 use crate::sample::info_of;
 use crate::sink::Src;
+use crate::DdsError;
 use sst::sync::atomic::Ordering;
 use sst::sync::lock;
 use sst::transport::NodeId;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use views::view::ViewId;
 
 /// Runs until the client is closed or no member takes it within the failover
 /// timeout.
-pub(super) fn run(h: &Handle) {
+pub(super) fn run(h: &Arc<Handle>) {
     while !h.stop.load(Ordering::Acquire) {
         match h.link.recv_push(Duration::from_millis(100)) {
             Ok(Some(bytes)) => take(h, &bytes),
@@ -47,34 +49,10 @@ fn take(h: &Handle, bytes: &[u8]) {
         Push::Sample { reader, view, topic_seq, node, history, bytes } => {
             let mut readers = lock(&h.readers);
             let Some(slot) = readers.get_mut(&reader) else { return };
-            let src = Src::Bytes(&bytes);
-            if !src.has_header() {
-                slot.core.reject(format!("a relayed sample of {} bytes has no whole header", bytes.len()));
-                return;
+            match slot.held.as_mut() {
+                Some(held) => held.push((view, topic_seq, node, history, bytes)),
+                None => accept(slot, view, topic_seq, node, history, &bytes),
             }
-            let (info, _) = info_of(|i| src.word(i), NodeId(node), ViewId(view), topic_seq, history);
-            if slot.history {
-                // `topic_seq` is the same at every member: a repeat after a move is
-                // one this reader had.
-                if slot.last_topic_seq.is_some_and(|l| topic_seq <= l) {
-                    return;
-                }
-                slot.last_topic_seq = Some(topic_seq);
-            } else {
-                let key = info.writer.key();
-                if slot.resumed.contains(&key) {
-                    let last = slot.last.get(&key).copied().unwrap_or(0);
-                    if info.seq <= last {
-                        return; // the new member relayed what the old one had
-                    }
-                    slot.resumed.remove(&key);
-                    lock(&slot.core.q).status.lost += info.seq - last - 1;
-                }
-                slot.last.insert(key, info.seq);
-            }
-            let core = slot.core.clone();
-            drop(readers);
-            core.offer(&info, src);
         }
         Push::Acked { writer, seq } => {
             if let Some(w) = lock(&h.writers).get(&writer).cloned() {
@@ -89,9 +67,90 @@ fn take(h: &Handle, bytes: &[u8]) {
     }
 }
 
+/// A sample for a reader, in order: dropped if the reader had it (a repeat after a
+/// move), else offered; gaps after a move are counted as lost (see [`super`]).
+fn accept(slot: &mut ReaderSlot, view: u64, topic_seq: u64, node: u32, history: bool, bytes: &[u8]) {
+    let src = Src::Bytes(bytes);
+    if !src.has_header() {
+        slot.core.reject(format!("a relayed sample of {} bytes has no whole header", bytes.len()));
+        return;
+    }
+    let (info, _) = info_of(|i| src.word(i), NodeId(node), ViewId(view), topic_seq, history);
+    if slot.history {
+        // `topic_seq` is the same at every member: a repeat after a move is one
+        // this reader had.
+        if slot.last_topic_seq.is_some_and(|l| topic_seq <= l) {
+            return;
+        }
+        slot.last_topic_seq = Some(topic_seq);
+    } else {
+        let key = info.writer.key();
+        if slot.resumed.contains(&key) {
+            let last = slot.last.get(&key).copied().unwrap_or(0);
+            if info.seq <= last {
+                return; // the new member relayed what the old one had
+            }
+            slot.resumed.remove(&key);
+            lock(&slot.core.q).status.lost += info.seq - last - 1;
+        }
+        slot.last.insert(key, info.seq);
+    }
+    slot.core.offer(&info, src);
+}
+
+/// Fetches reader `id`'s history `range` in pages, then lets the live samples
+/// held meanwhile through. Ends the hold even if the fetch fails (counting the
+/// rest of the range as lost), unless the client moved meanwhile.
+pub(super) fn catch_up(h: &Handle, id: u32, topic: &str, range: (u64, u64)) -> Result<(), DdsError> {
+    let session = h.session.load(Ordering::Acquire);
+    let (mut from, to) = range;
+    let mut result = Ok(());
+    while from < to {
+        let call = Call::History { topic: topic.into(), reader: id, from, to };
+        let (entries, next, lost) = match h.call(&call) {
+            Ok(Reply::History { entries, next, lost }) => (entries, next, lost),
+            Ok(other) => {
+                result = Err(DdsError::NotApplied(format!("unexpected reply {other:?}")));
+                break;
+            }
+            Err(e) => {
+                result = Err(e);
+                break;
+            }
+        };
+        let mut readers = lock(&h.readers);
+        let Some(slot) = readers.get_mut(&id) else { return Ok(()) };
+        lock(&slot.core.q).status.lost += lost;
+        let in_range = entries.iter().all(|(seq, ..)| *seq >= from && *seq < to);
+        if !in_range || next <= from || next > to {
+            result = Err(DdsError::NotApplied(format!("a history page out of range from {}", h.link.member().0)));
+            break;
+        }
+        for (seq, view, node, bytes) in entries {
+            accept(slot, view, seq, node, true, &bytes);
+        }
+        from = next;
+    }
+    let mut readers = lock(&h.readers);
+    if h.session.load(Ordering::Acquire) != session {
+        // The client moved meanwhile: the catch-up of the new session takes over
+        // (and the live samples stay held for it).
+        return result;
+    }
+    if let Some(slot) = readers.get_mut(&id) {
+        if from < to {
+            lock(&slot.core.q).status.lost += to - from;
+        }
+        for (view, topic_seq, node, history, bytes) in slot.held.take().unwrap_or_default() {
+            accept(slot, view, topic_seq, node, history, &bytes);
+        }
+    }
+    result
+}
+
 /// Connects to another member and registers every writer (sending what is
 /// unacknowledged again) and reader (resuming where it stopped).
-fn move_on(h: &Handle) -> Result<(), String> {
+fn move_on(h: &Arc<Handle>) -> Result<(), String> {
     let deadline = Instant::now() + h.cfg.failover_timeout;
     loop {
         if h.stop.load(Ordering::Acquire) {
@@ -117,7 +176,7 @@ fn move_on(h: &Handle) -> Result<(), String> {
     }
 }
 
-fn register_all(h: &Handle) -> Result<(), String> {
+fn register_all(h: &Arc<Handle>) -> Result<(), String> {
     let writers: Vec<_> = lock(&h.writers).values().cloned().collect();
     for w in writers {
         w.register(h).map_err(|e| e.to_string())?;
@@ -128,6 +187,9 @@ fn register_all(h: &Handle) -> Result<(), String> {
             .iter_mut()
             .map(|(id, r)| {
                 r.resumed = r.last.keys().copied().collect();
+                if r.history {
+                    r.held.get_or_insert_with(Vec::new);
+                }
                 let from = r.history.then(|| r.last_topic_seq.map_or(0, |s| s + 1));
                 (*id, Call::Reader { topic: r.topic.clone(), reader: *id, level: r.level, from })
             })
@@ -135,10 +197,25 @@ fn register_all(h: &Handle) -> Result<(), String> {
     };
     for (id, call) in calls {
         match h.call(&call).map_err(|e| e.to_string())? {
-            Reply::Reader { lost, incompatible } => {
-                if let Some(r) = lock(&h.readers).get(&id) {
-                    lock(&r.core.q).status.lost += lost;
-                    r.core.set_incompatible(super::incompatible_list(incompatible));
+            Reply::Reader { lost, incompatible, history } => {
+                let topic = match lock(&h.readers).get(&id) {
+                    Some(r) => {
+                        lock(&r.core.q).status.lost += lost;
+                        r.core.set_incompatible(super::incompatible_list(incompatible));
+                        r.topic.clone()
+                    }
+                    None => continue,
+                };
+                // The history comes on its own thread: this one keeps taking the
+                // live samples (held until the history is in).
+                let h2 = h.clone();
+                let spawned = std::thread::Builder::new().name("dds-client-history".into()).spawn(move || {
+                    if let Err(e) = catch_up(&h2, id, &topic, history) {
+                        tracing::warn!(%e, reader = id, "a client reader's history after a move");
+                    }
+                });
+                if spawned.is_err() {
+                    return Err("no thread for a reader's history".into());
                 }
             }
             other => return Err(format!("unexpected reply {other:?}")),

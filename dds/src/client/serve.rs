@@ -8,6 +8,7 @@
 
 use super::relay::ClientReader;
 use super::wire::{decode, Call, Push, Reply};
+
 use crate::qos::Level;
 use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
@@ -18,6 +19,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use views::group::{ClientHandler, ClientSession};
+
+/// Most bytes of history per `History` answer (under the control plane's frame limit).
+const HISTORY_PAGE: usize = 2 << 20;
 
 /// Readers and writers one session may have at once.
 pub(crate) const MAX_ENDPOINTS: usize = 1024;
@@ -31,12 +35,15 @@ struct Endpoints {
 /// See the module docs.
 pub(crate) struct Serve {
     shared: Arc<Shared>,
+    /// Bytes of history per page: well under a session's buffer, which a page
+    /// passes through as one reply.
+    page: usize,
     sessions: Mutex<HashMap<u64, Endpoints>>,
 }
 
 impl Serve {
-    pub(crate) fn new(shared: Arc<Shared>) -> Serve {
-        Serve { shared, sessions: Mutex::default() }
+    pub(crate) fn new(shared: Arc<Shared>, buffer_bytes: usize) -> Serve {
+        Serve { shared, page: (buffer_bytes / 4).clamp(1, HISTORY_PAGE), sessions: Mutex::default() }
     }
 
     fn participant(&self) -> Result<Arc<Participant>, String> {
@@ -68,19 +75,15 @@ impl Serve {
                 self.wait_for_history(&state)?;
                 let mut g = lock(&state.inner);
                 let keeps = state.qos.level >= Level::Volatile;
-                let oldest = g.store.front().map_or(g.next_seq, |e| e.seq);
-                let from = if keeps { from.unwrap_or(0) } else { 0 };
-                let lost = if keeps { oldest.saturating_sub(from) } else { 0 };
-                for e in g.store.iter().filter(|e| e.seq >= from) {
-                    let (info, client_level) = e.info(true);
-                    if g.offered(&info, client_level).map_or(true, |l| l.satisfies(level))
-                        && !s.push(&Push::sample(reader, &info, e.bytes.clone()).encode())
-                    {
-                        return Err("fell behind while taking the history".into());
-                    }
-                }
+                // Live samples from here on are pushed; the history before is the
+                // client's to fetch in pages (`Call::History`), at its pace.
+                let live = g.next_seq;
+                let oldest = g.store.front().map_or(live, |e| e.seq);
+                let from = if keeps { from.unwrap_or(0).min(live) } else { live };
+                let lost = oldest.min(live).saturating_sub(from);
+                let history = (from.max(oldest), live);
                 g.clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == reader));
-                g.clients.readers.push(ClientReader { session: s.clone(), reader, level, from });
+                g.clients.readers.push(ClientReader { session: s.clone(), reader, level, from: live });
                 drop(g);
                 let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
                 let incompatible = entry
@@ -91,7 +94,7 @@ impl Serve {
                     .map(|w| (w.node, w.id, w.level))
                     .collect();
                 lock(&self.sessions).entry(s.id()).or_default().readers.insert(reader, state);
-                Ok(Reply::Reader { lost, incompatible })
+                Ok(Reply::Reader { lost, incompatible, history })
             }
             Call::Writer { topic, writer, level } => {
                 let entry = entry_of(&topic)?;
@@ -108,6 +111,38 @@ impl Serve {
                 lock(&state.inner).clients.writers.insert(s.id(), s.clone());
                 lock(&self.sessions).entry(s.id()).or_default().writers.insert(writer, (state, level));
                 Ok(Reply::Done)
+            }
+            Call::History { topic, reader, from, to } => {
+                let state = lock(&self.sessions)
+                    .get(&s.id())
+                    .and_then(|e| e.readers.get(&reader).cloned())
+                    .filter(|t| t.name == topic)
+                    .ok_or_else(|| format!("no reader {reader} of `{topic}` in this session"))?;
+                let level = lock(&state.inner)
+                    .clients
+                    .readers
+                    .iter()
+                    .find(|r| r.session.id() == s.id() && r.reader == reader)
+                    .map(|r| r.level);
+                let level = level.ok_or("the reader is gone")?;
+                let g = lock(&state.inner);
+                let oldest = g.store.front().map_or(g.next_seq, |e| e.seq);
+                let lost = oldest.min(to).saturating_sub(from);
+                let mut entries = Vec::new();
+                let mut used = 0;
+                let mut next = to;
+                for e in g.store.iter().filter(|e| e.seq >= from && e.seq < to) {
+                    if used > 0 && used + e.bytes.len() > self.page {
+                        next = e.seq;
+                        break;
+                    }
+                    used += e.bytes.len();
+                    let (info, client_level) = e.info(true);
+                    if g.offered(&info, client_level).map_or(true, |l| l.satisfies(level)) {
+                        entries.push((e.seq, e.view.0, e.node, serde_bytes::ByteBuf::from(e.bytes.clone())));
+                    }
+                }
+                Ok(Reply::History { entries, next, lost })
             }
             Call::Close { writer, id } => {
                 let mut sessions = lock(&self.sessions);

@@ -17,6 +17,8 @@ pub(crate) enum Call {
     Reader { topic: String, reader: u32, level: Level, from: Option<u64> },
     /// Register writer `writer` on `topic`.
     Writer { topic: String, writer: u32, level: Level },
+    /// Reader `reader`'s history from `from` to before `to`, a page.
+    History { topic: String, reader: u32, from: u64, to: u64 },
     /// Drop a reader or writer.
     Close { writer: bool, id: u32 },
     /// How many endpoints `topic` has among the members.
@@ -40,9 +42,20 @@ pub(crate) enum Reply {
     },
     /// The reader is on: samples it can no longer have (history the member no
     /// longer holds), and the writers whose offer does not meet its request.
+    /// `history`: the range of `topic_seq` to fetch before the live samples, which
+    /// start at its end.
     Reader {
         lost: u64,
         incompatible: Vec<(u32, u32, Level)>,
+        history: (u64, u64),
+    },
+    /// A page of history: (topic_seq, view, node, bytes); `next` is where the next
+    /// page starts (the range's end once done); `lost`, samples of the range the
+    /// member no longer holds.
+    History {
+        entries: Vec<(u64, u64, u32, serde_bytes::ByteBuf)>,
+        next: u64,
+        lost: u64,
     },
     Matched {
         writers: usize,
@@ -114,7 +127,7 @@ mod tests {
     fn messages_round_trip_and_trailing_bytes_are_refused() {
         let c = Call::Write { writer: 1, seq: 2, ts: 3, payload: vec![4; 10] };
         assert_eq!(decode::<Call>(&c.encode()), Ok(c.clone()));
-        let r = Reply::Reader { lost: 3, incompatible: vec![(1, 2, Level::Ordered)] };
+        let r = Reply::Reader { lost: 3, incompatible: vec![(1, 2, Level::Ordered)], history: (0, 4) };
         assert_eq!(decode::<Reply>(&r.encode()), Ok(r));
         let p = Push::Acked { writer: 1, seq: 9 };
         assert_eq!(decode::<Push>(&p.encode()), Ok(p));
