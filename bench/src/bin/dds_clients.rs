@@ -1,0 +1,278 @@
+//! dds_clients: DDS clients across a member's death, as processes.
+//!
+//! ```text
+//! cargo run --release -p bench --bin dds_clients -- --runs 20
+//! ```
+//!
+//! Each run starts a domain of three member processes over `--transport`. Member
+//! 0 writes the Volatile topic `feed` at `--rate` samples/s; every member reads it
+//! and serves clients. This process then connects two clients to member 1: a
+//! reader (contacts 1, 2) and a writer (contacts 1, 0) that writes as fast as its
+//! acknowledgements allow. After `--before` seconds member 1 is killed with
+//! SIGKILL; both clients move. The writer goes on for as long again, then waits
+//! until every sample it wrote is acknowledged.
+//!
+//! Checked per run: the client reader's samples are numbered without a gap or a
+//! duplicate in the topic's order (`topic_seq`) and its status reports nothing
+//! lost; each surviving member delivered every sample of the client writer exactly
+//! once. Measured: connect → first live sample at the reader, and the failover
+//! time (the kill → the first live sample of a later view at the reader). One JSON
+//! line per run, then a summary with p50 and max. Exit status 3 if a check failed.
+#![forbid(unsafe_code)]
+
+use bench::{out, round};
+use clap::Parser;
+use dds::config::DdsConfig;
+use dds::qos::{History, Level, Qos};
+use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use serde_json::{json, Value};
+use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use sst::sync::lock;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use testkit::TransportKind;
+
+#[derive(Parser, Debug, Clone)]
+#[command(about = "DDS clients across a member's kill -9: no gap, exactly once, and how long it takes")]
+struct Args {
+    /// Runs (each a new domain of three member processes).
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Data-plane transport of the members: shm or tcp (clients always use tcp).
+    #[arg(long, default_value = "tcp", value_parser = ["shm", "tcp"])]
+    transport: String,
+    /// Samples per second member 0 writes.
+    #[arg(long, default_value_t = 1000)]
+    rate: u64,
+    /// Seconds before the kill, and again after it.
+    #[arg(long, default_value_t = 0.5)]
+    before: f64,
+    /// The members' failure timeout in milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    failure_ms: u64,
+    /// Print JSON lines only.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    member: bench::MemberArgs,
+}
+
+const N: usize = 3;
+const VICTIM: usize = 1;
+/// Tags in the samples: member 0's feed and the client writer's.
+const FEED: u64 = 0;
+const CLIENT: u64 = 1;
+
+fn main() {
+    let args = Args::parse();
+    if args.runs == 0 || args.rate == 0 || args.rate > 100_000 || args.before <= 0.0 {
+        bench::usage("dds_clients", "--runs and --rate (up to 100000) and --before must be positive");
+    }
+    bench::run_parent_or_member("dds_clients", &args.member, |id| member(&args, id), || parent(&args))
+}
+
+fn qos() -> Qos {
+    Qos { level: Level::Volatile, history: History::KeepLast(1 << 20), ..Qos::default() }.max_sample_bytes(32)
+}
+
+/// A member: reads `feed` (counting the client writer's samples by number),
+/// serves clients, and member 0 writes.
+fn member(args: &Args, id: u32) -> Result<(), String> {
+    let heartbeat = Duration::from_millis(50);
+    let cfg = args.member.group_config(id, &args.transport, heartbeat, Duration::from_millis(args.failure_ms))?;
+    let p = DomainParticipant::new(DdsConfig::new(cfg)).map_err(|e| e.to_string())?;
+    if !p.group().wait_for_members(N, Duration::from_secs(60)) {
+        return Err("the domain did not reach 3 members".into());
+    }
+    let topic = p.topic::<(u64, u64)>("feed", qos()).map_err(|e| e.to_string())?;
+    let reader = p.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
+    // Client writer (by its key) → how many times each number was delivered.
+    let seen: Arc<Mutex<HashMap<String, HashMap<u64, u32>>>> = Arc::default();
+    let s2 = seen.clone();
+    reader.on_data_available(move |s: Sample<(u64, u64)>| {
+        if s.data.0 == CLIENT {
+            *lock(&s2).entry(s.info.writer.to_string()).or_default().entry(s.data.1).or_default() += 1;
+        }
+    });
+    p.serve_clients(&topic).map_err(|e| e.to_string())?;
+    let writer = if id == 0 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
+    if !p.wait_for_matched("feed", 1, N, Duration::from_secs(60)) {
+        return Err("the topic did not get its endpoints".into());
+    }
+    println!("JOINED");
+    if testkit::wait_for_parent() != "GO" {
+        return Err("expected GO".into());
+    }
+    println!("LISTEN {}", p.group().listen_addr());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| -> Result<(), String> {
+        let w = s.spawn(|| -> Result<(), String> {
+            let Some(w) = &writer else { return Ok(()) };
+            let period = Duration::from_secs_f64(1.0 / args.rate as f64);
+            let mut next = Instant::now();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                w.write(&(FEED, n)).map_err(|e| e.to_string())?;
+                n += 1;
+                next += period;
+                if let Some(d) = next.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(d);
+                }
+            }
+            Ok(())
+        });
+        let line = testkit::wait_for_parent();
+        stop.store(true, Ordering::Relaxed);
+        w.join().map_err(|_| "the writer panicked".to_string())??;
+        if line != "STOP" {
+            return Err(format!("expected STOP, got {line:?}"));
+        }
+        Ok(())
+    })?;
+    let by_writer: Vec<Value> = lock(&seen)
+        .iter()
+        .map(|(w, counts)| {
+            let max = counts.keys().copied().max().unwrap_or(0);
+            let twice = counts.values().filter(|c| **c > 1).count();
+            json!({"writer": w, "distinct": counts.len(), "max": max, "repeated": twice})
+        })
+        .collect();
+    println!("RESULT {}", json!({"node": id, "client_writers": by_writer}));
+    testkit::wait_for_parent();
+    Ok(())
+}
+
+/// What the client reader saw: (arrival, view, topic_seq, from history).
+type Seen = Arc<Mutex<Vec<(Instant, u64, u64, bool)>>>;
+
+fn client(contacts: Vec<SocketAddr>) -> Result<DomainClient, String> {
+    let mut cfg = ClientConfig::new(contacts);
+    cfg.connect_timeout = Duration::from_secs(2);
+    DomainClient::connect(cfg).map_err(|e| e.to_string())
+}
+
+/// One run: a domain, two clients, a kill.
+fn run(args: &Args) -> Result<Value, String> {
+    sst::transport::shm::remove_stale_files();
+    let mut kids = bench::start_members(N, TransportKind::Shm, Duration::from_secs(120), &[], &[], &[])?;
+    let all: Vec<usize> = (0..N).collect();
+    let addrs = kids.expect_lines("LISTEN ", &all).map_err(|e| e.to_string())?;
+    let addrs: Vec<SocketAddr> =
+        addrs.iter().map(|a| a.parse().map_err(|_| format!("bad address {a:?}"))).collect::<Result<_, _>>()?;
+    let t0 = Instant::now();
+    let rc = client(vec![addrs[VICTIM], addrs[2]])?;
+    let topic = rc.find_topic::<(u64, u64)>("feed").map_err(|e| e.to_string())?;
+    let reader = rc.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
+    let seen: Seen = Arc::default();
+    let s2 = seen.clone();
+    reader.on_data_available(move |s: Sample<(u64, u64)>| {
+        lock(&s2).push((Instant::now(), s.info.view.0, s.info.topic_seq, s.info.from_history));
+    });
+    let wc = client(vec![addrs[VICTIM], addrs[0]])?;
+    let writer = wc.create_writer(&wc.find_topic::<(u64, u64)>("feed").map_err(|e| e.to_string())?, topic.qos());
+    let writer = writer.map_err(|e| e.to_string())?;
+    let stop = AtomicBool::new(false);
+    let written = AtomicU64::new(0);
+    let killed = std::thread::scope(|s| -> Result<Instant, String> {
+        let w = s.spawn(|| -> Result<(), String> {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                n += 1;
+                writer.write(&(CLIENT, n)).map_err(|e| e.to_string())?;
+                written.store(n, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        std::thread::sleep(Duration::from_secs_f64(args.before));
+        let killed = Instant::now();
+        kids.kill(VICTIM);
+        std::thread::sleep(Duration::from_secs_f64(args.before));
+        stop.store(true, Ordering::Relaxed);
+        w.join().map_err(|_| "the client writer panicked".to_string())??;
+        Ok(killed)
+    })?;
+    let acked = writer.wait_for_delivery(Duration::from_secs(60));
+    let written = written.load(Ordering::Relaxed);
+    // Let the last samples reach the reader.
+    std::thread::sleep(Duration::from_millis(300));
+    let survivors: Vec<usize> = (0..N).filter(|i| *i != VICTIM).collect();
+    for &i in &survivors {
+        kids.tell(i, "STOP").map_err(|e| e.to_string())?;
+    }
+    let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
+    for &i in &survivors {
+        kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
+    }
+    let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
+    drop(kids);
+    sst::transport::shm::remove_stale_files();
+    let results = bench::parse_results(&lines)?;
+    let me = dds::WriterId { node: sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }.to_string();
+    let exactly_once = results.iter().all(|r| {
+        r["client_writers"].as_array().is_some_and(|ws| {
+            ws.iter().any(|w| {
+                w["writer"] == me.as_str()
+                    && w["distinct"].as_u64() == Some(written)
+                    && w["max"].as_u64() == Some(written)
+                    && w["repeated"] == 0
+            })
+        })
+    });
+    let seen = lock(&seen).clone();
+    let seqs: Vec<u64> = seen.iter().map(|x| x.2).collect();
+    let gapless = !seqs.is_empty() && seqs.windows(2).all(|w| w[1] == w[0] + 1);
+    let first_live = seen.iter().find(|x| !x.3).map(|x| (x.0 - t0).as_secs_f64() * 1e3);
+    let view_at_kill = seen.iter().filter(|x| x.0 <= killed).map(|x| x.1).max().unwrap_or(0);
+    let flowing = seen.iter().find(|x| x.0 > killed && !x.3 && x.1 > view_at_kill);
+    let failover_ms = flowing.map(|x| (x.0 - killed).as_secs_f64() * 1e3);
+    Ok(json!({
+        "connect_to_first_ms": first_live.map(|m| round(m, 2)), "failover_ms": failover_ms.map(|m| round(m, 2)),
+        "reader_samples": seqs.len(), "reader_gapless": gapless, "reader_lost": reader.status().lost,
+        "reader_moves": rc.failovers(), "written": written, "acked": acked, "resent": writer.resent(),
+        "writer_moves": wc.failovers(), "writer_exactly_once": exactly_once, "exited_ok": exited_ok,
+    }))
+}
+
+fn quantiles(xs: &mut [f64]) -> (f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    (xs[xs.len() / 2], xs[xs.len() - 1])
+}
+
+fn parent(args: &Args) -> Result<bool, String> {
+    let mut runs = Vec::new();
+    for i in 0..args.runs {
+        let v = run(args)?;
+        if !args.json {
+            bench::err(&format!("dds_clients: run {} of {}: {v}", i + 1, args.runs));
+        }
+        out(&v.to_string());
+        runs.push(v);
+    }
+    let ok = |r: &Value| {
+        r["reader_gapless"] == true
+            && r["reader_lost"] == 0
+            && r["acked"] == true
+            && r["writer_exactly_once"] == true
+            && r["exited_ok"] == true
+            && r["reader_moves"] == 1
+            && r["writer_moves"] == 1
+    };
+    let all_ok = runs.iter().all(ok);
+    let mut connect: Vec<f64> = runs.iter().filter_map(|r| r["connect_to_first_ms"].as_f64()).collect();
+    let mut failover: Vec<f64> = runs.iter().filter_map(|r| r["failover_ms"].as_f64()).collect();
+    let measured = connect.len() == runs.len() && failover.len() == runs.len();
+    let (c50, cmax) = quantiles(&mut connect);
+    let (f50, fmax) = quantiles(&mut failover);
+    out(&json!({
+        "bench": "dds_clients", "transport": args.transport, "runs": args.runs, "rate": args.rate,
+        "failure_ms": args.failure_ms, "connect_to_first_p50_ms": round(c50, 2), "connect_to_first_max_ms": round(cmax, 2),
+        "failover_p50_ms": round(f50, 2), "failover_max_ms": round(fmax, 2), "all_ok": all_ok && measured,
+    })
+    .to_string());
+    Ok(all_ok && measured)
+}
