@@ -35,6 +35,16 @@ fn dds_perf_runs_pub_sub_and_ping_pong() {
         assert_eq!(v["all_received_in_order"], true, "{v}");
         assert!(v["samples_per_s_per_sub"].as_f64().is_some_and(|r| r > 0.0), "{v}");
     }
+    // Subscriber clients outside the group: every one gets every sample, in order,
+    // and no view change happens while they read.
+    let v = run(
+        perf,
+        &["--transport", "tcp", "--subscribers", "2", "--clients", "3", "--size", "256", "--seconds", "0.3", "--json"],
+    );
+    assert_eq!(v["all_received_in_order"], true, "{v}");
+    assert_eq!(v["view_changes_during_run"], 0, "{v}");
+    assert_eq!(v["clients_dropped"], 0, "{v}");
+    assert!(v["min_client_samples_per_s"].as_f64().is_some_and(|r| r > 0.0), "{v}");
     let v = run(perf, &["--latency", "--size", "64", "--count", "200", "--json"]);
     assert_eq!(v["round_trips"], 200, "{v}");
     assert!(v["rtt_p50_us"].as_f64().is_some_and(|p| p > 0.0), "{v}");

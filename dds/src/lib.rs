@@ -243,18 +243,23 @@ impl DomainParticipant {
         Ok(r)
     }
 
-    /// Lists this member's proxy writer and reader of `topic` for the clients it
-    /// serves (see [`client`]) now, in one or two view changes, so that clients'
-    /// writers and readers on it cost none later. Without this, the first client
-    /// writer (and reader) of the topic at this member makes the change.
-    pub fn serve_clients<T>(&self, topic: &Topic<T>) -> Result<(), DdsError> {
+    /// Lists this member's proxy reader of `topic` (and, with `writers`, its
+    /// proxy writer) for the clients it serves (see [`client`]) now, in a view
+    /// change, so that clients' readers (and writers) on it cost none later.
+    /// Without this, the first client reader or writer of the topic at this member
+    /// makes the change. A proxy writer makes this member a sender of the topic,
+    /// which costs the topic's order a little while it has nothing to send (null
+    /// sends): list it only where clients write.
+    pub fn serve_clients<T>(&self, topic: &Topic<T>, writers: bool) -> Result<(), DdsError> {
         let view = self.0.group.view().ok_or_else(|| DdsError::NotApplied("this participant stopped".into()))?;
         let table = TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)?;
         let entry = table
             .topic(&topic.name)
             .cloned()
             .ok_or_else(|| DdsError::Topic { topic: topic.name.clone(), why: "no such topic".into() })?;
-        self.0.proxy(&entry, true)?;
+        if writers {
+            self.0.proxy(&entry, true)?;
+        }
         self.0.proxy(&entry, false)?;
         Ok(())
     }

@@ -68,7 +68,7 @@ fn members_and_clients_read_one_order_and_clients_change_no_view() {
     for p in &ps {
         let t = p.find_topic::<(u32, u64)>("t").unwrap();
         member_readers.push(p.create_reader(&t, t.qos()).unwrap());
-        p.serve_clients(&t).unwrap();
+        p.serve_clients(&t, true).unwrap();
     }
     assert!(ps[0].wait_for_matched("t", 0, 3, WAIT));
     let before = view_ids(&ps);
@@ -118,7 +118,7 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
     for p in &ps {
         let t = p.find_topic::<(u32, u64)>("t").unwrap();
         member_readers.push(p.create_reader(&t, t.qos()).unwrap());
-        p.serve_clients(&t).unwrap();
+        p.serve_clients(&t, true).unwrap();
     }
     let contacts: Vec<SocketAddr> = ps.iter().map(|p| p.group().listen_addr()).collect();
     // Both clients start at member 1, which then fails.
@@ -161,7 +161,7 @@ fn hostile_client_calls_are_refused_and_the_members_go_on() {
     let qos = Qos { level: Level::Ordered, ..Qos::default() }.max_sample_bytes(16);
     let t = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
     let reader = ps[0].create_reader(&t, t.qos()).unwrap();
-    ps[0].serve_clients(&t).unwrap();
+    ps[0].serve_clients(&t, true).unwrap();
     let addr = ps[0].group().listen_addr();
     let before = view_ids(&ps);
     // Garbage requests get an error reply; the session goes on.
@@ -203,7 +203,7 @@ fn a_client_reader_that_stops_reading_is_dropped_and_moves_on_without_a_gap() {
     let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(1024);
     let topic = ps[0].topic::<Vec<u8>>("t", qos).unwrap();
     for p in &ps {
-        p.serve_clients(&p.find_topic::<Vec<u8>>("t").unwrap()).unwrap();
+        p.serve_clients(&p.find_topic::<Vec<u8>>("t").unwrap(), false).unwrap();
     }
     let writer = ps[0].create_writer(&topic, topic.qos()).unwrap();
     let contacts: Vec<SocketAddr> = ps.iter().map(|p| p.group().listen_addr()).collect();

@@ -96,7 +96,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
             *lock(&s2).entry(s.info.writer.to_string()).or_default().entry(s.data.1).or_default() += 1;
         }
     });
-    p.serve_clients(&topic).map_err(|e| e.to_string())?;
+    p.serve_clients(&topic, true).map_err(|e| e.to_string())?;
     let writer = if id == 0 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
     if !p.wait_for_matched("feed", 1, N, Duration::from_secs(60)) {
         return Err("the topic did not get its endpoints".into());

@@ -19,7 +19,14 @@
 //! samples/s and GB/s from its first to its last sample. With `--qos logged` the
 //! run also times a plain sequential write of the same bytes to a file in the same
 //! directory (the disk's baseline) and reports both.
+//!
+//! With `--clients K`, K subscriber clients (`dds::DomainClient`, over TCP) in
+//! the parent process read the topic too, spread over the member readers; the
+//! summary adds their rates (`client_samples_per_s`, `min_client_samples_per_s`),
+//! the members' CPU and memory, and `view_changes_during_run` (which must be 0).
 #![forbid(unsafe_code)]
+
+mod clients;
 
 use bench::{out, round, Latency};
 use clap::Parser;
@@ -73,6 +80,10 @@ struct Args {
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
+    /// Subscriber clients (outside the group, over TCP) besides the member readers
+    /// (local mode, throughput only).
+    #[arg(long, default_value_t = 0)]
+    clients: usize,
     /// Manual roles: this participant's node id.
     #[arg(long, default_value_t = 0)]
     id: u32,
@@ -87,7 +98,7 @@ struct Args {
 }
 
 const SIZES: [usize; 14] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536];
-const END: u64 = u64::MAX;
+pub(crate) const END: u64 = u64::MAX;
 
 fn main() {
     let args = Args::parse();
@@ -96,6 +107,9 @@ fn main() {
     }
     if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
         bench::usage("dds_perf", "--subscribers must be 1..=32, --seconds and --count positive");
+    }
+    if args.clients > 256 || (args.clients > 0 && args.latency) {
+        bench::usage("dds_perf", "--clients must be at most 256, and with throughput runs only");
     }
     let r = match (args.member.child, args.role.as_str()) {
         (Some(id), _) => {
@@ -151,7 +165,11 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     let t0 = Instant::now();
     let data = p.pod_topic::<T>("perf", qos).map_err(|e| e.to_string())?;
     let topic_ms = t0.elapsed().as_secs_f64() * 1e3;
+    if args.clients > 0 {
+        p.serve_clients(&data, false).map_err(|e| e.to_string())?;
+    }
     let is_pub = if child { id == 0 } else { args.role == "pub" };
+    let mut held = None;
     let result = if args.latency {
         let pong = p.pod_topic::<T>("perf-pong", qos).map_err(|e| e.to_string())?;
         if is_pub {
@@ -160,8 +178,11 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
             latency_sub(args, &p, &data, &pong, id, child)?
         }
     } else if is_pub {
-        let mut v = throughput_pub(args, &p, &data, child)?;
+        let (mut v, w) = throughput_pub(args, &p, &data, child)?;
         v["topic_create_ms"] = json!(round(topic_ms, 2));
+        // The writer stays until the process exits: its removal is a view change,
+        // which the readers must not count in their run.
+        held = Some(w);
         v
     } else {
         throughput_sub(args, &p, &data, id, child)?
@@ -172,6 +193,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     } else {
         out(&result.to_string());
     }
+    drop(held);
     Ok(())
 }
 
@@ -199,12 +221,13 @@ fn throughput_pub<T: bytemuck::Pod>(
     p: &DomainParticipant,
     topic: &dds::Topic<T>,
     child: bool,
-) -> Result<Value, String> {
+) -> Result<(Value, DataWriter<T>), String> {
     let t0 = Instant::now();
     let w = p.create_writer(topic, topic.qos()).map_err(|e| e.to_string())?;
     let writer_ms = t0.elapsed().as_secs_f64() * 1e3;
     wait_for_endpoints(p, "perf", args.subscribers, 1)?;
     joined(child)?;
+    let run = if args.clients > 0 { Some(clients::MemberRun::start(p, child)?) } else { None };
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(args.seconds);
     let mut n = 0u64;
@@ -221,10 +244,14 @@ fn throughput_pub<T: bytemuck::Pod>(
     bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *end))[0] = END;
     end.write().map_err(|e| e.to_string())?;
     w.wait_for_delivery(Duration::from_secs(60));
-    Ok(json!({
+    let mut v = json!({
         "role": "pub", "samples": n, "secs": round(secs, 3), "samples_per_s": round(n as f64 / secs, 0),
         "writer_create_ms": round(writer_ms, 2),
-    }))
+    });
+    if let Some(r) = run {
+        r.finish(p, r.view_changes(p), &mut v);
+    }
+    Ok((v, w))
 }
 
 #[derive(Default)]
@@ -271,22 +298,30 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
         c2.n.fetch_add(1, Ordering::Relaxed);
     });
     joined(child)?;
+    let run = if args.clients > 0 { Some(clients::MemberRun::start(p, child)?) } else { None };
     let done = testkit::poll_until(Duration::from_secs_f64(args.seconds + 120.0), Duration::from_millis(5), || {
         c.last.lock().unwrap_or_else(|p| p.into_inner()).is_some() || p.group().stopped().is_some()
     });
     if !done {
         return Err("no end marker".into());
     }
+    let changes = run.as_ref().map(|r| r.view_changes(p));
     let n = c.n.load(Ordering::Relaxed);
     let first = c.first.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no samples")?;
     let last = c.last.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no end")?;
     let secs = (last - first).as_secs_f64().max(1e-9);
     let rate = n as f64 / secs;
-    Ok(json!({
+    let mut v = json!({
         "role": "sub", "node": id, "samples": n, "secs": round(secs, 3),
         "samples_per_s": round(rate, 0), "gb_per_s": round(rate * args.size as f64 / 1e9, 4),
         "out_of_order": c.out_of_order.load(Ordering::Relaxed), "lost": r.status().lost,
-    }))
+    });
+    if let Some(run) = run {
+        // The clients may still be reading: give them until they say so (bounded).
+        std::thread::sleep(Duration::from_millis(200));
+        run.finish(p, changes.unwrap_or(0), &mut v);
+    }
+    Ok(v)
 }
 
 fn latency_pub<T: bytemuck::Pod + Send>(
@@ -380,7 +415,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     sst::transport::shm::remove_stale_files();
     let n = 1 + args.subscribers;
     let dir = log_dir();
-    let kids = bench::start_members(
+    let mut kids = bench::start_members(
         n,
         TransportKind::Shm,
         Duration::from_secs(900),
@@ -388,12 +423,26 @@ fn parent(args: &Args) -> Result<bool, String> {
         &[],
         &[("DDS_PERF_LOG_DIR", dir.as_os_str())],
     )?;
+    let client_results = if args.clients > 0 {
+        let all: Vec<usize> = (0..n).collect();
+        let addrs = kids.expect_lines("LISTEN ", &all).map_err(|e| e.to_string())?;
+        let addrs: Vec<SocketAddr> =
+            addrs.iter().map(|a| a.parse().map_err(|_| format!("bad address {a:?}"))).collect::<Result<_, _>>()?;
+        let limit = Duration::from_secs_f64(args.seconds + 120.0);
+        let start = || kids.tell_all("START").map_err(|e| e.to_string());
+        Some(run_clients(args, &addrs[1..], limit, start)?)
+    } else {
+        None
+    };
     let (results, exited_ok) = bench::collect_results(kids, n)?;
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
         "read": args.read,
     });
+    if args.clients > 0 && args.latency {
+        return Err("--clients is for throughput runs".into());
+    }
     if args.latency {
         for k in ["rtt_p50_us", "rtt_p99_us", "rtt_p999_us", "round_trips"] {
             summary[k] = results[0][k].clone();
@@ -418,6 +467,27 @@ fn parent(args: &Args) -> Result<bool, String> {
         summary["all_received_in_order"] = json!(subs
             .iter()
             .all(|s| s["samples"].as_u64() == Some(written) && s["out_of_order"] == 0 && s["lost"] == 0));
+        if let Some(cs) = &client_results {
+            let rates: Vec<f64> = cs.iter().map(|c| c["samples_per_s"].as_f64().unwrap_or(0.0)).collect();
+            summary["clients"] = json!(args.clients);
+            summary["client_samples_per_s"] = json!(rates);
+            summary["min_client_samples_per_s"] = json!(rates.iter().copied().fold(f64::INFINITY, f64::min));
+            summary["aggregate_client_samples_per_s"] = json!(round(rates.iter().sum::<f64>(), 0));
+            let all = |k: &str| results.iter().map(|r| r[k].clone()).collect::<Vec<_>>();
+            summary["member_cpu_pct"] = json!(all("cpu_pct"));
+            summary["member_rss_mb_start"] = json!(all("rss_mb_start"));
+            summary["member_rss_mb_end"] = json!(all("rss_mb_end"));
+            summary["member_view_changes"] = json!(all("view_changes_during_run"));
+            summary["clients_dropped"] =
+                json!(results.iter().map(|r| r["clients_dropped"].as_u64().unwrap_or(0)).sum::<u64>());
+            summary["view_changes_during_run"] =
+                json!(results.iter().map(|r| r["view_changes_during_run"].as_u64().unwrap_or(0)).sum::<u64>());
+            let clients_ok = cs.iter().all(|c| {
+                c["samples"].as_u64() == Some(written) && c["out_of_order"] == 0 && c["lost"] == 0 && c["ended"] == true
+            });
+            let members_ok = summary["all_received_in_order"] == true;
+            summary["all_received_in_order"] = json!(members_ok && clients_ok);
+        }
         if args.qos == Level::Logged {
             let base = disk_baseline(args.size, written.clamp(1000, 2_000_000))?;
             summary["disk_baseline_samples_per_s"] = json!(round(base, 0));
@@ -426,5 +496,24 @@ fn parent(args: &Args) -> Result<bool, String> {
     }
     let _ = std::fs::remove_dir_all(log_dir());
     out(&summary.to_string());
-    Ok(exited_ok && summary["all_received_in_order"] != false)
+    let no_changes = summary["view_changes_during_run"].as_u64().map_or(true, |c| c == 0);
+    Ok(exited_ok && summary["all_received_in_order"] != false && no_changes)
+}
+
+/// [`clients::run`] with the sample type of `--size`.
+fn run_clients(
+    args: &Args,
+    addrs: &[SocketAddr],
+    limit: Duration,
+    start: impl FnOnce() -> Result<(), String>,
+) -> Result<Vec<Value>, String> {
+    macro_rules! sized {
+        ($($n:literal),*) => {
+            match args.size {
+                $($n => clients::run::<[u64; $n / 8]>(args.clients, addrs, limit, start),)*
+                _ => unreachable!("sizes are checked"),
+            }
+        };
+    }
+    sized!(16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536)
 }
