@@ -273,6 +273,7 @@ impl TopicState {
         for m in batch.iter() {
             self.deliver_one(&mut g, view, m.sender, Src::Slot(m.message));
         }
+        g.clients.flush();
     }
 
     fn deliver_one(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>) {
@@ -372,7 +373,10 @@ impl TopicState {
         if let Some(s) = seam {
             g.next_seq = g.next_seq.max(s);
         }
-        let Some(c) = g.catching_up.take() else { return };
+        let Some(c) = g.catching_up.take() else {
+            g.clients.flush();
+            return;
+        };
         // The seams of the view joined in and of every view begun while catching up
         // are known now: the seam, plus the held samples of earlier views.
         let at = g.next_seq;
@@ -389,5 +393,6 @@ impl TopicState {
         for (view, sender, bytes) in c.buffered {
             self.deliver_locked(&mut g, view, sender, Src::Bytes(&bytes), false);
         }
+        g.clients.flush();
     }
 }

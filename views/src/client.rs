@@ -91,17 +91,22 @@ pub enum Event {
     Push(Vec<u8>),
 }
 
-/// Events a client holds unreceived; past this its reader stops reading, so the
-/// member's buffer for it fills and the member drops it (a client that does not
-/// keep up is dropped, not buffered without bound at either end).
-const EVENTS: usize = 4096;
+/// Most events handed over at once.
+const BATCH: usize = 256;
+/// Batches a client holds unreceived (so at most 4096 events); past this its
+/// reader stops reading, so the member's buffer for it fills and the member drops
+/// it (a client that does not keep up is dropped, not buffered without bound at
+/// either end).
+const EVENTS: usize = 16;
 
 /// A reply waiter's answer.
 type Answer = Result<Vec<u8>, ClientError>;
 
 /// What the reader thread of one connection hands on.
 enum Incoming {
-    Event(Event),
+    /// Events in arrival order, as many as one read of the connection brought (up
+    /// to [`BATCH`]): one hand-over per batch, not one per message.
+    Events(Vec<Event>),
     /// The connection ended: dropped (true) or lost (false), and why.
     Ended(u64, bool, String),
 }
@@ -171,7 +176,13 @@ fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStre
 /// replies to their waiters, everything else to the client's event queue.
 fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) {
     let mut r = std::io::BufReader::with_capacity(1 << 16, s);
+    let mut batch = Vec::new();
     let (dropped, why) = loop {
+        // What was read is handed over before a read that may wait.
+        let hand_over = !batch.is_empty() && (r.buffer().is_empty() || batch.len() >= BATCH);
+        if hand_over && tx.send(Incoming::Events(std::mem::take(&mut batch))).is_err() {
+            break (false, "the client was dropped".into());
+        }
         let event = match read_frame(&mut r) {
             Ok(Message::Relay { view, subgroup, index, sender, body }) => Event::Relay(Relayed {
                 view: ViewId(view),
@@ -206,10 +217,11 @@ fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) 
             }
             Err(e) => break (false, e.to_string()),
         };
-        if tx.send(Incoming::Event(event)).is_err() {
-            break (false, "the client was dropped".into());
-        }
+        batch.push(event);
     };
+    if !batch.is_empty() {
+        let _ = tx.send(Incoming::Events(batch));
+    }
     let _ = r.get_ref().shutdown(Shutdown::Both);
     let err = if dropped { ClientError::Dropped(why.clone()) } else { ClientError::Disconnected(why.clone()) };
     for (_, w) in lock(&pending).drain() {
@@ -338,7 +350,18 @@ impl Client {
         let rx = lock(&self.events);
         loop {
             match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-                Ok(Incoming::Event(e)) => return Ok(Some(e)),
+                Ok(Incoming::Events(batch)) => {
+                    let mut it = batch.into_iter();
+                    let Some(first) = it.next() else { continue };
+                    let mut held = lock(&self.held);
+                    for e in it {
+                        match e {
+                            Event::Relay(m) => held.0.push_back(m),
+                            Event::Push(b) => held.1.push_back(b),
+                        }
+                    }
+                    return Ok(Some(first));
+                }
                 Ok(Incoming::Ended(gen, dropped, why)) => {
                     let mut c = lock(&self.conn);
                     if gen != c.gen {
@@ -357,11 +380,11 @@ impl Client {
     /// The next relayed message, waiting up to `within`; `Ok(None)` if none came.
     /// Pushes that come meanwhile wait for [`Client::recv_push`].
     pub fn recv(&self, within: Duration) -> Result<Option<Relayed>, ClientError> {
-        if let Some(m) = lock(&self.held).0.pop_front() {
-            return Ok(Some(m));
-        }
         let deadline = Instant::now() + within;
         loop {
+            if let Some(m) = lock(&self.held).0.pop_front() {
+                return Ok(Some(m));
+            }
             match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
                 Some(Event::Relay(m)) => return Ok(Some(m)),
                 Some(Event::Push(b)) => lock(&self.held).1.push_back(b),
@@ -373,11 +396,11 @@ impl Client {
     /// The next push, waiting up to `within`; relays that come meanwhile wait for
     /// [`Client::recv`].
     pub fn recv_push(&self, within: Duration) -> Result<Option<Vec<u8>>, ClientError> {
-        if let Some(b) = lock(&self.held).1.pop_front() {
-            return Ok(Some(b));
-        }
         let deadline = Instant::now() + within;
         loop {
+            if let Some(b) = lock(&self.held).1.pop_front() {
+                return Ok(Some(b));
+            }
             match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
                 Some(Event::Push(b)) => return Ok(Some(b)),
                 Some(Event::Relay(m)) => lock(&self.held).0.push_back(m),

@@ -239,6 +239,38 @@ pub fn encode(msg: &Message) -> Result<Vec<u8>, WireError> {
     Ok(out)
 }
 
+/// Encodes a [`Message::Push`] frame whose body is `parts` one after the other,
+/// without building the body first (a member relays one body to many clients).
+pub fn encode_push(parts: &[&[u8]]) -> Result<Vec<u8>, WireError> {
+    let len: usize = parts.iter().map(|p| p.len()).sum();
+    // postcard: the variant's index, then the byte string's length (varints), then it.
+    let mut head =
+        postcard::to_stdvec(&Message::Push { body: Vec::new() }).map_err(|e| WireError::Body(e.to_string()))?;
+    head.pop(); // the empty body's length, 0
+    let mut n = len as u64;
+    loop {
+        let b = (n & 0x7f) as u8;
+        n >>= 7;
+        head.push(if n == 0 { b } else { b | 0x80 });
+        if n == 0 {
+            break;
+        }
+    }
+    let body_len = head.len() + len;
+    if body_len > MAX_BODY {
+        return Err(WireError::TooLong(body_len as u64));
+    }
+    let mut out = Vec::with_capacity(HEADER + body_len);
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&VERSION.to_le_bytes());
+    out.extend_from_slice(&(body_len as u32).to_le_bytes());
+    out.extend_from_slice(&head);
+    for p in parts {
+        out.extend_from_slice(p);
+    }
+    Ok(out)
+}
+
 /// Checks a header; returns the body length.
 fn header(h: &[u8; HEADER]) -> Result<usize, WireError> {
     if h[..4] != MAGIC {
@@ -338,6 +370,16 @@ mod tests {
             assert_eq!(read_frame(&mut cursor).unwrap(), m);
         }
         assert_eq!(at, stream.len());
+    }
+
+    #[test]
+    fn a_push_built_from_parts_is_the_push_of_their_concatenation() {
+        for sizes in [vec![], vec![0], vec![3, 0, 200], vec![70_000, 5]] {
+            let parts: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, n)| vec![i as u8; *n]).collect();
+            let refs: Vec<&[u8]> = parts.iter().map(Vec::as_slice).collect();
+            let f = encode_push(&refs).unwrap();
+            assert_eq!(f, encode(&Message::Push { body: parts.concat() }).unwrap(), "{sizes:?}");
+        }
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! and gap checks a move needs), acknowledgements to their writers, and the move
 //! to another member when the session ends (see [`super`]).
 
-use super::wire::{decode, Call, Push, Reply};
+use super::wire::{decode, Call, PushRef, Reply};
 use super::{Handle, ReaderSlot};
 use crate::sample::info_of;
 use crate::sink::Src;
@@ -38,7 +38,7 @@ pub(super) fn run(h: &Arc<Handle>) {
 
 /// One push from the member.
 fn take(h: &Handle, bytes: &[u8]) {
-    let push = match decode::<Push>(bytes) {
+    let push = match decode::<PushRef>(bytes) {
         Ok(p) => p,
         Err(e) => {
             tracing::warn!(%e, "a push that does not decode: ignored");
@@ -46,20 +46,22 @@ fn take(h: &Handle, bytes: &[u8]) {
         }
     };
     match push {
-        Push::Sample { reader, view, topic_seq, node, history, bytes } => {
+        PushRef::Samples { reader, samples } => {
             let mut readers = lock(&h.readers);
             let Some(slot) = readers.get_mut(&reader) else { return };
-            match slot.held.as_mut() {
-                Some(held) => held.push((view, topic_seq, node, history, bytes)),
-                None => accept(slot, view, topic_seq, node, history, &bytes),
+            for (view, topic_seq, node, history, bytes) in samples {
+                match slot.held.as_mut() {
+                    Some(held) => held.push((view, topic_seq, node, history, bytes.to_vec())),
+                    None => accept(slot, view, topic_seq, node, history, bytes),
+                }
             }
         }
-        Push::Acked { writer, seq } => {
+        PushRef::Acked { writer, seq } => {
             if let Some(w) = lock(&h.writers).get(&writer).cloned() {
                 w.acked(seq);
             }
         }
-        Push::Failed { writer, seq, why } => {
+        PushRef::Failed { writer, seq, why } => {
             if let Some(w) = lock(&h.writers).get(&writer).cloned() {
                 w.failed(seq, why);
             }

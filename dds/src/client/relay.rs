@@ -3,7 +3,7 @@
 //! client writers it acknowledges, and the filter that drops a client sample sent
 //! twice (once by the member that died, once again after the client moved).
 
-use super::wire::Push;
+use super::wire::{wire_sample, Push, WireSample};
 use crate::qos::Level;
 use crate::sample::SampleInfo;
 use crate::sink::Src;
@@ -18,6 +18,8 @@ pub(crate) struct ClientReader {
     pub(crate) level: Level,
     /// Samples before this `topic_seq` went to it already (it resumed here).
     pub(crate) from: u64,
+    /// Which samples of the batch being delivered ([`Relay::batch`]) are for it.
+    pub(crate) picks: Vec<u32>,
 }
 
 /// See the module docs.
@@ -28,6 +30,12 @@ pub(crate) struct Relay {
     pub(crate) writers: HashMap<u64, ClientSession>,
     /// The highest sequence number delivered per client writer (client id, number).
     seen: HashMap<(u64, u32), u64>,
+    /// The samples of the batch being delivered that a client reader takes, sent at
+    /// its end ([`Relay::flush`]).
+    batch: Vec<WireSample>,
+    /// Acknowledgements of the batch being delivered: per (client, writer), the
+    /// highest number this member sent and delivered.
+    acks: HashMap<(u64, u32), u64>,
     /// This member lists proxy endpoints on the topic: it stays in the topic while
     /// it has no endpoint of its own.
     pub(crate) proxied: bool,
@@ -46,31 +54,65 @@ impl Relay {
         true
     }
 
-    /// Tells the client that wrote a sample this member sent that it is delivered.
+    /// Notes that a client sample this member sent is delivered (acknowledged at
+    /// the end of the batch).
     pub(crate) fn ack(&mut self, info: &SampleInfo) {
         let Some(client) = info.writer.client else { return };
-        if let Some(s) = self.writers.get(&client) {
-            let push = Push::Acked { writer: info.writer.id, seq: info.seq };
-            if !s.push(&push.encode()) {
-                self.writers.remove(&client);
+        let a = self.acks.entry((client, info.writer.id)).or_insert(0);
+        *a = (*a).max(info.seq);
+    }
+
+    /// Sends what the batch just delivered holds for each client: one frame per
+    /// reader, one acknowledgement per writer.
+    ///
+    /// The samples are encoded once for every reader that takes them all (the
+    /// common case); a reader's frame is its own prefix and that shared encoding.
+    pub(crate) fn flush(&mut self) {
+        if !self.batch.is_empty() {
+            let batch = std::mem::take(&mut self.batch);
+            let all = postcard::to_stdvec(&batch).unwrap_or_default();
+            self.readers.retain_mut(|r| {
+                if r.picks.is_empty() {
+                    return true;
+                }
+                let picks = std::mem::take(&mut r.picks);
+                // `Push::Samples { reader, samples }` is its prefix, then `samples`.
+                let mut prefix = Push::Samples { reader: r.reader, samples: Vec::new() }.encode();
+                prefix.pop(); // the empty list's length, 0
+                if picks.len() == batch.len() {
+                    r.session.push_parts(&[&prefix, &all])
+                } else {
+                    let some: Vec<&WireSample> = picks.iter().map(|i| &batch[*i as usize]).collect();
+                    r.session.push_parts(&[&prefix, &postcard::to_stdvec(&some).unwrap_or_default()])
+                }
+            });
+        }
+        for ((client, writer), seq) in self.acks.drain() {
+            if let Some(s) = self.writers.get(&client) {
+                if !s.push(&Push::Acked { writer, seq }.encode()) {
+                    self.writers.remove(&client);
+                }
             }
         }
     }
 
     /// Relays a delivered sample to the client readers whose request its writer's
-    /// offer (`offered`; `None` meets any) meets.
+    /// offer (`offered`; `None` meets any) meets (sent by [`Relay::flush`]).
     pub(crate) fn relay(&mut self, info: &SampleInfo, offered: Option<Level>, src: &Src<'_>) {
         if self.readers.is_empty() {
             return;
         }
-        let mut bytes = None;
-        self.readers.retain(|r| {
-            if info.topic_seq < r.from || !offered.map_or(true, |l| l.satisfies(r.level)) {
-                return true;
+        let at = self.batch.len() as u32;
+        let mut taken = false;
+        for r in &mut self.readers {
+            if info.topic_seq >= r.from && offered.map_or(true, |l| l.satisfies(r.level)) {
+                r.picks.push(at);
+                taken = true;
             }
-            let bytes = bytes.get_or_insert_with(|| src.copy_all());
-            r.session.push(&Push::sample(r.reader, info, bytes.clone()).encode())
-        });
+        }
+        if taken {
+            self.batch.push(wire_sample(info, src.copy_all()));
+        }
     }
 
     /// Forgets a session's readers and writer (it ended).

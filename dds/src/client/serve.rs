@@ -83,7 +83,13 @@ impl Serve {
                 let lost = oldest.min(live).saturating_sub(from);
                 let history = (from.max(oldest), live);
                 g.clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == reader));
-                g.clients.readers.push(ClientReader { session: s.clone(), reader, level, from: live });
+                g.clients.readers.push(ClientReader {
+                    session: s.clone(),
+                    reader,
+                    level,
+                    from: live,
+                    picks: Vec::new(),
+                });
                 drop(g);
                 let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
                 let incompatible = entry

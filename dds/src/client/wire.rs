@@ -5,7 +5,6 @@
 
 use crate::qos::{Level, Qos};
 use crate::sample::SampleInfo;
-use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 /// A client's request or post.
@@ -68,34 +67,42 @@ pub(crate) enum Reply {
 /// What a member sends a client unasked.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Push {
-    /// A sample for reader `reader`: its bytes (header and payload) and where it
-    /// stands.
-    Sample {
-        reader: u32,
-        view: u64,
-        topic_seq: u64,
-        node: u32,
-        history: bool,
-        #[serde(with = "serde_bytes")]
-        bytes: Vec<u8>,
-    },
+    /// Samples for reader `reader`, in delivery order (what one delivered batch
+    /// held for it).
+    Samples { reader: u32, samples: Vec<WireSample> },
     /// Writer `writer`'s samples up to `seq` are delivered.
     Acked { writer: u32, seq: u64 },
     /// Writer `writer`'s sample `seq` could not be sent, and why.
     Failed { writer: u32, seq: u64, why: String },
 }
 
-impl Push {
-    pub(crate) fn sample(reader: u32, info: &SampleInfo, bytes: Vec<u8>) -> Push {
-        Push::Sample {
-            reader,
-            view: info.view.0,
-            topic_seq: info.topic_seq,
-            node: info.writer.node.0,
-            history: info.from_history,
-            bytes,
-        }
-    }
+/// [`Push`] as a client reads it: the samples' bytes borrowed from the frame, not
+/// copied (the same encoding: the variants in the same order).
+#[derive(Debug, Deserialize)]
+pub(crate) enum PushRef<'a> {
+    Samples {
+        reader: u32,
+        #[serde(borrow)]
+        samples: Vec<(u64, u64, u32, bool, &'a serde_bytes::Bytes)>,
+    },
+    Acked {
+        writer: u32,
+        seq: u64,
+    },
+    Failed {
+        writer: u32,
+        seq: u64,
+        why: String,
+    },
+}
+
+/// A sample as a member relays it: where it stands (view, `topic_seq`, the node
+/// that sent it, whether it came from history) and its bytes (header and payload).
+pub(crate) type WireSample = (u64, u64, u32, bool, serde_bytes::ByteBuf);
+
+/// A sample of `info` with `bytes`, as relayed.
+pub(crate) fn wire_sample(info: &SampleInfo, bytes: Vec<u8>) -> WireSample {
+    (info.view.0, info.topic_seq, info.writer.node.0, info.from_history, serde_bytes::ByteBuf::from(bytes))
 }
 
 macro_rules! encodes {
@@ -110,7 +117,7 @@ macro_rules! encodes {
 encodes!(Call, Reply, Push);
 
 /// Decodes one message, with nothing left over.
-pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+pub(crate) fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Result<T, String> {
     match postcard::take_from_bytes::<T>(b) {
         Ok((t, [])) => Ok(t),
         Ok((_, rest)) => Err(format!("{} bytes left over", rest.len())),
@@ -130,8 +137,27 @@ mod tests {
         let r = Reply::Reader { lost: 3, incompatible: vec![(1, 2, Level::Ordered)], history: (0, 4) };
         assert_eq!(decode::<Reply>(&r.encode()), Ok(r));
         let p = Push::Acked { writer: 1, seq: 9 };
+        assert!(matches!(decode::<PushRef>(&p.encode()), Ok(PushRef::Acked { writer: 1, seq: 9 })));
         assert_eq!(decode::<Push>(&p.encode()), Ok(p));
         assert!(decode::<Call>(&[c.encode(), vec![0]].concat()).is_err());
+    }
+
+    #[test]
+    fn a_relayed_batch_encodes_as_its_prefix_then_the_shared_samples() {
+        let samples: Vec<WireSample> =
+            (0..3).map(|i| (1, i, 2, false, serde_bytes::ByteBuf::from(vec![i as u8; 20 + i as usize]))).collect();
+        let whole = Push::Samples { reader: 300, samples: samples.clone() }.encode();
+        let mut prefix = Push::Samples { reader: 300, samples: Vec::new() }.encode();
+        prefix.pop();
+        assert_eq!([prefix, postcard::to_stdvec(&samples).unwrap()].concat(), whole);
+        match decode::<PushRef>(&whole).unwrap() {
+            PushRef::Samples { reader, samples: got } => {
+                assert_eq!(reader, 300);
+                let bytes: Vec<&[u8]> = got.iter().map(|s| &s.4[..]).collect();
+                assert_eq!(bytes, samples.iter().map(|s| &s.4[..]).collect::<Vec<_>>());
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     proptest! {
@@ -140,6 +166,7 @@ mod tests {
             let _ = decode::<Call>(&bytes);
             let _ = decode::<Reply>(&bytes);
             let _ = decode::<Push>(&bytes);
+            let _ = decode::<PushRef>(&bytes);
         }
     }
 }

@@ -85,9 +85,15 @@ impl ClientSession {
     /// Queues `body` for the client (a `Push` frame). False if the session ended,
     /// or if this push passes the session's buffer limit, which drops the client.
     pub fn push(&self, body: &[u8]) -> bool {
-        match encode(&Message::Push { body: body.to_vec() }) {
+        self.push_parts(&[body])
+    }
+
+    /// [`ClientSession::push`] of `parts` one after the other as one body, built
+    /// into the frame with no other copy.
+    pub fn push_parts(&self, parts: &[&[u8]]) -> bool {
+        match crate::wire::encode_push(parts) {
             Ok(f) => {
-                let ok = self.s.push(&[f], self.limit);
+                let ok = self.s.push_owned(vec![f], self.limit);
                 if !ok {
                     self.dropped.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(client = self.s.id, limit = self.limit, "a client fell behind: dropped");
@@ -205,6 +211,11 @@ impl Session {
     /// Queues frames unless that passes `limit`; then the session is dropped and
     /// false returned.
     fn push(&self, frames: &[Vec<u8>], limit: usize) -> bool {
+        self.push_owned(frames.to_vec(), limit)
+    }
+
+    /// [`Session::push`] of frames taken as they are.
+    fn push_owned(&self, frames: Vec<Vec<u8>>, limit: usize) -> bool {
         let mut o = lock(&self.out);
         if o.closing {
             return true; // ended already: not a drop
@@ -216,7 +227,7 @@ impl Session {
             return false;
         }
         o.bytes += more;
-        o.frames.extend(frames.iter().cloned());
+        o.frames.extend(frames);
         drop(o);
         self.ready.notify_one();
         true
