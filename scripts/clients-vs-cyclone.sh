@@ -18,12 +18,18 @@ KS=${*:-1 8 64}
 command -v ddsperf >/dev/null || { echo "installing cyclonedds-tools" >&2; apt-get install -y -qq cyclonedds-tools >/dev/null; }
 cargo build --release -q -p bench --bin dds_perf
 out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+trap 'rm -f "$out" "$out".cyclone-*.xml' EXIT
 
 cyclone() { # K: one publisher, K subscribers of 1 KB samples
+  # The shared config's participant index stops at 20 participants on a host: past
+  # that, a copy of it with room for K + 1 (subscribers, the publisher) and spare.
+  local cfg=$out.cyclone-$1.xml
+  sed "s|<MaxAutoParticipantIndex>20<|<MaxAutoParticipantIndex>$(( $1 + 10 > 20 ? $1 + 10 : 20 ))<|" \
+    ../shared/bench/cyclone-lo.xml > "$cfg"
   unshare -n bash -c '
     ip link set lo up
-    export CYCLONEDDS_URI=file://'"$PWD"'/../shared/bench/cyclone-lo.xml
+    export CYCLONEDDS_URI=file://'"$cfg"'
+
     d=$(mktemp -d)
     for i in $(seq '"$1"'); do timeout '"$((T+30))"' ddsperf -TKS -D '"$((T+6))"' sub > $d/sub$i.txt 2>&1 & done
     sleep 2

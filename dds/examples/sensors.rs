@@ -15,12 +15,23 @@
 //! (in `--log-dir`): stop a subscriber with Ctrl-C and start it again with the same
 //! id, and it prints what its log held before it catches up. Stop the publisher and
 //! the subscribers see it leave the domain; start it again and it goes on.
+//!
+//! Clients take part without joining (see `dds::client`): with `--client` and
+//! `--contacts` (members' control addresses) a publisher or subscriber connects
+//! through a member, causes no view change, and moves to the next contact if its
+//! member dies (kill it with Ctrl-C: the client prints where it moved, and a
+//! subscriber goes on with no gap in `#`):
+//!
+//! ```text
+//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contacts 127.0.0.1:7210,127.0.0.1:7220
+//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contacts 127.0.0.1:7220,127.0.0.1:7200
+//! ```
 #![forbid(unsafe_code)]
 
 use clap::Parser;
 use dds::config::DdsConfig;
 use dds::qos::{History, Level, Qos};
-use dds::DomainParticipant;
+use dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -32,12 +43,18 @@ struct Args {
     /// `publish` or `subscribe`.
     #[arg(value_parser = ["publish", "subscribe"])]
     role: String,
-    /// This participant's id (unique in the domain, below 1024).
+    /// This participant's id (unique in the domain, below 1024); members only.
     #[arg(long)]
-    id: u32,
-    /// Control port on 127.0.0.1 (the data port is the next one).
+    id: Option<u32>,
+    /// Control port on 127.0.0.1 (the data port is the next one); members only.
     #[arg(long)]
-    port: u16,
+    port: Option<u16>,
+    /// Take part as a client of the members in `--contacts`, outside the group.
+    #[arg(long)]
+    client: bool,
+    /// Members' control addresses for a client, tried in order.
+    #[arg(long, value_delimiter = ',')]
+    contacts: Vec<SocketAddr>,
     /// Join the domain through this participant (leave out to start it).
     #[arg(long)]
     contact: Option<SocketAddr>,
@@ -73,7 +90,14 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let mut b = Config::builder(args.id, SocketAddr::from(([127, 0, 0, 1], args.port)))
+    let qos = Qos { level: args.qos, history: History::KeepLast(20), ..Qos::default() };
+    if args.client {
+        return client(args, qos);
+    }
+    let (Some(id), Some(port)) = (args.id, args.port) else {
+        return Err("a member needs --id and --port (or use --client --contacts ...)".into());
+    };
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
@@ -84,35 +108,19 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(d) = &args.log_dir {
         cfg.log_dir = d.clone();
     }
-    println!("joining domain `{}` as participant {} ...", args.domain, args.id);
+    println!("joining domain `{}` as participant {id} ...", args.domain);
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
-    let qos = Qos { level: args.qos, history: History::KeepLast(20), ..Qos::default() };
     let topic = p.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;
+    // Clients of this member cost no view change from now on.
+    p.serve_clients(&topic, true).map_err(|e| e.to_string())?;
     println!("topic `temperature` ({:?}); members {:?}", topic.qos().level, p.group().members());
     if args.role == "publish" {
         let w = p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?;
-        let sensors = ["hall", "lab", "roof"];
-        for i in 0u64.. {
-            let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-            let r =
-                Reading { sensor: sensors[(i % 3) as usize].into(), celsius: (20.0 + 5.0 * (t / 10.0).sin()) as f32 };
-            let seq = w.write(&r).map_err(|e| e.to_string())?;
-            println!("wrote #{seq}: {} {:.2} °C", r.sensor, r.celsius);
-            std::thread::sleep(Duration::from_millis(args.period_ms));
-        }
+        publish(args, |r| w.write(r).map_err(|e| e.to_string()))
     } else {
         let r = p.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
         let mut view = p.group().view().map(|v| v.id());
-        loop {
-            if r.wait(Duration::from_secs(1)) {
-                for s in r.take() {
-                    let how = if s.info.from_history { "history" } else { "live   " };
-                    println!(
-                        "{how} #{:<5} from {} (its #{}): {} {:.2} °C",
-                        s.info.topic_seq, s.info.writer, s.info.seq, s.data.sensor, s.data.celsius
-                    );
-                }
-            }
+        subscribe(&r, || {
             if let Some(why) = r.catch_up_failed() {
                 println!("(the history did not arrive: {why})");
             }
@@ -121,10 +129,74 @@ fn run(args: &Args) -> Result<(), String> {
                 view = now.as_ref().map(|v| v.id());
                 println!("view {:?}: members {:?}", view.map(|v| v.0), p.group().members());
             }
-            if let Some(why) = p.group().stopped() {
-                return Err(why);
-            }
+            p.group().stopped().map_or(Ok(()), Err)
+        })
+    }
+}
+
+/// A publisher or subscriber outside the group.
+fn client(args: &Args, qos: Qos) -> Result<(), String> {
+    if args.contacts.is_empty() {
+        return Err("a client needs --contacts (members' control addresses)".into());
+    }
+    let c = DomainClient::connect(ClientConfig::new(args.contacts.clone())).map_err(|e| e.to_string())?;
+    let (node, addr) = c.member();
+    println!("client {:#x} of member {node} at {addr}", c.id());
+    let topic = c.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;
+    let mut at = node;
+    let mut moved = move |c: &DomainClient| {
+        let (now, addr) = c.member();
+        if now != at {
+            at = now;
+            println!("(moved to member {now} at {addr})");
         }
+        c.ended().map_or(Ok(()), |why| Err(format!("the client ended: {why}")))
+    };
+    if args.role == "publish" {
+        let w = c.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?;
+        publish(args, |r| {
+            moved(&c)?;
+            w.write(r).map_err(|e| e.to_string())
+        })
+    } else {
+        let r = c.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
+        let mut lost = 0;
+        subscribe(&r, || {
+            let now = r.status().lost;
+            if now > lost {
+                println!("({} samples lost: the member no longer held them)", now - lost);
+                lost = now;
+            }
+            moved(&c)
+        })
+    }
+}
+
+/// Writes a reading every `--period-ms` until `write` fails.
+fn publish(args: &Args, mut write: impl FnMut(&Reading) -> Result<u64, String>) -> Result<(), String> {
+    let sensors = ["hall", "lab", "roof"];
+    for i in 0u64.. {
+        let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+        let r = Reading { sensor: sensors[(i % 3) as usize].into(), celsius: (20.0 + 5.0 * (t / 10.0).sin()) as f32 };
+        let seq = write(&r)?;
+        println!("wrote #{seq}: {} {:.2} °C", r.sensor, r.celsius);
+        std::thread::sleep(Duration::from_millis(args.period_ms));
     }
     Ok(())
+}
+
+/// Prints what `r` takes, and calls `tick` every second or so until it fails.
+fn subscribe(r: &DataReader<Reading>, mut tick: impl FnMut() -> Result<(), String>) -> Result<(), String> {
+    loop {
+        if r.wait(Duration::from_secs(1)) {
+            for s in r.take() {
+                let how = if s.info.from_history { "history" } else { "live   " };
+                println!(
+                    "{how} #{:<5} from {} (its #{}): {} {:.2} °C",
+                    s.info.topic_seq, s.info.writer, s.info.seq, s.data.sensor, s.data.celsius
+                );
+            }
+        }
+        tick()?;
+    }
 }

@@ -245,3 +245,25 @@ fn a_client_reader_that_stops_reading_is_dropped_and_moves_on_without_a_gap() {
     assert!(c.failovers() >= 1);
     assert_eq!(r.status().lost, 0);
 }
+
+#[test]
+fn a_new_client_reader_gets_the_history_held_and_loses_nothing() {
+    let ps = domain(&format!("dc{}k", std::process::id()));
+    let qos = Qos { level: Level::Volatile, history: History::KeepLast(5), ..Qos::default() }.max_sample_bytes(64);
+    let topic = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
+    let w = ps[0].create_writer(&topic, topic.qos()).unwrap();
+    for n in 0..20 {
+        w.write(&(0, n)).unwrap();
+    }
+    assert!(w.wait_for_delivery(WAIT));
+    let c = client(vec![ps[0].group().listen_addr()]);
+    let r = c.create_reader(&c.find_topic::<(u32, u64)>("t").unwrap(), topic.qos()).unwrap();
+    let got = r.take_n(5, WAIT);
+    let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();
+    assert_eq!(ns, (15..20).collect::<Vec<_>>(), "the five samples the topic keeps");
+    assert!(got.iter().all(|s| s.info.from_history));
+    assert_eq!(r.status().lost, 0, "a new reader has lost nothing (a member's new reader gets the same)");
+    w.write(&(0, 20)).unwrap();
+    let live = r.take_n(1, WAIT);
+    assert_eq!((live[0].data.1, live[0].info.topic_seq, live[0].info.from_history), (20, 20, false));
+}

@@ -79,7 +79,9 @@ impl Serve {
                 // client's to fetch in pages (`Call::History`), at its pace.
                 let live = g.next_seq;
                 let oldest = g.store.front().map_or(live, |e| e.seq);
-                let from = if keeps { from.unwrap_or(0).min(live) } else { live };
+                // A new reader starts at the oldest sample held (as a member's does); a resuming
+                // one where it stopped, and what is no longer held is lost to it.
+                let from = if keeps { from.unwrap_or(oldest).min(live) } else { live };
                 let lost = oldest.min(live).saturating_sub(from);
                 let history = (from.max(oldest), live);
                 g.clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == reader));
