@@ -9,6 +9,7 @@ pub mod log;
 pub mod qos;
 pub mod reader;
 pub mod sample;
+mod serve;
 mod sink;
 pub mod table;
 mod topic;
@@ -152,7 +153,7 @@ impl DomainParticipant {
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
             .on_request(move |body| catchup::answer(&s2, body))
-            .client_handler(client::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
+            .client_handler(serve::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
             .client_limits(cfg.client_limits)
             .start()?;
         let group = Arc::new(group);
@@ -237,7 +238,7 @@ impl DomainParticipant {
         let id = p.endpoint_id()?;
         let core = Arc::new(ReaderCore::new(id, &qos));
         state.add_reader(core.clone());
-        let owner = reader::Owner::Member { p: p.clone(), topic: state };
+        let owner = Box::new(reader::MemberOwner { p: p.clone(), topic: state });
         let r = DataReader { owner, core, codec: topic.codec.clone() };
         p.add_endpoint(&topic.name, false, id, qos.level)?;
         Ok(r)

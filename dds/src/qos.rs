@@ -40,9 +40,14 @@ pub enum Level {
 }
 
 impl Level {
-    /// The level numbered `n` (0 Unordered .. 3 Logged), as sample headers carry it.
-    pub(crate) fn from_u8(n: u8) -> Option<Level> {
-        [Level::Unordered, Level::Ordered, Level::Volatile, Level::Logged].get(n as usize).copied()
+    /// The level numbered `n` (0 Unordered .. 3 Logged), as client sample headers
+    /// carry it; a number that is no level offers nothing a reader could request
+    /// beyond the least: Unordered.
+    pub(crate) fn from_wire(n: u8) -> Level {
+        [Level::Unordered, Level::Ordered, Level::Volatile, Level::Logged]
+            .get(n as usize)
+            .copied()
+            .unwrap_or(Level::Unordered)
     }
 
     /// True if an offer at this level meets a request at `requested`.
@@ -179,5 +184,18 @@ impl Qos {
             return Err("history must keep at least one sample".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_round_trip_through_their_wire_numbers_and_unknown_ones_are_the_least() {
+        for l in [Level::Unordered, Level::Ordered, Level::Volatile, Level::Logged] {
+            assert_eq!(Level::from_wire(l as u8), l);
+        }
+        assert_eq!(Level::from_wire(9), Level::Unordered);
     }
 }

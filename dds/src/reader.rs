@@ -65,23 +65,36 @@ impl<T: bytemuck::Pod> SampleRef<'_, T> {
 /// Reads samples of one topic (see [`crate::DomainParticipant::create_reader`] and
 /// [`crate::DomainClient::create_reader`]). Dropping it removes it from the domain.
 pub struct DataReader<T> {
-    pub(crate) owner: Owner,
+    pub(crate) owner: Box<dyn Owner>,
     pub(crate) core: Arc<ReaderCore>,
     pub(crate) codec: Codec<T>,
 }
 
-/// Whose reader it is.
-pub(crate) enum Owner {
-    Member { p: Arc<Participant>, topic: Arc<TopicState> },
-    Client { c: Arc<crate::client::Guard>, topic: String },
+/// Whose reader it is (a member participant's or a client's): what its statuses
+/// and its end need.
+pub(crate) trait Owner: Send + Sync {
+    fn topic_name(&self) -> &str;
+    fn catch_up_failed(&self) -> Option<String>;
+    /// The reader is dropped: take it out of the topic.
+    fn close(&self, core: &Arc<ReaderCore>);
 }
 
-impl Owner {
+/// A member participant's reader.
+pub(crate) struct MemberOwner {
+    pub(crate) p: Arc<Participant>,
+    pub(crate) topic: Arc<TopicState>,
+}
+
+impl Owner for MemberOwner {
     fn topic_name(&self) -> &str {
-        match self {
-            Owner::Member { topic, .. } => &topic.name,
-            Owner::Client { topic, .. } => topic,
-        }
+        &self.topic.name
+    }
+    fn catch_up_failed(&self) -> Option<String> {
+        lock(&self.topic.catch_up_failed).clone()
+    }
+    fn close(&self, core: &Arc<ReaderCore>) {
+        lock(&self.topic.inner).readers.retain(|r| !Arc::ptr_eq(r, core));
+        self.p.remove_endpoint(&self.topic.name, false, core.id);
     }
 }
 
@@ -202,10 +215,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// reader; a client's reader reports what it could not have in
     /// [`ReaderStatus::lost`]).
     pub fn catch_up_failed(&self) -> Option<String> {
-        match &self.owner {
-            Owner::Member { topic, .. } => lock(&topic.catch_up_failed).clone(),
-            Owner::Client { .. } => None,
-        }
+        self.owner.catch_up_failed()
     }
 
     /// The topic's name.
@@ -216,12 +226,6 @@ impl<T: Send + 'static> DataReader<T> {
 
 impl<T> Drop for DataReader<T> {
     fn drop(&mut self) {
-        match &self.owner {
-            Owner::Member { p, topic } => {
-                lock(&topic.inner).readers.retain(|r| !Arc::ptr_eq(r, &self.core));
-                p.remove_endpoint(&topic.name, false, self.core.id);
-            }
-            Owner::Client { c, .. } => c.0.close_reader(self.core.id),
-        }
+        self.owner.close(&self.core);
     }
 }

@@ -102,7 +102,8 @@ pub(crate) fn header(writer: u32, seq: u64, now: SystemTime) -> [u64; 2] {
 }
 
 /// Encodes a client sample's header (see the module docs).
-pub(crate) fn client_header(client: u64, writer: u32, level: crate::qos::Level, seq: u64, ts: u64) -> [u64; 4] {
+/// `level` is the writer's offered level's number (`crate::qos::Level as u8`).
+pub(crate) fn client_header(client: u64, writer: u32, level: u8, seq: u64, ts: u64) -> [u64; 4] {
     [CLIENT_FLAG | ((PROXY as u64) << 48) | (seq & SEQ_MASK), ts, client, writer as u64 | (level as u64) << 32]
 }
 
@@ -120,11 +121,10 @@ pub(crate) fn header_len(w0: u64) -> usize {
     }
 }
 
-/// A client sample's (client id, writer number, offered level), from words 2 and 3;
-/// `None` if the level is not one.
-pub(crate) fn parse_client(w2: u64, w3: u64) -> Option<(u64, u32, crate::qos::Level)> {
-    let level = crate::qos::Level::from_u8((w3 >> 32) as u8)?;
-    Some((w2, w3 as u32, level))
+/// A client sample's (client id, writer number, offered level's number), from
+/// words 2 and 3.
+pub(crate) fn parse_client(w2: u64, w3: u64) -> (u64, u32, u8) {
+    (w2, w3 as u32, (w3 >> 32) as u8)
 }
 
 /// The info of a sample from its bytes (`bytes` as long as its header at least;
@@ -136,15 +136,14 @@ pub(crate) fn info_of(
     view: ViewId,
     topic_seq: u64,
     from_history: bool,
-) -> (SampleInfo, Option<crate::qos::Level>) {
+) -> (SampleInfo, Option<u8>) {
     let (w0, w1) = (words(0), words(1));
     let (id, seq, ts) = parse_header(w0, w1);
     let mut writer = WriterId { node, id, client: None };
     let mut level = None;
     if header_len(w0) == CLIENT_HEADER {
         // An unknown level offers nothing a reader could request: the lowest.
-        let (c, cw, l) =
-            parse_client(words(2), words(3)).unwrap_or((words(2), words(3) as u32, crate::qos::Level::Unordered));
+        let (c, cw, l) = parse_client(words(2), words(3));
         writer = WriterId { node, id: cw, client: Some(c) };
         level = Some(l);
     }
@@ -220,13 +219,13 @@ mod tests {
 
     #[test]
     fn client_headers_round_trip() {
-        let h = client_header(0xfeed, 7, crate::qos::Level::Volatile, 42, 1_000);
+        let h = client_header(0xfeed, 7, 2, 42, 1_000);
         assert_eq!(header_len(h[0]), CLIENT_HEADER);
         let (info, level) = info_of(|i| h[i], NodeId(3), ViewId(5), 9, false);
         assert_eq!(info.writer, WriterId { node: NodeId(3), id: 7, client: Some(0xfeed) });
-        assert_eq!((info.seq, info.topic_seq, level), (42, 9, Some(crate::qos::Level::Volatile)));
+        assert_eq!((info.seq, info.topic_seq, level), (42, 9, Some(2)));
         assert_eq!(info.writer.key(), (0xfeed, 7, true));
-        assert_eq!(parse_client(1, 9 << 32), None, "level 9 is no level");
+        assert_eq!(parse_client(1, 9 << 32 | 4), (1, 4, 9));
     }
 
     #[test]

@@ -8,10 +8,10 @@
 //! duplicate: both are numbered by the topic's delivery count (`topic_seq`), which
 //! is the same at every member of an ordered topic.
 
-use crate::client::Relay;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
 use crate::sample::{info_of, SampleInfo, WriterId, HEADER};
+use crate::serve::relay::Relay;
 use crate::sink::{ReaderCore, Src};
 use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
@@ -55,7 +55,8 @@ impl Entry {
     /// hold at least a whole header: delivery, the log and catch-up check that.)
     pub(crate) fn info(&self, from_history: bool) -> (SampleInfo, Option<Level>) {
         let src = Src::Bytes(&self.bytes);
-        info_of(|i| src.word(i), NodeId(self.node), self.view, self.seq, from_history)
+        let (info, level) = info_of(|i| src.word(i), NodeId(self.node), self.view, self.seq, from_history);
+        (info, level.map(Level::from_wire))
     }
 }
 
@@ -293,6 +294,7 @@ impl TopicState {
     pub(crate) fn deliver_locked(&self, g: &mut TopicInner, view: ViewId, sender: NodeId, src: Src<'_>, history: bool) {
         let seq = g.next_seq;
         let (info, client_level) = info_of(|i| src.word(i), sender, view, seq, history);
+        let client_level = client_level.map(Level::from_wire);
         // A client's sample sent again after it moved to another member, which
         // every member drops alike (they all deliver the same order).
         if !g.clients.note(&info) {

@@ -47,13 +47,9 @@
 //! ```
 
 mod pump;
-pub(crate) mod relay;
-pub(crate) mod serve;
-mod wire;
+pub(crate) mod wire;
 mod writer;
 
-pub(crate) use relay::Relay;
-pub(crate) use serve::Serve;
 pub use writer::ClientWriter;
 
 use crate::qos::{Level, Qos};
@@ -74,6 +70,9 @@ use std::time::Duration;
 use views::client::{Client, ClientError};
 use wire::{Call, Reply};
 use writer::WriterSlot;
+
+/// Readers and writers one client may have at once (its member refuses more).
+pub(crate) const MAX_ENDPOINTS: usize = 1024;
 
 /// How a client connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -284,8 +283,8 @@ impl DomainClient {
 
     fn endpoint_id(&self) -> Result<u32, DdsError> {
         let id = self.h().next_endpoint.fetch_add(1, Ordering::Relaxed);
-        if id as usize >= serve::MAX_ENDPOINTS {
-            return Err(DdsError::Qos(format!("at most {} writers and readers per client", serve::MAX_ENDPOINTS)));
+        if id as usize >= MAX_ENDPOINTS {
+            return Err(DdsError::Qos(format!("at most {MAX_ENDPOINTS} writers and readers per client")));
         }
         Ok(id)
     }
@@ -329,7 +328,7 @@ impl DomainClient {
                 return Err(e);
             }
         }
-        let owner = Owner::Client { c: self.0.clone(), topic: topic.name.clone() };
+        let owner = Box::new(ClientOwner { c: self.0.clone(), topic: topic.name.clone() });
         Ok(DataReader { owner, core, codec: topic.codec.clone() })
     }
 
@@ -361,6 +360,24 @@ impl DomainClient {
             Reply::Matched { writers, readers } => Ok(Matched { writers, readers }),
             other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
         }
+    }
+}
+
+/// A client's reader (keeps the client alive).
+struct ClientOwner {
+    c: Arc<Guard>,
+    topic: String,
+}
+
+impl Owner for ClientOwner {
+    fn topic_name(&self) -> &str {
+        &self.topic
+    }
+    fn catch_up_failed(&self) -> Option<String> {
+        None // a client reader counts what it could not have in `lost`
+    }
+    fn close(&self, core: &Arc<ReaderCore>) {
+        self.c.0.close_reader(core.id);
     }
 }
 

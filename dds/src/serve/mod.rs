@@ -1,4 +1,4 @@
-//! A member's side of DDS clients: the domain participant's
+//! A member's side of DDS clients (see [`crate::client`]): the domain participant's
 //! [`views::group::ClientHandler`]. A client's topics, readers and writers become
 //! the member's: the member lists one proxy writer and one proxy reader per topic
 //! its clients use ([`crate::sample::PROXY`]; the first costs a view change, the
@@ -6,8 +6,11 @@
 //! sends client samples into the topic's subgroup, stamped with the session's
 //! client id (a client cannot write as another).
 
-use super::relay::ClientReader;
-use super::wire::{decode, Call, Push, Reply};
+pub(crate) mod relay;
+
+use crate::client::wire::{decode, Call, Push, Reply};
+use crate::client::MAX_ENDPOINTS;
+use relay::ClientReader;
 
 use crate::qos::Level;
 use crate::sample::{client_header, CLIENT_HEADER};
@@ -22,9 +25,6 @@ use views::group::{ClientHandler, ClientSession};
 
 /// Most bytes of history per `History` answer (under the control plane's frame limit).
 const HISTORY_PAGE: usize = 2 << 20;
-
-/// Readers and writers one session may have at once.
-pub(crate) const MAX_ENDPOINTS: usize = 1024;
 
 #[derive(Default)]
 struct Endpoints {
@@ -198,7 +198,7 @@ impl Serve {
             return fail(format!("a sample of {} bytes; topic `{}` takes at most {max}", payload.len(), state.name));
         }
         let Ok(p) = self.participant() else { return fail("the member is closing".into()) };
-        let h = client_header(s.id(), writer, level, seq, ts);
+        let h = client_header(s.id(), writer, level as u8, seq, ts);
         let sent = p.group.send_where(
             |v| state.subgroup_in(v),
             CLIENT_HEADER + payload.len(),

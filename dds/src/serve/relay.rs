@@ -3,7 +3,7 @@
 //! client writers it acknowledges, and the filter that drops a client sample sent
 //! twice (once by the member that died, once again after the client moved).
 
-use super::wire::{wire_sample, Push, WireSample};
+use crate::client::wire::{wire_sample, Push, WireSample};
 use crate::qos::Level;
 use crate::sample::SampleInfo;
 use crate::sink::Src;
