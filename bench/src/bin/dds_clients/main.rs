@@ -18,7 +18,12 @@
 //! once. Measured: connect → first live sample at the reader, and the failover
 //! time (the kill → the first live sample of a later view at the reader). One JSON
 //! line per run, then a summary with p50 and max. Exit status 3 if a check failed.
+//!
+//! With `--stall` the run is another: a client reader in its own process is
+//! stopped with SIGSTOP while member 0 writes as fast as it can (see `stall`).
 #![forbid(unsafe_code)]
+
+mod stall;
 
 use bench::{out, round};
 use clap::Parser;
@@ -36,7 +41,7 @@ use testkit::TransportKind;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "DDS clients across a member's kill -9: no gap, exactly once, and how long it takes")]
-struct Args {
+pub(crate) struct Args {
     /// Runs (each a new domain of three member processes).
     #[arg(long, default_value_t = 5)]
     runs: usize,
@@ -55,12 +60,23 @@ struct Args {
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
+    /// Stop a client reader (its own process) with SIGSTOP while member 0 writes
+    /// flat out: the writer's rate stopped / before, the drop, and the client's
+    /// resumption after SIGCONT.
+    #[arg(long)]
+    stall: bool,
+    /// (internal) run as the stalled client process of `--stall`.
+    #[arg(long, hide = true)]
+    stall_client: bool,
+    /// (internal) the stalled client's contacts.
+    #[arg(long, hide = true, value_delimiter = ',')]
+    contacts: Vec<SocketAddr>,
     #[command(flatten)]
     member: bench::MemberArgs,
 }
 
 const N: usize = 3;
-const VICTIM: usize = 1;
+pub(crate) const VICTIM: usize = 1;
 /// Tags in the samples: member 0's feed and the client writer's.
 const FEED: u64 = 0;
 const CLIENT: u64 = 1;
@@ -70,11 +86,16 @@ fn main() {
     if args.runs == 0 || args.rate == 0 || args.rate > 100_000 || args.before <= 0.0 {
         bench::usage("dds_clients", "--runs and --rate (up to 100000) and --before must be positive");
     }
+    if args.stall_client {
+        bench::finish("dds_clients", stall::client_process(&args).map(|_| true));
+    }
     bench::run_parent_or_member("dds_clients", &args.member, |id| member(&args, id), || parent(&args))
 }
 
-fn qos() -> Qos {
-    Qos { level: Level::Volatile, history: History::KeepLast(1 << 20), ..Qos::default() }.max_sample_bytes(32)
+fn qos(args: &Args) -> Qos {
+    // A writer flat out (--stall) fills memory fast: less history there.
+    let keep = if args.stall { 200_000 } else { 1 << 20 };
+    Qos { level: Level::Volatile, history: History::KeepLast(keep), ..Qos::default() }.max_sample_bytes(32)
 }
 
 /// A member: reads `feed` (counting the client writer's samples by number),
@@ -86,7 +107,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     if !p.group().wait_for_members(N, Duration::from_secs(60)) {
         return Err("the domain did not reach 3 members".into());
     }
-    let topic = p.topic::<(u64, u64)>("feed", qos()).map_err(|e| e.to_string())?;
+    let topic = p.topic::<(u64, u64)>("feed", qos(args)).map_err(|e| e.to_string())?;
     let reader = p.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
     // Client writer (by its key) → how many times each number was delivered.
     let seen: Arc<Mutex<HashMap<String, HashMap<u64, u32>>>> = Arc::default();
@@ -107,6 +128,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     }
     println!("LISTEN {}", p.group().listen_addr());
     let stop = AtomicBool::new(false);
+    let count: stall::Written = Arc::default();
     std::thread::scope(|s| -> Result<(), String> {
         let w = s.spawn(|| -> Result<(), String> {
             let Some(w) = &writer else { return Ok(()) };
@@ -116,6 +138,10 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
             while !stop.load(Ordering::Relaxed) {
                 w.write(&(FEED, n)).map_err(|e| e.to_string())?;
                 n += 1;
+                count.store(n, Ordering::Relaxed);
+                if args.stall {
+                    continue; // flat out
+                }
                 next += period;
                 if let Some(d) = next.checked_duration_since(Instant::now()) {
                     std::thread::sleep(d);
@@ -123,7 +149,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
             }
             Ok(())
         });
-        let line = testkit::wait_for_parent();
+        let line = stall::answer_rates(&count);
         stop.store(true, Ordering::Relaxed);
         w.join().map_err(|_| "the writer panicked".to_string())??;
         if line != "STOP" {
@@ -139,7 +165,8 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
             json!({"writer": w, "distinct": counts.len(), "max": max, "repeated": twice})
         })
         .collect();
-    println!("RESULT {}", json!({"node": id, "client_writers": by_writer}));
+    let dropped = p.group().metrics().clients_dropped;
+    println!("RESULT {}", json!({"node": id, "client_writers": by_writer, "clients_dropped": dropped}));
     testkit::wait_for_parent();
     Ok(())
 }
@@ -147,7 +174,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
 /// What the client reader saw: (arrival, view, topic_seq, from history).
 type Seen = Arc<Mutex<Vec<(Instant, u64, u64, bool)>>>;
 
-fn client(contacts: Vec<SocketAddr>) -> Result<DomainClient, String> {
+pub(crate) fn client(contacts: Vec<SocketAddr>) -> Result<DomainClient, String> {
     let mut cfg = ClientConfig::new(contacts);
     cfg.connect_timeout = Duration::from_secs(2);
     DomainClient::connect(cfg).map_err(|e| e.to_string())
@@ -244,6 +271,18 @@ fn quantiles(xs: &mut [f64]) -> (f64, f64) {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
+    if args.stall {
+        let v = stall::run()?;
+        out(&v.to_string());
+        // The writer must not wait for a stopped client: a generous bound for a
+        // machine whose speed swings between windows (the run reports the ratio).
+        let ok = v["ratio"].as_f64().is_some_and(|r| r >= 0.5)
+            && v["clients_dropped"].as_u64().is_some_and(|d| d >= 1)
+            && v["client_resumed"] == true
+            && v["client_accounted"] == true
+            && v["exited_ok"] == true;
+        return Ok(ok);
+    }
     let mut runs = Vec::new();
     for i in 0..args.runs {
         let v = run(args)?;
