@@ -22,6 +22,16 @@ const WINDOW: f64 = 1.5;
 /// How long the client process reads before it reports.
 const CLIENT_SECS: f64 = 9.0;
 
+/// What the stalled client saw: samples, the first and last `topic_seq`, and
+/// whether every one came after the one before.
+#[derive(Default)]
+struct Seen {
+    count: u64,
+    first: Option<u64>,
+    last: u64,
+    in_order: bool,
+}
+
 /// The client process: reads `feed` through the members at `contacts`, says
 /// READING once samples come, and after `CLIENT_SECS` prints what it saw: its
 /// samples, the first and last `topic_seq`, what it was told it lost, its moves.
@@ -31,28 +41,27 @@ pub(super) fn client_process(args: &Args) -> Result<(), String> {
     let c = client(args.contacts.clone())?;
     let topic = c.find_topic::<(u64, u64)>("feed").map_err(|e| e.to_string())?;
     let reader = c.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
-    let seen: Arc<Mutex<(u64, Option<u64>, u64, bool)>> = Arc::default(); // count, first, last, in order
+    let seen = Arc::new(Mutex::new(Seen { in_order: true, ..Seen::default() }));
     let s2 = seen.clone();
-    *lock(&seen) = (0, None, 0, true);
     reader.on_data_available(move |s: Sample<(u64, u64)>| {
         let mut g = lock(&s2);
-        if g.1.is_some() && s.info.topic_seq <= g.2 {
-            g.3 = false;
+        if g.first.is_some() && s.info.topic_seq <= g.last {
+            g.in_order = false;
         }
-        g.0 += 1;
-        g.1.get_or_insert(s.info.topic_seq);
-        g.2 = s.info.topic_seq;
+        g.count += 1;
+        g.first.get_or_insert(s.info.topic_seq);
+        g.last = s.info.topic_seq;
     });
-    let ready = testkit::poll_until(Duration::from_secs(30), Duration::from_millis(5), || lock(&seen).0 > 0);
+    let ready = testkit::poll_until(Duration::from_secs(30), Duration::from_millis(5), || lock(&seen).count > 0);
     if !ready {
         return Err("no sample within 30 s".into());
     }
     println!("READING");
     let left = Duration::from_secs_f64(CLIENT_SECS).saturating_sub(start.elapsed());
     std::thread::sleep(left);
-    let (count, first, last, in_order) = *lock(&seen);
+    let g = lock(&seen);
     let v = json!({
-        "samples": count, "first": first, "last": last, "in_order": in_order,
+        "samples": g.count, "first": g.first, "last": g.last, "in_order": g.in_order,
         "lost": reader.status().lost, "moves": c.failovers(), "ended": c.ended(),
     });
     println!("{v}");
