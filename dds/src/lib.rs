@@ -53,6 +53,16 @@ pub struct IncompatibleQos {
 }
 
 impl IncompatibleQos {
+    /// Notes one incompatible peer (a client writer seen by its sample).
+    pub(crate) fn add(&mut self, id: WriterId, level: Level) {
+        if self.seen.insert(id) {
+            self.total_count += 1;
+        }
+        if !self.current.iter().any(|(w, _)| *w == id) {
+            self.current.push((id, level));
+        }
+    }
+
     pub(crate) fn update(&mut self, bad: Vec<(WriterId, Level)>) {
         for (id, _) in &bad {
             if self.seen.insert(*id) {
@@ -88,13 +98,17 @@ pub(crate) struct Participant {
 #[derive(Debug, Clone)]
 pub struct DomainParticipant(Arc<Participant>);
 
-/// The endpoints a topic has among the current members.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The endpoints a topic has: the current members' and their clients'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Matched {
-    /// Writers.
+    /// Writers (clients' included).
     pub writers: usize,
-    /// Readers.
+    /// Readers (clients' included).
     pub readers: usize,
+    /// Of the writers, those of clients.
+    pub client_writers: usize,
+    /// Of the readers, those of clients.
+    pub client_readers: usize,
 }
 
 /// A topic of sample type `T`, as this participant knows it.
@@ -265,17 +279,35 @@ impl DomainParticipant {
         Ok(())
     }
 
-    /// How many writers and readers of topic `name` the current view has, counting
-    /// only endpoints of its members (not the clients they serve); `None` if the
-    /// domain has no such topic (or this participant stopped).
+    /// How many writers and readers topic `name` has: the endpoints of the current
+    /// view's members, and those of the clients they serve (each member that lists
+    /// a proxy endpoint on the topic is asked how many, over the control plane; one
+    /// that does not answer within a second counts none). `None` if the domain has
+    /// no such topic (or this participant stopped).
     pub fn matched(&self, name: &str) -> Option<Matched> {
         let view = self.0.group.view()?;
         let table = TopicTable::decode(view.layout().bytes()).ok()?;
         let t = table.topic(name)?;
-        let live = |list: &[Endpoint]| {
-            list.iter().filter(|e| e.id != sample::PROXY && view.members().iter().any(|m| m.0 == e.node)).count()
-        };
-        Some(Matched { writers: live(&t.writers), readers: live(&t.readers) })
+        let member = |n: u32| view.members().iter().any(|m| m.0 == n);
+        let live = |list: &[Endpoint]| list.iter().filter(|e| e.id != sample::PROXY && member(e.node)).count();
+        let mut m = Matched { writers: live(&t.writers), readers: live(&t.readers), ..Matched::default() };
+        let mut proxies: Vec<u32> = t
+            .writers
+            .iter()
+            .chain(&t.readers)
+            .filter(|e| e.id == sample::PROXY && member(e.node))
+            .map(|e| e.node)
+            .collect();
+        proxies.sort_unstable();
+        proxies.dedup();
+        for node in proxies {
+            let (w, r) = self.0.client_endpoints(NodeId(node), name);
+            m.client_writers += w;
+            m.client_readers += r;
+        }
+        m.writers += m.client_writers;
+        m.readers += m.client_readers;
+        Some(m)
     }
 
     /// Waits up to `within` until topic `name` has at least `writers` writers and
@@ -353,6 +385,20 @@ impl Participant {
             });
         }
         Ok(Topic { name: name.into(), qos: entry.qos, codec, _t: PhantomData })
+    }
+
+    /// How many client writers and readers `node` serves on topic `name` (0, 0 if
+    /// it does not answer).
+    fn client_endpoints(&self, node: NodeId, name: &str) -> (usize, usize) {
+        if node == self.shared.me {
+            return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).clients.counts());
+        }
+        let ask = catchup::Ask::ClientEndpoints { topic: name.into() };
+        let Ok(body) = postcard::to_stdvec(&ask) else { return (0, 0) };
+        match self.group.request(node, &body, Duration::from_secs(1)).map(|b| postcard::from_bytes(&b)) {
+            Ok(Ok(catchup::Answer::Endpoints { writers, readers })) => (writers as usize, readers as usize),
+            _ => (0, 0),
+        }
     }
 
     fn endpoint_id(&self) -> Result<u32, DdsError> {

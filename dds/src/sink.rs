@@ -150,6 +150,12 @@ impl ReaderCore {
         q.status.last_rejected = Some(why);
     }
 
+    /// A writer whose sample this reader does not get: its offer is below the
+    /// request (a client's writer, whose level its samples carry).
+    pub(crate) fn note_incompatible(&self, w: WriterId, level: Level) {
+        lock(&self.q).status.incompatible.add(w, level);
+    }
+
     pub(crate) fn set_incompatible(&self, bad: Vec<(WriterId, Level)>) {
         lock(&self.q).status.incompatible.update(bad);
     }

@@ -324,8 +324,13 @@ impl TopicState {
         }
         let level = g.offered(&info, client_level);
         for r in &g.readers {
-            if level.map_or(true, |l| l.satisfies(r.level)) {
-                r.offer(&info, src);
+            match level {
+                Some(l) if !l.satisfies(r.level) => {
+                    if info.writer.client.is_some() {
+                        r.note_incompatible(info.writer, l); // members' writers: from the table
+                    }
+                }
+                _ => r.offer(&info, src),
             }
         }
         g.clients.relay(&info, level, &src);

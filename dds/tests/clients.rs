@@ -78,11 +78,17 @@ fn members_and_clients_read_one_order_and_clients_change_no_view() {
     let t = r1.find_topic::<(u32, u64)>("t").unwrap();
     assert_eq!(t.qos(), topic.qos());
     let readers = [r1.create_reader(&t, t.qos()).unwrap(), r2.create_reader(&t, t.qos()).unwrap()];
+    let writers: Vec<_> = [&w1, &w2]
+        .iter()
+        .map(|w| w.create_writer(&w.find_topic::<(u32, u64)>("t").unwrap(), t.qos()).unwrap())
+        .collect();
+    // Clients' endpoints count: asked of every member that serves clients.
+    let m = ps[1].matched("t").unwrap();
+    assert_eq!((m.client_writers, m.client_readers, m.writers, m.readers), (2, 2, 2, 5), "{m:?}");
+    assert_eq!(w1.matched("t").unwrap(), m, "a client asks its member");
     std::thread::scope(|s| {
-        for (i, w) in [&w1, &w2].into_iter().enumerate() {
+        for (i, writer) in writers.iter().enumerate() {
             s.spawn(move || {
-                let t = w.find_topic::<(u32, u64)>("t").unwrap();
-                let writer = w.create_writer(&t, t.qos()).unwrap();
                 for n in 0..300u64 {
                     writer.write(&(i as u32, n)).unwrap();
                 }
@@ -104,6 +110,9 @@ fn members_and_clients_read_one_order_and_clients_change_no_view() {
     let by_w1: Vec<u64> = seqs[0].iter().filter(|x| x.0 .0 == w1.id()).map(|x| x.1).collect();
     assert_eq!(by_w1, (1..=300).collect::<Vec<_>>());
     drop(readers);
+    drop(writers);
+    let m = ps[0].matched("t").unwrap();
+    assert_eq!((m.client_writers, m.client_readers), (0, 0), "closed endpoints no longer count: {m:?}");
     drop((r1, r2, w1, w2));
     std::thread::sleep(Duration::from_millis(200));
     assert_eq!(view_ids(&ps), before, "clients came and went with no view change");
@@ -266,4 +275,27 @@ fn a_new_client_reader_gets_the_history_held_and_loses_nothing() {
     w.write(&(0, 20)).unwrap();
     let live = r.take_n(1, WAIT);
     assert_eq!((live[0].data.1, live[0].info.topic_seq, live[0].info.from_history), (20, 20, false));
+}
+
+#[test]
+fn a_client_writer_below_a_readers_request_is_reported_on_both_sides() {
+    let ps = domain(&format!("dc{}q", std::process::id()));
+    let qos = Qos { level: Level::Volatile, ..Qos::default() }.max_sample_bytes(64);
+    let topic = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
+    ps[0].serve_clients(&topic, true).unwrap();
+    let strict = ps[0].create_reader(&topic, topic.qos()).unwrap(); // requests Volatile
+    let lax = ps[0].create_reader(&topic, Qos { level: Level::Unordered, ..topic.qos() }).unwrap();
+    let c = client(vec![ps[0].group().listen_addr()]);
+    let t = c.find_topic::<(u32, u64)>("t").unwrap();
+    let w = c.create_writer(&t, Qos { level: Level::Ordered, ..t.qos() }).unwrap();
+    let bad = w.incompatible_qos();
+    assert_eq!(bad.total_count, 1, "{bad:?}");
+    assert_eq!(bad.current[0].0, dds::WriterId { node: ps[0].node(), id: 0, client: None });
+    assert_eq!(bad.current[0].1, Level::Volatile);
+    w.write(&(1, 1)).unwrap();
+    assert!(w.wait_for_delivery(WAIT));
+    assert_eq!(lax.take_n(1, WAIT).len(), 1, "the lax reader gets it");
+    assert!(strict.take().is_empty(), "the strict reader does not");
+    let seen = strict.incompatible_qos();
+    assert_eq!(seen.current, vec![(dds::WriterId { node: ps[0].node(), id: 0, client: Some(c.id()) }, Level::Ordered)]);
 }

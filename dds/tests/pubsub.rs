@@ -56,7 +56,7 @@ fn ordered_writers_and_readers_agree(t: Transport) {
     let readers: Vec<_> = (0..3).map(|i| ps[i].create_reader(&topics[i], topics[i].qos()).unwrap()).collect();
     let writers: Vec<_> = (0..2).map(|i| ps[i].create_writer(&topics[i], topics[i].qos()).unwrap()).collect();
     assert!(ps[2].wait_for_matched("chat", 2, 3, WAIT));
-    assert_eq!(ps[2].matched("chat"), Some(dds::Matched { writers: 2, readers: 3 }));
+    assert_eq!(ps[2].matched("chat"), Some(dds::Matched { writers: 2, readers: 3, ..Default::default() }));
     assert_eq!(ps[2].matched("no such topic"), None);
     const N: u32 = 300;
     std::thread::scope(|s| {

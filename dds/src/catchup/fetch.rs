@@ -1,7 +1,7 @@
 //! The joiner's side: ask the other members for the history before the view it
 //! joined in, check every page, and hand it to the topic.
 
-use super::wire::{Answer, Fetch, WireEntry};
+use super::wire::{Answer, Ask, Fetch, WireEntry};
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
 use sst::sync::lock;
@@ -12,7 +12,7 @@ use views::view::ViewId;
 
 fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
     let group = shared.group.get().and_then(|g| g.upgrade()).ok_or("the participant is closing")?;
-    let body = postcard::to_stdvec(f).map_err(|e| e.to_string())?;
+    let body = postcard::to_stdvec(&Ask::Fetch(f.clone())).map_err(|e| e.to_string())?;
     let reply = group.request(to, &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
     postcard::from_bytes::<Answer>(&reply).map_err(|e| format!("bad answer from {to}: {e}"))
 }
@@ -45,6 +45,7 @@ fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u
             Answer::NotYet => std::thread::sleep(Duration::from_millis(20)),
             Answer::New { .. } => return Err(format!("{to} is new as well")),
             Answer::Error(e) => return Err(format!("{to}: {e}")),
+            Answer::Endpoints { .. } => return Err(format!("{to}: not an answer to a fetch")),
         }
     }
 }
@@ -74,6 +75,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
                 Ok(Answer::New { seam }) => news.push((seam, c)),
                 Ok(Answer::NotYet) => still.push(c),
                 Ok(Answer::Error(e)) => errors.push(format!("{c}: {e}")),
+                Ok(Answer::Endpoints { .. }) => errors.push(format!("{c}: not an answer to a fetch")),
                 Err(e) => errors.push(e),
             }
         }

@@ -25,3 +25,4 @@ mod wire;
 
 pub(crate) use fetch::run;
 pub(crate) use serve::answer;
+pub(crate) use wire::{Answer, Ask};

@@ -1,7 +1,7 @@
 //! The answering member's side: the history before the start of a view, from memory
 //! or, for what memory no longer holds, from the topic's log.
 
-use super::wire::{Answer, Fetch, WireEntry};
+use super::wire::{Answer, Ask, WireEntry};
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
 use sst::sync::lock;
@@ -10,14 +10,20 @@ use views::view::ViewId;
 /// Bytes of history per answer (well under the control plane's frame limit).
 const PAGE: usize = 2 << 20;
 
-/// Answers a request body (the participant's `on_request` handler).
+/// Answers a request body (the participant's `on_request` handler): history, or
+/// how many clients' endpoints this member serves on a topic.
 pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
-    let a = match postcard::from_bytes::<Fetch>(body) {
+    let a = match postcard::from_bytes::<Ask>(body) {
         Err(e) => Answer::Error(format!("bad request: {e}")),
-        Ok(f) => match lock(&shared.topics).get(&f.topic).cloned() {
+        Ok(Ask::Fetch(f)) => match lock(&shared.topics).get(&f.topic).cloned() {
             None => Answer::Error(format!("no topic `{}` here", f.topic)),
             Some(t) => history(&t, f.view, f.from, f.any, PAGE),
         },
+        Ok(Ask::ClientEndpoints { topic }) => {
+            let (writers, readers) =
+                lock(&shared.topics).get(&topic).map_or((0, 0), |t| lock(&t.inner).clients.counts());
+            Answer::Endpoints { writers: writers as u64, readers: readers as u64 }
+        }
     };
     postcard::to_stdvec(&a).unwrap_or_default()
 }
@@ -102,7 +108,8 @@ mod tests {
             let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();
             assert!(matches!(a, Answer::Error(_)), "{a:?}");
         }
-        let unknown = postcard::to_stdvec(&Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false }).unwrap();
+        let fetch = super::super::wire::Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false };
+        let unknown = postcard::to_stdvec(&Ask::Fetch(fetch)).unwrap();
         let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
         assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
     }

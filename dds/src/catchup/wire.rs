@@ -3,6 +3,15 @@
 use serde::{Deserialize, Serialize};
 use views::view::ViewId;
 
+/// A request between members (the participant's `on_request` handler).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Ask {
+    /// History for a late joiner.
+    Fetch(Fetch),
+    /// How many client writers and readers the member serves on a topic.
+    ClientEndpoints { topic: String },
+}
+
 /// A request for history.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Fetch {
@@ -33,4 +42,6 @@ pub(crate) enum Answer {
     Entries { seam: u64, entries: Vec<WireEntry>, more: bool },
     /// Cannot serve.
     Error(String),
+    /// The answer to [`Ask::ClientEndpoints`].
+    Endpoints { writers: u64, readers: u64 },
 }

@@ -352,12 +352,13 @@ impl DomainClient {
         Ok(ClientWriter::new(self.0.clone(), slot, topic.codec.clone()))
     }
 
-    /// How many writers and readers topic `name` has among the members (the
-    /// member's [`crate::DomainParticipant::matched`]; clients' endpoints are not
-    /// counted).
+    /// How many writers and readers topic `name` has, members' and clients' (the
+    /// member's [`crate::DomainParticipant::matched`]).
     pub fn matched(&self, name: &str) -> Result<Matched, DdsError> {
         match self.h().call(&Call::Matched { topic: name.into() })? {
-            Reply::Matched { writers, readers } => Ok(Matched { writers, readers }),
+            Reply::Matched { writers, readers, client_writers, client_readers } => {
+                Ok(Matched { writers, readers, client_writers, client_readers })
+            }
             other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
         }
     }

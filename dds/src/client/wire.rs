@@ -56,9 +56,16 @@ pub(crate) enum Reply {
         next: u64,
         lost: u64,
     },
+    /// The writer is on: the readers its offer does not meet (node, number,
+    /// client id for a client's reader, requested level).
+    Writer {
+        incompatible: Vec<(u32, u32, Option<u64>, Level)>,
+    },
     Matched {
         writers: usize,
         readers: usize,
+        client_writers: usize,
+        client_readers: usize,
     },
     Done,
     Error(String),

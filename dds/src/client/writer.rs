@@ -5,8 +5,10 @@ use super::wire::{Call, Reply};
 use super::{Guard, Handle};
 use crate::qos::Level;
 use crate::sample::Codec;
-use crate::DdsError;
+use crate::sample::WriterId;
+use crate::{DdsError, IncompatibleQos};
 use sst::sync::lock;
+use sst::transport::NodeId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -34,11 +36,22 @@ pub(crate) struct WriterSlot {
     max: usize,
     st: Mutex<State>,
     cond: Condvar,
+    /// Readers whose request this writer's offer does not meet, as its member
+    /// knew them when it registered the writer.
+    incompatible: Mutex<IncompatibleQos>,
 }
 
 impl WriterSlot {
     pub(crate) fn new(id: u32, topic: &str, level: Level, max: usize) -> WriterSlot {
-        WriterSlot { id, topic: topic.into(), level, max, st: Mutex::default(), cond: Condvar::new() }
+        WriterSlot {
+            id,
+            topic: topic.into(),
+            level,
+            max,
+            st: Mutex::default(),
+            cond: Condvar::new(),
+            incompatible: Mutex::default(),
+        }
     }
 
     /// Registers the writer on the current session and sends what is
@@ -47,7 +60,13 @@ impl WriterSlot {
         let mut st = lock(&self.st);
         let session = h.session.load(sst::sync::atomic::Ordering::Acquire);
         match h.call(&Call::Writer { topic: self.topic.clone(), writer: self.id, level: self.level })? {
-            Reply::Done => {}
+            Reply::Writer { incompatible } => {
+                let list = incompatible
+                    .into_iter()
+                    .map(|(node, id, client, l)| (WriterId { node: NodeId(node), id, client }, l))
+                    .collect();
+                lock(&self.incompatible).update(list);
+            }
             other => return Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
         }
         if st.session != 0 {
@@ -186,6 +205,13 @@ impl<T> ClientWriter<T> {
     /// Samples sent again after a move to another member (each appears once).
     pub fn resent(&self) -> u64 {
         lock(&self.slot.st).resent
+    }
+
+    /// Readers whose request this writer's offer does not meet: the members'
+    /// readers and the readers of its member's other clients, as of the writer's
+    /// registration (or its last move). (Their samples are not delivered to them.)
+    pub fn incompatible_qos(&self) -> IncompatibleQos {
+        lock(&self.slot.incompatible).clone()
     }
 
     /// The writer's number in its client.

@@ -116,9 +116,23 @@ impl Serve {
                     return Err(format!("at most {MAX_ENDPOINTS} readers and writers per client"));
                 }
                 let state = p.proxy(&entry, true).map_err(|e| e.to_string())?;
-                lock(&state.inner).clients.writers.insert(s.id(), s.clone());
+                // Readers whose request this writer's offer does not meet: members'
+                // (of the table) and this member's clients'.
+                let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
+                let mut incompatible: Vec<(u32, u32, Option<u64>, Level)> = entry
+                    .readers
+                    .iter()
+                    .filter(|r| r.id != crate::sample::PROXY && members.iter().any(|m| m.0 == r.node))
+                    .filter(|r| !level.satisfies(r.level))
+                    .map(|r| (r.node, r.id, None, r.level))
+                    .collect();
+                let mut g = lock(&state.inner);
+                g.clients.add_writer(s, writer, level);
+                let me = self.shared.me.0;
+                incompatible.extend(g.clients.readers_above(level).into_iter().map(|(c, r, l)| (me, r, Some(c), l)));
+                drop(g);
                 lock(&self.sessions).entry(s.id()).or_default().writers.insert(writer, (state, level));
-                Ok(Reply::Done)
+                Ok(Reply::Writer { incompatible })
             }
             Call::History { topic, reader, from, to } => {
                 let state = lock(&self.sessions)
@@ -156,7 +170,9 @@ impl Serve {
                 let mut sessions = lock(&self.sessions);
                 let e = sessions.entry(s.id()).or_default();
                 if writer {
-                    e.writers.remove(&id);
+                    if let Some((state, _)) = e.writers.remove(&id) {
+                        lock(&state.inner).clients.remove_writer(s.id(), id);
+                    }
                 } else if let Some(state) = e.readers.remove(&id) {
                     lock(&state.inner).clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == id));
                 }
@@ -164,7 +180,12 @@ impl Serve {
             }
             Call::Matched { topic } => {
                 let m = crate::DomainParticipant(p).matched(&topic).ok_or_else(|| format!("no topic `{topic}`"))?;
-                Ok(Reply::Matched { writers: m.writers, readers: m.readers })
+                Ok(Reply::Matched {
+                    writers: m.writers,
+                    readers: m.readers,
+                    client_writers: m.client_writers,
+                    client_readers: m.client_readers,
+                })
             }
             Call::Write { .. } => Err("a write is a post, not a request".into()),
         }

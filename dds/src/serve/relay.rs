@@ -26,8 +26,9 @@ pub(crate) struct ClientReader {
 #[derive(Debug, Default)]
 pub(crate) struct Relay {
     pub(crate) readers: Vec<ClientReader>,
-    /// Sessions of clients with a writer on this topic here, by client id.
-    pub(crate) writers: HashMap<u64, ClientSession>,
+    /// Sessions of clients with writers on this topic here, by client id, with
+    /// those writers (number, offered level).
+    writers: HashMap<u64, (ClientSession, Vec<(u32, Level)>)>,
     /// The highest sequence number delivered per client writer (client id, number).
     seen: HashMap<(u64, u32), u64>,
     /// The samples of the batch being delivered that a client reader takes, sent at
@@ -88,7 +89,7 @@ impl Relay {
             });
         }
         for ((client, writer), seq) in self.acks.drain() {
-            if let Some(s) = self.writers.get(&client) {
+            if let Some((s, _)) = self.writers.get(&client) {
                 if !s.push(&Push::Acked { writer, seq }.encode()) {
                     self.writers.remove(&client);
                 }
@@ -113,6 +114,35 @@ impl Relay {
         if taken {
             self.batch.push(wire_sample(info, src.copy_all()));
         }
+    }
+
+    /// A client writer on this topic here.
+    pub(crate) fn add_writer(&mut self, s: &ClientSession, id: u32, level: Level) {
+        let e = self.writers.entry(s.id()).or_insert_with(|| (s.clone(), Vec::new()));
+        e.1.retain(|(w, _)| *w != id);
+        e.1.push((id, level));
+    }
+
+    /// A client writer closed.
+    pub(crate) fn remove_writer(&mut self, client: u64, id: u32) {
+        if let Some(e) = self.writers.get_mut(&client) {
+            e.1.retain(|(w, _)| *w != id);
+        }
+    }
+
+    /// The client writers and readers this member serves on the topic.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        (self.writers.values().map(|e| e.1.len()).sum(), self.readers.len())
+    }
+
+    /// The client readers here whose request `offered` does not meet, as
+    /// (client id, reader number, requested level).
+    pub(crate) fn readers_above(&self, offered: Level) -> Vec<(u64, u32, Level)> {
+        self.readers
+            .iter()
+            .filter(|r| !offered.satisfies(r.level))
+            .map(|r| (r.session.id(), r.reader, r.level))
+            .collect()
     }
 
     /// Forgets a session's readers and writer (it ended).
