@@ -253,6 +253,26 @@ pub fn collect_results(mut kids: testkit::ChildSet, n: usize) -> Result<(Vec<ser
     Ok((parse_results(&lines)?, exited_ok))
 }
 
+/// Ends a run whose member `victim` was killed: STOP to the survivors, their
+/// RESULT lines (as JSON), EXIT, and whether they all exited cleanly.
+pub fn stop_survivors(
+    mut kids: testkit::ChildSet,
+    n: usize,
+    victim: usize,
+) -> Result<(Vec<serde_json::Value>, bool), String> {
+    let survivors: Vec<usize> = (0..n).filter(|i| *i != victim).collect();
+    for &i in &survivors {
+        kids.tell(i, "STOP").map_err(|e| e.to_string())?;
+    }
+    let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
+    for &i in &survivors {
+        kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
+    }
+    let exited_ok = kids.wait_all_but(&[victim]).map_err(|e| e.to_string())?;
+    drop(kids);
+    Ok((parse_results(&lines)?, exited_ok))
+}
+
 /// The members' result lines (what follows their `RESULT ` marker) as JSON.
 pub fn parse_results(lines: &[String]) -> Result<Vec<serde_json::Value>, String> {
     lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect()

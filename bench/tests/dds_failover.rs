@@ -153,19 +153,9 @@ fn parent(args: &Args) -> Result<serde_json::Value, String> {
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     kids.kill(VICTIM);
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    let survivors: Vec<usize> = (0..N).filter(|i| *i != VICTIM).collect();
-    for &i in &survivors {
-        kids.tell(i, "STOP").map_err(|e| e.to_string())?;
-    }
-    let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
-    for &i in &survivors {
-        kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
-    }
-    let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
-    drop(kids);
+    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM)?;
     sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&args.log_dir);
-    let results = bench::parse_results(&lines)?;
     let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
     let ended = results.iter().all(|r| r["ended"] == true);
     let victim_gone = results.iter().all(|r| r["members"].as_array().is_some_and(|m| !m.contains(&json!(VICTIM))));

@@ -59,17 +59,26 @@ fn view_ids(ps: &[DomainParticipant]) -> Vec<Option<views::view::ViewId>> {
     ps.iter().map(|p| p.group().view().map(|v| v.id())).collect()
 }
 
-#[test]
-fn members_and_clients_read_one_order_and_clients_change_no_view() {
-    let ps = domain(&format!("dc{}o", std::process::id()));
+type MemberReaders = Vec<dds::DataReader<(u32, u64)>>;
+
+/// Topic `t` (Volatile, KeepAll) with a reader at every member, which serves
+/// clients on it.
+fn volatile_topic(ps: &[DomainParticipant]) -> (dds::Topic<(u32, u64)>, MemberReaders) {
     let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(64);
     let topic = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
     let mut member_readers = Vec::new();
-    for p in &ps {
+    for p in ps {
         let t = p.find_topic::<(u32, u64)>("t").unwrap();
         member_readers.push(p.create_reader(&t, t.qos()).unwrap());
         p.serve_clients(&t, true).unwrap();
     }
+    (topic, member_readers)
+}
+
+#[test]
+fn members_and_clients_read_one_order_and_clients_change_no_view() {
+    let ps = domain(&format!("dc{}o", std::process::id()));
+    let (topic, member_readers) = volatile_topic(&ps);
     assert!(ps[0].wait_for_matched("t", 0, 3, WAIT));
     let before = view_ids(&ps);
     let addr = |i: usize| ps[i].group().listen_addr();
@@ -121,14 +130,7 @@ fn members_and_clients_read_one_order_and_clients_change_no_view() {
 #[test]
 fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
     let ps = domain(&format!("dc{}f", std::process::id()));
-    let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(64);
-    let topic = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
-    let mut member_readers = Vec::new();
-    for p in &ps {
-        let t = p.find_topic::<(u32, u64)>("t").unwrap();
-        member_readers.push(p.create_reader(&t, t.qos()).unwrap());
-        p.serve_clients(&t, true).unwrap();
-    }
+    let (topic, member_readers) = volatile_topic(&ps);
     let contacts: Vec<SocketAddr> = ps.iter().map(|p| p.group().listen_addr()).collect();
     // Both clients start at member 1, which then fails.
     let reader_client = client(vec![contacts[1], contacts[2]]);

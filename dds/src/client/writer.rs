@@ -10,7 +10,7 @@ use crate::{DdsError, IncompatibleQos};
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a writer keeps: unacknowledged samples and the session it is registered on.
@@ -139,25 +139,15 @@ impl<T> ClientWriter<T> {
             return Err(DdsError::TooLarge { len: payload.len(), max: self.slot.max });
         }
         let h = self.h();
-        let deadline = Instant::now() + h.cfg.request_timeout;
-        let mut st = lock(&self.slot.st);
-        while st.unacked.len() >= h.cfg.max_unacked.max(1) {
-            h.check()?;
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(DdsError::NotApplied(format!(
-                    "no acknowledgement from the member within {:?}",
-                    h.cfg.request_timeout
-                )));
-            }
-            st = self
-                .slot
-                .cond
-                .wait_timeout(st, left.min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let max = h.cfg.max_unacked.max(1);
+        let (mut st, room) = self.wait(h.cfg.request_timeout, |st| st.unacked.len() < max);
         h.check()?;
+        if !room {
+            return Err(DdsError::NotApplied(format!(
+                "no acknowledgement from the member within {:?}",
+                h.cfg.request_timeout
+            )));
+        }
         st.next_seq += 1;
         let seq = st.next_seq;
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
@@ -173,21 +163,23 @@ impl<T> ClientWriter<T> {
     /// Waits up to `timeout` until every sample written so far is acknowledged
     /// (delivered at the member: for ordered levels, stable in the group).
     pub fn wait_for_delivery(&self, timeout: Duration) -> bool {
+        self.wait(timeout, |st| st.unacked.is_empty()).1
+    }
+
+    /// Waits up to `timeout` until `done` holds for the writer's state (false, with
+    /// the state, if it did not, or the client ended).
+    fn wait(&self, timeout: Duration, done: impl Fn(&State) -> bool) -> (MutexGuard<'_, State>, bool) {
         let deadline = Instant::now() + timeout;
         let mut st = lock(&self.slot.st);
-        while !st.unacked.is_empty() {
+        while !done(&st) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || self.h().check().is_err() {
-                return false;
+                return (st, false);
             }
-            st = self
-                .slot
-                .cond
-                .wait_timeout(st, left.min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            let slice = left.min(Duration::from_millis(100));
+            st = self.slot.cond.wait_timeout(st, slice).unwrap_or_else(|p| p.into_inner()).0;
         }
-        true
+        (st, true)
     }
 
     /// Samples written and not acknowledged yet.

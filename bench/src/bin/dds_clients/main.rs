@@ -224,18 +224,8 @@ fn run(args: &Args) -> Result<Value, String> {
     let written = written.load(Ordering::Relaxed);
     // Let the last samples reach the reader.
     std::thread::sleep(Duration::from_millis(300));
-    let survivors: Vec<usize> = (0..N).filter(|i| *i != VICTIM).collect();
-    for &i in &survivors {
-        kids.tell(i, "STOP").map_err(|e| e.to_string())?;
-    }
-    let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
-    for &i in &survivors {
-        kids.tell(i, "EXIT").map_err(|e| e.to_string())?;
-    }
-    let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
-    drop(kids);
+    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM)?;
     sst::transport::shm::remove_stale_files();
-    let results = bench::parse_results(&lines)?;
     let me = dds::WriterId { node: sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }.to_string();
     let exactly_once = results.iter().all(|r| {
         r["client_writers"].as_array().is_some_and(|ws| {

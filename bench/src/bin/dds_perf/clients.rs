@@ -7,13 +7,13 @@
 use bench::round;
 use dds::{ClientConfig, DomainClient, DomainParticipant};
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::atomic::Ordering;
 use sst::sync::lock;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::END;
+use super::Count;
 
 /// What a member measures over a run with clients.
 pub(crate) struct MemberRun {
@@ -70,14 +70,6 @@ impl MemberRun {
     }
 }
 
-#[derive(Default)]
-struct Count {
-    n: AtomicU64,
-    out_of_order: AtomicU64,
-    first: Mutex<Option<Instant>>,
-    last: Mutex<Option<Instant>>,
-}
-
 /// Connects `k` clients to `addrs` (round-robin), each reading topic `perf`,
 /// calls `start`, and waits (up to `limit`) for every client's end marker;
 /// returns one JSON value per client.
@@ -95,21 +87,7 @@ pub(crate) fn run<T: bytemuck::Pod + Send>(
         let count = Arc::new(Count::default());
         let c2 = count.clone();
         let mut expect = 0u64;
-        r.on_sample_in_place(move |s| {
-            let w = s.word(0);
-            if w == END {
-                *lock(&c2.last) = Some(Instant::now());
-                return;
-            }
-            if expect == 0 {
-                *lock(&c2.first) = Some(Instant::now());
-            }
-            if w != expect {
-                c2.out_of_order.fetch_add(1, Ordering::Relaxed);
-            }
-            expect = w + 1;
-            c2.n.fetch_add(1, Ordering::Relaxed);
-        });
+        r.on_sample_in_place(move |s| c2.see(s.word(0), &mut expect));
         clients.push((c, r, count));
     }
     start()?;

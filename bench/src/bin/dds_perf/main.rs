@@ -35,6 +35,7 @@ use dds::qos::{History, Level, Qos};
 use dds::{DataReader, DataWriter, DomainParticipant};
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::lock;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -98,7 +99,7 @@ struct Args {
 }
 
 const SIZES: [usize; 14] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536];
-pub(crate) const END: u64 = u64::MAX;
+const END: u64 = u64::MAX;
 
 fn main() {
     let args = Args::parse();
@@ -254,12 +255,32 @@ fn throughput_pub<T: bytemuck::Pod>(
     Ok((v, w))
 }
 
+/// What a reader of the run counted: samples, those out of the writer's order,
+/// and when the first and the end marker came.
 #[derive(Default)]
-struct Count {
-    n: AtomicU64,
-    out_of_order: AtomicU64,
-    first: Mutex<Option<Instant>>,
-    last: Mutex<Option<Instant>>,
+pub(crate) struct Count {
+    pub(crate) n: AtomicU64,
+    pub(crate) out_of_order: AtomicU64,
+    pub(crate) first: Mutex<Option<Instant>>,
+    pub(crate) last: Mutex<Option<Instant>>,
+}
+
+impl Count {
+    /// A sample whose first word is `w`; `expect` is the reader's next number.
+    pub(crate) fn see(&self, w: u64, expect: &mut u64) {
+        if w == END {
+            *lock(&self.last) = Some(Instant::now());
+            return;
+        }
+        if *expect == 0 {
+            *lock(&self.first) = Some(Instant::now());
+        }
+        if w != *expect {
+            self.out_of_order.fetch_add(1, Ordering::Relaxed);
+        }
+        *expect = w + 1;
+        self.n.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 fn throughput_sub<T: bytemuck::Pod + Send>(
@@ -284,18 +305,7 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
         } else {
             s.word(0)
         };
-        if w == END {
-            *c2.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-            return;
-        }
-        if expect == 0 {
-            *c2.first.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        }
-        if w != expect {
-            c2.out_of_order.fetch_add(1, Ordering::Relaxed);
-        }
-        expect = w + 1;
-        c2.n.fetch_add(1, Ordering::Relaxed);
+        c2.see(w, &mut expect);
     });
     joined(child)?;
     let run = if args.clients > 0 { Some(clients::MemberRun::start(p, child)?) } else { None };
