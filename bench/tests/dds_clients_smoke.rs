@@ -1,6 +1,8 @@
 //! `dds_clients` across processes: three member processes, a client reader and a
 //! client writer on member 1, which is killed with SIGKILL mid-stream. Checks that
-//! both clients moved, that the reader's sequence has no gap and no duplicate, and
+//! both clients moved, that the reader's sequence has no gap and no duplicate and is
+//! the very order every surviving member delivered (a digest of each sample's
+//! writer, number and `topic_seq`, over the whole run), and
 //! that every sample the writer was told was written appears exactly once at each
 //! surviving member. And with `--stall`: a client reader process stopped with
 //! SIGSTOP while member 0 writes flat out is dropped by its member, the writer's
@@ -21,6 +23,7 @@ fn clients_survive_the_kill_of_their_member() {
             common::run_json(bin, &["--runs", "1", "--transport", transport, "--json"], Duration::from_secs(150));
         let (run, summary) = (&lines[0], &lines[1]);
         assert_eq!(run["reader_gapless"], true, "{run}");
+        assert_eq!(run["same_order_as_members"], true, "{run}");
         assert_eq!(run["reader_lost"], 0, "{run}");
         assert_eq!(run["reader_moves"], 1, "{run}");
         assert_eq!(run["writer_moves"], 1, "{run}");

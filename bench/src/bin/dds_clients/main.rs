@@ -13,8 +13,9 @@
 //! until every sample it wrote is acknowledged.
 //!
 //! Checked per run: the client reader's samples are numbered without a gap or a
-//! duplicate in the topic's order (`topic_seq`) and its status reports nothing
-//! lost; each surviving member delivered every sample of the client writer exactly
+//! duplicate in the topic's order (`topic_seq`), its status reports nothing lost,
+//! and its whole sequence is the one every surviving member delivered (a digest of
+//! each sample's writer, number and `topic_seq`, once member 0 stopped writing); each surviving member delivered every sample of the client writer exactly
 //! once. Measured: connect → first live sample at the reader, and the failover
 //! time (the kill → the first live sample of a later view at the reader). One JSON
 //! line per run, then a summary with p50 and max. Exit status 3 if a check failed.
@@ -25,6 +26,7 @@
 
 mod stall;
 
+use bench::mcast::Digest;
 use bench::{out, round};
 use clap::Parser;
 use dds::config::DdsConfig;
@@ -109,13 +111,18 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     }
     let topic = p.topic::<(u64, u64)>("feed", qos(args)).map_err(|e| e.to_string())?;
     let reader = p.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
-    // Client writer (by its key) → how many times each number was delivered.
+    // Client writer (by its key) → how many times each number was delivered; and
+    // the digest of the whole order.
     let seen: Arc<Mutex<HashMap<String, HashMap<u64, u32>>>> = Arc::default();
-    let s2 = seen.clone();
+    let order: Arc<Mutex<(Digest, u64)>> = Arc::default();
+    let (s2, o2) = (seen.clone(), order.clone());
     reader.on_data_available(move |s: Sample<(u64, u64)>| {
         if s.data.0 == CLIENT {
             *lock(&s2).entry(s.info.writer.to_string()).or_default().entry(s.data.1).or_default() += 1;
         }
+        let mut o = lock(&o2);
+        fold(&mut o.0, s.info.writer.key(), s.info.seq, s.info.topic_seq);
+        o.1 += 1;
     });
     p.serve_clients(&topic, true).map_err(|e| e.to_string())?;
     let writer = if id == 0 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
@@ -149,7 +156,12 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
             }
             Ok(())
         });
-        let line = stall::answer_rates(&count);
+        let mut line = stall::answer_rates(&count);
+        if line == "HALT" {
+            // Stop writing, and wait for STOP (the parent lets the last samples land).
+            stop.store(true, Ordering::Relaxed);
+            line = stall::answer_rates(&count);
+        }
         stop.store(true, Ordering::Relaxed);
         w.join().map_err(|_| "the writer panicked".to_string())??;
         if line != "STOP" {
@@ -166,13 +178,31 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         })
         .collect();
     let dropped = p.group().metrics().clients_dropped;
-    println!("RESULT {}", json!({"node": id, "client_writers": by_writer, "clients_dropped": dropped}));
+    let (digest, samples) = *lock(&order);
+    let v = json!({
+        "node": id, "client_writers": by_writer, "clients_dropped": dropped,
+        "digest": format!("{:016x}", digest.0), "samples": samples,
+    });
+    println!("RESULT {v}");
     testkit::wait_for_parent();
     Ok(())
 }
 
-/// What the client reader saw: (arrival, view, topic_seq, from history).
-type Seen = Arc<Mutex<Vec<(Instant, u64, u64, bool)>>>;
+/// Folds one sample's place in the order into a digest: its writer, its number and
+/// its `topic_seq`.
+fn fold(d: &mut Digest, key: (u64, u32, bool), seq: u64, topic_seq: u64) {
+    for x in [key.0, key.1 as u64, key.2 as u64, seq, topic_seq] {
+        d.add(x);
+    }
+}
+
+/// What the client reader saw: (arrival, view, topic_seq, from history, writer,
+/// writer's number).
+type Seen = Arc<Mutex<Vec<(Instant, u64, u64, bool, (u64, u32, bool), u64)>>>;
+
+fn seen_of(s: &Sample<(u64, u64)>) -> (Instant, u64, u64, bool, (u64, u32, bool), u64) {
+    (Instant::now(), s.info.view.0, s.info.topic_seq, s.info.from_history, s.info.writer.key(), s.info.seq)
+}
 
 pub(crate) fn client(contacts: Vec<SocketAddr>) -> Result<DomainClient, String> {
     let mut cfg = ClientConfig::new(contacts);
@@ -194,9 +224,9 @@ fn run(args: &Args) -> Result<Value, String> {
     let reader = rc.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
     let seen: Seen = Arc::default();
     let s2 = seen.clone();
-    reader.on_data_available(move |s: Sample<(u64, u64)>| {
-        lock(&s2).push((Instant::now(), s.info.view.0, s.info.topic_seq, s.info.from_history));
-    });
+    reader.on_data_available(move |s: Sample<(u64, u64)>| lock(&s2).push(seen_of(&s)));
+    // What came before the listener waits in the queue (the history): it goes first.
+    let early: Vec<_> = reader.take().iter().map(seen_of).collect();
     let wc = client(vec![addrs[VICTIM], addrs[0]])?;
     let writer = wc.create_writer(&wc.find_topic::<(u64, u64)>("feed").map_err(|e| e.to_string())?, topic.qos());
     let writer = writer.map_err(|e| e.to_string())?;
@@ -222,8 +252,9 @@ fn run(args: &Args) -> Result<Value, String> {
     })?;
     let acked = writer.wait_for_delivery(Duration::from_secs(60));
     let written = written.load(Ordering::Relaxed);
-    // Let the last samples reach the reader.
-    std::thread::sleep(Duration::from_millis(300));
+    // Member 0 stops writing; the last samples reach every reader.
+    kids.tell(0, "HALT").map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(500));
     let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM)?;
     sst::transport::shm::remove_stale_files();
     let me = dds::WriterId { node: sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }.to_string();
@@ -237,7 +268,15 @@ fn run(args: &Args) -> Result<Value, String> {
             })
         })
     });
-    let seen = lock(&seen).clone();
+    let seen: Vec<_> = early.into_iter().chain(lock(&seen).iter().copied()).collect();
+    let mut digest = Digest::default();
+    for x in &seen {
+        fold(&mut digest, x.4, x.5, x.2);
+    }
+    let same_order = seen.first().is_some_and(|x| x.2 == 0)
+        && results.iter().all(|r| {
+            r["digest"] == format!("{:016x}", digest.0).as_str() && r["samples"].as_u64() == Some(seen.len() as u64)
+        });
     let seqs: Vec<u64> = seen.iter().map(|x| x.2).collect();
     let gapless = !seqs.is_empty() && seqs.windows(2).all(|w| w[1] == w[0] + 1);
     let first_live = seen.iter().find(|x| !x.3).map(|x| (x.0 - t0).as_secs_f64() * 1e3);
@@ -246,7 +285,7 @@ fn run(args: &Args) -> Result<Value, String> {
     let failover_ms = flowing.map(|x| (x.0 - killed).as_secs_f64() * 1e3);
     Ok(json!({
         "connect_to_first_ms": first_live.map(|m| round(m, 2)), "failover_ms": failover_ms.map(|m| round(m, 2)),
-        "reader_samples": seqs.len(), "reader_gapless": gapless, "reader_lost": reader.status().lost,
+        "reader_samples": seqs.len(), "reader_gapless": gapless, "same_order_as_members": same_order, "reader_lost": reader.status().lost,
         "reader_moves": rc.failovers(), "written": written, "acked": acked, "resent": writer.resent(),
         "writer_moves": wc.failovers(), "writer_exactly_once": exactly_once, "exited_ok": exited_ok,
     }))
@@ -289,6 +328,7 @@ fn parent(args: &Args) -> Result<bool, String> {
             && r["writer_exactly_once"] == true
             && r["exited_ok"] == true
             && r["reader_moves"] == 1
+            && r["same_order_as_members"] == true
             && r["writer_moves"] == 1
     };
     let all_ok = runs.iter().all(ok);
