@@ -253,16 +253,17 @@ pub fn collect_results(mut kids: testkit::ChildSet, n: usize) -> Result<(Vec<ser
     Ok((parse_results(&lines)?, exited_ok))
 }
 
-/// Ends a run whose member `victim` was killed: STOP to the survivors, their
-/// RESULT lines (as JSON), EXIT, and whether they all exited cleanly.
+/// Ends a run whose member `victim` was killed: `stop` (a line) to the survivors,
+/// their RESULT lines (as JSON), EXIT, and whether they all exited cleanly.
 pub fn stop_survivors(
     mut kids: testkit::ChildSet,
     n: usize,
     victim: usize,
+    stop: &str,
 ) -> Result<(Vec<serde_json::Value>, bool), String> {
     let survivors: Vec<usize> = (0..n).filter(|i| *i != victim).collect();
     for &i in &survivors {
-        kids.tell(i, "STOP").map_err(|e| e.to_string())?;
+        kids.tell(i, stop).map_err(|e| e.to_string())?;
     }
     let lines = kids.expect_lines("RESULT ", &survivors).map_err(|e| e.to_string())?;
     for &i in &survivors {

@@ -153,7 +153,7 @@ fn parent(args: &Args) -> Result<serde_json::Value, String> {
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     kids.kill(VICTIM);
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
-    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM)?;
+    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM, "STOP")?;
     sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&args.log_dir);
     let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);

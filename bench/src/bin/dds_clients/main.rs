@@ -135,6 +135,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     }
     println!("LISTEN {}", p.group().listen_addr());
     let stop = AtomicBool::new(false);
+    let finished = AtomicBool::new(false);
     let count: stall::Written = Arc::default();
     std::thread::scope(|s| -> Result<(), String> {
         let w = s.spawn(|| -> Result<(), String> {
@@ -154,16 +155,24 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
                     std::thread::sleep(d);
                 }
             }
+            finished.store(true, Ordering::Release);
             Ok(())
         });
         let mut line = stall::answer_rates(&count);
         if line == "HALT" {
-            // Stop writing, and wait for STOP (the parent lets the last samples land).
+            // Stop writing, say how much was written, and wait for STOP.
             stop.store(true, Ordering::Relaxed);
+            testkit::poll_until(Duration::from_secs(30), Duration::from_millis(1), || finished.load(Ordering::Acquire));
+            println!("HALTED {}", count.load(Ordering::Relaxed));
             line = stall::answer_rates(&count);
         }
         stop.store(true, Ordering::Relaxed);
         w.join().map_err(|_| "the writer panicked".to_string())??;
+        // `STOP n`: report once n samples are delivered here (bounded).
+        if let Some(n) = line.strip_prefix("STOP ").and_then(|n| n.parse::<u64>().ok()) {
+            testkit::poll_until(Duration::from_secs(30), Duration::from_millis(5), || lock(&order).1 >= n);
+            line = "STOP".into();
+        }
         if line != "STOP" {
             return Err(format!("expected STOP, got {line:?}"));
         }
@@ -252,10 +261,15 @@ fn run(args: &Args) -> Result<Value, String> {
     })?;
     let acked = writer.wait_for_delivery(Duration::from_secs(60));
     let written = written.load(Ordering::Relaxed);
-    // Member 0 stops writing; the last samples reach every reader.
+    // Member 0 stops writing; every reader waits (bounded) for all that was written.
     kids.tell(0, "HALT").map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_millis(500));
-    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM)?;
+    let halted = kids.expect_lines("HALTED ", &[0]).map_err(|e| e.to_string())?;
+    let feed: u64 = halted[0].trim().parse().map_err(|_| format!("bad HALTED line {:?}", halted[0]))?;
+    let total = feed + written;
+    testkit::poll_until(Duration::from_secs(30), Duration::from_millis(5), || {
+        early.len() as u64 + lock(&seen).len() as u64 >= total
+    });
+    let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM, &format!("STOP {total}"))?;
     sst::transport::shm::remove_stale_files();
     let me = dds::WriterId { node: sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }.to_string();
     let exactly_once = results.iter().all(|r| {
