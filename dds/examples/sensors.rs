@@ -43,7 +43,8 @@ struct Args {
     /// `publish` or `subscribe`.
     #[arg(value_parser = ["publish", "subscribe"])]
     role: String,
-    /// This participant's id (unique in the domain, below 1024); members only.
+    /// This participant's id (unique in the domain, below 1024); members only,
+    /// and left out the domain gives one.
     #[arg(long)]
     id: Option<u32>,
     /// Control port on 127.0.0.1 (the data port is the next one); members only.
@@ -94,9 +95,10 @@ fn run(args: &Args) -> Result<(), String> {
     if args.client {
         return client(args, qos);
     }
-    let (Some(id), Some(port)) = (args.id, args.port) else {
-        return Err("a member needs --id and --port (or use --client --contacts ...)".into());
+    let Some(port) = args.port else {
+        return Err("a member needs --port (or use --client --contacts ...)".into());
     };
+    let id = args.id.unwrap_or(views::config::AUTO_ID);
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
@@ -108,8 +110,9 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(d) = &args.log_dir {
         cfg.log_dir = d.clone();
     }
-    println!("joining domain `{}` as participant {id} ...", args.domain);
+    println!("joining domain `{}` ...", args.domain);
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
+    println!("participant {}", p.node());
     let topic = p.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;
     // Clients of this member cost no view change from now on.
     p.serve_clients(&topic, true).map_err(|e| e.to_string())?;

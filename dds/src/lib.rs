@@ -76,11 +76,20 @@ impl IncompatibleQos {
 /// What the domain's delivery and request handlers share with the participant.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    me: NodeId,
+    /// This participant's node id, once its group started (it may be given by the
+    /// group: `views::config::AUTO_ID`).
+    me: OnceLock<NodeId>,
     topics: Mutex<HashMap<String, Arc<TopicState>>>,
     group: OnceLock<Weak<Group>>,
     participant: OnceLock<Weak<Participant>>,
     catch_up_timeout: Duration,
+}
+
+impl Shared {
+    /// This participant's node id (set once its group started).
+    pub(crate) fn me(&self) -> NodeId {
+        self.me.get().copied().unwrap_or(NodeId(views::config::AUTO_ID))
+    }
 }
 
 /// A participant's state, shared by its topics, writers and readers.
@@ -156,7 +165,7 @@ impl DomainParticipant {
     /// announces this participant (a view change).
     pub fn new(cfg: DdsConfig) -> Result<DomainParticipant, DdsError> {
         let shared = Arc::new(Shared {
-            me: NodeId(cfg.group.node_id),
+            me: OnceLock::new(),
             topics: Mutex::new(HashMap::new()),
             group: OnceLock::new(),
             participant: OnceLock::new(),
@@ -171,9 +180,10 @@ impl DomainParticipant {
             .client_limits(cfg.client_limits)
             .start()?;
         let group = Arc::new(group);
+        let _ = shared.me.set(group.node());
         let _ = shared.group.set(Arc::downgrade(&group));
         let p = Participant { group, shared, cfg, incarnation: incarnation(), next_endpoint: AtomicU32::new(0) };
-        p.edit(&Edit::Hello { node: p.shared.me.0, incarnation: p.incarnation }, "participant")?;
+        p.edit(&Edit::Hello { node: p.shared.me().0, incarnation: p.incarnation }, "participant")?;
         let p = Arc::new(p);
         let _ = p.shared.participant.set(Arc::downgrade(&p));
         Ok(DomainParticipant(p))
@@ -187,7 +197,7 @@ impl DomainParticipant {
 
     /// This participant's node id.
     pub fn node(&self) -> NodeId {
-        self.0.shared.me
+        self.0.shared.me()
     }
 
     /// The domain's group (views, members, metrics).
@@ -364,7 +374,7 @@ impl Participant {
         let view = self.group.view().ok_or_else(|| DdsError::NotApplied("this participant stopped".into()))?;
         let table = TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)?;
         let list = table.topic(&entry.name).map(|t| if writer { &t.writers } else { &t.readers });
-        if !list.is_some_and(|l| l.iter().any(|e| e.node == self.shared.me.0 && e.id == sample::PROXY)) {
+        if !list.is_some_and(|l| l.iter().any(|e| e.node == self.shared.me().0 && e.id == sample::PROXY)) {
             // The proxy writer offers the topic's level (each client sample carries its
             // writer's own); the proxy reader requests the least, so it takes everything.
             let level = if writer { entry.qos.level } else { Level::Unordered };
@@ -390,7 +400,7 @@ impl Participant {
     /// How many client writers and readers `node` serves on topic `name` (0, 0 if
     /// it does not answer).
     fn client_endpoints(&self, node: NodeId, name: &str) -> (usize, usize) {
-        if node == self.shared.me {
+        if node == self.shared.me() {
             return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).clients.counts());
         }
         let ask = catchup::Ask::ClientEndpoints { topic: name.into() };
@@ -416,7 +426,7 @@ impl Participant {
             return Ok(s.clone());
         }
         let log = (qos.level == Level::Logged).then(|| (self.log_path(name), self.cfg.fsync));
-        let s = Arc::new(TopicState::open(name, qos, self.shared.me, log)?);
+        let s = Arc::new(TopicState::open(name, qos, self.shared.me(), log)?);
         topics.insert(name.into(), s.clone());
         Ok(s)
     }
@@ -425,11 +435,11 @@ impl Participant {
     fn log_path(&self, topic: &str) -> PathBuf {
         let safe: String = topic.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
         let hash = sst::hash::digest(topic.as_bytes()) & 0xffff_ffff;
-        self.cfg.log_dir.join(&self.cfg.group.name).join(format!("{safe}-{hash:08x}.{}.log", self.shared.me.0))
+        self.cfg.log_dir.join(&self.cfg.group.name).join(format!("{safe}-{hash:08x}.{}.log", self.shared.me().0))
     }
 
     fn add_endpoint(&self, topic: &str, writer: bool, id: u32, level: Level) -> Result<(), DdsError> {
-        let endpoint = Endpoint { node: self.shared.me.0, id, level };
+        let endpoint = Endpoint { node: self.shared.me().0, id, level };
         let e = Edit::AddEndpoint { topic: topic.into(), incarnation: self.incarnation, writer, endpoint };
         if let Err(err) = self.edit(&e, topic) {
             self.forget(topic, writer, id);
@@ -444,7 +454,7 @@ impl Participant {
         if self.group.stopped().is_some() {
             return;
         }
-        let e = Edit::RemoveEndpoint { topic: topic.into(), writer, node: self.shared.me.0, id };
+        let e = Edit::RemoveEndpoint { topic: topic.into(), writer, node: self.shared.me().0, id };
         if let Err(err) = self.group.edit_layout(&e.encode(), Duration::from_secs(2)) {
             tracing::warn!(topic, id, %err, "could not remove an endpoint from the topic table");
         }

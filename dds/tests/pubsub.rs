@@ -301,3 +301,23 @@ fn pod_loans_and_in_place_reads() {
     assert!(matches!(sw.loan(), Err(DdsError::NotPod(_))));
     assert!(ps[1].pod_topic::<[u64; 4]>("ticks", Qos::ordered()).is_err_and(|e| e.to_string().contains("type")));
 }
+
+#[test]
+fn participants_without_ids_get_them_from_the_domain() {
+    let name = format!("dsauto{}", std::process::id());
+    let first = participant(&name, views::config::AUTO_ID, None, Transport::Shm);
+    let contact = Some(first.group().listen_addr());
+    let ps = [first, participant(&name, views::config::AUTO_ID, contact, Transport::Shm)];
+    let ps = [&ps[0], &ps[1], &participant(&name, views::config::AUTO_ID, contact, Transport::Shm)];
+    assert!(ps[0].group().wait_for_members(3, WAIT));
+    let ids: Vec<u32> = ps.iter().map(|p| p.node().0).collect();
+    assert_eq!(ids[0], 0);
+    assert!(ids[1] != ids[2] && ids[1] != 0 && ids[2] != 0, "{ids:?}");
+    let topic = ps[2].topic::<Msg>("auto", Qos::ordered()).unwrap();
+    let r = ps[0].create_reader(&ps[0].find_topic::<Msg>("auto").unwrap(), topic.qos()).unwrap();
+    let w = ps[2].create_writer(&topic, topic.qos()).unwrap();
+    w.write(&Msg { from: ids[2], n: 1, text: "hi".into() }).unwrap();
+    let got = r.take_n(1, WAIT);
+    assert_eq!(got[0].info.writer.node, ps[2].node(), "samples name the given id");
+    assert_eq!(ps[0].matched("auto").map(|m| (m.writers, m.readers)), Some((1, 1)));
+}

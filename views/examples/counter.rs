@@ -1,10 +1,13 @@
 //! `counter`: a replicated counter (and chat) to try in three terminals.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p views --example counter -- --id 0 --port 7000
-//! terminal 2:  cargo run --release -p views --example counter -- --id 1 --port 7010 --contact 127.0.0.1:7000
-//! terminal 3:  cargo run --release -p views --example counter -- --id 2 --port 7020 --contact 127.0.0.1:7000
+//! terminal 1:  cargo run --release -p views --example counter -- --port 7000
+//! terminal 2:  cargo run --release -p views --example counter -- --port 7010 --contact 127.0.0.1:7000
+//! terminal 3:  cargo run --release -p views --example counter -- --port 7020 --contact 127.0.0.1:7000
 //! ```
+//!
+//! Without `--id` each member gets its id from the group (the first is n0); give
+//! `--id N` to choose it.
 //!
 //! Type a number to add it to the counter everywhere, any other line to say it to
 //! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
@@ -22,9 +25,10 @@ use views::group::GroupBuilder;
 #[derive(Parser, Debug)]
 #[command(about = "A replicated counter over a spindle group")]
 struct Args {
-    /// This member's id (unique in the group, below 1024).
+    /// This member's id (unique in the group, below 1024); left out, the group
+    /// gives one.
     #[arg(long)]
-    id: u32,
+    id: Option<u32>,
     /// Control port on 127.0.0.1 (the data port is the next one).
     #[arg(long)]
     port: u16,
@@ -48,7 +52,8 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let mut b = Config::builder(args.id, SocketAddr::from(([127, 0, 0, 1], args.port)))
+    let id = args.id.unwrap_or(views::config::AUTO_ID);
+    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], args.port)))
         .name(&args.name)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .max_msg(1024)
@@ -59,9 +64,8 @@ fn run(args: &Args) -> Result<(), String> {
     let cfg = b.build().map_err(|e| e.to_string())?;
     let counter = Arc::new(Mutex::new(0i64));
     let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
-    let me = args.id;
     if let Some(c) = args.contact {
-        println!("n{me}: joining through {c}...");
+        println!("joining through {c}...");
     }
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |d| {
@@ -91,6 +95,7 @@ fn run(args: &Args) -> Result<(), String> {
         )
         .start()
         .map_err(|e| e.to_string())?;
+    let me = group.node().0;
     println!("n{me}: running; type a number, a message, or `leave`");
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };

@@ -15,6 +15,10 @@
 //!
 //! let err = Config::from_toml("node_id = 1\nlisten = \"127.0.0.1:1\"\nwindwo = 4").unwrap_err();
 //! assert!(err.to_string().contains("windwo"));
+//!
+//! // Without `node_id` the group gives one at join (see `Group::node`).
+//! let auto = Config::from_toml("listen = \"127.0.0.1:7004\"\ncontact = \"127.0.0.1:7000\"").unwrap();
+//! assert_eq!(auto.node_id, views::config::AUTO_ID);
 //! ```
 
 use serde::Deserialize;
@@ -47,7 +51,10 @@ pub struct Config {
     /// groups apart on tcp). Every member uses the same one.
     #[serde(default = "defaults::name")]
     pub name: String,
-    /// This node's id, unique in the group.
+    /// This node's id, unique in the group; [`AUTO_ID`] (the default when the
+    /// TOML leaves it out): the group gives one when this node joins (0 for the
+    /// node that starts the group), never one a member of the group had before.
+    #[serde(default = "defaults::node_id")]
     pub node_id: u32,
     /// Where this node's control plane listens.
     pub listen: SocketAddr,
@@ -86,7 +93,13 @@ pub struct Config {
     pub gid_index: u8,
 }
 
+/// The node id that asks the group for one (see [`Config::node_id`]).
+pub const AUTO_ID: u32 = u32::MAX;
+
 mod defaults {
+    pub fn node_id() -> u32 {
+        super::AUTO_ID
+    }
     pub fn name() -> String {
         "spindle".into()
     }
@@ -157,6 +170,11 @@ impl Config {
         Config::from_toml(&text)
     }
 
+    /// A builder with the defaults and a node id the group gives ([`AUTO_ID`]).
+    pub fn auto_builder(listen: SocketAddr) -> ConfigBuilder {
+        Config::builder(AUTO_ID, listen)
+    }
+
     /// A builder with the defaults, for configuration in code.
     pub fn builder(node_id: u32, listen: SocketAddr) -> ConfigBuilder {
         ConfigBuilder(Config {
@@ -188,7 +206,11 @@ impl Config {
         if self.listen.port() == u16::MAX {
             return Err(invalid("listen", "port must leave room for the data port (port + 1)"));
         }
-        if matches!(self.transport, Transport::Mem | Transport::Shm) && self.node_id >= sst::transport::MAX_NODE_ID {
+        let explicit = self.node_id != AUTO_ID;
+        if explicit
+            && matches!(self.transport, Transport::Mem | Transport::Shm)
+            && self.node_id >= sst::transport::MAX_NODE_ID
+        {
             return Err(invalid("node_id", format!("must be below {} for mem and shm", sst::transport::MAX_NODE_ID)));
         }
         if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
@@ -342,7 +364,7 @@ mod tests {
             let err = Config::from_toml(&format!("{BASE}{line}\n")).unwrap_err().to_string();
             assert!(err.contains(key), "{line:?} gave {err:?}, which does not name {key:?}");
         }
-        assert!(Config::from_toml("listen = \"127.0.0.1:1\"").unwrap_err().to_string().contains("node_id"));
+        assert_eq!(Config::from_toml("listen = \"127.0.0.1:1\"").unwrap().node_id, AUTO_ID, "given by the group");
         let big = Config::from_toml("node_id = 5000\nlisten = \"127.0.0.1:1\"").unwrap_err().to_string();
         assert!(big.contains("node_id"), "{big}");
         assert!(Config::from_toml("node_id = 5000\nlisten = \"127.0.0.1:1\"\ntransport = \"tcp\"").is_ok());

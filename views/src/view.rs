@@ -72,6 +72,9 @@ pub struct View {
     id: ViewId,
     members: Vec<NodeId>,
     layout: LayoutDoc,
+    /// Above every node id any view of the group has had (the next id the group
+    /// gives a joiner that asks for one).
+    next_node: u32,
 }
 
 /// Why a next view cannot be formed.
@@ -96,12 +99,26 @@ pub enum ViewError {
 impl View {
     /// The first view of a group.
     pub fn initial(members: Vec<NodeId>) -> View {
-        View { id: ViewId(0), members, layout: LayoutDoc::default() }
+        let next_node = above(&members, 0);
+        View { id: ViewId(0), members, layout: LayoutDoc::default(), next_node }
     }
 
     /// A view as a joiner learns it from the control plane.
     pub fn with_id(id: ViewId, members: Vec<NodeId>) -> View {
-        View { id, members, layout: LayoutDoc::default() }
+        let next_node = above(&members, 0);
+        View { id, members, layout: LayoutDoc::default(), next_node }
+    }
+
+    /// The same view with `next_node` at least `n` (as a joiner learns it).
+    pub fn with_next_node(mut self, n: u32) -> View {
+        self.next_node = self.next_node.max(n);
+        self
+    }
+
+    /// Above every node id the group has had: no node asking for an id gets one
+    /// below it (ids are never given twice).
+    pub fn next_node(&self) -> u32 {
+        self.next_node
     }
 
     /// The same view with layout document `doc` (the next view of a change that
@@ -169,8 +186,14 @@ impl View {
         if members.is_empty() {
             return Err(ViewError::Empty);
         }
-        Ok(View { id: ViewId(self.id.0 + 1), members, layout: self.layout.clone() })
+        let next_node = above(&members, self.next_node);
+        Ok(View { id: ViewId(self.id.0 + 1), members, layout: self.layout.clone(), next_node })
     }
+}
+
+/// The least id above every one of `members`, and at least `floor`.
+fn above(members: &[NodeId], floor: u32) -> u32 {
+    members.iter().map(|m| m.0.saturating_add(1)).max().unwrap_or(0).max(floor)
 }
 
 #[cfg(test)]

@@ -60,6 +60,8 @@ pub struct ViewMsg {
     pub layout_version: u64,
     /// The layout document (at most [`crate::layout::MAX_DOC`] bytes).
     pub layout: Vec<u8>,
+    /// Above every node id the group has had ([`crate::view::View::next_node`]).
+    pub next_node: u32,
 }
 
 /// Every control-plane message.
@@ -336,11 +338,12 @@ mod tests {
                     members: vec![member(0), member(4)],
                     layout_version: 2,
                     layout: b"topics".to_vec(),
+                    next_node: 5,
                 },
             },
             Message::JoinRefused { reason: "minority".into() },
             Message::ViewInstall {
-                view: ViewMsg { id: 9, members: vec![member(1)], layout_version: 0, layout: vec![] },
+                view: ViewMsg { id: 9, members: vec![member(1)], layout_version: 0, layout: vec![], next_node: 2 },
             },
             Message::StateChunk { subgroup: 2, offset: 4096, data: vec![7; 100], last: true },
             Message::Request { id: 11, body: b"get".to_vec() },
@@ -413,7 +416,7 @@ mod tests {
         b[6..10].copy_from_slice(&len.to_le_bytes());
         assert!(matches!(decode(&b), Err(WireError::Body(_))));
         // A view that lists a node twice decodes but is invalid.
-        let view = |members, layout| ViewMsg { id: 1, members, layout_version: 1, layout };
+        let view = |members, layout| ViewMsg { id: 1, members, layout_version: 1, layout, next_node: 3 };
         let dup = Message::ViewInstall { view: view(vec![member(2), member(2)], vec![]) };
         let b = encode(&dup).unwrap();
         assert!(matches!(decode(&b), Err(WireError::Invalid(_))));

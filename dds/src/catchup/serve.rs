@@ -98,7 +98,7 @@ mod tests {
     #[test]
     fn garbage_requests_get_an_error_answer() {
         let shared = Shared {
-            me: NodeId(0),
+            me: std::sync::OnceLock::from(NodeId(0)),
             topics: Mutex::new(HashMap::new()),
             group: OnceLock::new(),
             participant: OnceLock::new(),

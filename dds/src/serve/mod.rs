@@ -128,7 +128,7 @@ impl Serve {
                     .collect();
                 let mut g = lock(&state.inner);
                 g.clients.add_writer(s, writer, level);
-                let me = self.shared.me.0;
+                let me = self.shared.me().0;
                 incompatible.extend(g.clients.readers_above(level).into_iter().map(|(c, r, l)| (me, r, Some(c), l)));
                 drop(g);
                 lock(&self.sessions).entry(s.id()).or_default().writers.insert(writer, (state, level));

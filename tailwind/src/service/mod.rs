@@ -205,6 +205,11 @@ impl TailwindLog {
     /// plane and its regions [`LOG_REGIONS`]..
     pub fn start(group: views::config::Config, cfg: TailwindConfig) -> Result<TailwindLog, StartError> {
         cfg.validate()?;
+        if group.node_id == views::config::AUTO_ID {
+            // Its segment files and its place among the replicas go by the node id,
+            // which a restarted member must keep.
+            return Err(StartError::Config("a Tailwind member needs an explicit node_id".into()));
+        }
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
             .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
         let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;

@@ -10,7 +10,7 @@ use super::install;
 use super::metrics::Counters;
 use super::status::Status;
 use super::{DataListener, Group, Inner, StartError, APP_REGIONS};
-use crate::config::Config;
+use crate::config::{Config, AUTO_ID};
 use crate::layout::{Layout, Shards};
 use crate::view::{View, ViewId};
 use sst::transport::NodeId;
@@ -196,8 +196,7 @@ impl GroupBuilder {
                 )));
             }
         }
-        let cfg = self.cfg.clone();
-        let me = NodeId(cfg.node_id);
+        let mut cfg = self.cfg.clone();
         let listener =
             TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
         if cfg.transport == crate::config::Transport::Shm {
@@ -227,6 +226,26 @@ impl GroupBuilder {
             }
             _ => None,
         };
+        // A node without an id learns the one the group gives it by joining (the
+        // node that starts a group is 0); so it joins before anything takes its id.
+        let join = |cfg: &Config, me: u32, contact| {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            control::join(member_info(NodeId(me), cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
+                .map_err(StartError::Join)
+        };
+        let mut welcome = None;
+        if cfg.node_id == AUTO_ID {
+            cfg.node_id = match cfg.contact {
+                None => 0,
+                Some(contact) => {
+                    let w = join(&cfg, AUTO_ID, contact)?;
+                    let mine = w.0.members.iter().find(|m| m.control == cfg.listen).map(|m| m.node);
+                    welcome = Some(w);
+                    mine.ok_or_else(|| StartError::Join("the view that took this node does not list it".into()))?
+                }
+            };
+        }
+        let me = NodeId(cfg.node_id);
         let inner = Arc::new(Inner {
             cfg: cfg.clone(),
             layout: self.layout,
@@ -255,16 +274,17 @@ impl GroupBuilder {
         let first = match cfg.contact {
             None => View::initial(vec![me]),
             Some(contact) => {
-                let deadline = Instant::now() + Duration::from_secs(120);
-                let (view, states) =
-                    control::join(member_info(me, cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
-                        .map_err(StartError::Join)?;
+                let (view, states) = match welcome {
+                    Some(w) => w,
+                    None => join(&cfg, cfg.node_id, contact)?,
+                };
                 for (k, bytes) in states {
                     inner.hooks.set_state(k, &bytes);
                 }
                 inner.directory.learn(&view.members);
                 View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
                     .with_layout(crate::view::LayoutDoc::new(view.layout_version, view.layout))
+                    .with_next_node(view.next_node)
             }
         };
         let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;

@@ -99,17 +99,22 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
         let _ = send(stream, &Message::JoinRefused { reason: reason.clone() });
         Err(reason)
     };
-    if member.node >= sst::transport::MAX_NODE_ID {
+    let auto = member.node == crate::config::AUTO_ID;
+    if !auto && member.node >= sst::transport::MAX_NODE_ID {
         return refuse(&mut stream, format!("node ids must be below {}", sst::transport::MAX_NODE_ID));
     }
     let SocketAddr::V4(addr) = member.control else {
         return refuse(&mut stream, "joiners need an IPv4 control address".into());
     };
-    let node = NodeId(member.node);
     let cur = sst::sync::read(&inner.current);
     let Some(epoch) = cur.as_ref() else {
         return refuse(&mut stream, "this member is between views; retry".into());
     };
+    // A joiner without an id gets one no member of the group ever had.
+    let node = if auto { inner.directory.grant(addr, &epoch.view) } else { NodeId(member.node) };
+    if node.0 >= sst::transport::MAX_NODE_ID {
+        return refuse(&mut stream, format!("this group gave out every node id below {}", sst::transport::MAX_NODE_ID));
+    }
     match epoch.request_join(Joiner { node, addr: Some(addr) }) {
         Ok(()) => {
             // Keep the connection: the view (and the state) go out on it at install.
@@ -300,7 +305,10 @@ fn ask(me: &MemberInfo, target: SocketAddr) -> Result<Answer, String> {
         Message::JoinAccepted { view } => view,
         other => return Err(format!("unexpected answer {other:?}")),
     };
-    if !view.members.iter().any(|m| m.node == me.node) {
+    // A node without an id finds the one it was given by its control address.
+    let mine =
+        |m: &&MemberInfo| if me.node == crate::config::AUTO_ID { m.control == me.control } else { m.node == me.node };
+    if !view.members.iter().any(|m| mine(&m)) {
         return Err("accepted into a view without this node".into());
     }
     let mut states: Vec<(usize, Vec<u8>)> = Vec::new();

@@ -16,6 +16,10 @@ pub(crate) struct Directory {
     members: Mutex<HashMap<NodeId, MemberInfo>>,
     /// Joiners this node took, each with the connection their view goes out on.
     joiners: Mutex<HashMap<NodeId, TcpStream>>,
+    /// Ids given to joiners that asked for one: the next to give, and the last
+    /// given per control address (a joiner that asks again before its view is
+    /// installed gets the same one).
+    grants: Mutex<(u32, HashMap<std::net::SocketAddrV4, u32>)>,
 }
 
 impl Directory {
@@ -24,6 +28,7 @@ impl Directory {
         Directory {
             members: Mutex::new(HashMap::from([(me, member_info(me, listen))])),
             joiners: Mutex::new(HashMap::new()),
+            grants: Mutex::default(),
         }
     }
 
@@ -78,6 +83,22 @@ impl Directory {
     }
 
     /// Keeps joiner `node`'s connection until the view that adds it.
+    /// An id for a joiner at `addr` that asked for one, while `view` is current: at
+    /// or above every id the group ever had, and not one given to another joiner
+    /// by this node.
+    pub(crate) fn grant(&self, addr: std::net::SocketAddrV4, view: &View) -> NodeId {
+        let mut g = lock(&self.grants);
+        if let Some(&n) = g.1.get(&addr) {
+            if n >= view.next_node() && view.rank_of(NodeId(n)).is_none() {
+                return NodeId(n); // asked again before its view came
+            }
+        }
+        let n = g.0.max(view.next_node());
+        g.0 = n.saturating_add(1);
+        g.1.insert(addr, n);
+        NodeId(n)
+    }
+
     pub(crate) fn add_joiner(&self, node: NodeId, stream: TcpStream) {
         lock(&self.joiners).insert(node, stream);
     }

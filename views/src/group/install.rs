@@ -65,6 +65,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
         members: inner.directory.members_of(&next.view),
         layout_version: next.view.layout().version(),
         layout: next.view.layout().bytes().to_vec(),
+        next_node: next.view.next_node(),
     };
     for j in &next.joins {
         if let Some(stream) = inner.directory.take_joiner(j.node) {

@@ -194,6 +194,11 @@ impl Group {
         cur.as_ref().map(|e| (e.view.clone(), e.transport.clone()))
     }
 
+    /// This node's id (the one the group gave it, if its config asked for one).
+    pub fn node(&self) -> NodeId {
+        NodeId(self.inner.cfg.node_id)
+    }
+
     /// Where this node's control plane listens (what joiners use as contact).
     pub fn listen_addr(&self) -> SocketAddr {
         self.inner.cfg.listen
