@@ -17,14 +17,14 @@
 //! the subscribers see it leave the domain; start it again and it goes on.
 //!
 //! Clients take part without joining (see `dds::client`): with `--client` and
-//! `--contacts` (members' control addresses) a publisher or subscriber connects
+//! `--contact A,B` (members' control addresses; `--contacts` says the same) a publisher or subscriber connects
 //! through a member, causes no view change, and moves to the next contact if its
 //! member dies (kill it with Ctrl-C: the client prints where it moved, and a
 //! subscriber goes on with no gap in `#`):
 //!
 //! ```text
-//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contacts 127.0.0.1:7210,127.0.0.1:7220
-//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contacts 127.0.0.1:7220,127.0.0.1:7200
+//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contact 127.0.0.1:7210,127.0.0.1:7220
+//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contact 127.0.0.1:7220,127.0.0.1:7200
 //! ```
 #![forbid(unsafe_code)]
 
@@ -50,15 +50,13 @@ struct Args {
     /// Control port on 127.0.0.1 (the data port is the next one); members only.
     #[arg(long)]
     port: Option<u16>,
-    /// Take part as a client of the members in `--contacts`, outside the group.
+    /// Take part as a client of the members in `--contact`, outside the group.
     #[arg(long)]
     client: bool,
-    /// Members' control addresses for a client, tried in order.
-    #[arg(long, value_delimiter = ',')]
-    contacts: Vec<SocketAddr>,
-    /// Join the domain through this participant (leave out to start it).
-    #[arg(long)]
-    contact: Option<SocketAddr>,
+    /// A member: join the domain through this participant (leave out to start
+    /// it). A client: members' control addresses, tried in order (`A,B,...`).
+    #[arg(long, alias = "contacts", value_delimiter = ',')]
+    contact: Vec<SocketAddr>,
     /// QoS level of the topic: volatile or logged (or ordered: no history).
     #[arg(long, default_value = "volatile")]
     qos: Level,
@@ -96,15 +94,15 @@ fn run(args: &Args) -> Result<(), String> {
         return client(args, qos);
     }
     let Some(port) = args.port else {
-        return Err("a member needs --port (or use --client --contacts ...)".into());
+        return Err("a member needs --port (or use --client --contact A,B,...)".into());
     };
     let id = args.id.unwrap_or(views::config::AUTO_ID);
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
-    if let Some(c) = args.contact {
-        b = b.contact(c);
+    if let Some(c) = args.contact.first() {
+        b = b.contact(*c);
     }
     let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
     if let Some(d) = &args.log_dir {
@@ -139,10 +137,10 @@ fn run(args: &Args) -> Result<(), String> {
 
 /// A publisher or subscriber outside the group.
 fn client(args: &Args, qos: Qos) -> Result<(), String> {
-    if args.contacts.is_empty() {
-        return Err("a client needs --contacts (members' control addresses)".into());
+    if args.contact.is_empty() {
+        return Err("a client needs --contact A,B,... (members' control addresses)".into());
     }
-    let c = DomainClient::connect(ClientConfig::new(args.contacts.clone())).map_err(|e| e.to_string())?;
+    let c = DomainClient::connect(ClientConfig::new(args.contact.clone())).map_err(|e| e.to_string())?;
     let (node, addr) = c.member();
     println!("client {:#x} of member {node} at {addr}", c.id());
     let topic = c.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;
