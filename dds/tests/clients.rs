@@ -150,7 +150,6 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
     });
     assert!(w.wait_for_delivery(WAIT), "every sample acknowledged after the move");
     assert_eq!(writer_client.failovers(), 1);
-    eprintln!("resent after the move: {}", w.resent());
     let got = r.take_n(total as usize, WAIT);
     let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();
     assert_eq!(ns, (0..total).collect::<Vec<_>>(), "the client reader: no gap, no duplicate");

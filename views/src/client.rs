@@ -99,6 +99,17 @@ const BATCH: usize = 256;
 /// either end).
 const EVENTS: usize = 16;
 
+/// Events received and not taken yet: relays, pushes.
+type Held = (VecDeque<Relayed>, VecDeque<Vec<u8>>);
+
+/// Keeps an event for the call that takes its kind.
+fn hold(h: &mut Held, e: Event) {
+    match e {
+        Event::Relay(m) => h.0.push_back(m),
+        Event::Push(b) => h.1.push_back(b),
+    }
+}
+
 /// A reply waiter's answer.
 type Answer = Result<Vec<u8>, ClientError>;
 
@@ -137,7 +148,7 @@ pub struct Client {
     events: Mutex<Receiver<Incoming>>,
     tx: SyncSender<Incoming>,
     /// Events read past by [`Client::recv`] (pushes) or [`Client::recv_push`] (relays).
-    held: Mutex<(VecDeque<Relayed>, VecDeque<Vec<u8>>)>,
+    held: Mutex<Held>,
     subscribed: Mutex<Vec<usize>>,
     next_request: AtomicU64,
 }
@@ -355,10 +366,7 @@ impl Client {
                     let Some(first) = it.next() else { continue };
                     let mut held = lock(&self.held);
                     for e in it {
-                        match e {
-                            Event::Relay(m) => held.0.push_back(m),
-                            Event::Push(b) => held.1.push_back(b),
-                        }
+                        hold(&mut held, e);
                     }
                     return Ok(Some(first));
                 }
@@ -380,30 +388,41 @@ impl Client {
     /// The next relayed message, waiting up to `within`; `Ok(None)` if none came.
     /// Pushes that come meanwhile wait for [`Client::recv_push`].
     pub fn recv(&self, within: Duration) -> Result<Option<Relayed>, ClientError> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(m) = lock(&self.held).0.pop_front() {
-                return Ok(Some(m));
-            }
-            match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
-                Some(Event::Relay(m)) => return Ok(Some(m)),
-                Some(Event::Push(b)) => lock(&self.held).1.push_back(b),
-                None => return Ok(None),
-            }
-        }
+        let want = |e| match e {
+            Event::Relay(m) => Ok(m),
+            other => Err(other),
+        };
+        self.recv_kind(within, |h| h.0.pop_front(), want)
     }
 
     /// The next push, waiting up to `within`; relays that come meanwhile wait for
     /// [`Client::recv`].
     pub fn recv_push(&self, within: Duration) -> Result<Option<Vec<u8>>, ClientError> {
+        let want = |e| match e {
+            Event::Push(b) => Ok(b),
+            other => Err(other),
+        };
+        self.recv_kind(within, |h| h.1.pop_front(), want)
+    }
+
+    /// The next event of one kind (`held` takes one already held, `want` picks it
+    /// out of an event); events of the other kind are held for their receiver.
+    fn recv_kind<T>(
+        &self,
+        within: Duration,
+        held: impl Fn(&mut Held) -> Option<T>,
+        want: impl Fn(Event) -> Result<T, Event>,
+    ) -> Result<Option<T>, ClientError> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(b) = lock(&self.held).1.pop_front() {
-                return Ok(Some(b));
+            if let Some(x) = held(&mut lock(&self.held)) {
+                return Ok(Some(x));
             }
             match self.next_event(deadline.saturating_duration_since(Instant::now()))? {
-                Some(Event::Push(b)) => return Ok(Some(b)),
-                Some(Event::Relay(m)) => lock(&self.held).0.push_back(m),
+                Some(e) => match want(e) {
+                    Ok(x) => return Ok(Some(x)),
+                    Err(other) => hold(&mut lock(&self.held), other),
+                },
                 None => return Ok(None),
             }
         }
