@@ -278,3 +278,59 @@ pub fn stop_survivors(
 pub fn parse_results(lines: &[String]) -> Result<Vec<serde_json::Value>, String> {
     lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect()
 }
+
+/// The entry a member's delivery log (`sender seq` pairs) holds where it joined
+/// the group again after a removal: what follows comes after a gap in the order.
+pub const REJOIN_MARK: (u32, u64) = (u32::MAX, 0);
+
+/// Checks a member's delivery log against `reference`, the log of a member that
+/// was never removed (and delivered everything): each run of deliveries between
+/// [`REJOIN_MARK`]s is a contiguous piece of the reference, the first starts at the
+/// beginning, the pieces come in order without overlapping, and the last ends
+/// where the reference does. Returns how many entries the gaps skipped.
+pub fn check_segments(reference: &[(u32, u64)], log: &[(u32, u64)]) -> Result<usize, String> {
+    let pieces: Vec<&[(u32, u64)]> = log.split(|e| *e == REJOIN_MARK).collect();
+    let mut at = 0usize; // where the next piece may start in the reference
+    let mut skipped = 0usize;
+    for (i, piece) in pieces.iter().enumerate() {
+        if piece.is_empty() {
+            continue;
+        }
+        let start = if i == 0 {
+            0
+        } else {
+            let first = piece[0];
+            let found = reference[at..].iter().position(|e| *e == first);
+            at + found.ok_or_else(|| format!("piece {i} starts with {first:?}, not in the reference after {at}"))?
+        };
+        let end = start + piece.len();
+        if end > reference.len() || reference[start..end] != **piece {
+            return Err(format!("piece {i} ({} entries from {start}) differs from the reference", piece.len()));
+        }
+        skipped += start - at;
+        at = end;
+    }
+    if at != reference.len() {
+        return Err(format!("the log ends at {at} of {} reference entries", reference.len()));
+    }
+    Ok(skipped)
+}
+
+#[cfg(test)]
+mod segment_tests {
+    use super::*;
+
+    #[test]
+    fn pieces_must_be_in_order_contiguous_and_complete() {
+        let r: Vec<(u32, u64)> = (0..10).map(|i| (i % 3, i as u64)).collect();
+        let with_gap: Vec<_> = r[..4].iter().copied().chain([REJOIN_MARK]).chain(r[6..].iter().copied()).collect();
+        assert_eq!(check_segments(&r, &r), Ok(0));
+        assert_eq!(check_segments(&r, &with_gap), Ok(2));
+        let no_mark: Vec<_> = r[..4].iter().chain(&r[6..]).copied().collect();
+        assert!(check_segments(&r, &no_mark).is_err(), "a gap without a rejoin");
+        let short: Vec<_> = r[..8].to_vec();
+        assert!(check_segments(&r, &short).is_err(), "missing the end");
+        let swapped: Vec<_> = r[..4].iter().copied().chain([REJOIN_MARK, r[7], r[6], r[8], r[9]]).collect();
+        assert!(check_segments(&r, &swapped).is_err(), "out of order");
+    }
+}

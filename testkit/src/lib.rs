@@ -11,7 +11,7 @@ pub use children::{child_transport, is_child, wait_for_parent, ChildSet, Cluster
 pub use kind::TransportKind;
 pub use local::{local_group, unique_group, LocalGroup};
 pub use net::{free_control_addr, free_ports};
-pub use os::{catch_interrupts, cpu_time, die_with_parent, interrupted, CpuClock};
+pub use os::{catch_interrupts, cpu_time, die_with_parent, interrupted, pause_process, CpuClock};
 
 use std::time::{Duration, Instant};
 

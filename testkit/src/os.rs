@@ -49,3 +49,11 @@ pub fn cpu_time(clock: CpuClock) -> Duration {
     };
     clock_gettime(id).map(Duration::from).unwrap_or(Duration::ZERO)
 }
+
+/// Stops (SIGSTOP, `pause = true`) or continues (SIGCONT) process `pid`: a stalled
+/// member, as a debugger or a frozen container makes one.
+pub fn pause_process(pid: u32, pause: bool) -> Result<(), String> {
+    use nix::sys::signal::{kill, Signal};
+    let sig = if pause { Signal::SIGSTOP } else { Signal::SIGCONT };
+    kill(nix::unistd::Pid::from_raw(pid as i32), sig).map_err(|e| format!("{sig} to {pid}: {e}"))
+}

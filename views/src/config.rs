@@ -56,11 +56,32 @@ pub struct Config {
     /// node that starts the group), never one a member of the group had before.
     #[serde(default = "defaults::node_id")]
     pub node_id: u32,
-    /// Where this node's control plane listens.
+    /// Where this node's control plane listens; its data plane (tcp) listens on
+    /// the next port. Port 0: the OS picks a free pair ([`crate::group::Group::listen_addr`]
+    /// says which). The address is what the others connect to: on one host
+    /// `127.0.0.1` (the default of [`Config::local`]), across hosts the address of
+    /// the network the group shares.
     pub listen: SocketAddr,
-    /// Any member of an existing group to join through; absent: start a new group.
+    /// Any member of an existing group to join through. Absent: with
+    /// [`Config::discovery`], look for the group on the local network and join it,
+    /// or start it if nothing answers; without, start a new group.
     #[serde(default)]
     pub contact: Option<SocketAddr>,
+    /// Find the group by UDP multicast beacons of its name (see
+    /// `views::group::discovery`): a node without a contact looks for
+    /// `discovery_wait_ms`, and every member answers lookers. One LAN segment (or
+    /// one host) only: it does not cross routers. On by default.
+    #[serde(default = "defaults::yes")]
+    pub discovery: bool,
+    /// The multicast address and port of the beacons; absent: one derived from the
+    /// group name (239.255.x.y, port 17400-18399).
+    #[serde(default)]
+    pub discovery_addr: Option<std::net::SocketAddrV4>,
+    /// How long a node without a contact looks for its group before it starts the
+    /// group itself, in milliseconds (a running member answers within one round
+    /// trip; the wait is what a node alone pays at start).
+    #[serde(default = "defaults::discovery_wait_ms")]
+    pub discovery_wait_ms: u64,
     /// Data-plane transport.
     #[serde(default)]
     pub transport: Transport,
@@ -82,6 +103,13 @@ pub struct Config {
     /// A member that finds itself in a minority stops instead of installing a view.
     #[serde(default = "defaults::majority")]
     pub majority: bool,
+    /// A member the others removed while it was alive (a stall past the failure
+    /// timeout, a minority side of a partition) joins the group again by itself,
+    /// with the same node id, and gets the state as any joiner does
+    /// ([`crate::group::Group::rejoining`], `Metrics::rejoins`). `false`: it stops
+    /// for good, as a crashed member would.
+    #[serde(default = "defaults::yes")]
+    pub rejoin: bool,
     /// `rdma`: the device's name (`ibv_devices`); the first device if absent.
     #[serde(default)]
     pub rdma_device: Option<String>,
@@ -91,6 +119,11 @@ pub struct Config {
     /// `rdma`: the port's GID table index (RoCE v2 over IPv4 is often 1 or 3).
     #[serde(default)]
     pub gid_index: u8,
+}
+
+/// True for a valid group name: 1-40 letters, digits, `-` or `_`.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty() && name.len() <= 40 && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 /// The node id that asks the group for one (see [`Config::node_id`]).
@@ -120,6 +153,12 @@ mod defaults {
     }
     pub fn majority() -> bool {
         true
+    }
+    pub fn yes() -> bool {
+        true
+    }
+    pub fn discovery_wait_ms() -> u64 {
+        500
     }
     pub fn rdma_port() -> u8 {
         1
@@ -175,6 +214,13 @@ impl Config {
         Config::builder(AUTO_ID, listen)
     }
 
+    /// A builder for a member on this host that needs nothing chosen by hand: no
+    /// node id (the group gives one), control and data ports picked by the OS on
+    /// 127.0.0.1, and no contact (discovery finds the group, or it starts one).
+    pub fn local() -> ConfigBuilder {
+        Config::builder(AUTO_ID, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
     /// A builder with the defaults, for configuration in code.
     pub fn builder(node_id: u32, listen: SocketAddr) -> ConfigBuilder {
         ConfigBuilder(Config {
@@ -182,6 +228,9 @@ impl Config {
             node_id,
             listen,
             contact: None,
+            discovery: defaults::yes(),
+            discovery_addr: None,
+            discovery_wait_ms: defaults::discovery_wait_ms(),
             transport: Transport::default(),
             window: defaults::window(),
             max_msg: defaults::max_msg(),
@@ -189,6 +238,7 @@ impl Config {
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: defaults::spin_us(),
             majority: defaults::majority(),
+            rejoin: defaults::yes(),
             rdma_device: None,
             rdma_port: defaults::rdma_port(),
             gid_index: 0,
@@ -197,10 +247,7 @@ impl Config {
 
     /// Checks ranges and consistency.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.name.is_empty()
-            || self.name.len() > 40
-            || !self.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-        {
+        if !valid_name(&self.name) {
             return Err(invalid("name", "must be 1-40 letters, digits, '-' or '_'"));
         }
         if self.listen.port() == u16::MAX {
@@ -233,6 +280,14 @@ impl Config {
         }
         if self.spin_us > 1_000_000 {
             return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
+        }
+        if let Some(a) = self.discovery_addr {
+            if !a.ip().is_multicast() || a.port() == 0 {
+                return Err(invalid("discovery_addr", "must be an IPv4 multicast address with a port"));
+            }
+        }
+        if self.discovery_wait_ms > 60_000 {
+            return Err(invalid("discovery_wait_ms", "must be at most 60000 (one minute)"));
         }
         if self.contact == Some(self.listen) {
             return Err(invalid("contact", "is this node's own listen address"));
@@ -297,6 +352,27 @@ impl ConfigBuilder {
         self.0.majority = on;
         self
     }
+    /// Discovery on or off (see [`Config::discovery`]).
+    pub fn discovery(mut self, on: bool) -> Self {
+        self.0.discovery = on;
+        self
+    }
+    /// How long a node without a contact looks for its group (see
+    /// [`Config::discovery_wait_ms`]).
+    pub fn discovery_wait(mut self, d: Duration) -> Self {
+        self.0.discovery_wait_ms = d.as_millis() as u64;
+        self
+    }
+    /// The control address (port 0: picked by the OS).
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.0.listen = addr;
+        self
+    }
+    /// Rejoin after a removal while alive (on by default; see [`Config::rejoin`]).
+    pub fn rejoin(mut self, on: bool) -> Self {
+        self.0.rejoin = on;
+        self
+    }
     /// Checks and returns the configuration.
     pub fn build(self) -> Result<Config, ConfigError> {
         self.0.validate()?;
@@ -337,11 +413,18 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let c = Config::from_toml(&format!(
-            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nmajority = false\n"
+            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nmajority = false\nrejoin = false\n"
         ))
         .unwrap();
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
         assert_eq!((c.transport, c.window, c.max_msg, c.spin_us, c.majority), (Transport::Tcp, 8, 64, 0, false));
+        assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
+        let d = Config::from_toml(&format!(
+            "{BASE}discovery = false\ndiscovery_addr = \"239.255.1.2:17500\"\ndiscovery_wait_ms = 200\n"
+        ))
+        .unwrap();
+        assert_eq!((d.discovery, d.discovery_wait_ms), (false, 200));
+        assert_eq!(d.discovery_addr, Some("239.255.1.2:17500".parse().unwrap()));
         assert_eq!(c.failure_timeout(), Duration::from_millis(500));
     }
 
@@ -359,6 +442,8 @@ mod tests {
             ("contact = \"127.0.0.1:7001\"", "contact"),
             ("contact = \"not an address\"", "contact"),
             ("majority = \"yes\"", "majority"),
+            ("discovery_addr = \"10.0.0.1:17500\"", "discovery_addr"),
+            ("discovery_wait_ms = 70000", "discovery_wait_ms"),
         ];
         for (line, key) in cases {
             let err = Config::from_toml(&format!("{BASE}{line}\n")).unwrap_err().to_string();

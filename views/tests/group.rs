@@ -229,7 +229,11 @@ fn members_answer_point_to_point_requests() {
 #[test]
 fn a_stop_frees_a_sender_waiting_on_a_full_window() {
     let name = format!("gs{}", std::process::id());
-    let (g0, _l0) = member(config(&name, 0, None, Transport::Shm), Arc::new(Mutex::new(0)));
+    // Rejoin off: the minority member stops for good (with it on, it would wait to be
+    // taken back; see `a_minority_member_waits_to_rejoin_and_its_sender_is_not_failed`).
+    let mut c0 = config(&name, 0, None, Transport::Shm);
+    c0.rejoin = false;
+    let (g0, _l0) = member(c0, Arc::new(Mutex::new(0)));
     let (g1, _l1) = member(config(&name, 1, Some(g0.listen_addr()), Transport::Shm), Arc::new(Mutex::new(0)));
     assert!(g0.wait_for_members(2, WAIT));
     let g0 = Arc::new(g0);

@@ -4,6 +4,7 @@ use super::clients::{ClientLimits, Clients};
 use super::control;
 use super::deliver::{Callback, Delivery, InPlace};
 use super::directory::{data_addr, member_info, Directory};
+use super::discovery;
 use super::epoch::Epoch;
 use super::hooks::{BatchCallback, Hooks, StateHook};
 use super::install;
@@ -12,7 +13,7 @@ use super::status::Status;
 use super::{DataListener, Group, Inner, StartError, APP_REGIONS};
 use crate::config::{Config, AUTO_ID};
 use crate::layout::{Layout, Shards};
-use crate::view::{View, ViewId};
+use crate::view::View;
 use sst::transport::NodeId;
 use std::net::TcpListener;
 use std::sync::mpsc::channel;
@@ -139,6 +140,18 @@ impl GroupBuilder {
         self
     }
 
+    /// Called when this node, removed by the others while alive, was taken into the
+    /// group again ([`crate::config::Config::rejoin`]): with why it was removed,
+    /// after the joiners' state hooks ran and before the view that has it again
+    /// starts (then [`GroupBuilder::on_view`] runs as for any view). Messages
+    /// delivered while it was out are not delivered to it; the state hooks carry
+    /// what it needs. Runs on the thread that installs views; it must not call into
+    /// the [`Group`].
+    pub fn on_rejoin(mut self, f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        self.hooks.on_rejoin = Some(Box::new(f));
+        self
+    }
+
     /// Registers `regions` (ids at least [`APP_REGIONS`], distinct) in every view's
     /// transport, for the application's own one-sided writes
     /// ([`Group::transport`]); each view's are fresh and zeroed (see
@@ -197,8 +210,7 @@ impl GroupBuilder {
             }
         }
         let mut cfg = self.cfg.clone();
-        let listener =
-            TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        let (listener, data_listener) = bind(&mut cfg)?;
         if cfg.transport == crate::config::Transport::Shm {
             // Files of members that were killed (or interrupted) before they could
             // remove theirs; only files whose creating process is gone are removed.
@@ -207,25 +219,21 @@ impl GroupBuilder {
                 tracing::info!(swept, "removed /dev/shm files of processes that no longer exist");
             }
         }
-        let data_listener = match cfg.transport {
-            crate::config::Transport::Tcp => {
-                let addr = data_addr(cfg.listen);
-                Some(DataListener::Tcp(
-                    sst::transport::tcp::bind(addr)
-                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
-                ))
+        if cfg.contact.is_none() && cfg.discovery {
+            let wait = Duration::from_millis(cfg.discovery_wait_ms);
+            cfg.contact = match discovery::look(&cfg, wait) {
+                Ok(discovery::Found::Member(a) | discovery::Found::Starter(a)) => Some(a),
+                Ok(discovery::Found::Nothing) => None,
+                Err(e) => {
+                    return Err(StartError::Setup(format!(
+                        "discovery: {e} (give a contact, or set discovery = false to start a group alone)"
+                    )))
+                }
+            };
+            if let Some(a) = cfg.contact {
+                tracing::info!(contact = %a, "discovery found the group");
             }
-            crate::config::Transport::Rdma => {
-                // Refuse at once, with the reason, rather than at the first view.
-                sst::transport::rdma::available().map_err(StartError::Setup)?;
-                let addr = data_addr(cfg.listen);
-                Some(DataListener::Rdma(
-                    sst::transport::rdma::bind(addr)
-                        .map_err(|e| StartError::Listen { addr, why: format!("data port: {e}") })?,
-                ))
-            }
-            _ => None,
-        };
+        }
         // A node without an id learns the one the group gives it by joining (the
         // node that starts a group is 0); so it joins before anything takes its id.
         let join = |cfg: &Config, me: u32, contact| {
@@ -270,24 +278,36 @@ impl GroupBuilder {
                 .spawn(move || control::serve(inner, listener))
                 .map_err(|e| StartError::Setup(e.to_string()))?
         };
+        let mut threads = vec![server];
+        if cfg.discovery {
+            let inner = inner.clone();
+            let beacons =
+                std::thread::Builder::new().name("spindle-discovery".into()).spawn(move || discovery::serve(inner));
+            threads.push(beacons.map_err(|e| StartError::Setup(e.to_string()))?);
+        }
         let (tx, rx) = channel();
         let first = match cfg.contact {
-            None => View::initial(vec![me]),
-            Some(contact) => {
-                let (view, states) = match welcome {
-                    Some(w) => w,
-                    None => join(&cfg, cfg.node_id, contact)?,
-                };
-                for (k, bytes) in states {
-                    inner.hooks.set_state(k, &bytes);
+            None => Ok(View::initial(vec![me])),
+            Some(contact) => match welcome {
+                Some(w) => Ok(w),
+                None => join(&cfg, cfg.node_id, contact),
+            }
+            .map(|w| super::rejoin::take_welcome(&inner, w)),
+        };
+        let epoch =
+            first.and_then(|v| Ok((Epoch::start(&inner, v.clone(), &[], tx.clone()).map_err(StartError::Setup)?, v)));
+        let (epoch, first) = match epoch {
+            Ok(e) => e,
+            Err(e) => {
+                // The threads started so far end with the node.
+                inner.status.shut_down();
+                inner.end(e.to_string());
+                for t in threads {
+                    let _ = t.join();
                 }
-                inner.directory.learn(&view.members);
-                View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
-                    .with_layout(crate::view::LayoutDoc::new(view.layout_version, view.layout))
-                    .with_next_node(view.next_node)
+                return Err(e);
             }
         };
-        let epoch = Epoch::start(&inner, first.clone(), &[], tx.clone()).map_err(StartError::Setup)?;
         let transport = epoch.transport.clone();
         *sst::sync::write(&inner.current) = Some(epoch);
         inner.hooks.view_started(&first, &transport);
@@ -298,7 +318,43 @@ impl GroupBuilder {
                 .spawn(move || install::manage(inner, rx, tx))
                 .map_err(|e| StartError::Setup(e.to_string()))?
         };
-        Ok(Group { inner, threads: Mutex::new(vec![server, manager]) })
+        threads.push(manager);
+        Ok(Group { inner, threads: Mutex::new(threads) })
+    }
+}
+
+/// Binds the control port and, for tcp and rdma, the data port (the next one).
+/// With port 0 the OS picks the control port, and another pair is tried while the
+/// next port is taken; `cfg.listen` becomes the address bound.
+fn bind(cfg: &mut Config) -> Result<(TcpListener, Option<DataListener>), StartError> {
+    let pick = cfg.listen.port() == 0;
+    let mut tries = 0;
+    loop {
+        let listener =
+            TcpListener::bind(cfg.listen).map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        let bound = listener.local_addr().map_err(|e| StartError::Listen { addr: cfg.listen, why: e.to_string() })?;
+        let listen = if pick { bound } else { cfg.listen };
+        if listen.port() == u16::MAX {
+            continue; // no room for the data port; only possible with port 0
+        }
+        let addr = data_addr(listen);
+        let data = match cfg.transport {
+            crate::config::Transport::Tcp => sst::transport::tcp::bind(addr).map(|l| Some(DataListener::Tcp(l))),
+            crate::config::Transport::Rdma => {
+                // Refuse at once, with the reason, rather than at the first view.
+                sst::transport::rdma::available().map_err(StartError::Setup)?;
+                sst::transport::rdma::bind(addr).map(|l| Some(DataListener::Rdma(l)))
+            }
+            _ => Ok(None),
+        };
+        match data {
+            Ok(d) => {
+                cfg.listen = listen;
+                return Ok((listener, d));
+            }
+            Err(_) if pick && tries < 50 => tries += 1,
+            Err(e) => return Err(StartError::Listen { addr, why: format!("data port: {e}") }),
+        }
     }
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Directory {
+    me: NodeId,
     members: Mutex<HashMap<NodeId, MemberInfo>>,
     /// Joiners this node took, each with the connection their view goes out on.
     joiners: Mutex<HashMap<NodeId, TcpStream>>,
@@ -26,6 +27,7 @@ impl Directory {
     /// A directory that knows only this node, `me`, whose control plane is `listen`.
     pub(crate) fn new(me: NodeId, listen: SocketAddr) -> Directory {
         Directory {
+            me,
             members: Mutex::new(HashMap::from([(me, member_info(me, listen))])),
             joiners: Mutex::new(HashMap::new()),
             grants: Mutex::default(),
@@ -35,6 +37,16 @@ impl Directory {
     /// Where member `node`'s control plane listens.
     pub(crate) fn control_of(&self, node: NodeId) -> Option<SocketAddr> {
         lock(&self.members).get(&node).map(|m| m.control)
+    }
+
+    /// The control addresses of every member this node knows but itself (where a
+    /// removed node asks to be taken back).
+    pub(crate) fn others(&self) -> Vec<SocketAddr> {
+        let me = self.me;
+        let mut list: Vec<(NodeId, SocketAddr)> =
+            lock(&self.members).iter().filter(|(n, _)| **n != me).map(|(n, m)| (*n, m.control)).collect();
+        list.sort();
+        list.into_iter().map(|(_, a)| a).collect()
     }
 
     /// Adds (or updates) `members`, as a joiner's view lists them.

@@ -15,6 +15,8 @@ pub(super) type GetState = Box<dyn Fn() -> Vec<u8> + Send + Sync>;
 pub(super) type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
 /// A member's answer to a point-to-point request (see [`super::GroupBuilder::on_request`]).
 pub(crate) type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+/// Told that this node was removed (why) and is about to run a view again.
+pub(super) type RejoinFn = Box<dyn Fn(&str) + Send + Sync>;
 /// A per-batch in-place delivery callback (see [`super::GroupBuilder::deliver_by`]).
 pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
 /// Makes the batch delivery callback of one subgroup of one view.
@@ -46,6 +48,7 @@ pub(crate) struct Hooks {
     pub(super) state: Vec<(usize, StateHook)>,
     pub(super) on_request: Option<RequestFn>,
     pub(super) client_handler: Option<Arc<dyn super::ClientHandler>>,
+    pub(super) on_rejoin: Option<RejoinFn>,
 }
 
 impl Hooks {
@@ -94,6 +97,14 @@ impl Hooks {
     /// At the member that takes a join: every declared subgroup's state, now.
     pub(crate) fn states(&self) -> impl Iterator<Item = (usize, Vec<u8>)> + '_ {
         self.state.iter().map(|(k, hook)| (*k, (hook.get)()))
+    }
+
+    /// At a node that was removed and is back: before the view that has it again
+    /// starts (its state already set).
+    pub(crate) fn rejoined(&self, why: &str) {
+        if let Some(f) = &self.on_rejoin {
+            f(why);
+        }
     }
 
     /// The application's client handler, if it gave one.

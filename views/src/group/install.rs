@@ -17,8 +17,16 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Event::Install(next, began)) => {
                 if let Err(why) = install(&inner, *next, began, &tx) {
-                    inner.stop_with(why);
-                    return;
+                    if !inner.cfg.rejoin || inner.status.is_shut_down() {
+                        inner.stop_with(why);
+                        return;
+                    }
+                    // The next view could not start here (its setup failed): the
+                    // others go on without this node; join them again.
+                    if let Err(e) = super::rejoin::rejoin(&inner, &why, &tx) {
+                        inner.stop_with(format!("{why}; then {e}"));
+                        return;
+                    }
                 }
             }
             Ok(Event::Stop(why)) => {
@@ -28,8 +36,18 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
                     ),
                     StopReason::Removed => "removed from the group by the others".into(),
                     StopReason::Left => "left the group".into(),
-                    StopReason::Protocol(why) => format!("membership protocol error: {why}"),
+                    StopReason::Protocol(ref why) => format!("membership protocol error: {why}"),
                 };
+                let removed = matches!(why, StopReason::Minority { .. } | StopReason::Removed);
+                if removed && inner.cfg.rejoin && !inner.status.is_shut_down() {
+                    match super::rejoin::rejoin(&inner, &text, &tx) {
+                        Ok(()) => continue,
+                        Err(e) => {
+                            inner.stop_with(format!("{text}; then {e}"));
+                            return;
+                        }
+                    }
+                }
                 inner.stop_with(text);
                 return;
             }

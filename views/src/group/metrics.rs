@@ -22,6 +22,12 @@ pub struct Metrics {
     /// Of those, messages whose resend waited for a later view because the next
     /// view was already changing when it was installed.
     pub resends_carried: u64,
+    /// Times this node was removed while alive and joined the group again
+    /// ([`crate::config::Config::rejoin`]).
+    pub rejoins: u64,
+    /// Milliseconds from each removal this node noticed to its running a view of
+    /// the group again, in order.
+    pub rejoin_ms: Vec<f64>,
     /// Client sessions this member serves now ([`crate::client`]).
     pub clients: u64,
     /// Client sessions this member dropped because the client fell behind.
@@ -52,6 +58,13 @@ impl Counters {
         m.view_change_ms.push(took.as_secs_f64() * 1e3);
         m.resent += resent;
         m.resends_carried += carried;
+    }
+
+    /// This node runs a view again, `took` after it noticed its removal.
+    pub(crate) fn rejoined(&self, took: Duration) {
+        let mut m = lock(&self.views);
+        m.rejoins += 1;
+        m.rejoin_ms.push(took.as_secs_f64() * 1e3);
     }
 
     /// A copy of every counter.

@@ -47,11 +47,13 @@ mod clients;
 mod control;
 mod deliver;
 mod directory;
+pub mod discovery;
 mod epoch;
 mod error;
 mod hooks;
 mod install;
 mod metrics;
+mod rejoin;
 mod send;
 mod status;
 
@@ -207,6 +209,13 @@ impl Group {
     /// The current members (empty once stopped).
     pub fn members(&self) -> Vec<NodeId> {
         self.view().map(|v| v.members().to_vec()).unwrap_or_default()
+    }
+
+    /// Why the others removed this node, while it is joining the group again
+    /// ([`crate::config::Config::rejoin`]); `None` while it runs a view (or
+    /// stopped). Sends wait meanwhile, up to the send timeout.
+    pub fn rejoining(&self) -> Option<String> {
+        self.inner.status.rejoining()
     }
 
     /// Why this node stopped, if it did.

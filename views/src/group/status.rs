@@ -16,6 +16,8 @@ pub(crate) struct Status {
     is_stopped: AtomicBool,
     stopped: Mutex<Option<String>>,
     shutdown: AtomicBool,
+    /// Why this node was removed, while it is joining the group again.
+    rejoining: Mutex<Option<String>>,
 }
 
 impl Status {
@@ -51,6 +53,16 @@ impl Status {
             return None;
         }
         lock(&self.stopped).clone()
+    }
+
+    /// This node was removed for `why` and is joining again (`None`: it is back).
+    pub(crate) fn set_rejoining(&self, why: Option<String>) {
+        *lock(&self.rejoining) = why;
+    }
+
+    /// Why this node was removed, while it is joining again.
+    pub(crate) fn rejoining(&self) -> Option<String> {
+        lock(&self.rejoining).clone()
     }
 
     /// The application asked this node to shut down: its threads end.

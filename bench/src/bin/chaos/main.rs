@@ -17,6 +17,14 @@
 //! (at least 0.5 s more), says STOP (survivors stop sending), then REPORT (each
 //! survivor waits until its deliveries stop moving and prints its digest).
 //!
+//! With `--stop-rounds R` it runs the rejoin check instead (see `rejoin.rs`): the
+//! last member is stalled with SIGSTOP until the others remove it, continued, and
+//! must join again by itself, R times.
+//!
+//! ```text
+//! cargo run --release -p bench --bin chaos -- --transport tcp --nodes 3 --stop-rounds 20 --rate 300
+//! ```
+//!
 //! It passes (exit 0) when the survivors' digests agree, every survivor's final view
 //! is the survivors, and each delivered messages in it (`delivered_after_last_view`).
 
@@ -35,6 +43,7 @@ use views::config::{Config, Transport};
 use views::group::GroupBuilder;
 
 mod member;
+mod rejoin;
 use member::child;
 
 #[derive(Parser, Debug, Clone)]
@@ -76,6 +85,10 @@ struct Args {
     /// failure).
     #[arg(long, requires = "kill_leader")]
     kill_leader_in_change: bool,
+    /// Instead of kills: stall the last member (SIGSTOP) until the others remove it,
+    /// continue it (SIGCONT) and check that it joins again, this many times.
+    #[arg(long, default_value_t = 0)]
+    stop_rounds: usize,
     /// Seed for the kill schedule (default: from the clock).
     #[arg(long)]
     seed: Option<u64>,
@@ -108,6 +121,13 @@ fn main() {
     if let Some(id) = args.child {
         std::process::exit(child(&args, id));
     }
+    if args.stop_rounds > 0 {
+        if args.nodes < 3 || args.size < 16 {
+            bench::usage("chaos", "--stop-rounds needs --nodes >= 3 and --size >= 16");
+        }
+        testkit::catch_interrupts();
+        bench::finish("chaos", rejoin::stop_rounds(&args, args.stop_rounds));
+    }
     if args.nodes < 3
         || 2 * args.kill >= args.nodes
         || args.size < 16
@@ -134,6 +154,7 @@ struct Member {
 struct Members {
     list: Vec<Member>,
     lines: Receiver<(usize, String)>,
+    tx: std::sync::mpsc::Sender<(usize, String)>,
 }
 
 impl Members {
@@ -144,7 +165,7 @@ impl Members {
         port: u16,
         contact: Option<SocketAddr>,
         name: &str,
-        tx: &std::sync::mpsc::Sender<(usize, String)>,
+        log: Option<&std::path::Path>,
     ) -> Result<(), String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let mut cmd = Command::new(exe);
@@ -158,10 +179,13 @@ impl Members {
         if let Some(c) = contact {
             cmd.args(["--contact", &c.to_string()]);
         }
+        if let Some(l) = log {
+            cmd.arg("--log").arg(l);
+        }
         let mut child = cmd.spawn().map_err(|e| format!("spawn member {id}: {e}"))?;
         let stdout = child.stdout.take().expect("piped");
         let stdin = child.stdin.take().expect("piped");
-        let tx = tx.clone();
+        let tx = self.tx.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
@@ -308,12 +332,12 @@ fn parent(args: &Args) -> Result<bool, String> {
     let name = format!("chaos{}", std::process::id());
     let ports = testkit::free_ports(args.nodes)?;
     let (tx, rx) = channel();
-    let mut m = Members { list: Vec::new(), lines: rx };
+    let mut m = Members { list: Vec::new(), lines: rx, tx };
     let contact: SocketAddr = SocketAddr::from(([127, 0, 0, 1], ports[0]));
-    m.spawn(args, 0, ports[0], None, &name, &tx)?;
+    m.spawn(args, 0, ports[0], None, &name, None)?;
     m.expect("JOINED", &[0], Duration::from_secs(30))?;
     for (i, port) in ports.iter().enumerate().skip(1) {
-        m.spawn(args, i, *port, Some(contact), &name, &tx)?;
+        m.spawn(args, i, *port, Some(contact), &name, None)?;
     }
     let all: Vec<usize> = (0..args.nodes).collect();
     m.expect("FULL", &all, Duration::from_secs(60))?;

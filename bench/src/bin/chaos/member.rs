@@ -39,6 +39,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let log: Arc<Mutex<Vec<(u32, u64)>>> = Arc::new(Mutex::new(Vec::new()));
     let keep = args.log.is_some();
     let (d, l) = (digest.clone(), log.clone());
+    let marks = log.clone();
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |m| {
             if keep && m.data.len() >= 8 {
@@ -60,8 +61,34 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
             let ids: Vec<String> = v.members().iter().map(|n| n.0.to_string()).collect();
             println!("VIEW {}", ids.join(","));
         })
+        .on_rejoin(move |why| {
+            // What it delivers from here on follows a gap in the group's order.
+            if keep {
+                marks.lock().unwrap_or_else(|p| p.into_inner()).push(bench::REJOIN_MARK);
+            }
+            println!("REJOINED {why}");
+        })
         .start()
         .map_err(|e| e.to_string())?;
+    let group = Arc::new(group);
+    {
+        // Says when the others removed this member (it then joins again by itself).
+        let g = Arc::downgrade(&group);
+        std::thread::spawn(move || {
+            let mut out = false;
+            while let Some(g) = g.upgrade() {
+                let now = g.rejoining();
+                if now.is_some() != out {
+                    out = now.is_some();
+                    if let Some(why) = now {
+                        println!("REMOVED {why}");
+                    }
+                }
+                drop(g);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+    }
     let write_log = || {
         if let Some(path) = &args.log {
             let text: String =
@@ -173,6 +200,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         "view_change_ms": changes,
         "members": group.members().iter().map(|n| n.0).collect::<Vec<_>>(),
         "stopped": group.stopped(),
+        "rejoins": m.rejoins,
+        "rejoin_ms": m.rejoin_ms.iter().map(|x| round(*x, 2)).collect::<Vec<_>>(),
     });
     write_log();
     println!("RESULT {line}");

@@ -1,0 +1,139 @@
+//! Joining the group again after the others removed this node while it was alive
+//! (see [`crate::config::Config::rejoin`]).
+//!
+//! A member is removed when the others suspect it (it stalled past the failure
+//! timeout: a swap storm, a debugger, a stopped container) or when it finds itself
+//! in a minority (a partition). Either way its view is over for it: what the others
+//! delivered after the cut is not delivered here, and its own messages the trim
+//! discarded are dropped (it cannot know which ones the others delivered). Instead
+//! of stopping, the manager thread then:
+//!
+//! 1. stops the old view's runtime (senders wait, as in any view change; clients
+//!    are disconnected and fail over to another member);
+//! 2. asks the members it knew (and the configured contact, and the group found by
+//!    discovery) in turn to take it back, with its own node id, until one does or
+//!    the application shuts the node down; a partition that has not healed yet is
+//!    simply retried, with a growing pause of at most two seconds;
+//! 3. takes the welcome as a joiner does: the state hooks run, then
+//!    [`GroupBuilder::on_rejoin`](super::GroupBuilder::on_rejoin), then the view
+//!    starts and `on_view` sees this node back in.
+//!
+//! While the group still lists this node (it has not installed the view without it
+//! yet) a request is refused as a duplicate; that is retried too.
+
+use super::directory::member_info;
+use super::epoch::Epoch;
+use super::{control, Event, Inner};
+use crate::view::{LayoutDoc, View, ViewId};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::net::SocketAddr;
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The view a joiner's welcome gives: runs the state hooks and learns the members'
+/// addresses first.
+pub(crate) fn take_welcome(inner: &Inner, (view, states): control::Welcome) -> View {
+    for (k, bytes) in states {
+        inner.hooks.set_state(k, &bytes);
+    }
+    inner.directory.learn(&view.members);
+    View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
+        .with_layout(LayoutDoc::new(view.layout_version, view.layout))
+        .with_next_node(view.next_node)
+}
+
+/// Where to ask: every member this node knew but itself, the configured contact,
+/// and what discovery finds; without duplicates.
+fn contacts(inner: &Inner) -> Vec<SocketAddr> {
+    let mut list = inner.directory.others();
+    list.extend(inner.cfg.contact);
+    if let Some(found) = super::discovery::find(&inner.cfg, Duration::from_millis(300)) {
+        list.push(found);
+    }
+    list.retain(|a| *a != inner.cfg.listen);
+    let mut seen = Vec::new();
+    list.retain(|a| {
+        let new = !seen.contains(a);
+        seen.push(*a);
+        new
+    });
+    list
+}
+
+/// Leaves the view this node was removed from and joins the group again; returns
+/// once it runs a view, or an error if the node was shut down meanwhile.
+pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Result<(), String> {
+    let began = Instant::now();
+    tracing::warn!(%why, "removed from the group: joining it again");
+    inner.status.set_rejoining(Some(why.to_string()));
+    inner.clients.close_all();
+    inner.freeze_current();
+    if let Some(mut old) = sst::sync::write(&inner.current).take() {
+        old.stop();
+    }
+    lock(&inner.carry).clear();
+    inner.status.bump();
+    let me = member_info(NodeId(inner.cfg.node_id), inner.cfg.listen);
+    // Long enough for the group to finish the view change that removes this node.
+    let attempt = (inner.cfg.failure_timeout() * 4).max(Duration::from_secs(3));
+    let mut pause = Duration::from_millis(100);
+    loop {
+        for contact in contacts(inner) {
+            if inner.status.is_shut_down() {
+                return Err("shut down while joining the group again".into());
+            }
+            // The attempt runs on a thread of its own so that a shutdown does not wait
+            // for a contact that accepted the connection but does not answer.
+            let (done_tx, done_rx) = channel();
+            let me = me.clone();
+            let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
+                let _ = done_tx.send(control::join(me, contact, Instant::now() + attempt, attempt));
+            });
+            if let Err(e) = spawned {
+                return Err(format!("no thread to join the group again: {e}"));
+            }
+            let answer = loop {
+                match done_rx.recv_timeout(Duration::from_millis(100)) {
+                    Ok(a) => break a,
+                    Err(RecvTimeoutError::Timeout) if inner.status.is_shut_down() => {
+                        return Err("shut down while joining the group again".into())
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => break Err("the join attempt ended".into()),
+                }
+            };
+            let welcome = match answer {
+                Ok(w) => w,
+                Err(e) => {
+                    tracing::info!(%contact, %e, "not taken back yet");
+                    continue;
+                }
+            };
+            let view = take_welcome(inner, welcome);
+            inner.hooks.rejoined(why);
+            match Epoch::start(inner, view.clone(), &[], tx.clone()) {
+                Ok(epoch) => {
+                    let transport = epoch.transport.clone();
+                    inner.counters.rejoined(began.elapsed());
+                    *sst::sync::write(&inner.current) = Some(epoch);
+                    inner.status.set_rejoining(None);
+                    tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
+                    inner.status.bump();
+                    inner.hooks.view_started(&view, &transport);
+                    return Ok(());
+                }
+                Err(e) => tracing::warn!(%e, "the view that took this node back could not start; trying again"),
+            }
+        }
+        let until = Instant::now() + pause;
+        while Instant::now() < until {
+            if inner.status.is_shut_down() {
+                return Err("shut down while joining the group again".into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
