@@ -110,6 +110,9 @@ struct Args {
     child: Option<u32>,
     #[arg(long, hide = true)]
     port: Option<u16>,
+    /// Internal: a member with no id, port or contact (discovery finds the group).
+    #[arg(long, hide = true)]
+    auto: bool,
     #[arg(long, hide = true)]
     contact: Option<SocketAddr>,
     #[arg(long, hide = true)]

@@ -20,7 +20,9 @@ pub(crate) fn child(args: &Args, id: u32) -> i32 {
 }
 
 fn run_member(args: &Args, id: u32) -> Result<(), String> {
-    let port = args.port.ok_or("--port is required")?;
+    // --auto: nothing chosen by hand (the group gives the id, the OS the ports,
+    // discovery the contact).
+    let (id, port) = if args.auto { (views::config::AUTO_ID, 0) } else { (id, args.port.ok_or("--port is required")?) };
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
     let mut b = Config::builder(id, SocketAddr::from((args.ip, port)))
         .name(args.name.as_deref().unwrap_or("chaos"))
@@ -96,6 +98,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
             let _ = std::fs::write(path, text);
         }
     };
+    let id = group.node().0;
+    println!("ID {id}");
     println!("JOINED");
     let nodes = args.nodes;
     if !group.wait_for_members(nodes, Duration::from_secs(60)) {
