@@ -171,10 +171,11 @@ impl DomainParticipant {
             participant: OnceLock::new(),
             catch_up_timeout: cfg.catch_up_timeout,
         });
-        let (s1, s2) = (shared.clone(), shared.clone());
+        let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
         let group = GroupBuilder::new(cfg.group.clone())
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
+            .on_rejoin(move |_| rejoined(&s3))
             .on_request(move |body| catchup::answer(&s2, body))
             .client_handler(serve::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
             .client_limits(cfg.client_limits)
@@ -471,6 +472,52 @@ impl Participant {
             if g.writers.is_empty() && g.readers.is_empty() && !g.clients.proxied {
                 // Out of the topic: the next entry catches up on what it missed.
                 g.last_view = None;
+            }
+        }
+    }
+}
+
+/// This participant was removed from the domain and is back: every topic catches
+/// up on what it missed at its next view, and the endpoints are listed again if
+/// the table lost them (a thread of its own: this runs while the view is being
+/// installed, and the edits need the next view).
+fn rejoined(shared: &Arc<Shared>) {
+    for t in lock(&shared.topics).values() {
+        t.rejoined();
+    }
+    let Some(p) = shared.participant.get().cloned() else { return };
+    let spawned = std::thread::Builder::new().name("dds-rejoined".into()).spawn(move || {
+        if let Some(p) = p.upgrade() {
+            p.announce_again();
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(%e, "no thread to list this participant's endpoints again");
+    }
+}
+
+impl Participant {
+    /// Lists this participant and its endpoints in the domain's table again where
+    /// the table lacks them (each edit is a no-op where it has them).
+    fn announce_again(&self) {
+        let mut edits = vec![Edit::Hello { node: self.shared.me().0, incarnation: self.incarnation }];
+        for (name, t) in lock(&self.shared.topics).iter() {
+            let g = lock(&t.inner);
+            let me = self.shared.me().0;
+            let mut add = |writer, id, level| {
+                let endpoint = Endpoint { node: me, id, level };
+                edits.push(Edit::AddEndpoint { topic: name.clone(), incarnation: self.incarnation, writer, endpoint });
+            };
+            for (id, w) in &g.writers {
+                add(true, *id, w.level);
+            }
+            for r in &g.readers {
+                add(false, r.id, r.level);
+            }
+        }
+        for e in edits {
+            if let Err(err) = self.edit(&e, "participant") {
+                tracing::warn!(%err, "could not list an endpoint again after a rejoin");
             }
         }
     }

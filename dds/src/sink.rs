@@ -70,7 +70,10 @@ pub struct ReaderStatus {
     /// Samples that reached this reader (live and history).
     pub received: u64,
     /// Samples dropped because the queue held its history's limit untaken (the
-    /// oldest go first).
+    /// oldest go first), and samples of the topic's order this reader never got:
+    /// those delivered while its participant was out of the domain (removed, then
+    /// rejoined; see `views::config::Config::rejoin`) that the other members' history
+    /// no longer held (an Ordered topic keeps none).
     pub lost: u64,
     /// Samples that could not be decoded or stored, and other failures (history
     /// not received, log write failed).
@@ -142,6 +145,11 @@ impl ReaderCore {
         }
         drop(q);
         self.cond.notify_all();
+    }
+
+    /// `n` samples of the topic's order will never reach this reader.
+    pub(crate) fn missed(&self, n: u64) {
+        lock(&self.q).status.lost += n;
     }
 
     pub(crate) fn reject(&self, why: String) {

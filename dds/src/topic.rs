@@ -76,6 +76,8 @@ pub(crate) struct Seam {
 pub(crate) struct CatchUp {
     pub(crate) view: ViewId,
     pub(crate) buffered: Vec<(ViewId, NodeId, Vec<u8>)>,
+    /// After a rejoin: where this node's order stopped (what the gap starts at).
+    pub(crate) rejoined_at: Option<u64>,
 }
 
 /// A local writer's state the topic tracks.
@@ -101,6 +103,10 @@ pub(crate) struct TopicInner {
     pub(crate) seams: VecDeque<Seam>,
     /// The last view this node was in the topic's subgroup.
     pub(crate) last_view: Option<ViewId>,
+    /// This participant was removed from the domain and is back: the next view it
+    /// is in the topic's subgroup catches up on what it missed (see
+    /// [`TopicState::rejoined`]).
+    pub(crate) rejoined: bool,
     /// Clients served here: their readers, their writers' acks, and the duplicate
     /// filter of client samples.
     pub(crate) clients: Relay,
@@ -160,6 +166,7 @@ impl TopicState {
             catching_up: None,
             seams: VecDeque::new(),
             last_view: None,
+            rejoined: false,
             clients: Relay::default(),
         };
         let mut log_path = None;
@@ -225,7 +232,11 @@ impl TopicState {
         let mut g = lock(&self.inner);
         let first = g.last_view.is_none();
         g.last_view = Some(view);
-        let complete = g.catching_up.is_none() && !(first && self.keeps_history());
+        // A rejoined Ordered topic asks too, for where the order is now (what it
+        // missed); an Unordered one has no common numbering to ask about.
+        let rejoined = first && std::mem::take(&mut g.rejoined) && self.qos.level >= Level::Ordered;
+        let catch_up = first && (self.keeps_history() || rejoined);
+        let complete = g.catching_up.is_none() && !catch_up;
         let seq = g.next_seq;
         g.seams.push_back(Seam { view, seq, complete });
         if g.seams.len() > SEAMS {
@@ -254,10 +265,11 @@ impl TopicState {
             wi.entry(*id).or_default().update(unmet(&entry.readers, &|requested| w.level.satisfies(requested)));
         }
         drop(wi);
-        if first && self.keeps_history() {
+        if catch_up {
             let others: Vec<NodeId> = members.iter().copied().filter(|n| *n != self.me).collect();
             if !others.is_empty() {
-                g.catching_up = Some(CatchUp { view, buffered: Vec::new() });
+                let rejoined_at = rejoined.then_some(g.next_seq);
+                g.catching_up = Some(CatchUp { view, buffered: Vec::new(), rejoined_at });
                 return Some(others);
             }
             // Alone in the topic: its own history (its log, or nothing) is all there is.
@@ -362,12 +374,24 @@ impl TopicState {
 
     /// Ends a late join: `entries` (the history before the seam at `seam`) first,
     /// then the live samples that waited.
+    /// This participant was removed from the domain and is back (before the view
+    /// that has it again starts): the next view it is in this topic's subgroup
+    /// catches up from the others as a late joiner does, from where its own order
+    /// stopped; what their history no longer holds counts as lost at its readers.
+    pub(crate) fn rejoined(&self) {
+        let mut g = lock(&self.inner);
+        g.last_view = None;
+        g.rejoined = true;
+    }
+
     pub(crate) fn finish_catch_up(&self, entries: Vec<Entry>, seam: Option<u64>, failed: Option<String>) {
         let mut g = lock(&self.inner);
+        let mut got = 0u64;
         for e in entries {
             if e.seq < g.next_seq {
                 continue; // held already (this node's own log)
             }
+            got += 1;
             if g.log.as_ref().is_some_and(|l| l.len() != e.seq) {
                 // A Logged member serves its whole log, so this is a gap in its answer.
                 tracing::error!(topic = %self.name, seq = e.seq, "catch-up left a gap in the log");
@@ -384,6 +408,15 @@ impl TopicState {
             g.clients.flush();
             return;
         };
+        if let (Some(from), Some(seam)) = (c.rejoined_at, seam) {
+            let missed = seam.saturating_sub(from).saturating_sub(got);
+            if missed > 0 {
+                tracing::warn!(topic = %self.name, missed, "samples delivered while this participant was out are gone");
+                for r in &g.readers {
+                    r.missed(missed);
+                }
+            }
+        }
         // The seams of the view joined in and of every view begun while catching up
         // are known now: the seam, plus the held samples of earlier views.
         let at = g.next_seq;

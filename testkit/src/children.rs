@@ -155,6 +155,11 @@ impl ChildSet {
         self.expect_any(&[marker], from)
     }
 
+    /// Child `i`'s process id (to stop and continue it, say).
+    pub fn pid(&self, i: usize) -> u32 {
+        self.kids[i].id()
+    }
+
     /// `kill -9` child `i` and reap it.
     pub fn kill(&mut self, i: usize) {
         let _ = self.kids[i].kill();
