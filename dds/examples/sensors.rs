@@ -2,29 +2,35 @@
 //! subscribers print them; one that starts late first receives the history.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p dds --example sensors -- publish   --id 0 --port 7200
-//! terminal 2:  cargo run --release -p dds --example sensors -- subscribe --id 1 --port 7210 --contact 127.0.0.1:7200
+//! terminal 1:  cargo run --release -p dds --example sensors -- publish
+//! terminal 2:  cargo run --release -p dds --example sensors -- subscribe
 //! (wait a few seconds)
-//! terminal 3:  cargo run --release -p dds --example sensors -- subscribe --id 2 --port 7220 --contact 127.0.0.1:7200
+//! terminal 3:  cargo run --release -p dds --example sensors -- subscribe
 //! ```
+//!
+//! Nothing to choose: participants find the domain on the local network (UDP
+//! multicast discovery of its name), the domain gives the ids, the OS the ports;
+//! each prints its control address. `--id`, `--port` and `--contact` choose by hand.
+//! Stall a subscriber (Ctrl-Z, `fg` a few seconds later): the domain removes it, it
+//! rejoins by itself and prints the readings it missed from the history, no gap.
 //!
 //! The topic `temperature` is Volatile with the last 20 readings kept: terminal 3 prints
 //! the 20 readings before it joined (marked `history`), then the live ones, with no gap
 //! and no duplicate (`#` is the reading's place in the topic's order, the same at
 //! every subscriber). With `--qos logged` every participant also keeps a log file
-//! (in `--log-dir`): stop a subscriber with Ctrl-C and start it again with the same
-//! id, and it prints what its log held before it catches up. Stop the publisher and
+//! (in `--log-dir`, one per node id): stop a subscriber with Ctrl-C and start it
+//! again with the same `--id`, and it prints what its log held before it catches up. Stop the publisher and
 //! the subscribers see it leave the domain; start it again and it goes on.
 //!
 //! Clients take part without joining (see `dds::client`): with `--client` and
 //! `--contact A,B` (members' control addresses; `--contacts` says the same) a publisher or subscriber connects
 //! through a member, causes no view change, and moves to the next contact if its
 //! member dies (kill it with Ctrl-C: the client prints where it moved, and a
-//! subscriber goes on with no gap in `#`):
+//! subscriber goes on with no gap in `#`; ADDR1-3: the addresses terminals 1-3 printed):
 //!
 //! ```text
-//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contact 127.0.0.1:7210,127.0.0.1:7220
-//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contact 127.0.0.1:7220,127.0.0.1:7200
+//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contact ADDR2,ADDR3
+//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contact ADDR3,ADDR1
 //! ```
 #![forbid(unsafe_code)]
 
@@ -48,6 +54,7 @@ struct Args {
     #[arg(long)]
     id: Option<u32>,
     /// Control port on 127.0.0.1 (the data port is the next one); members only.
+    /// Left out: the OS picks.
     #[arg(long)]
     port: Option<u16>,
     /// Take part as a client of the members in `--contact`, outside the group.
@@ -93,9 +100,7 @@ fn run(args: &Args) -> Result<(), String> {
     if args.client {
         return client(args, qos);
     }
-    let Some(port) = args.port else {
-        return Err("a member needs --port (or use --client --contact A,B,...)".into());
-    };
+    let port = args.port.unwrap_or(0);
     let id = args.id.unwrap_or(views::config::AUTO_ID);
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
         .name(&args.domain)
@@ -110,7 +115,7 @@ fn run(args: &Args) -> Result<(), String> {
     }
     println!("joining domain `{}` ...", args.domain);
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
-    println!("participant {}", p.node());
+    println!("participant {} at {}", p.node(), p.group().listen_addr());
     let topic = p.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;
     // Clients of this member cost no view change from now on.
     p.serve_clients(&topic, true).map_err(|e| e.to_string())?;

@@ -1,13 +1,16 @@
 //! `counter`: a replicated counter (and chat) to try in three terminals.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p views --example counter -- --port 7000
-//! terminal 2:  cargo run --release -p views --example counter -- --port 7010 --contact 127.0.0.1:7000
-//! terminal 3:  cargo run --release -p views --example counter -- --port 7020 --contact 127.0.0.1:7000
+//! terminals 1, 2 and 3:  cargo run --release -p views --example counter
 //! ```
 //!
-//! Without `--id` each member gets its id from the group (the first is n0); give
-//! `--id N` to choose it.
+//! The same command three times: the first finds no group of its name on the local
+//! network (UDP multicast discovery, half a second) and starts it as n0; the others
+//! find it and join, with ids the group gives and ports the OS picks. `--id N`,
+//! `--port P` and `--contact ADDR` choose by hand instead (a contact skips discovery).
+//!
+//! Stall a member (Ctrl-Z, then `fg` after a few seconds): the others remove it,
+//! and when it runs again it joins again by itself and gets the counter.
 //!
 //! Type a number to add it to the counter everywhere, any other line to say it to
 //! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
@@ -29,10 +32,11 @@ struct Args {
     /// gives one.
     #[arg(long)]
     id: Option<u32>,
-    /// Control port on 127.0.0.1 (the data port is the next one).
-    #[arg(long)]
+    /// Control port on 127.0.0.1 (the data port is the next one); 0: the OS picks.
+    #[arg(long, default_value_t = 0)]
     port: u16,
-    /// Join through this member (leave out to start a new group).
+    /// Join through this member (left out: discovery finds the group, or this
+    /// member starts it).
     #[arg(long)]
     contact: Option<SocketAddr>,
     /// Data-plane transport.
@@ -64,8 +68,9 @@ fn run(args: &Args) -> Result<(), String> {
     let cfg = b.build().map_err(|e| e.to_string())?;
     let counter = Arc::new(Mutex::new(0i64));
     let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
-    if let Some(c) = args.contact {
-        println!("joining through {c}...");
+    match args.contact {
+        Some(c) => println!("joining through {c}..."),
+        None => println!("looking for group `{}` on the local network...", args.name),
     }
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |d| {
@@ -83,6 +88,7 @@ fn run(args: &Args) -> Result<(), String> {
             let members: Vec<String> = v.members().iter().map(|n| n.to_string()).collect();
             println!("== view {}: members {} ==", v.id().0, members.join(", "));
         })
+        .on_rejoin(|why| println!("removed ({why}); taken back into the group"))
         .state(
             0,
             move || c2.lock().unwrap_or_else(|p| p.into_inner()).to_le_bytes().to_vec(),
@@ -96,7 +102,7 @@ fn run(args: &Args) -> Result<(), String> {
         .start()
         .map_err(|e| e.to_string())?;
     let me = group.node().0;
-    println!("n{me}: running; type a number, a message, or `leave`");
+    println!("n{me} at {}: running; type a number, a message, or `leave`", group.listen_addr());
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let line = line.trim();

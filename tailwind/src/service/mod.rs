@@ -33,7 +33,9 @@
 //! the log takes appends in the new view; so does the primary, from any member
 //! that has them.
 //!
-//! **Not done:** a restart of the *whole* group recovers only segments already on
+//! **Not done:** a member removed while alive stops (its group runs with
+//! `rejoin = false`); restarted, it is re-seeded like a replacement. A restart of
+//! the *whole* group recovers only segments already on
 //! disk (closed or committed), not the buffers of the view that was running; a
 //! record larger than a buffer is refused.
 //!
@@ -210,6 +212,12 @@ impl TailwindLog {
             // which a restarted member must keep.
             return Err(StartError::Config("a Tailwind member needs an explicit node_id".into()));
         }
+        // A removed member stops, as before rejoin existed: its buffers and open
+        // segment belong to the view it was removed from, and taking it back in
+        // the same process is not built (restart it: it is re-seeded as a
+        // replacement is). See the README's limits.
+        let mut group = group;
+        group.rejoin = false;
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
             .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
         let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
