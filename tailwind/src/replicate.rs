@@ -100,7 +100,8 @@ impl Replicator {
     }
 
     /// Stops waiting for the backups once `fence` is set (the view is ending): the
-    /// append then fails with [`AppendError::ViewChanged`].
+    /// append then fails with [`AppendError::ViewChanged`], as does one whose
+    /// writes completed but that finds the fence up when it would acknowledge.
     pub fn with_fence(mut self, fence: Arc<AtomicBool>) -> Replicator {
         self.fence = Some(fence);
         self
@@ -165,6 +166,7 @@ impl Replicator {
     /// slices of a millisecond so that a view's end (the fence) is noticed.
     fn wait(&mut self, posted: &[(NodeId, u64)]) -> Result<(), AppendError> {
         let deadline = Instant::now() + self.timeout;
+        let fenced = || self.fence.as_ref().is_some_and(|f| f.load(Ordering::SeqCst));
         for &(b, seq) in posted {
             // Peer events are not drained here: they belong to the node's failure
             // detector (which cuts a failed backup off, failing later posts to it).
@@ -173,13 +175,20 @@ impl Replicator {
                 if self.t.wait_completed(b, seq, slice) {
                     break;
                 }
-                if self.fence.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+                if fenced() {
                     return Err(AppendError::ViewChanged);
                 }
                 if Instant::now() >= deadline {
                     return Err(AppendError::Timeout(b));
                 }
             }
+        }
+        // Complete everywhere, but acknowledged only if the fence is still down:
+        // then every write was posted before it went up, so before whatever the
+        // fence's owner posts after raising it (in `service`, the wedged row that
+        // the backups must see before they scan their buffers).
+        if fenced() {
+            return Err(AppendError::ViewChanged);
         }
         Ok(())
     }

@@ -131,7 +131,9 @@ impl ChildSet {
         }
     }
 
-    fn expect_any(&self, markers: &[&str], from: &[usize]) -> Result<Vec<String>, ClusterError> {
+    /// As [`ChildSet::expect_lines`], with a line containing any of `markers`
+    /// (the first that matches) from each child; returns what follows it.
+    pub fn expect_any(&self, markers: &[&str], from: &[usize]) -> Result<Vec<String>, ClusterError> {
         let mut got: Vec<Option<String>> = vec![None; from.len()];
         while got.iter().any(Option::is_none) {
             let (i, line) = self.next_line(markers[0])?;

@@ -13,8 +13,13 @@
 //! ```
 //!
 //! **The recovered prefix.** Every acknowledged append is in every backup's
-//! buffer (the primary waits for every write completion), so it is in the prefix
-//! that *every* surviving member holds; records past the shortest survivor's
+//! buffer when the backup scans it: the primary waits for every write completion,
+//! and it acknowledges nothing once it has wedged its view for the change
+//! (`views`' `on_wedge`, before its wedged row goes out). So each acknowledged
+//! write was posted before that row, which the backup receives after it (one
+//! link, in order) and before the commit of the next view, which comes after it
+//! from the view's leader, the primary itself (the log's members are the view's
+//! first ones). It is therefore in the prefix that *every* surviving member holds; records past the shortest survivor's
 //! prefix were never acknowledged. The new primary therefore commits the
 //! **shortest** recovered prefix among the survivors. Taking the longest instead
 //! would also keep every acknowledged record, but it would make the log hold
@@ -33,9 +38,14 @@
 //! the log takes appends in the new view; so does the primary, from any member
 //! that has them.
 //!
-//! **Not done:** a member removed while alive stops (its group runs with
-//! `rejoin = false`); restarted, it is re-seeded like a replacement. A restart of
-//! the *whole* group recovers only segments already on
+//! **Rejoin.** A member removed while alive (a stall, a partition) ends the view
+//! it was removed from as any view ends (a primary stops taking appends) and joins
+//! again (`views::config::Config::rejoin`) with its committed segments only: what it
+//! scanned of its open buffer is dropped (the members that stayed hold every
+//! acknowledged record of it, and it may hold records they dropped), and the new
+//! primary re-seeds it with the segments it lacks.
+//!
+//! **Not done:** a restart of the *whole* group recovers only segments already on
 //! disk (closed or committed), not the buffers of the view that was running; a
 //! record larger than a buffer is refused.
 //!
@@ -212,12 +222,6 @@ impl TailwindLog {
             // which a restarted member must keep.
             return Err(StartError::Config("a Tailwind member needs an explicit node_id".into()));
         }
-        // A removed member stops, as before rejoin existed: its buffers and open
-        // segment belong to the view it was removed from, and taking it back in
-        // the same process is not built (restart it: it is re-seeded as a
-        // replacement is). See the README's limits.
-        let mut group = group;
-        group.rejoin = false;
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
             .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
         let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
@@ -229,14 +233,17 @@ impl TailwindLog {
             st: Mutex::new(St::new(segments)),
             cv: Condvar::new(),
             fence: Default::default(),
+            wedged_view: Default::default(),
             prim: Mutex::new(None),
             group: OnceLock::new(),
             on_recovered: Mutex::new(None),
         });
         let regions =
             (0..cfg.buffers).map(|i| RegionSpec { id: RegionId(LOG_REGIONS + i as u16), len: cfg.buffer }).collect();
-        let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
+        let (s1, s2, s3, s4, s5) = (shared.clone(), shared.clone(), shared.clone(), shared.clone(), shared.clone());
         let group = GroupBuilder::new(group)
+            .on_rejoin(move |_| s4.rejoined())
+            .on_wedge(move |v| s5.wedged(v))
             .layout(Replicas(cfg.replicas))
             .regions(regions)
             .on_view_end(move |v, _| s1.view_ends(v))
@@ -336,6 +343,11 @@ impl TailwindLog {
                 _ => {
                     if Instant::now() >= deadline {
                         return Err(AppendError::Unavailable("no primary recovered within the append timeout".into()));
+                    }
+                    if self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
+                        // This primary's view is changing (still "ready" until it
+                        // ends): wait for the next view's instead of spinning.
+                        std::thread::sleep(Duration::from_millis(1));
                     }
                     self.wait_for_primary(Duration::from_millis(50));
                 }

@@ -119,6 +119,7 @@ fn recover(
             other => return Err(format!("{m}: unexpected answer {other:?}")),
         };
     }
+    tracing::debug!(node = %s.me, view = v, ?held, "what the members hold");
     let mut committed: BTreeMap<u64, u64> = BTreeMap::new();
     for (m, (segs, _)) in &held {
         for h in segs {

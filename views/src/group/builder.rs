@@ -152,6 +152,18 @@ impl GroupBuilder {
         self
     }
 
+    /// Called when this node wedges its view for a change (a failure, a join, a
+    /// leave or a layout edit is under way), before it tells the other members
+    /// that it wedged: everything it wrote to a peer before the call reaches that
+    /// peer before the peer can install the next view. The moment for a service
+    /// of one-sided writes to stop acknowledging them (Tailwind's primary does).
+    /// Runs on the predicate thread: it must be quick, must not block and must
+    /// not call into the [`Group`].
+    pub fn on_wedge(mut self, f: impl Fn(&View) + Send + Sync + 'static) -> Self {
+        self.hooks.on_wedge = Some(Arc::new(f));
+        self
+    }
+
     /// Registers `regions` (ids at least [`APP_REGIONS`], distinct) in every view's
     /// transport, for the application's own one-sided writes
     /// ([`Group::transport`]); each view's are fresh and zeroed (see
@@ -161,8 +173,9 @@ impl GroupBuilder {
         self
     }
 
-    /// Called at the end of every view this node leaves for the next one, with that
-    /// view's transport, after its last delivery and before its regions are dropped:
+    /// Called at the end of every view this node leaves for the next one (or was
+    /// removed from, before it joins again), with that view's transport, after its
+    /// last delivery and before its regions are dropped:
     /// the moment to read what peers wrote into the application's regions. Runs on
     /// the thread that installs views; it must not call into the [`Group`].
     pub fn on_view_end(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {

@@ -81,6 +81,7 @@ pub(crate) struct Driver {
     done: bool,
     wedged_at: Option<Instant>,
     tx: Sender<Event>,
+    on_wedge: Option<super::hooks::WedgeFn>,
 }
 
 struct SubCores<'a>(&'a [Option<Subgroup>]);
@@ -212,6 +213,7 @@ impl Epoch {
             done: false,
             wedged_at: None,
             tx,
+            on_wedge: inner.hooks.on_wedge.clone(),
         }));
         wire_predicates(&rt, &driver, cfg.heartbeat());
         Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt) })
@@ -330,6 +332,10 @@ fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
     if d.engine.is_wedged() && !was_wedged {
         d.wedged_at = Some(Instant::now());
         tracing::info!(change = %d.engine.summary(), "view change begins");
+        // Before the wedged row goes out (the pushes are posted after this step).
+        if let Some(f) = &d.on_wedge {
+            f(d.engine.view());
+        }
         for s in subs.iter().flatten() {
             s.wake_senders();
         }

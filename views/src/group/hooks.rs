@@ -17,6 +17,8 @@ pub(super) type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
 pub(crate) type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 /// Told that this node was removed (why) and is about to run a view again.
 pub(super) type RejoinFn = Box<dyn Fn(&str) + Send + Sync>;
+/// Told, on the predicate thread, that this node wedged `view` for a change.
+pub(crate) type WedgeFn = Arc<dyn Fn(&View) + Send + Sync>;
 /// A per-batch in-place delivery callback (see [`super::GroupBuilder::deliver_by`]).
 pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
 /// Makes the batch delivery callback of one subgroup of one view.
@@ -49,6 +51,7 @@ pub(crate) struct Hooks {
     pub(super) on_request: Option<RequestFn>,
     pub(super) client_handler: Option<Arc<dyn super::ClientHandler>>,
     pub(super) on_rejoin: Option<RejoinFn>,
+    pub(super) on_wedge: Option<WedgeFn>,
 }
 
 impl Hooks {

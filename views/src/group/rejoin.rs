@@ -8,7 +8,8 @@
 //! discarded are dropped (it cannot know which ones the others delivered). Instead
 //! of stopping, the manager thread then:
 //!
-//! 1. stops the old view's runtime (senders wait, as in any view change; clients
+//! 1. ends the old view as any view ends (`on_view_end` runs) and stops its runtime
+//!    (senders wait, as in any view change; clients
 //!    are disconnected and fail over to another member);
 //! 2. asks the members it knew (and the configured contact, and the group found by
 //!    discovery) in turn to take it back, with its own node id, until one does or
@@ -71,6 +72,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     inner.clients.close_all();
     inner.freeze_current();
     if let Some(mut old) = sst::sync::write(&inner.current).take() {
+        // The view is over for this node (no more deliveries): as at any view's
+        // end, the application reads what it needs from its regions.
+        inner.hooks.view_ended(&old.view, &old.transport);
         old.stop();
     }
     lock(&inner.carry).clear();

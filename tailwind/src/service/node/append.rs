@@ -8,6 +8,11 @@ impl Shared {
     pub fn append_local(&self, records: &[&[u8]], deadline: Instant) -> Option<Result<Vec<Lsn>, AppendError>> {
         let mut p = lock(&self.prim);
         let pr = p.as_mut()?;
+        if self.fence.load(Ordering::SeqCst) {
+            // The view is ending: this primary takes no more appends; the caller
+            // waits for the next view's (and gives `view_ends` the lock it waits for).
+            return None;
+        }
         loop {
             match pr.rep.append_batch(records) {
                 Err(AppendError::Format(FormatError::Full { .. })) => {
@@ -54,7 +59,7 @@ impl Shared {
         for &b in backups.iter().chain(std::iter::once(&self.me)) {
             let mut pause = Duration::from_micros(200);
             loop {
-                if self.fence.load(Ordering::Acquire) {
+                if self.fence.load(Ordering::SeqCst) {
                     return Err(AppendError::ViewChanged);
                 }
                 let reply = if b == self.me {

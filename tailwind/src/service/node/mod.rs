@@ -6,7 +6,7 @@ use super::{RecoveredFn, Recovery, Replicas, TailwindConfig, LOG_REGIONS};
 use crate::backup::{read_segment, segment_path, Backup, Request, Response, SegmentError, SegmentId};
 use crate::format::{scan, FormatError, ENTRY};
 use crate::replicate::{AppendError, Lsn, Replicator};
-use sst::sync::atomic::{AtomicBool, Ordering};
+use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sst::transport::{NodeId, RegionId, Transport};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -104,8 +104,11 @@ pub(super) struct Shared {
     pub pool: Backup,
     pub st: Mutex<St>,
     pub cv: Condvar,
-    /// Set when a view ends: an append waiting for its backups gives up.
+    /// Set when this member wedges its view for a change, or the view ends: an
+    /// append waiting for its backups gives up, and none is acknowledged.
     pub fence: Arc<AtomicBool>,
+    /// One more than the id of the last view this member wedged (0: none).
+    pub wedged_view: AtomicU64,
     pub prim: Mutex<Option<Primary>>,
     pub group: OnceLock<Weak<Group>>,
     pub on_recovered: Mutex<Option<RecoveredFn>>,
@@ -164,7 +167,7 @@ impl Shared {
     }
 
     pub fn stop(&self, why: String) {
-        self.fence.store(true, Ordering::Release);
+        self.fence.store(true, Ordering::SeqCst);
         lock(&self.st).stopped.get_or_insert(why);
         self.cv.notify_all();
     }
@@ -172,7 +175,10 @@ impl Shared {
     /// A view ends (the install thread, before its regions go): give up on the
     /// append in flight, then recover the buffer this member held open.
     pub fn view_ends(&self, _view: &View) {
-        self.fence.store(true, Ordering::Release);
+        self.fence.store(true, Ordering::SeqCst);
+        // Not ready from now on: appenders wait for the next primary instead of
+        // retrying on this one while the append in flight gives up.
+        lock(&self.st).ready = false;
         lock(&self.prim).take();
         let open = self.pool.take_open();
         let mut st = lock(&self.st);
@@ -194,6 +200,29 @@ impl Shared {
         self.cv.notify_all();
     }
 
+    /// This member wedged its view for a change (the predicate thread, before the
+    /// others learn it): the primary acknowledges no append from now on, so that
+    /// every append it acknowledged was written to each backup before the wedged
+    /// row the backups see before they scan (see [`crate::replicate`]).
+    pub fn wedged(&self, view: &View) {
+        self.wedged_view.store(view.id().0 + 1, Ordering::SeqCst);
+        self.fence.store(true, Ordering::SeqCst);
+        self.cv.notify_all();
+    }
+
+    /// This member was removed while alive and is back (before the view that has
+    /// it again starts): what it scanned of its open buffer is dropped. Every
+    /// acknowledged record of that segment is held by the members that stayed,
+    /// while this buffer may hold records they dropped, under a base they may
+    /// have opened again; the new primary re-seeds it with what it lacks.
+    pub fn rejoined(&self) {
+        let mut st = lock(&self.st);
+        if let Some(p) = st.pending.take() {
+            tracing::info!(node = %self.me, id = ?p.id, records = p.count, "rejoined: dropping the scanned open segment");
+        }
+        st.seeding.clear();
+    }
+
     /// A view starts: take its buffers; its primary recovers (the worker).
     pub fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
         let buffers = (0..self.cfg.buffers).filter_map(|i| t.region(self.region(i)).cloned()).collect();
@@ -205,7 +234,12 @@ impl Shared {
         st.ready = false;
         st.work = true;
         st.seeding.clear();
-        self.fence.store(false, Ordering::Release);
+        // Down for the new view, unless it wedged already (its predicate thread
+        // runs before this): either this sees the wedge, or the wedge comes after.
+        self.fence.store(false, Ordering::SeqCst);
+        if self.wedged_view.load(Ordering::SeqCst) == view.id().0 + 1 {
+            self.fence.store(true, Ordering::SeqCst);
+        }
         self.cv.notify_all();
     }
 }
