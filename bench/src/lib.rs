@@ -279,6 +279,19 @@ pub fn parse_results(lines: &[String]) -> Result<Vec<serde_json::Value>, String>
     lines.iter().map(|l| serde_json::from_str(l).map_err(|e| format!("bad result {l:?}: {e}"))).collect()
 }
 
+/// A member's delivery log as `chaos --log` writes it (`sender seq` lines); a
+/// file that cannot be read is an empty log, a line that does not parse is skipped.
+pub fn read_delivery_log(path: &std::path::Path) -> Vec<(u32, u64)> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
 /// The entry a member's delivery log (`sender seq` pairs) holds where it joined
 /// the group again after a removal: what follows comes after a gap in the order.
 pub const REJOIN_MARK: (u32, u64) = (u32::MAX, 0);

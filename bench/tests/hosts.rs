@@ -46,15 +46,7 @@ fn wait_view(m: &Members, latest: &mut HashMap<usize, Vec<u64>>, from: &[usize],
 
 #[test]
 fn members_with_nothing_configured_find_each_other_across_namespaces() {
-    let tag = format!("sh{}", std::process::id() % 100_000);
-    if let Some(why) = netns::unavailable(&tag) {
-        eprintln!("hosts test skipped: {why}");
-        return;
-    }
-    let net = Net::create(&tag, N).expect("namespaces");
-    let dir = std::env::temp_dir().join(format!("spindle-{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let logs: Vec<_> = (0..N).map(|i| dir.join(format!("member{i}.log"))).collect();
+    let Some((net, dir, logs)) = netns::prepare("sh", "hosts", N) else { return };
     let mut m = Members::new();
     // All at once: discovery decides who starts the group.
     for (i, log) in logs.iter().enumerate() {

@@ -33,15 +33,7 @@ fn member_args(net: &Net, i: usize, log: &std::path::Path) -> Vec<String> {
 
 #[test]
 fn majority_goes_on_minority_rejoins_when_healed_nothing_diverges() {
-    let tag = format!("sp{}", std::process::id() % 100_000);
-    if let Some(why) = netns::unavailable(&tag) {
-        eprintln!("partition test skipped: {why}");
-        return;
-    }
-    let net = Net::create(&tag, N).expect("namespaces");
-    let dir = std::env::temp_dir().join(format!("spindle-{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let logs: Vec<_> = (0..N).map(|i| dir.join(format!("member{i}.log"))).collect();
+    let Some((net, dir, logs)) = netns::prepare("sp", "partition", N) else { return };
     let mut m = Members::new();
     m.spawn(&net, 0, &member_args(&net, 0, &logs[0]));
     let j = m.expect("JOINED", &[0], Duration::from_secs(30));

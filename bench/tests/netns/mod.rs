@@ -130,6 +130,22 @@ pub fn unavailable(tag: &str) -> Option<String> {
     }
 }
 
+/// What a test across namespaces starts from: `n` namespaces on a bridge (named
+/// from `prefix` and this process), a fresh directory for the members' logs and
+/// their paths. `None`, having said why on stderr, where the machine cannot.
+pub fn prepare(prefix: &str, test: &str, n: usize) -> Option<(Net, std::path::PathBuf, Vec<std::path::PathBuf>)> {
+    let tag = format!("{prefix}{}", std::process::id() % 100_000);
+    if let Some(why) = unavailable(&tag) {
+        eprintln!("{test} test skipped: {why}");
+        return None;
+    }
+    let net = Net::create(&tag, n).expect("namespaces");
+    let dir = std::env::temp_dir().join(format!("spindle-{tag}"));
+    std::fs::create_dir_all(&dir).expect("a directory for the logs");
+    let logs = (0..n).map(|i| dir.join(format!("member{i}.log"))).collect();
+    Some((net, dir, logs))
+}
+
 pub struct Member {
     pub child: Child,
     stdin: ChildStdin,
@@ -220,14 +236,4 @@ impl Drop for Members {
     }
 }
 
-/// A member's delivery log (`sender seq` lines; see `chaos --log`).
-pub fn read_log(path: &std::path::Path) -> Vec<(u32, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split(' ');
-            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-        })
-        .collect()
-}
+pub use bench::read_delivery_log as read_log;

@@ -49,16 +49,7 @@ impl Watch {
     }
 }
 
-fn read_log(path: &std::path::Path) -> Vec<(u32, u64)> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| {
-            let mut it = l.split(' ');
-            Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
-        })
-        .collect()
-}
+use bench::read_delivery_log as read_log;
 
 fn median_max(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(|a, b| a.total_cmp(b));
