@@ -19,9 +19,10 @@
 //! write was posted before that row, which the backup receives after it (one
 //! link, in order) and before the commit of the next view, which comes after it
 //! from the view's leader, the primary itself (the log's members are the view's
-//! first ones). It is therefore in the prefix that *every* surviving member holds; records past the shortest survivor's
-//! prefix were never acknowledged. The new primary therefore commits the
-//! **shortest** recovered prefix among the survivors. Taking the longest instead
+//! first ones). It is therefore in the prefix that *every* surviving member
+//! holds; records past the shortest survivor's prefix were never acknowledged.
+//! The new primary therefore commits the **shortest** recovered prefix among the
+//! survivors. Taking the longest instead
 //! would also keep every acknowledged record, but it would make the log hold
 //! records only one node has, and the segment would have to be copied to the
 //! others before the log could go on; the shortest is held by all already. An

@@ -154,9 +154,11 @@ impl GroupBuilder {
 
     /// Called when this node wedges its view for a change (a failure, a join, a
     /// leave or a layout edit is under way), before it tells the other members
-    /// that it wedged: everything it wrote to a peer before the call reaches that
-    /// peer before the peer can install the next view. The moment for a service
-    /// of one-sided writes to stop acknowledging them (Tailwind's primary does).
+    /// that it wedged: everything it posted to a peer before the call reaches that
+    /// peer before its wedged row does (one link, in order), and a peer cannot
+    /// install the next view before this node's commit, if this node is the
+    /// view's leader. The moment for a service of one-sided writes to stop
+    /// acknowledging them (Tailwind's primary, the leader, does).
     /// Runs on the predicate thread: it must be quick, must not block and must
     /// not call into the [`Group`].
     pub fn on_wedge(mut self, f: impl Fn(&View) + Send + Sync + 'static) -> Self {
