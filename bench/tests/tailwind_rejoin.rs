@@ -15,8 +15,8 @@ use bench::mcast::Digest;
 use bench::MemberArgs;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use sst::sync::atomic::{AtomicBool, Ordering};
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tailwind::service::{Lsn, TailwindConfig, TailwindLog};
 

@@ -372,8 +372,6 @@ impl TopicState {
         g.readers.push(r);
     }
 
-    /// Ends a late join: `entries` (the history before the seam at `seam`) first,
-    /// then the live samples that waited.
     /// This participant was removed from the domain and is back (before the view
     /// that has it again starts): the next view it is in this topic's subgroup
     /// catches up from the others as a late joiner does, from where its own order
@@ -384,6 +382,8 @@ impl TopicState {
         g.rejoined = true;
     }
 
+    /// Ends a late join: `entries` (the history before the seam at `seam`) first,
+    /// then the live samples that waited.
     pub(crate) fn finish_catch_up(&self, entries: Vec<Entry>, seam: Option<u64>, failed: Option<String>) {
         let mut g = lock(&self.inner);
         let mut got = 0u64;

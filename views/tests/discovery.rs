@@ -5,7 +5,7 @@
 //! Every wait has a deadline. (Stalls of a whole process, SIGSTOP/SIGCONT, are in
 //! `bench/tests/rejoin.rs`; across hosts in `bench/tests/hosts.rs`.)
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use sst::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use views::config::{Config, Transport};

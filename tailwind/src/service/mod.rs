@@ -284,12 +284,13 @@ impl TailwindLog {
     }
 
     /// Waits up to `within` until some member is the primary and takes appends
-    /// (as far as this member knows); returns it.
+    /// (as far as this member knows; not while a view change is under way, from
+    /// this member's wedge until the next view's primary recovered); returns it.
     pub fn wait_for_primary(&self, within: Duration) -> Option<NodeId> {
         let deadline = Instant::now() + within;
         let mut st = node::lock(&self.shared.st);
         loop {
-            if st.ready {
+            if st.ready && !self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
                 return st.members.first().copied();
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -344,11 +345,6 @@ impl TailwindLog {
                 _ => {
                     if Instant::now() >= deadline {
                         return Err(AppendError::Unavailable("no primary recovered within the append timeout".into()));
-                    }
-                    if self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
-                        // This primary's view is changing (still "ready" until it
-                        // ends): wait for the next view's instead of spinning.
-                        std::thread::sleep(Duration::from_millis(1));
                     }
                     self.wait_for_primary(Duration::from_millis(50));
                 }

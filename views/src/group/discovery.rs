@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(Beacon::decode(&bytes), Ok(b));
         for (what, bad) in [
             ("short", bytes[..10].to_vec()),
-            ("magic", [b"XXXX".as_slice(), &bytes[4..]].concat()),
+            ("magic", [b"SPDJ".as_slice(), &bytes[4..]].concat()),
             ("version", [&bytes[..4], &[9], &bytes[5..]].concat()),
             ("kind", [&bytes[..5], &[7], &bytes[6..]].concat()),
             ("port 0", [&bytes[..6], &[0, 0], &bytes[8..]].concat()),
