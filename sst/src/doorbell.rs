@@ -42,6 +42,10 @@ pub struct Doorbell {
     /// The futex word, checked once when the doorbell was made.
     #[cfg(not(loom))]
     word: std::ptr::NonNull<AtomicU32>,
+    /// Also notified when a ring finds the waiter asleep, for a waiter that sleeps in
+    /// `ppoll` on sockets and this descriptor instead of on the futex (`tcp`).
+    #[cfg(not(loom))]
+    wake: Option<crate::sys::WakeFd>,
     #[cfg(loom)]
     word: AtomicU32,
     #[cfg(loom)]
@@ -93,7 +97,24 @@ impl Doorbell {
     #[cfg(not(loom))]
     pub(crate) fn in_segment(seg: crate::sync::Arc<crate::region::Segment>, off: usize) -> Doorbell {
         let word = std::ptr::NonNull::from(seg.u32_at(off)); // bounds and alignment checked here
-        Doorbell { _seg: seg, word }
+        Doorbell { _seg: seg, word, wake: None }
+    }
+
+    /// A private doorbell whose waiter sleeps on a descriptor (with others, in
+    /// `ppoll`) instead of the futex: a ring that finds it asleep also notifies
+    /// [`Doorbell::wake_fd`]. The waiter pairs [`Doorbell::pending`] and
+    /// [`Doorbell::finish`] around its own wait.
+    #[cfg(not(loom))]
+    pub fn with_wake_fd() -> std::io::Result<Doorbell> {
+        let mut d = Doorbell::new();
+        d.wake = Some(crate::sys::WakeFd::new()?);
+        Ok(d)
+    }
+
+    /// The descriptor a ring notifies, for a doorbell made by [`Doorbell::with_wake_fd`].
+    #[cfg(not(loom))]
+    pub fn wake_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.wake.as_ref().map(|w| w.raw())
     }
 
     #[inline]
@@ -119,6 +140,11 @@ impl Doorbell {
         }
         let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
         if old & SLEEPING != 0 {
+            #[cfg(not(loom))]
+            if let Some(w) = &self.wake {
+                w.notify();
+                return;
+            }
             self.futex_wake();
         }
     }
@@ -155,6 +181,24 @@ impl Doorbell {
     pub fn wait(&self, ticket: Ticket, timeout: Option<Duration>) {
         if self.word().load(Ordering::SeqCst) == ticket.0 {
             self.futex_wait(ticket.0, timeout);
+        }
+        self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
+    }
+
+    /// True while no ring came since `prepare` gave `ticket`: a waiter that sleeps
+    /// elsewhere (on [`Doorbell::wake_fd`]) checks this before it sleeps.
+    #[inline]
+    pub fn pending(&self, ticket: &Ticket) -> bool {
+        self.word().load(Ordering::SeqCst) == ticket.0
+    }
+
+    /// Ends a wait done elsewhere than [`Doorbell::wait`]: resets the wake descriptor
+    /// and withdraws the sleeping bit. A ring racing with this may leave the
+    /// descriptor readable: the next wait then returns at once (spurious, harmless).
+    pub fn finish(&self, _ticket: Ticket) {
+        #[cfg(not(loom))]
+        if let Some(w) = &self.wake {
+            w.drain();
         }
         self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
     }

@@ -17,6 +17,10 @@ pub mod publish;
 #[allow(unsafe_code)]
 pub mod region;
 pub mod sync;
+// recv without blocking, ppoll and eventfd for the tcp receive path and the doorbell.
+#[cfg(not(loom))]
+#[allow(unsafe_code)]
+pub(crate) mod sys;
 pub mod table;
 pub mod transport;
 

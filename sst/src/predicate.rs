@@ -5,8 +5,9 @@
 //!   application threads ── with_state(...) + notify() ──┐
 //!   peers' writes land ── doorbell ─────────────────────┤
 //!                                                        ▼
-//!   loop: lock state ─ evaluate predicates ─ run triggers (collect Pushes)
-//!         unlock ─ post the pushes ─ flush ─ work done? spin : park on doorbell/timer
+//!   loop: receive (tcp: read the sockets, apply frames) ─ lock state ─ evaluate
+//!         predicates ─ run triggers (collect Pushes) ─ unlock ─ post the pushes ─
+//!         flush ─ work done? spin : park (doorbell, timer; tcp: and the sockets)
 //! ```
 //!
 //! Rules this thread keeps:
@@ -294,6 +295,9 @@ impl<S> Worker<S> {
             inner.has_incoming.store(false, Ordering::Relaxed);
             self.take_incoming(inner);
         }
+        // Peers' writes that arrived as bytes (`tcp`) are applied here, on this
+        // thread, before the predicates look: no hand-off to another thread.
+        inner.transport.poll_receive();
         inner.transport.drain_events(&mut self.events);
         let mut fired = 0u64;
         let mut done_once = false;
@@ -395,6 +399,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         local: Stats::default(),
     };
     let bell: &Doorbell = inner.transport.doorbell();
+    inner.transport.attach_driver();
     let mut now = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let mut next_probe = now + cfg.probe_every;
@@ -444,7 +449,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         w.publish(&inner.stats);
         let now2 = Instant::now();
         if wake_by > now2 {
-            bell.wait(ticket, Some(wake_by - now2));
+            inner.transport.park(ticket, Some(wake_by - now2));
         } else {
             bell.cancel(ticket);
         }
@@ -457,6 +462,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         // Make the first pass after waking look idle-fresh: spin again before parking.
         tick = 0;
     }
+    inner.transport.detach_driver();
     w.publish(&inner.stats);
 }
 

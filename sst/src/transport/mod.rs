@@ -19,7 +19,7 @@
 //! |---|---|---|---|
 //! | [`mem`] | threads of one process | word copies into the peer's heap region | its doorbell, rung at `flush` |
 //! | [`shm`] | processes on one host | word copies into the peer's mapped `/dev/shm` file | the futex doorbell in that file |
-//! | [`tcp`] | processes on any hosts | a frame applied in order by the peer's receiver thread | the receiver rings it after applying |
+//! | [`tcp`] | processes on any hosts | a frame applied in order by the peer's predicate thread (or a fallback thread) | the predicate thread reads its sockets in every pass and sleeps on them with the doorbell |
 
 use crate::doorbell::Doorbell;
 use crate::region::{RangeError, Region};
@@ -166,6 +166,25 @@ pub trait Transport: Send + Sync + fmt::Debug {
     /// Cuts `peer` off: after this returns no more writes from it are applied here and
     /// none are sent to it. Idempotent.
     fn disconnect(&self, peer: NodeId);
+    /// Applies what peers sent that has arrived, without blocking, on the calling
+    /// thread (the driver: the node's predicate thread, once per pass). True if
+    /// anything was applied. Transports whose writes land by themselves (`mem`,
+    /// `shm`, `rdma`) have nothing to do here (the default).
+    fn poll_receive(&self) -> bool {
+        false
+    }
+    /// Sleeps until the doorbell rings after `ticket` was taken, something arrives
+    /// for [`Transport::poll_receive`], or `timeout` passes. The default sleeps on
+    /// the doorbell; `tcp` sleeps on its sockets and the doorbell at once.
+    fn park(&self, ticket: crate::doorbell::Ticket, timeout: Option<std::time::Duration>) {
+        self.doorbell().wait(ticket, timeout)
+    }
+    /// A driver (a predicate thread) calls [`Transport::poll_receive`] and
+    /// [`Transport::park`] from now on, until [`Transport::detach_driver`]. Without
+    /// one, a transport that needs receiving (`tcp`) does it on a thread of its own.
+    fn attach_driver(&self) {}
+    /// The driver stops (see [`Transport::attach_driver`]).
+    fn detach_driver(&self) {}
     /// The doorbell rung when a peer's write lands or an event is queued.
     fn doorbell(&self) -> &Arc<Doorbell>;
     /// Moves queued peer events into `out`. Cheap when there are none.

@@ -1,15 +1,25 @@
 //! The `tcp` transport: nodes on any hosts, one connection per peer pair.
 //!
 //! A write is a frame ([`super::frame`]) carrying the source bytes, copied when the
-//! write is posted and sent at [`Transport::flush`]. One receiver thread per peer
-//! blocks in `read`, applies every complete frame in order (a `Release` fence, then the
-//! words, exactly as a landed `mem` write) and rings the doorbell once per batch.
-//! Signaled writes are acknowledged with an Ack frame, which the receiver queues and
-//! then tries to send at once without blocking (if no flush is sending and the
-//! socket takes it); whatever the socket does not take waits for the next `flush`.
-//! So a receiver never blocks on a write and two busy nodes cannot deadlock on full
-//! socket buffers, and a signaled write's completion does not wait for the target's
-//! own threads (as an RDMA NIC acknowledges a write without its host's CPU).
+//! write is posted and sent at [`Transport::flush`].
+//!
+//! Receiving is done by the node's predicate thread, the transport's *driver*
+//! ([`Transport::attach_driver`]): every pass reads each socket without blocking and
+//! applies every complete frame in order (a `Release` fence, then the words, exactly
+//! as a landed `mem` write), and an idle driver sleeps in `ppoll` on the sockets and
+//! the doorbell's eventfd at once ([`Transport::park`]). So a message needs no thread
+//! hand-off between the socket and the predicates, and a busy receiver is not woken
+//! by the kernel for every segment. A fallback thread ([`helper`]) receives instead
+//! while no driver is attached (a transport used on its own) and stands in while the
+//! driver makes no pass for a while (a long trigger), so that completions and the
+//! peers' writes never wait on the application. Receiving from one link is always
+//! done by one thread at a time, under the link's `rx` lock.
+//!
+//! Signaled writes are acknowledged with an Ack frame. The driver queues it for its
+//! own `flush` at the end of the pass; the fallback thread tries to send it at once
+//! without blocking (if no flush is sending and the socket takes it) and leaves the
+//! rest for the next `flush`. So a receiver never blocks on a write and two busy nodes
+//! cannot deadlock on full socket buffers.
 //!
 //! Setup: node `i` connects to every peer with a lower id and accepts from every peer
 //! with a higher one, all at once: each peer has the whole setup deadline, whatever
@@ -23,17 +33,20 @@
 //! frame, a write outside a region) is disconnected with a logged error and reported
 //! as [`PeerEvent::Broken`]; this node and its other links keep working.
 
-use super::frame::{self, Frame};
+use super::frame;
 use super::{EventQueue, NodeId, PeerEvent, RegionId, RegionSpec, SetupError, Transport, WriteError, WriteOp};
-use crate::doorbell::Doorbell;
+use crate::doorbell::{Doorbell, Ticket};
 use crate::region::Region;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, Arc, Mutex};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod helper;
+mod rx;
 mod setup;
 
 pub use setup::{bind, Listener};
@@ -85,16 +98,19 @@ struct TcpPeer {
     dirty: AtomicBool,
     /// The socket's write side; held for the whole of a flush so frames keep their order.
     tx: Mutex<TcpStream>,
+    /// A clone of the socket, read without blocking and shut down without taking `tx`.
+    sock: TcpStream,
     posted: AtomicU64,
     acked: AtomicU64,
-    /// Threads in `wait_completed` (the receiver notifies only when there are any).
+    /// Threads in `wait_completed` (acks notify only when there are any).
     ack_waiters: AtomicU64,
     ack_lock: Mutex<()>,
     ack_cv: std::sync::Condvar,
     cut: AtomicBool,
-    /// Held by the receiver while it applies frames; `disconnect` takes it to be sure
+    /// What has been read from the link and not yet applied. Held while frames are
+    /// read and applied, by one thread at a time; `disconnect` takes it to be sure
     /// that no frame is being applied.
-    applying: Mutex<()>,
+    rx: Mutex<rx::Rx>,
 }
 
 #[derive(Debug)]
@@ -104,6 +120,7 @@ struct Shared {
     peers: Vec<TcpPeer>,
     doorbell: Arc<Doorbell>,
     events: EventQueue,
+    driving: helper::Driving,
 }
 
 impl Shared {
@@ -112,6 +129,13 @@ impl Shared {
     }
     fn region(&self, id: RegionId) -> Option<&Arc<Region>> {
         self.regions.iter().find(|(r, _)| *r == id).map(|(_, r)| r)
+    }
+    /// The sockets of the links still up, with `first` in front (a wake descriptor).
+    fn wait_fds(&self, first: std::os::fd::RawFd) -> Vec<std::os::fd::RawFd> {
+        let mut fds = Vec::with_capacity(self.peers.len() + 1);
+        fds.push(first);
+        fds.extend(self.peers.iter().filter(|p| !p.cut.load(Ordering::Relaxed)).map(|p| p.sock.as_raw_fd()));
+        fds
     }
     /// Sends what is queued for `p` if no flush is sending and the socket takes it
     /// without blocking; the rest stays queued, in order, for the next flush.
@@ -144,9 +168,7 @@ impl Shared {
     fn broken(&self, p: &TcpPeer, reason: String) {
         if !p.cut.swap(true, Ordering::AcqRel) {
             tracing::warn!(node = %self.me, peer = %p.id, %reason, "tcp link broken, peer disconnected");
-            if let Ok(tx) = p.tx.try_lock() {
-                let _ = tx.shutdown(Shutdown::Both);
-            }
+            let _ = p.sock.shutdown(Shutdown::Both);
             self.events.push(PeerEvent::Broken { peer: p.id, reason }, &self.doorbell);
         }
     }
@@ -156,9 +178,7 @@ impl Shared {
 #[derive(Debug)]
 pub struct TcpTransport {
     shared: Arc<Shared>,
-    /// Clones of the sockets, to shut them down without taking the send locks.
-    sockets: Vec<(NodeId, TcpStream)>,
-    threads: Vec<JoinHandle<()>>,
+    helper: Option<JoinHandle<()>>,
 }
 
 impl TcpTransport {
@@ -168,19 +188,16 @@ impl TcpTransport {
     ) -> Result<TcpTransport, SetupError> {
         let regions = cfg.regions.iter().map(|r| (r.id, Arc::new(Region::new(r.len)))).collect();
         let mut peers = Vec::new();
-        let mut readers = Vec::new();
-        let mut sockets = Vec::new();
         for (id, stream, remote) in links {
             let err = SetupError::io(format!("socket to {id}"));
             stream.set_read_timeout(None).map_err(err)?;
             stream.set_write_timeout(Some(cfg.write_timeout)).map_err(SetupError::io("write timeout"))?;
-            readers.push((id, stream.try_clone().map_err(SetupError::io("clone socket"))?));
-            sockets.push((id, stream.try_clone().map_err(SetupError::io("clone socket"))?));
             peers.push(TcpPeer {
                 id,
                 remote,
                 out: Mutex::new(Vec::new()),
                 dirty: AtomicBool::new(false),
+                sock: stream.try_clone().map_err(SetupError::io("clone socket"))?,
                 tx: Mutex::new(stream),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
@@ -188,7 +205,7 @@ impl TcpTransport {
                 ack_lock: Mutex::new(()),
                 ack_cv: std::sync::Condvar::new(),
                 cut: AtomicBool::new(false),
-                applying: Mutex::new(()),
+                rx: Mutex::new(rx::Rx::default()),
             });
         }
         peers.sort_by_key(|p| p.id);
@@ -196,126 +213,17 @@ impl TcpTransport {
             me: cfg.me,
             regions,
             peers,
-            doorbell: Arc::new(Doorbell::new()),
+            doorbell: Arc::new(Doorbell::with_wake_fd().map_err(SetupError::io("doorbell eventfd"))?),
             events: EventQueue::default(),
+            driving: helper::Driving::new().map_err(SetupError::io("helper eventfd"))?,
         });
-        let mut threads = Vec::new();
-        for (id, stream) in readers {
-            let sh = shared.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("sst-tcp-rx-{}-{}", cfg.me.0, id.0))
-                .spawn(move || receive(&sh, id, stream))
-                .map_err(SetupError::io("spawn receiver"))?;
-            threads.push(t);
-        }
-        Ok(TcpTransport { shared, sockets, threads })
+        let sh = shared.clone();
+        let helper = std::thread::Builder::new()
+            .name(format!("sst-tcp-rx-{}", cfg.me.0))
+            .spawn(move || helper::run(&sh))
+            .map_err(SetupError::io("spawn receiver"))?;
+        Ok(TcpTransport { shared, helper: Some(helper) })
     }
-}
-
-/// The receiver loop of the link from `id`.
-fn receive(sh: &Shared, id: NodeId, mut stream: TcpStream) {
-    let p = sh.peer(id).expect("receiver for a known peer");
-    let mut buf = vec![0u8; 256 << 10];
-    let (mut start, mut end) = (0usize, 0usize);
-    let mut applied: u64 = 0;
-    let result: Result<(), String> = loop {
-        if end == buf.len() {
-            if start > 0 {
-                buf.copy_within(start..end, 0);
-                end -= start;
-                start = 0;
-            } else {
-                // One frame larger than the buffer: grow to fit it (bounded by MAX_BODY,
-                // which `body_len` enforces).
-                let need = match frame::body_len(&buf[start..end]) {
-                    Ok(Some(n)) => n + 4,
-                    Ok(None) => buf.len() * 2,
-                    Err(e) => break Err(e.to_string()),
-                };
-                buf.resize(need.max(buf.len() * 2).min(frame::MAX_BODY + 4), 0);
-            }
-        }
-        let n = match stream.read(&mut buf[end..]) {
-            Ok(0) if end > start => {
-                break Err(format!("connection closed inside a frame ({} bytes buffered)", end - start))
-            }
-            Ok(0) => break Err("connection closed by peer".into()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => break Err(format!("read: {e}")),
-        };
-        end += n;
-        let guard = lock(&p.applying);
-        if p.cut.load(Ordering::Acquire) {
-            break Ok(());
-        }
-        let mut ack = None;
-        let mut ring = false;
-        let step: Result<(), String> = loop {
-            match frame::decode(&buf[start..end]) {
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(format!("bad frame: {e}")),
-                Ok(Some((f, used))) => {
-                    match f {
-                        Frame::Write { region, offset, signaled, wake, data } => {
-                            let Some(r) = sh.region(region) else {
-                                break Err(format!("bad frame: write to unknown region {region:?}"));
-                            };
-                            if let Err(e) = r.check_range(offset, data.len() as u64) {
-                                break Err(format!("bad frame: {e}"));
-                            }
-                            r.apply_write_bytes(offset as usize, data);
-                            applied += 1;
-                            if signaled {
-                                ack = Some(applied);
-                            }
-                            ring |= wake;
-                        }
-                        Frame::Ack { seq } => {
-                            if seq > p.posted.load(Ordering::Acquire) {
-                                break Err(format!("bad frame: ack of write {seq}, never posted"));
-                            }
-                            p.acked.fetch_max(seq, Ordering::SeqCst);
-                            // Completions wake `wait_completed`'s waiters, not the
-                            // doorbell: no predicate-thread work depends on them.
-                            if p.ack_waiters.load(Ordering::SeqCst) > 0 {
-                                // Under the lock, so a waiter between its check and
-                                // its wait cannot miss this.
-                                drop(lock(&p.ack_lock));
-                                p.ack_cv.notify_all();
-                            }
-                        }
-                        Frame::Hello(_) => break Err("bad frame: hello after setup".into()),
-                    }
-                    start += used;
-                }
-            }
-        };
-        drop(guard);
-        if start == end {
-            start = 0;
-            end = 0;
-        }
-        if let Some(seq) = ack {
-            frame::encode_ack(&mut lock(&p.out), seq);
-            p.dirty.store(true, Ordering::SeqCst);
-            sh.send_now(p);
-        }
-        if ring {
-            sh.doorbell.ring();
-        }
-        if let Err(e) = step {
-            break Err(e);
-        }
-    };
-    match result {
-        Ok(()) => {}
-        Err(reason) if p.cut.load(Ordering::Acquire) => {
-            tracing::debug!(node = %sh.me, peer = %id, %reason, "receiver stopped after cut-off")
-        }
-        Err(reason) => sh.broken(p, reason),
-    }
-    let _ = stream.shutdown(Shutdown::Both);
 }
 
 impl Transport for TcpTransport {
@@ -450,11 +358,38 @@ impl Transport for TcpTransport {
     fn disconnect(&self, peer: NodeId) {
         let Some(p) = self.shared.peer(peer) else { return };
         p.cut.store(true, Ordering::Release);
-        if let Some((_, s)) = self.sockets.iter().find(|(id, _)| *id == peer) {
-            let _ = s.shutdown(Shutdown::Both);
+        let _ = p.sock.shutdown(Shutdown::Both);
+        // Wait out a batch being applied; a receiver checks `cut` before the next.
+        drop(lock(&p.rx));
+    }
+
+    fn poll_receive(&self) -> bool {
+        let sh = &self.shared;
+        sh.driving.passed();
+        let mut got = false;
+        for p in &sh.peers {
+            got |= sh.receive(p, true);
         }
-        // Wait out a batch being applied; the receiver checks `cut` before the next.
-        drop(lock(&p.applying));
+        got
+    }
+
+    fn park(&self, ticket: Ticket, timeout: Option<Duration>) {
+        let sh = &self.shared;
+        if sh.doorbell.pending(&ticket) {
+            let fds = sh.wait_fds(sh.doorbell.wake_fd().expect("the tcp doorbell has a wake fd"));
+            sh.driving.parked(true);
+            crate::sys::wait_readable(&fds, timeout);
+            sh.driving.parked(false);
+        }
+        sh.doorbell.finish(ticket);
+    }
+
+    fn attach_driver(&self) {
+        self.shared.driving.attach(true);
+    }
+
+    fn detach_driver(&self) {
+        self.shared.driving.attach(false);
     }
 
     fn doorbell(&self) -> &Arc<Doorbell> {
@@ -470,11 +405,10 @@ impl Drop for TcpTransport {
     fn drop(&mut self) {
         for p in &self.shared.peers {
             p.cut.store(true, Ordering::Release);
+            let _ = p.sock.shutdown(Shutdown::Both);
         }
-        for (_, s) in &self.sockets {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-        for t in self.threads.drain(..) {
+        self.shared.driving.stop();
+        if let Some(t) = self.helper.take() {
             let _ = t.join();
         }
     }

@@ -1,0 +1,182 @@
+//! Reading a link and applying its frames, on whichever thread receives (the driver
+//! or the fallback thread; one at a time per link, under the link's `rx` lock).
+
+use super::{Shared, TcpPeer};
+use crate::sync::atomic::Ordering;
+use crate::sync::lock;
+use crate::transport::frame::{self, Frame};
+use std::os::fd::AsFd;
+
+/// What has been read from a link and not yet applied: `buf[start..end]`.
+#[derive(Debug)]
+pub(super) struct Rx {
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    /// Writes applied so far on this link (what an Ack reports).
+    applied: u64,
+}
+
+impl Default for Rx {
+    fn default() -> Self {
+        Rx { buf: vec![0; INITIAL_BUF], start: 0, end: 0, applied: 0 }
+    }
+}
+
+/// The receive buffer's starting size; it grows to fit one frame larger than this.
+const INITIAL_BUF: usize = 256 << 10;
+
+/// Reads per link per call: enough to drain a busy socket, few enough that one link
+/// cannot hold the driver away from its predicates.
+const MAX_READS: usize = 4;
+
+impl Rx {
+    /// Makes room at the end of the buffer: moves the unapplied bytes to the front,
+    /// or grows the buffer for one frame larger than it (bounded by `MAX_BODY`).
+    fn make_room(&mut self) -> Result<(), String> {
+        if self.end < self.buf.len() {
+            return Ok(());
+        }
+        if self.start > 0 {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+            return Ok(());
+        }
+        let need = match frame::body_len(&self.buf[..self.end]) {
+            Ok(Some(n)) => n + 4,
+            Ok(None) => self.buf.len() * 2,
+            Err(e) => return Err(format!("bad frame: {e}")),
+        };
+        let len = need.max(self.buf.len() * 2).min(frame::MAX_BODY + 4);
+        self.buf.resize(len, 0);
+        Ok(())
+    }
+}
+
+/// What one call of `apply` found.
+#[derive(Default)]
+struct Applied {
+    /// The last signaled write's number, to acknowledge.
+    ack: Option<u64>,
+    /// A write asked for the doorbell.
+    ring: bool,
+    /// Any write was applied.
+    any: bool,
+}
+
+impl Shared {
+    /// Reads what `p` sent without blocking and applies every complete frame; true if
+    /// any write was applied. Returns at once if another thread is receiving from `p`
+    /// or the link is cut. A bad frame, an end of stream or a socket error breaks the
+    /// link ([`Shared::broken`]). `driver`: the caller flushes after this (its acks
+    /// wait for that flush); otherwise acks are sent at once where the socket takes
+    /// them.
+    pub(super) fn receive(&self, p: &TcpPeer, driver: bool) -> bool {
+        let Ok(mut rx) = p.rx.try_lock() else { return false };
+        let mut done = Applied::default();
+        let mut failed = None;
+        for _ in 0..MAX_READS {
+            if p.cut.load(Ordering::Acquire) {
+                break;
+            }
+            if let Err(e) = rx.make_room() {
+                failed = Some(e);
+                break;
+            }
+            let Rx { buf, start, end, .. } = &mut *rx;
+            let room = buf.len() - *end;
+            let n = match crate::sys::recv_dontwait(p.sock.as_fd(), &mut buf[*end..]) {
+                Ok(0) if *end > *start => {
+                    failed = Some(format!("connection closed inside a frame ({} bytes buffered)", *end - *start));
+                    break;
+                }
+                Ok(0) => {
+                    failed = Some("connection closed by peer".into());
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    failed = Some(format!("read: {e}"));
+                    break;
+                }
+            };
+            *end += n;
+            if let Err(e) = self.apply(p, &mut rx, &mut done) {
+                failed = Some(e);
+                break;
+            }
+            if n < room {
+                break; // the socket had no more than this
+            }
+        }
+        drop(rx);
+        if let Some(seq) = done.ack {
+            frame::encode_ack(&mut lock(&p.out), seq);
+            p.dirty.store(true, Ordering::SeqCst);
+            if !driver {
+                self.send_now(p);
+            }
+        }
+        if done.ring {
+            self.doorbell.ring();
+        }
+        if let Some(reason) = failed {
+            if p.cut.load(Ordering::Acquire) {
+                tracing::debug!(node = %self.me, peer = %p.id, %reason, "receive stopped after cut-off");
+            } else {
+                self.broken(p, reason);
+            }
+        }
+        done.any
+    }
+
+    /// Applies every complete frame in `rx`, in order.
+    fn apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
+        loop {
+            let (f, used) = match frame::decode(&rx.buf[rx.start..rx.end]) {
+                Ok(None) => break,
+                Err(e) => return Err(format!("bad frame: {e}")),
+                Ok(Some(x)) => x,
+            };
+            match f {
+                Frame::Write { region, offset, signaled, wake, data } => {
+                    let Some(r) = self.region(region) else {
+                        return Err(format!("bad frame: write to unknown region {region:?}"));
+                    };
+                    r.check_range(offset, data.len() as u64).map_err(|e| format!("bad frame: {e}"))?;
+                    r.apply_write_bytes(offset as usize, data);
+                    rx.applied += 1;
+                    if signaled {
+                        done.ack = Some(rx.applied);
+                    }
+                    done.ring |= wake;
+                    done.any = true;
+                }
+                Frame::Ack { seq } => {
+                    if seq > p.posted.load(Ordering::Acquire) {
+                        return Err(format!("bad frame: ack of write {seq}, never posted"));
+                    }
+                    p.acked.fetch_max(seq, Ordering::SeqCst);
+                    // Completions wake `wait_completed`'s waiters, not the doorbell:
+                    // no predicate-thread work depends on them.
+                    if p.ack_waiters.load(Ordering::SeqCst) > 0 {
+                        // Under the lock, so a waiter between its check and its wait
+                        // cannot miss this.
+                        drop(lock(&p.ack_lock));
+                        p.ack_cv.notify_all();
+                    }
+                }
+                Frame::Hello(_) => return Err("bad frame: hello after setup".into()),
+            }
+            rx.start += used;
+        }
+        if rx.start == rx.end {
+            rx.start = 0;
+            rx.end = 0;
+        }
+        Ok(())
+    }
+}
