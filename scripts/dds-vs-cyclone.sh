@@ -16,30 +16,6 @@ cargo build --release -q -p bench --bin dds_perf
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
-cyclone_1to3() {
-  # One ddsperf publisher and three subscribers of 1 KB samples; the median of each
-  # subscriber's per-second rates (first and last second dropped), then their mean.
-  unshare -n bash -c '
-    ip link set lo up
-    export CYCLONEDDS_URI=file://'"$PWD"'/../shared/bench/cyclone-lo.xml
-    d=$(mktemp -d)
-    for i in 1 2 3; do timeout '"$((T+20))"' ddsperf -TKS -D '"$((T+4))"' sub > $d/sub$i.txt 2>&1 & done
-    sleep 1
-    timeout '"$((T+15))"' ddsperf -TKS -D '"$T"' pub size 1k > $d/pub.txt 2>&1
-    wait
-    python3 - $d/sub1.txt $d/sub2.txt $d/sub3.txt <<"PY"
-import json, re, statistics, sys
-meds = []
-for f in sys.argv[1:]:
-    r = [float(m.group(1)) * 1e3 for m in (re.search(r"rate (\d+(?:\.\d+)?) kS/s", l) for l in open(f)) if m]
-    r = r[1:-1] or r
-    if r:
-        meds.append(statistics.median(r))
-print(json.dumps({"peer": "cyclonedds", "size": 1024, "subscribers": 3, "msgs_per_s": round(sum(meds) / max(len(meds), 1))}))
-PY
-    rm -rf $d'
-}
-
 for round in $(seq "$ROUNDS"); do
   echo "round $round of $ROUNDS" >&2
   unshare -n bash ../shared/bench/cyclone-ddsperf.sh "$T" 128 1k 10k | tee -a "$out"
@@ -49,7 +25,7 @@ for round in $(seq "$ROUNDS"); do
     done
     ./target/release/dds_perf --size $size --qos ordered --read full --subscribers 1 --seconds "$T" --json | tee -a "$out"
   done
-  cyclone_1to3 | tee -a "$out"
+  bash scripts/cyclone-fanout.sh "$T" 3 1k | tee -a "$out"
   ./target/release/dds_perf --size 1024 --qos ordered --subscribers 3 --seconds "$T" --json | tee -a "$out"
 done
 

@@ -61,8 +61,9 @@ pub struct Common {
     /// Messages per sender per subgroup.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
-    /// Slots per sender ring.
-    #[arg(long, default_value_t = 256)]
+    /// Slots per sender ring; 0 (the default) sizes the ring in bytes
+    /// (`smc::spec::auto_window`: 256 KiB of slots, 256 to 4096 of them).
+    #[arg(long, default_value_t = 0)]
     pub window: usize,
     /// Delivery mode.
     #[arg(long, value_enum, default_value = "ordered")]
@@ -91,7 +92,7 @@ impl Common {
         if self.size == 0 || self.size > smc::spec::MAX_MSG {
             return Err(format!("--size must be in 1..={}", smc::spec::MAX_MSG));
         }
-        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
+        if self.window > smc::spec::MAX_WINDOW {
             return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
         }
         if self.subgroups == 0 || self.subgroups > 16 {
@@ -111,6 +112,15 @@ impl Common {
         Ok(())
     }
 
+    /// Slots per ring: `--window`, or the byte-sized default for `--size`.
+    pub fn window(&self) -> usize {
+        if self.window == 0 {
+            smc::spec::auto_window(self.size)
+        } else {
+            self.window
+        }
+    }
+
     /// The sending members.
     pub fn sender_ids(&self) -> Vec<NodeId> {
         (0..self.senders.count(self.nodes) as u32).map(NodeId).collect()
@@ -127,7 +137,7 @@ impl Common {
             .map(|_| SubgroupSpec {
                 members: members.clone(),
                 senders: self.sender_ids(),
-                window: self.window,
+                window: self.window(),
                 max_msg: self.size,
                 mode,
             })

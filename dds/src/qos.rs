@@ -110,7 +110,9 @@ pub struct Qos {
     /// The largest serialized sample, in bytes (topic only; default 1008, so that a
     /// sample with its 16-byte header fills a 1 KB slot).
     pub max_sample_bytes: u32,
-    /// Slots per writer ring (topic only).
+    /// Slots per writer ring (topic only); 0 (the default) sizes the ring in bytes
+    /// for `max_sample_bytes` (`smc::spec::auto_window`: 256 KiB of slots, 256 to
+    /// 4096 of them: 4096 for 16-byte samples, 256 for 1 KB ones).
     pub window: u32,
 }
 
@@ -121,7 +123,7 @@ impl Default for Qos {
             history: History::default(),
             max_samples: 100_000,
             max_sample_bytes: 1008,
-            window: 256,
+            window: 0,
         }
     }
 }
@@ -148,7 +150,7 @@ impl Qos {
         self.max_sample_bytes = bytes;
         self
     }
-    /// The same with `window` slots per writer.
+    /// The same with `window` slots per writer (0: sized in bytes, the default).
     pub fn window(mut self, window: u32) -> Qos {
         self.window = window;
         self
@@ -157,6 +159,14 @@ impl Qos {
     pub fn history(mut self, history: History) -> Qos {
         self.history = history;
         self
+    }
+
+    /// Slots per writer ring: `window`, or the byte-sized default.
+    pub fn ring_window(&self) -> usize {
+        match self.window {
+            0 => smc::spec::auto_window(self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER),
+            w => w as usize,
+        }
     }
 
     /// How many samples this policy keeps at most.
@@ -177,8 +187,8 @@ impl Qos {
                 smc::MAX_MSG - crate::sample::CLIENT_HEADER
             ));
         }
-        if self.window == 0 || self.window as usize > smc::MAX_WINDOW {
-            return Err(format!("window {} must be 1..={}", self.window, smc::MAX_WINDOW));
+        if self.window as usize > smc::MAX_WINDOW {
+            return Err(format!("window {} must be 0 (sized in bytes) or 1..={}", self.window, smc::MAX_WINDOW));
         }
         if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
             return Err("history must keep at least one sample".into());

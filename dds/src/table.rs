@@ -67,7 +67,7 @@ impl TopicEntry {
         Some(SubgroupSpec {
             members,
             senders,
-            window: self.qos.window as usize,
+            window: self.qos.ring_window(),
             max_msg: self.qos.max_sample_bytes as usize + crate::sample::CLIENT_HEADER,
             mode: if self.qos.level == Level::Unordered { Mode::Unordered } else { Mode::Ordered },
         })

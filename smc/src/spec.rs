@@ -73,6 +73,27 @@ pub const MAX_MSG: usize = 1 << 26;
 /// Bytes of an entry header.
 pub const HEADER: usize = 16;
 
+/// The ring size [`auto_window`] aims for, in bytes per sender: that of 256 slots of
+/// 1 KB, so no byte-sized ring is larger than the old default of 256 such slots.
+pub const AUTO_RING_BYTES: usize = 256 << 10;
+
+/// A window sized in bytes rather than slots: as many slots of `max_msg` as fit
+/// [`AUTO_RING_BYTES`], at least 256 and at most 4096. Small messages need many slots
+/// in flight to keep a link busy while the receivers' counters travel back (over tcp
+/// a window of 256 16-byte messages is gone in well under a round trip, and the
+/// sender waits); large ones need no more than 256.
+///
+/// ```
+/// assert_eq!(smc::spec::auto_window(16), 4096);
+/// assert_eq!(smc::spec::auto_window(128), 1820);
+/// assert_eq!(smc::spec::auto_window(1008), 256);
+/// assert_eq!(smc::spec::auto_window(10240), 256);
+/// ```
+pub fn auto_window(max_msg: usize) -> usize {
+    let slot = HEADER + max_msg.div_ceil(8) * 8;
+    (AUTO_RING_BYTES / slot).clamp(256, 4096)
+}
+
 impl SubgroupSpec {
     /// Checks the spec.
     pub fn validate(&self) -> Result<(), SpecError> {

@@ -290,7 +290,7 @@ fn main() {
         "senders": format!("{:?}", c.senders).to_lowercase(),
         "size": c.size,
         "count": c.count,
-        "window": c.window,
+        "window": c.window(),
         "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },
         "subgroups": c.subgroups,
         "msgs_per_s": round(msgs_per_s, 0),
@@ -314,7 +314,7 @@ fn main() {
     } else {
         out(&format!(
             "bandwidth: {} nodes over {}, senders {:?}, {} B x {} per sender, window {}, {:?}, {} subgroup(s)",
-            c.nodes, c.transport, c.senders, c.size, c.count, c.window, c.mode, c.subgroups
+            c.nodes, c.transport, c.senders, c.size, c.count, c.window(), c.mode, c.subgroups
         ));
         out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
         out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));

@@ -146,7 +146,7 @@ fn main() {
         "nodes": c.nodes,
         "senders": format!("{:?}", c.senders).to_lowercase(),
         "size": c.size,
-        "window": c.window,
+        "window": c.window(),
         "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },
         "lat_us_p50": round(worst("p50"), 2),
         "lat_us_p99": round(worst("p99"), 2),

@@ -71,8 +71,8 @@ struct Args {
     /// Transport: shm or tcp.
     #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
     transport: String,
-    /// Slots per writer ring.
-    #[arg(long, default_value_t = 256)]
+    /// Slots per writer ring; 0 (the default) sizes the ring in bytes, as the QoS does.
+    #[arg(long, default_value_t = 0)]
     window: u32,
     /// How readers read each sample: `word` reads its first word in its slot (as
     /// Derecho's bandwidth test does), `full` copies the whole sample out.
