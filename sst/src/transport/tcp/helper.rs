@@ -1,9 +1,10 @@
 //! The fallback receiver: one thread per transport that receives while no driver is
 //! attached (the transport used on its own, as in tests and benchmarks of the
 //! transport alone), and stands in while the attached driver makes no pass for
-//! [`WATCH`] (a trigger or upcall that runs long). While the driver passes or is
-//! parked on the sockets, this thread only looks at its progress every [`WATCH`]: it
-//! is never woken by the kernel for the driver's traffic.
+//! [`WATCH`] (a trigger or upcall that runs long). While the driver passes, this
+//! thread only looks at its progress every [`WATCH`]; while the driver is parked on the
+//! sockets (woken by arrivals itself), every [`PARKED_WATCH`]. It is never woken by
+//! the kernel for the driver's traffic.
 
 use super::Shared;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,6 +13,10 @@ use std::time::Duration;
 
 /// How long the driver may go without a pass before this thread receives for it.
 pub(super) const WATCH: Duration = Duration::from_millis(10);
+
+/// How often this thread looks while the driver is parked: a driver that wakes and
+/// at once stalls is stood in for within `PARKED_WATCH + WATCH`.
+pub(super) const PARKED_WATCH: Duration = Duration::from_millis(100);
 
 /// Longest sleep while this thread is the receiver (a safety net: its wake fd and the
 /// sockets wake it sooner).
@@ -92,7 +97,11 @@ pub(super) fn run(sh: &Shared) {
             d.ctl.drain();
             continue;
         }
-        wait_readable(&[d.ctl.raw()], Some(WATCH));
+        // A parked driver is woken by arrivals itself: look again only every
+        // PARKED_WATCH then (an idle node's fallback thread ticks 10 times a second,
+        // and the driver's wake-up is not slowed by waking this thread too).
+        let parked = d.parked.load(Ordering::Acquire);
+        wait_readable(&[d.ctl.raw()], Some(if parked { PARKED_WATCH } else { WATCH }));
         d.ctl.drain();
         let now = d.progress.load(Ordering::Relaxed);
         if now != seen || d.parked.load(Ordering::Acquire) {
