@@ -58,7 +58,8 @@ impl Group {
         build: impl Fn(&mut smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
         let mut k = None;
-        let deadline = Instant::now() + self.inner.send_timeout;
+        // Read the clock only once a send has to wait (not on every message).
+        let mut deadline = None;
         loop {
             if let Some(why) = self.stopped() {
                 return Err(SendError::Stopped(why));
@@ -92,6 +93,7 @@ impl Group {
                     }
                 }
             }
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.inner.send_timeout);
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SendError::NotReady(k));
