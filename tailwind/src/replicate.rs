@@ -1,16 +1,18 @@
 //! The primary's data path: an append is written into the primary's buffer and, as
 //! the same bytes, into every backup's buffer by one one-sided write per backup
 //! (`sst::transport`); it is acknowledged only once every backup's write completed
-//! (mem and shm: landed in the backup's memory; tcp: applied by the backup's receiver
-//! thread, which copies bytes without parsing them). Backups run no code for it.
+//! (mem and shm: landed in the backup's memory; tcp: applied by the backup's
+//! transport, on its predicate thread, which copies bytes without parsing them).
+//! Backups run no code of their own for it.
 //!
 //! A batch ([`Replicator::append_batch`]) goes as one write per backup and one wait.
 //!
 //! On tcp a completion is the backup's acknowledgement frame, which the backup's
-//! receiver thread sends as soon as it applied the write (one the socket does not
-//! take at once waits for the backup's next flush: its heartbeat at the latest); on
-//! mem and shm a write is complete when it has landed. No backup thread is woken
-//! either way.
+//! transport sends at the end of the predicate-thread pass that applied the write
+//! (a parked predicate thread is woken by the bytes arriving; the transport's
+//! fallback thread receives and acknowledges instead while the predicate thread is
+//! busy elsewhere for more than 10 ms); on mem and shm a write is complete when it
+//! has landed. No application thread of the backup is involved either way.
 //!
 //! [`crate::service`] drives it inside a group: buffers, views and failover.
 

@@ -18,7 +18,8 @@ fn record(i: usize) -> Vec<u8> {
 fn backups_hold(kind: TransportKind) {
     let g = local_group(kind, 3, &[RegionSpec { id: R, len: BUF }], Duration::from_secs(10)).unwrap();
     // The backups run no thread of their own for it on any transport (tcp: the
-    // receiver thread that applies a write acknowledges it).
+    // transport's fallback thread, with no predicate thread attached here, applies
+    // a write and acknowledges it).
     let mut p = Replicator::new(g.nodes[0].clone(), R, vec![NodeId(1), NodeId(2)], Duration::from_secs(10)).unwrap();
     let mut acked = Vec::new();
     for i in 0..60 {

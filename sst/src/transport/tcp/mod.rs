@@ -9,7 +9,7 @@
 //! as a landed `mem` write), and an idle driver sleeps in `ppoll` on the sockets and
 //! the doorbell's eventfd at once ([`Transport::park`]). So a message needs no thread
 //! hand-off between the socket and the predicates, and a busy receiver is not woken
-//! by the kernel for every segment. A fallback thread ([`helper`]) receives instead
+//! by the kernel for every segment. A fallback thread (module `helper`) receives instead
 //! while no driver is attached (a transport used on its own) and stands in while the
 //! driver makes no pass for a while (a long trigger), so that completions and the
 //! peers' writes never wait on the application. Receiving from one link is always
