@@ -16,8 +16,17 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// One bar series: its name and one value per category (`None`: not measured).
-type Series = (String, Vec<Option<f64>>);
+/// One bar series: its name and, per category, the median with the smallest and
+/// largest round (`None`: not measured).
+type Series = (String, Vec<Option<Spread>>);
+
+/// A figure over rounds: median, min, max.
+#[derive(Clone, Copy)]
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
 
 /// The values of one figure, one per round.
 #[derive(Default)]
@@ -29,6 +38,13 @@ impl Figures {
     }
     fn rounds(&self, key: &str) -> &[f64] {
         self.0.get(key).map_or(&[], |v| v.as_slice())
+    }
+    fn spread(&self, key: &str) -> Option<Spread> {
+        let v = self.rounds(key);
+        let median = self.median(key)?;
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Spread { median, min, max })
     }
     fn median(&self, key: &str) -> Option<f64> {
         let mut v = self.rounds(key).to_vec();
@@ -95,12 +111,13 @@ fn collect(lines: &str) -> Figures {
 
 const COLORS: [&str; 7] = ["#1f6fb4", "#7fb2e5", "#e4572e", "#f3a712", "#29a36a", "#8e6bbf", "#666666"];
 
-/// A grouped bar chart: one group per category, one bar per series.
+/// A grouped bar chart: one group per category, one bar per series (its median over
+/// rounds, with a whisker from the smallest to the largest round).
 fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[Series]) -> String {
-    let (w, h) = (760.0, 420.0);
-    let (left, right, top, bottom) = (80.0, 190.0, 56.0, 50.0);
+    let (w, h) = (900.0, 420.0);
+    let (left, right, top, bottom) = (80.0, 290.0, 56.0, 50.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
-    let max = series.iter().flat_map(|(_, v)| v.iter().flatten()).fold(0.0f64, |a, &b| a.max(b));
+    let max = series.iter().flat_map(|(_, v)| v.iter().flatten()).fold(0.0f64, |a, b| a.max(b.max));
     let step = nice_step(max / 5.0);
     let top_v = (max / step).ceil().max(1.0) * step;
     let mut o = String::new();
@@ -126,16 +143,24 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
         let gx = left + ci as f64 * group_w + group_w * 0.1;
         for (si, (_, vals)) in series.iter().enumerate() {
             let Some(v) = vals.get(ci).copied().flatten() else { continue };
-            let bh = v / top_v * ph;
+            let bh = v.median / top_v * ph;
             let x = gx + si as f64 * bar_w;
             let color = COLORS[si % COLORS.len()];
             let _ = writeln!(
                 o,
-                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"><title>{}</title></rect>"#,
+                r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{bh:.1}" fill="{color}"><title>{} (rounds {} to {})</title></rect>"#,
                 top + ph - bh,
                 bar_w * 0.92,
-                human(v)
+                human(v.median),
+                human(v.min),
+                human(v.max)
             );
+            let cx = x + bar_w * 0.46;
+            let (y0, y1) = (top + ph - v.min / top_v * ph, top + ph - v.max / top_v * ph);
+            let _ = writeln!(o, r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{y0:.1}" y2="{y1:.1}" stroke="#222"/>"##);
+            for y in [y0, y1] {
+                let _ = writeln!(o, r##"<line x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#222"/>"##, cx - 3.0, cx + 3.0);
+            }
         }
         let _ = writeln!(
             o,
@@ -208,7 +233,7 @@ fn table(out: &mut String, title: &str, figs: &Figures, cats: &[String], keys: &
 }
 
 fn series(figs: &Figures, keys: &[(&str, Vec<String>)]) -> Vec<Series> {
-    keys.iter().map(|(n, ks)| (n.to_string(), ks.iter().map(|k| figs.median(k)).collect())).collect()
+    keys.iter().map(|(n, ks)| (n.to_string(), ks.iter().map(|k| figs.spread(k)).collect())).collect()
 }
 
 fn main() {
@@ -223,7 +248,7 @@ fn main() {
     if let Err(e) = std::fs::create_dir_all(dir) {
         bench::usage("plots", &format!("{dir}: {e}"));
     }
-    let sub = format!("1 writer -> 1 reader, median of rounds; {machine}");
+    let sub = format!("1 writer -> 1 reader; bars: median of rounds, whiskers: min to max; {machine}");
     let mut md = String::new();
     let write = |name: &str, svg: String| {
         let path = format!("{dir}/{name}");
@@ -275,7 +300,7 @@ fn main() {
         }
     }
     let group_keys: Vec<(&str, Vec<String>)> = group.iter().map(|(n, k)| (n.as_str(), k.clone())).collect();
-    let gsub = format!("spindle bandwidth, ordered, 1 KB, messages delivered per member per second; {machine}");
+    let gsub = format!("spindle bandwidth, ordered, 1 KB, delivered per member per second (median, min-max); {machine}");
     write("group.svg", bars("Throughput by group size", &gsub, "messages/s", &cats, &series(&figs, &group_keys)));
     table(&mut md, "group size, 1 KB, messages/s per member (ratio: shm one sender / shm all senders)", &figs, &cats, &group_keys, 1);
 
@@ -284,7 +309,7 @@ fn main() {
         ("Zenoh (tcp)", vec!["zenoh/rtt50/16".to_string(), "zenoh/rtt99/16".to_string()]),
     ];
     let cats = ["p50".to_string(), "p99".to_string()];
-    let lsub = format!("16 B round trip over tcp loopback, lower is better; {machine}");
+    let lsub = format!("16 B round trip over tcp loopback, lower is better (median, min-max); {machine}");
     write("latency.svg", bars("Round-trip latency (µs)", &lsub, "µs", &cats, &series(&figs, &lat)));
     table(&mut md, "tcp 16 B round trip, µs (ratio: spindle / Zenoh; below 1 is better)", &figs, &cats, &lat, 1);
     println!("{md}");
