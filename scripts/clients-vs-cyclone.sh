@@ -18,36 +18,10 @@ KS=${*:-1 8 64}
 command -v ddsperf >/dev/null || { echo "installing cyclonedds-tools" >&2; apt-get install -y -qq cyclonedds-tools >/dev/null; }
 cargo build --release -q -p bench --bin dds_perf
 out=$(mktemp)
-trap 'rm -f "$out" "$out".cyclone-*.xml' EXIT
+trap 'rm -f "$out"' EXIT
 
 cyclone() { # K: one publisher, K subscribers of 1 KB samples
-  # The shared config's participant index stops at 20 participants on a host: past
-  # that, a copy of it with room for K + 1 (subscribers, the publisher) and spare.
-  local cfg=$out.cyclone-$1.xml
-  sed "s|<MaxAutoParticipantIndex>20<|<MaxAutoParticipantIndex>$(( $1 + 10 > 20 ? $1 + 10 : 20 ))<|" \
-    ../shared/bench/cyclone-lo.xml > "$cfg"
-  unshare -n bash -c '
-    ip link set lo up
-    export CYCLONEDDS_URI=file://'"$cfg"'
-
-    d=$(mktemp -d)
-    for i in $(seq '"$1"'); do timeout '"$((T+30))"' ddsperf -TKS -D '"$((T+6))"' sub > $d/sub$i.txt 2>&1 & done
-    sleep 2
-    timeout '"$((T+25))"' ddsperf -TKS -D '"$T"' pub size 1k > $d/pub.txt 2>&1
-    wait
-    python3 - '"$1"' $d/sub*.txt <<"PY"
-import json, re, statistics, sys
-meds = []
-for f in sys.argv[2:]:
-    r = [float(m.group(1)) * 1e3 for m in (re.search(r"rate (\d+(?:\.\d+)?) kS/s", l) for l in open(f)) if m]
-    r = r[1:-1] or r
-    if r:
-        meds.append(statistics.median(r))
-k = int(sys.argv[1])
-print(json.dumps({"peer": "cyclonedds", "size": 1024, "subscribers": k, "reporting": len(meds),
-                  "per_sub_msgs_per_s": round(sum(meds) / k), "min_sub_msgs_per_s": round(min(meds) if len(meds) == k else 0)}))
-PY
-    rm -rf $d'
+  bash scripts/cyclone-fanout.sh "$T" "$1" 1k
 }
 
 spindle() { # K
