@@ -8,7 +8,9 @@ use common::{eventually, wait_broken};
 use sst::sync::atomic::Ordering;
 use sst::transport::frame::{self, Hello};
 use sst::transport::tcp::{self, TcpConfig, TcpTransport};
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
+use sst::predicate::{PollConfig, PredicateThread};
+use sst::sync::Arc;
+use sst::transport::{NodeId, PeerEvent, RegionId, RegionSpec, Transport, WriteOp};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -104,16 +106,30 @@ fn write_frame(region: RegionId, offset: u64, data: &[u8]) -> Vec<u8> {
 }
 
 /// The fake sends one good write, then `bad`; node 0 must apply the good one, cut the
-/// fake off, and keep working with node 1.
-fn hostile(bad: Vec<u8>, close_after: bool) {
+/// fake off, and keep working with node 1. `driven`: a predicate thread drives node
+/// 0's transport (it receives in its passes, as in a running group); otherwise the
+/// transport's fallback thread receives.
+fn hostile(bad: Vec<u8>, close_after: bool, driven: bool) {
     let (n0, n1, mut to0, _to1) = group_with_fake();
+    let n0 = Arc::new(n0);
+    // The driver drains the transport's events: its handler keeps the Broken ones.
+    let pt = driven.then(|| {
+        let pt = PredicateThread::spawn(Vec::new(), n0.clone() as Arc<dyn Transport>, PollConfig::default()).unwrap();
+        pt.on_event(|broken: &mut Vec<NodeId>, PeerEvent::Broken { peer, .. }, _| broken.push(*peer));
+        std::thread::sleep(Duration::from_millis(50)); // attached before the bad bytes come
+        pt
+    });
     let mut bytes = write_frame(R, 128, &42u64.to_le_bytes());
     bytes.extend_from_slice(&bad);
     to0.write_all(&bytes).unwrap();
     if close_after {
         to0.shutdown(std::net::Shutdown::Write).unwrap();
     }
-    assert!(wait_broken(&n0, NodeId(2), DEADLINE), "node 0 cut the bad peer off");
+    let cut = match &pt {
+        Some(pt) => eventually(DEADLINE, || pt.with_state(|b| b.contains(&NodeId(2)))),
+        None => wait_broken(n0.as_ref(), NodeId(2), DEADLINE),
+    };
+    assert!(cut, "node 0 cut the bad peer off");
     assert_eq!(n0.region(R).unwrap().load(128, Ordering::Acquire), 42, "frames before the bad one were applied");
     assert_eq!(
         n0.post_write(NodeId(2), WriteOp::same(R, 0, 8)),
@@ -128,45 +144,73 @@ fn hostile(bad: Vec<u8>, close_after: bool) {
     let _ = to0.read_to_end(&mut rest);
 }
 
+/// The hostile inputs: (name, bytes after the good write, close the stream after).
+fn hostile_inputs() -> Vec<(&'static str, Vec<u8>, bool)> {
+    let mut ack = Vec::new();
+    frame::encode_ack(&mut ack, 1000);
+    vec![
+        ("garbage", b"\xde\xad\xbe\xef garbage that is no frame".to_vec(), false),
+        ("unknown kind", vec![3, 0, 0, 0, 99, 1, 2], false),
+        ("truncated frame", write_frame(R, 0, &[7u8; 64])[..30].to_vec(), true),
+        ("offset out of range", write_frame(R, 256, &[1u8; 8]), false),
+        ("range overflow", write_frame(R, u64::MAX - 7, &[1u8; 16]), false),
+        ("unknown region", write_frame(RegionId(9), 0, &[1u8; 8]), false),
+        ("hello after setup", hello_bytes(2, GROUP, frame::VERSION + 1), false),
+        ("ack of a write never posted", ack, false),
+    ]
+}
+
+fn hostile_named(name: &str, driven: bool) {
+    let (_, bad, close) = hostile_inputs().into_iter().find(|(n, ..)| *n == name).expect("a listed input");
+    hostile(bad, close, driven);
+}
+
 #[test]
 fn garbage_after_setup_disconnects_the_peer() {
-    hostile(b"\xde\xad\xbe\xef garbage that is no frame".to_vec(), false);
+    hostile_named("garbage", false);
 }
 
 #[test]
 fn unknown_frame_kind_disconnects_the_peer() {
-    hostile(vec![3, 0, 0, 0, 99, 1, 2], false);
+    hostile_named("unknown kind", false);
 }
 
 #[test]
 fn truncated_frame_disconnects_the_peer() {
-    let full = write_frame(R, 0, &[7u8; 64]);
-    hostile(full[..30].to_vec(), true);
+    hostile_named("truncated frame", false);
 }
 
 #[test]
 fn out_of_range_offset_disconnects_the_peer() {
-    hostile(write_frame(R, 256, &[1u8; 8]), false);
+    hostile_named("offset out of range", false);
 }
 
 #[test]
 fn range_overflow_disconnects_the_peer() {
-    hostile(write_frame(R, u64::MAX - 7, &[1u8; 16]), false);
+    hostile_named("range overflow", false);
 }
 
 #[test]
 fn unknown_region_disconnects_the_peer() {
-    hostile(write_frame(RegionId(9), 0, &[1u8; 8]), false);
+    hostile_named("unknown region", false);
 }
 
 #[test]
 fn wrong_version_hello_after_setup_disconnects_the_peer() {
-    hostile(hello_bytes(2, GROUP, frame::VERSION + 1), false);
+    hostile_named("hello after setup", false);
 }
 
 #[test]
 fn ack_for_a_write_never_posted_disconnects_the_peer() {
-    let mut b = Vec::new();
-    frame::encode_ack(&mut b, 1000);
-    hostile(b, false);
+    hostile_named("ack of a write never posted", false);
+}
+
+/// Every hostile input again with a predicate thread receiving (the path a running
+/// group takes since the receive moved onto it): just as strict.
+#[test]
+fn a_driving_predicate_thread_is_as_strict() {
+    for (name, bad, close) in hostile_inputs() {
+        eprintln!("driven: {name}");
+        hostile(bad, close, true);
+    }
 }
