@@ -61,10 +61,10 @@ pub struct Common {
     /// Messages per sender per subgroup.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
-    /// Slots per sender ring; 0 (the default) sizes the ring in bytes
+    /// Slots per sender ring; without it the ring is sized in bytes
     /// (`smc::spec::auto_window`: 256 KiB of slots, 256 to 4096 of them).
-    #[arg(long, default_value_t = 0)]
-    pub window: usize,
+    #[arg(long)]
+    pub window: Option<usize>,
     /// Delivery mode.
     #[arg(long, value_enum, default_value = "ordered")]
     pub mode: ModeArg,
@@ -92,7 +92,7 @@ impl Common {
         if self.size == 0 || self.size > smc::spec::MAX_MSG {
             return Err(format!("--size must be in 1..={}", smc::spec::MAX_MSG));
         }
-        if self.window > smc::spec::MAX_WINDOW {
+        if self.window.is_some_and(|w| w == 0 || w > smc::spec::MAX_WINDOW) {
             return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
         }
         if self.subgroups == 0 || self.subgroups > 16 {
@@ -114,11 +114,7 @@ impl Common {
 
     /// Slots per ring: `--window`, or the byte-sized default for `--size`.
     pub fn window(&self) -> usize {
-        if self.window == 0 {
-            smc::spec::auto_window(self.size)
-        } else {
-            self.window
-        }
+        self.window.unwrap_or_else(|| smc::spec::auto_window(self.size))
     }
 
     /// The sending members.

@@ -110,10 +110,10 @@ pub struct Qos {
     /// The largest serialized sample, in bytes (topic only; default 1008, so that a
     /// sample with its 16-byte header fills a 1 KB slot).
     pub max_sample_bytes: u32,
-    /// Slots per writer ring (topic only); 0 (the default) sizes the ring in bytes
-    /// for `max_sample_bytes` (`smc::spec::auto_window`: 256 KiB of slots, 256 to
-    /// 4096 of them: 4096 for 16-byte samples, 256 for 1 KB ones).
-    pub window: u32,
+    /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
+    /// bytes for `max_sample_bytes` (`smc::spec::auto_window`: 256 KiB of slots, 256
+    /// to 4096 of them: 4096 for 16-byte samples, 256 for 1 KB ones).
+    pub window: Option<u32>,
 }
 
 impl Default for Qos {
@@ -123,7 +123,7 @@ impl Default for Qos {
             history: History::default(),
             max_samples: 100_000,
             max_sample_bytes: 1008,
-            window: 0,
+            window: None,
         }
     }
 }
@@ -150,9 +150,9 @@ impl Qos {
         self.max_sample_bytes = bytes;
         self
     }
-    /// The same with `window` slots per writer (0: sized in bytes, the default).
+    /// The same with `window` slots per writer (the default sizes the ring in bytes).
     pub fn window(mut self, window: u32) -> Qos {
-        self.window = window;
+        self.window = Some(window);
         self
     }
     /// The same with this history.
@@ -161,12 +161,14 @@ impl Qos {
         self
     }
 
+    /// The largest message of the topic's subgroup: a sample and its largest header.
+    pub(crate) fn max_msg(&self) -> usize {
+        self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER
+    }
+
     /// Slots per writer ring: `window`, or the byte-sized default.
     pub fn ring_window(&self) -> usize {
-        match self.window {
-            0 => smc::spec::auto_window(self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER),
-            w => w as usize,
-        }
+        self.window.map_or_else(|| smc::spec::auto_window(self.max_msg()), |w| w as usize)
     }
 
     /// How many samples this policy keeps at most.
@@ -179,16 +181,15 @@ impl Qos {
 
     /// Checks the fields a topic needs.
     pub(crate) fn validate_topic(&self) -> Result<(), String> {
-        let max_msg = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
-        if self.max_sample_bytes == 0 || max_msg > smc::MAX_MSG {
+        if self.max_sample_bytes == 0 || self.max_msg() > smc::MAX_MSG {
             return Err(format!(
                 "max_sample_bytes {} must be 1..={}",
                 self.max_sample_bytes,
                 smc::MAX_MSG - crate::sample::CLIENT_HEADER
             ));
         }
-        if self.window as usize > smc::MAX_WINDOW {
-            return Err(format!("window {} must be 0 (sized in bytes) or 1..={}", self.window, smc::MAX_WINDOW));
+        if let Some(w) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
+            return Err(format!("window {w} must be 1..={}", smc::MAX_WINDOW));
         }
         if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
             return Err("history must keep at least one sample".into());

@@ -68,7 +68,7 @@ impl TopicEntry {
             members,
             senders,
             window: self.qos.ring_window(),
-            max_msg: self.qos.max_sample_bytes as usize + crate::sample::CLIENT_HEADER,
+            max_msg: self.qos.max_msg(),
             mode: if self.qos.level == Level::Unordered { Mode::Unordered } else { Mode::Ordered },
         })
     }

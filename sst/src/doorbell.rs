@@ -179,10 +179,10 @@ impl Doorbell {
     /// Sleeps until a ring after `prepare`, or `timeout`. Returns at once if a ring
     /// already came. Spurious returns are possible; callers re-check for work.
     pub fn wait(&self, ticket: Ticket, timeout: Option<Duration>) {
-        if self.word().load(Ordering::SeqCst) == ticket.0 {
+        if self.pending(&ticket) {
             self.futex_wait(ticket.0, timeout);
         }
-        self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
+        self.finish(ticket);
     }
 
     /// True while no ring came since `prepare` gave `ticket`: a waiter that sleeps
@@ -192,15 +192,15 @@ impl Doorbell {
         self.word().load(Ordering::SeqCst) == ticket.0
     }
 
-    /// Ends a wait done elsewhere than [`Doorbell::wait`]: resets the wake descriptor
-    /// and withdraws the sleeping bit. A ring racing with this may leave the
+    /// Ends a wait (done here or elsewhere, on [`Doorbell::wake_fd`]): resets the wake
+    /// descriptor and withdraws the sleeping bit. A ring racing with this may leave the
     /// descriptor readable: the next wait then returns at once (spurious, harmless).
-    pub fn finish(&self, _ticket: Ticket) {
+    pub fn finish(&self, ticket: Ticket) {
         #[cfg(not(loom))]
         if let Some(w) = &self.wake {
             w.drain();
         }
-        self.word().fetch_and(!SLEEPING, Ordering::Relaxed);
+        self.cancel(ticket);
     }
 
     /// How many rings found the waiter asleep or about to sleep (wraps); rings while it

@@ -24,7 +24,8 @@ pub(crate) fn recv_dontwait(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<us
 /// Waits until one of `fds` is readable (or hung up, or in error), or `timeout`
 /// passes (`None`: no limit). Returns how many are ready (0 on timeout or signal).
 pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> usize {
-    let mut p: Vec<libc::pollfd> = fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    let mut p: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,

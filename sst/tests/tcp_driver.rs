@@ -6,6 +6,7 @@ mod common;
 
 use common::{eventually, group, Kind};
 use sst::sync::atomic::Ordering;
+use sst::sync::Arc;
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
 use std::time::{Duration, Instant};
 
@@ -43,50 +44,48 @@ fn a_driver_receives_in_its_own_passes() {
     b.detach_driver();
 }
 
+/// Parks `b`'s attached driver with a 20 s timeout while another thread runs `wake`
+/// 30 ms later; asserts that the park ended long before its timeout.
+fn park_until(b: &Arc<dyn Transport>, wake: impl FnOnce() + Send + 'static, what: &str) {
+    let ticket = b.doorbell().prepare();
+    let waker = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        wake();
+    });
+    let start = Instant::now();
+    b.park(ticket, Some(Duration::from_secs(20)));
+    assert!(start.elapsed() < Duration::from_secs(15), "{what} woke the parked driver, not its timeout");
+    waker.join().unwrap();
+}
+
 #[test]
 fn a_parked_driver_wakes_when_data_arrives() {
     let g = group(Kind::Tcp, 2, &regions());
-    let (a, b) = (&g.nodes[0], &g.nodes[1]);
+    let (a, b) = (g.nodes[0].clone(), &g.nodes[1]);
     b.attach_driver();
     std::thread::sleep(Duration::from_millis(50));
-    let bell = b.doorbell();
-    let ticket = bell.prepare();
     assert!(!b.poll_receive(), "nothing has been sent yet");
-    let sender = {
-        let a = a.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            send(a.as_ref(), NodeId(1), 8, 7)
-        })
-    };
-    let start = Instant::now();
-    b.park(ticket, Some(Duration::from_secs(20)));
-    assert!(start.elapsed() < Duration::from_secs(15), "the arrival woke the parked driver, not its timeout");
+    park_until(
+        b,
+        move || {
+            send(a.as_ref(), NodeId(1), 8, 7);
+        },
+        "the arrival",
+    );
     assert!(eventually(DEADLINE, || {
         b.poll_receive();
         b.region(R).unwrap().load(8, Ordering::Acquire) == 7
     }));
-    sender.join().unwrap();
     b.detach_driver();
 }
 
 #[test]
 fn a_parked_driver_wakes_when_rung() {
     let g = group(Kind::Tcp, 2, &regions());
-    let b = g.nodes[1].clone();
+    let b = &g.nodes[1];
     b.attach_driver();
-    let ticket = b.doorbell().prepare();
-    let ringer = {
-        let b = b.clone();
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(30));
-            b.doorbell().ring();
-        })
-    };
-    let start = Instant::now();
-    b.park(ticket, Some(Duration::from_secs(20)));
-    assert!(start.elapsed() < Duration::from_secs(15), "the ring woke the parked driver, not its timeout");
-    ringer.join().unwrap();
+    let ringer = b.clone();
+    park_until(b, move || ringer.doorbell().ring(), "the ring");
     b.detach_driver();
 }
 

@@ -5,11 +5,11 @@
 mod common;
 
 use common::{eventually, wait_broken};
+use sst::predicate::{PollConfig, PredicateThread};
 use sst::sync::atomic::Ordering;
+use sst::sync::Arc;
 use sst::transport::frame::{self, Hello};
 use sst::transport::tcp::{self, TcpConfig, TcpTransport};
-use sst::predicate::{PollConfig, PredicateThread};
-use sst::sync::Arc;
 use sst::transport::{NodeId, PeerEvent, RegionId, RegionSpec, Transport, WriteOp};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -71,9 +71,9 @@ struct Args {
     /// Transport: shm or tcp.
     #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
     transport: String,
-    /// Slots per writer ring; 0 (the default) sizes the ring in bytes, as the QoS does.
-    #[arg(long, default_value_t = 0)]
-    window: u32,
+    /// Slots per writer ring; without it the ring is sized in bytes, as the QoS does.
+    #[arg(long)]
+    window: Option<u32>,
     /// How readers read each sample: `word` reads its first word in its slot (as
     /// Derecho's bandwidth test does), `full` copies the whole sample out.
     #[arg(long, default_value = "word", value_parser = ["word", "full"])]
@@ -137,8 +137,8 @@ fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
 }
 
 fn level_qos(args: &Args, size: usize) -> Qos {
-    let base = Qos { level: args.qos, history: History::KeepLast(1024), ..Qos::default() };
-    base.max_sample_bytes(size as u32).window(args.window)
+    let base = Qos { level: args.qos, history: History::KeepLast(1024), window: args.window, ..Qos::default() };
+    base.max_sample_bytes(size as u32)
 }
 
 /// Where Logged topics write: the parent's directory for a local run (it removes it).
