@@ -26,6 +26,14 @@ fn send(a: &dyn Transport, b: NodeId, off: usize, v: u64) -> u64 {
     seq
 }
 
+/// Sends `v` at `off` from `a` to node 1 (`b`), signaled; asserts that it completes
+/// and that it landed at `b`.
+fn completes_and_lands(a: &dyn Transport, b: &dyn Transport, off: usize, v: u64) {
+    let seq = send(a, NodeId(1), off, v);
+    assert!(a.wait_completed(NodeId(1), seq, Instant::now() + DEADLINE), "write of {v} completed");
+    assert_eq!(b.region(R).unwrap().load(off, Ordering::Acquire), v, "write of {v} landed");
+}
+
 #[test]
 fn a_driver_receives_in_its_own_passes() {
     let g = group(Kind::Tcp, 2, &regions());
@@ -97,9 +105,7 @@ fn a_stalled_driver_is_stood_in_for() {
     // thread notices and receives for it, so writes land and completions come back.
     b.attach_driver();
     for i in 1..=20u64 {
-        let seq = send(a.as_ref(), NodeId(1), 16, i);
-        assert!(a.wait_completed(NodeId(1), seq, Instant::now() + DEADLINE), "write {i} completed without the driver");
-        assert_eq!(b.region(R).unwrap().load(16, Ordering::Acquire), i);
+        completes_and_lands(a.as_ref(), b.as_ref(), 16, i);
     }
     b.detach_driver();
 }
@@ -110,7 +116,5 @@ fn without_a_driver_the_transport_receives_by_itself() {
     let (a, b) = (&g.nodes[0], &g.nodes[1]);
     b.attach_driver();
     b.detach_driver();
-    let seq = send(a.as_ref(), NodeId(1), 24, 99);
-    assert!(a.wait_completed(NodeId(1), seq, Instant::now() + DEADLINE));
-    assert_eq!(b.region(R).unwrap().load(24, Ordering::Acquire), 99);
+    completes_and_lands(a.as_ref(), b.as_ref(), 24, 99);
 }
