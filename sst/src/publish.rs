@@ -119,6 +119,13 @@ impl PeerView {
         &self.live
     }
 
+    /// The peer's own memory, frozen or not (for areas whose parts are not written
+    /// again until every reader is done: see `LayoutBuilder::bytes_live`).
+    #[inline]
+    pub fn live_region(&self) -> &Region {
+        &self.live
+    }
+
     /// True once the view is frozen.
     pub fn is_frozen(&self) -> bool {
         #[cfg(not(loom))]

@@ -42,20 +42,17 @@ pub(crate) use segment::Segment;
 #[cfg(not(loom))]
 mod segment {
     use crate::sync::atomic::{AtomicU32, AtomicU64};
-    use std::alloc::Layout;
     use std::ptr::NonNull;
 
-    enum Backing {
-        Heap(Layout),
-        Mapped(#[allow(dead_code)] memmap2::MmapMut),
-    }
+    /// Keeps the mapping alive (it is unmapped on drop).
+    struct Backing(#[allow(dead_code)] memmap2::MmapMut);
 
-    /// Page-aligned, zero-initialised memory that peers write into: a heap allocation
-    /// (`mem` transport) or a shared file mapping (`shm` transport).
+    /// Page-aligned, zero-initialised memory that peers write into: a private
+    /// anonymous mapping (`mem`, `tcp`) or a shared file mapping (`shm` transport).
     pub(crate) struct Segment {
         ptr: NonNull<u8>,
         len: usize,
-        backing: Backing,
+        _backing: Backing,
     }
 
     // SAFETY: the segment is plain memory that is only ever accessed through atomic
@@ -66,30 +63,27 @@ mod segment {
 
     impl std::fmt::Debug for Segment {
         fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            let kind = match self.backing {
-                Backing::Heap(_) => "heap",
-                Backing::Mapped(_) => "mapped",
-            };
-            f.debug_struct("Segment").field("len", &self.len).field("kind", &kind).finish()
+            f.debug_struct("Segment").field("len", &self.len).finish()
         }
     }
 
     impl Segment {
-        /// Allocates `len` zeroed bytes (rounded up to whole pages) on the heap.
+        /// Maps `len` zeroed bytes (rounded up to whole pages) of private anonymous
+        /// memory. Pages are zero-filled by the kernel on first touch, so a large region
+        /// of which little is used (an smc arena) costs only what is used; an aligned
+        /// `alloc_zeroed` would have written every byte at once.
         pub(crate) fn heap(len: usize) -> Segment {
             let len = super::round_up(len.max(1), super::PAGE);
-            let layout = Layout::from_size_align(len, super::PAGE).expect("segment layout");
-            // SAFETY: `layout` has a non-zero size.
-            let raw = unsafe { std::alloc::alloc_zeroed(layout) };
-            let ptr = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-            Segment { ptr, len, backing: Backing::Heap(layout) }
+            let map = memmap2::MmapMut::map_anon(len)
+                .unwrap_or_else(|e| panic!("cannot map {len} bytes of anonymous memory: {e}"));
+            Segment::mapped(map)
         }
 
         /// Wraps a shared file mapping. The mapping is page-aligned by construction.
         pub(crate) fn mapped(mut map: memmap2::MmapMut) -> Segment {
             let len = map.len();
             let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
-            Segment { ptr, len, backing: Backing::Mapped(map) }
+            Segment { ptr, len, _backing: Backing(map) }
         }
 
         pub(crate) fn len(&self) -> usize {
@@ -121,16 +115,6 @@ mod segment {
             // atomically, and never also as part of an `AtomicU64` (callers reserve the
             // surrounding word for this use).
             unsafe { &*self.ptr.as_ptr().add(byte_off).cast::<AtomicU32>() }
-        }
-    }
-
-    impl Drop for Segment {
-        fn drop(&mut self) {
-            if let Backing::Heap(layout) = self.backing {
-                // SAFETY: allocated in `heap` with this exact layout and not freed since;
-                // no borrow of the memory can outlive `self`.
-                unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
-            }
         }
     }
 }

@@ -35,6 +35,9 @@ pub struct Bytes {
     /// Read in place from the owner's working row on shared tables (see
     /// [`LayoutBuilder::bytes_in_place`]).
     pub(super) in_place: bool,
+    /// Read from the owner's live memory even after it was cut off (see
+    /// [`LayoutBuilder::bytes_live`]).
+    pub(super) live: bool,
 }
 
 impl Bytes {
@@ -136,6 +139,8 @@ impl ColumnRange {
 pub struct LayoutBuilder {
     pub(super) words: usize,
     pub(super) names: Vec<(String, usize)>,
+    /// Where the live areas begin (they come last).
+    live_from: Option<usize>,
 }
 
 impl LayoutBuilder {
@@ -144,6 +149,7 @@ impl LayoutBuilder {
         Self::default()
     }
     fn take(&mut self, name: &str, words: usize) -> usize {
+        assert!(self.live_from.is_none(), "`{name}` declared after a live area: live areas come last");
         let off = self.words * WORD;
         self.names.push((name.to_owned(), off));
         self.words += words;
@@ -164,7 +170,7 @@ impl LayoutBuilder {
     /// Adds a plain byte area of `len` bytes (rounded up to whole words).
     pub fn bytes(&mut self, name: &str, len: usize) -> Bytes {
         let words = len.div_ceil(WORD);
-        Bytes { off: self.take(name, words), len: words * WORD, in_place: false }
+        Bytes { off: self.take(name, words), len: words * WORD, in_place: false, live: false }
     }
 
     /// Adds a byte area that, on a shared table ([`Table::create_shared`](super::Table::create_shared)), peers read
@@ -176,6 +182,17 @@ impl LayoutBuilder {
     pub fn bytes_in_place(&mut self, name: &str, len: usize) -> Bytes {
         Bytes { in_place: true, ..self.bytes(name, len) }
     }
+    /// Adds an in-place area ([`LayoutBuilder::bytes_in_place`]) that is also read
+    /// from the owner's live memory after the owner was cut off, instead of from the
+    /// snapshot taken then, so that a cut-off costs no copy of it (smc's arena of
+    /// large payloads, up to gigabytes). Sound only where no part is written again
+    /// until every member is done with it, which holds whether or not the owner was
+    /// cut off. A live area comes last in the row: declaring anything after it panics.
+    pub fn bytes_live(&mut self, name: &str, len: usize) -> Bytes {
+        let b = Bytes { in_place: true, live: true, ..self.bytes(name, len) };
+        self.live_from = Some(b.off);
+        b
+    }
     /// Adds a guarded byte field of `capacity` bytes (padded to whole words), followed
     /// by its guard counter.
     pub fn guarded(&mut self, name: &str, capacity: usize) -> Guarded {
@@ -185,7 +202,8 @@ impl LayoutBuilder {
     /// Finishes the layout; the row size is padded to [`ROW_ALIGN`].
     pub fn build(self) -> Layout {
         let row_bytes = (self.words * WORD).div_ceil(ROW_ALIGN).max(1) * ROW_ALIGN;
-        Layout { row_bytes, names: self.names }
+        let snapshot_bytes = self.live_from.unwrap_or(row_bytes);
+        Layout { row_bytes, names: self.names, snapshot_bytes }
     }
 }
 
@@ -194,6 +212,8 @@ impl LayoutBuilder {
 pub struct Layout {
     pub(super) row_bytes: usize,
     pub(super) names: Vec<(String, usize)>,
+    /// The leading bytes of a row a cut-off snapshot copies (all but the live areas).
+    pub(super) snapshot_bytes: usize,
 }
 
 impl Layout {

@@ -167,8 +167,8 @@ impl Table {
             if let Some(v) = v {
                 // What this table reads of the peer: its working row (in-place areas)
                 // and its publication row.
-                v.watch(rank * layout.row_bytes, layout.row_bytes);
-                v.watch(pub_off, layout.row_bytes);
+                v.watch(rank * layout.row_bytes, layout.snapshot_bytes);
+                v.watch(pub_off, layout.snapshot_bytes);
             }
         }
         let members = Arc::new(members.to_vec());
@@ -226,6 +226,7 @@ impl Table {
     #[inline]
     fn loc_bytes(&self, rank: usize, b: Bytes, off: usize) -> (&Region, usize) {
         match self.views.get(rank) {
+            Some(Some(v)) if b.live => (v.live_region(), self.at(rank, b.off + off)),
             Some(Some(v)) if b.in_place => (v.region(), self.at(rank, b.off + off)),
             _ => self.loc(rank, b.off + off),
         }
