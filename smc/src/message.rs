@@ -1,4 +1,5 @@
-//! Delivered messages, read in place from the ring.
+//! Delivered messages, read in place from the ring (or, for a large message, from its
+//! sender's arena).
 //!
 //! A delivery batch hands the application views of the slots themselves; nothing is
 //! copied unless the application asks. Because peers write table memory concurrently,
@@ -6,7 +7,6 @@
 //! rule); the slot itself does not change until the batch's upcall has returned and
 //! `delivered` has advanced past it.
 
-use crate::spec::HEADER;
 use sst::sync::Arc;
 use sst::{Bytes, Table};
 
@@ -20,16 +20,18 @@ pub struct MsgRef {
     /// Global sequence number (ordered mode; in unordered mode, the arrival order).
     pub seq: u64,
     pub(crate) row: usize,
-    pub(crate) slot: usize,
+    /// The slots or the arena, and the payload's first byte in it.
+    pub(crate) area: Bytes,
+    pub(crate) at: usize,
     pub(crate) len: usize,
+    /// The payload lies in the sender's arena.
+    pub large: bool,
 }
 
 /// A batch of messages to deliver, in delivery order.
 #[derive(Debug)]
 pub struct Batch {
     pub(crate) table: Arc<Table>,
-    pub(crate) slots: Bytes,
-    pub(crate) slot_bytes: usize,
     pub(crate) msgs: Vec<MsgRef>,
 }
 
@@ -72,6 +74,10 @@ impl Message<'_> {
     pub fn seq(&self) -> u64 {
         self.m.seq
     }
+    /// True if the payload lies in the sender's arena (larger than a slot).
+    pub fn is_large(&self) -> bool {
+        self.m.large
+    }
     /// Payload length.
     pub fn len(&self) -> usize {
         self.m.len
@@ -83,8 +89,7 @@ impl Message<'_> {
     /// Copies `out.len()` payload bytes from the start of the payload.
     pub fn read(&self, out: &mut [u8]) {
         assert!(out.len() <= self.m.len, "read of {} bytes from a {}-byte message", out.len(), self.m.len);
-        let at = self.m.slot * self.batch.slot_bytes + HEADER;
-        self.batch.table.read_bytes(self.m.row, self.batch.slots, at, out);
+        self.batch.table.read_bytes(self.m.row, self.m.area, self.m.at, out);
     }
     /// Copies `out.len()` payload bytes from payload offset `at` (a multiple of 8).
     pub fn read_at(&self, at: usize, out: &mut [u8]) {
@@ -95,8 +100,7 @@ impl Message<'_> {
             at + out.len(),
             self.m.len
         );
-        let base = self.m.slot * self.batch.slot_bytes + HEADER;
-        self.batch.table.read_bytes(self.m.row, self.batch.slots, base + at, out);
+        self.batch.table.read_bytes(self.m.row, self.m.area, self.m.at + at, out);
     }
     /// The payload, copied.
     pub fn to_vec(&self) -> Vec<u8> {
@@ -107,7 +111,6 @@ impl Message<'_> {
     /// Payload word `i` (little-endian bytes `8i..8i+8`), read in place.
     pub fn word(&self, i: usize) -> u64 {
         assert!(i * 8 < self.m.len.div_ceil(8) * 8, "word {i} beyond a {}-byte message", self.m.len);
-        let w = (self.m.slot * self.batch.slot_bytes + HEADER) / 8 + i;
-        self.batch.table.word(self.m.row, self.batch.slots, w)
+        self.batch.table.word(self.m.row, self.m.area, self.m.at / 8 + i)
     }
 }

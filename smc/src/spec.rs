@@ -9,10 +9,19 @@
 //!   received[S]     per sender: how many consecutive indices this member has
 //!   delivered[S]    per sender: how many indices this member has delivered (or skipped as null)
 //!   slots[W]        the ring: slot e % W holds entry e = [word0: kind | len << 32][word1: index][payload]
+//!   arena[A]        large messages' payloads, each contiguous; a slot holds its descriptor
 //! ```
 //!
 //! An *entry* is one message (one index) or a null run (a range of indices); see
-//! [`crate::core`]. Only senders' rings are used.
+//! [`crate::core`]. Only senders' rings and arenas are used.
+//!
+//! # Small and large messages
+//! A message of at most `max_msg` bytes is written into its slot. A larger one (up to
+//! `arena` bytes) is written once into the sender's arena, and its slot holds a
+//! *descriptor*: the kind, the length and the payload's offset in the arena. Both take
+//! one index, so a large message has its place in the same total order as small ones.
+//! Slots stay sized for small messages; memory per sender is
+//! `window × (16 + max_msg) + arena` bytes of row.
 
 use sst::table::{ColumnRange, Layout};
 use sst::transport::NodeId;
@@ -38,8 +47,11 @@ pub struct SubgroupSpec {
     pub senders: Vec<NodeId>,
     /// Slots in each sender's ring.
     pub window: usize,
-    /// Largest payload, in bytes.
+    /// Largest payload written into a slot, in bytes (slots are sized for it).
     pub max_msg: usize,
+    /// Bytes of each sender's arena for messages larger than `max_msg` (0: none, and
+    /// `max_msg` is the largest message). The largest message is then `arena`.
+    pub arena: usize,
     /// Ordered or unordered delivery.
     pub mode: Mode,
 }
@@ -64,12 +76,17 @@ pub enum SpecError {
         /// Max message size.
         max_msg: usize,
     },
+    /// The arena is larger than [`MAX_ARENA`].
+    #[error("arena of {0} bytes exceeds {max}", max = MAX_ARENA)]
+    Arena(usize),
 }
 
 /// Largest window.
 pub const MAX_WINDOW: usize = 1 << 16;
 /// Largest message (a null-run count and a length share a 32-bit field).
 pub const MAX_MSG: usize = 1 << 26;
+/// Largest arena, and so the largest message (1 GiB; a length fits the header's 32 bits).
+pub const MAX_ARENA: usize = 1 << 30;
 /// Bytes of an entry header.
 pub const HEADER: usize = 16;
 
@@ -112,7 +129,15 @@ impl SubgroupSpec {
         if self.window == 0 || self.window > MAX_WINDOW || self.max_msg == 0 || self.max_msg > MAX_MSG {
             return Err(SpecError::Size { window: self.window, max_msg: self.max_msg });
         }
+        if self.arena > MAX_ARENA {
+            return Err(SpecError::Arena(self.arena));
+        }
         Ok(())
+    }
+
+    /// The largest message a sender may send: `arena` if larger than `max_msg`.
+    pub fn largest(&self) -> usize {
+        self.max_msg.max(self.arena)
     }
 
     /// Member rank of `node`.
@@ -136,6 +161,7 @@ pub struct SmcLayout {
     pub(crate) delivered: CounterVec,
     pub(crate) slots: Bytes,
     pub(crate) slot_bytes: usize,
+    pub(crate) arena: Bytes,
     rows: usize,
 }
 
@@ -151,7 +177,13 @@ impl SmcLayout {
         // Published by `sent`, reused only once delivered everywhere: on mem/shm peers
         // read messages straight from the sender's row (no copy at all).
         let slots = b.bytes_in_place("slots", slot_bytes * spec.window);
-        SmcLayout { table: b.build(), sent, wedged, received, delivered, slots, slot_bytes, rows: spec.members.len() }
+        // The same rule for large payloads: published by `sent` after their
+        // descriptor, reused once delivered everywhere; so, read from the sender's
+        // live memory even after it was cut off (no snapshot copies the arena). Last
+        // in the row; untouched pages of it cost nothing (mapped lazily, zero-filled).
+        let arena = b.bytes_live("arena", spec.arena);
+        let rows = spec.members.len();
+        SmcLayout { table: b.build(), sent, wedged, received, delivered, slots, slot_bytes, arena, rows }
     }
 
     /// The row layout.

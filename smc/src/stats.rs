@@ -52,6 +52,8 @@ pub struct Stats {
     pub nulls: u64,
     /// Null runs (entries) this node sent.
     pub null_runs: u64,
+    /// Entries refused because their header lied (each refuses its sender).
+    pub refused: u64,
     /// Entries per send-stage push.
     pub send_batches: BatchSizes,
     /// Entries per receive stage.

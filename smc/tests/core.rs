@@ -12,6 +12,7 @@ fn spec(n: u32, senders: &[u32], window: usize, max_msg: usize, mode: Mode) -> S
         senders: senders.iter().copied().map(NodeId).collect(),
         window,
         max_msg,
+        arena: 0,
         mode,
     }
 }

@@ -16,12 +16,13 @@ fn run(kind: TransportKind, mode: Mode) {
     let members: Vec<NodeId> = (0..n).map(NodeId).collect();
     // Subgroup 0: everyone sends; subgroup 1: nodes 0 and 1 only, node 2 sends alone.
     let specs = [
-        SubgroupSpec { members: members.clone(), senders: members.clone(), window: 2, max_msg: 24, mode },
+        SubgroupSpec { members: members.clone(), senders: members.clone(), window: 2, max_msg: 24, arena: 0, mode },
         SubgroupSpec {
             members: vec![NodeId(0), NodeId(1), NodeId(2)],
             senders: vec![NodeId(2)],
             window: 3,
             max_msg: 8,
+            arena: 0,
             mode,
         },
     ];
@@ -135,7 +136,7 @@ fn tcp_unordered() {
 #[test]
 fn start_errors() {
     let spec =
-        SubgroupSpec { members: vec![NodeId(1)], senders: vec![NodeId(1)], window: 2, max_msg: 8, mode: Mode::Ordered };
+        SubgroupSpec { members: vec![NodeId(1)], senders: vec![NodeId(1)], window: 2, max_msg: 8, arena: 0, mode: Mode::Ordered };
     let g =
         local_group(TransportKind::Mem, 1, &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5)).unwrap();
     let t = g.nodes[0].clone();
@@ -154,6 +155,7 @@ fn start_errors() {
         senders: vec![NodeId(0)],
         window: 64,
         max_msg: 1024,
+        arena: 0,
         mode: Mode::Ordered,
     };
     assert!(matches!(
@@ -178,6 +180,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery) -> bool {
         senders: vec![NodeId(0)],
         window: 64,
         max_msg: 8,
+        arena: 0,
         mode: Mode::Ordered,
     };
     let regions: Vec<RegionSpec> =
@@ -250,7 +253,7 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
 fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all_send: bool, threads: u8) {
     let members = vec![NodeId(0), NodeId(1)];
     let senders = if all_send { members.clone() } else { vec![NodeId(0)] };
-    let spec = SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, mode: Mode::Ordered };
+    let spec = SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, arena: 0, mode: Mode::Ordered };
     let regions = [RegionSpec { id: RegionId(0), len: SmcLayout::new(&spec).table_bytes() }];
     let g = local_group(kind, 2, &regions, Duration::from_secs(20)).unwrap();
     let logs: Vec<Log> = (0..2).map(|_| Log::default()).collect();

@@ -2,7 +2,8 @@
 //! all/half/one senders, window 1-6, ordered or unordered), sender patterns
 //! (continuous, bursty, silent, random delays), how many reservations a sender holds
 //! open at once (published or given back in any order, as several application threads
-//! would on the lock-free send path) and link speeds, runs it to quiescence
+//! would on the lock-free send path), half of them an arena for large messages (whose
+//! room is reused many times over a run) and link speeds, runs it to quiescence
 //! and checks every invariant after every step (see `smc::sim::invariants`).
 //!
 //! ```text
@@ -21,21 +22,23 @@ fn env(name: &str) -> Option<u64> {
 fn simulated_seeds_have_no_violations() {
     let start = env("SMC_SIM_START").unwrap_or(0);
     let count = env("SMC_SIM_SEEDS").unwrap_or(1000);
-    let (mut sent, mut nulls, mut delivered) = (0, 0, 0);
+    let (mut sent, mut nulls, mut delivered, mut large) = (0, 0, 0, 0);
     for seed in start..start + count {
         match Sim::run_seed(seed) {
             Ok(r) => {
                 sent += r.sent;
                 nulls += r.nulls;
                 delivered += r.delivered;
+                large += r.large;
             }
             Err(v) => {
                 panic!("{v}\nreplay: SMC_SIM_SEED={seed} cargo test -p smc --test sim replay -- --ignored --nocapture")
             }
         }
     }
-    eprintln!("{count} seeds: {sent} messages sent, {delivered} deliveries, {nulls} nulls");
+    eprintln!("{count} seeds: {sent} messages sent, {delivered} deliveries ({large} large), {nulls} nulls");
     assert!(sent > 0 && delivered >= sent, "the seeds exercised traffic");
+    assert!(large > 0, "the seeds exercised large messages");
     assert!(nulls > 0, "the seeds exercised null-sends");
 }
 

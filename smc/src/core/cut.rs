@@ -98,7 +98,12 @@ impl SmcCore {
             let first = self.table.word(me, self.lay.slots, base / 8 + 1);
             if let (Some(len), true) = (data, first >= cut) {
                 let mut buf = vec![0u8; len];
-                self.table.read_bytes(me, self.lay.slots, base + HEADER, &mut buf);
+                match self.own_large(e) {
+                    // A large message's room is freed only once it is delivered
+                    // everywhere too, so its payload is still there.
+                    Some((at, _)) => self.table.read_bytes(me, self.lay.arena, at, &mut buf),
+                    None => self.table.read_bytes(me, self.lay.slots, base + HEADER, &mut buf),
+                }
                 out.push(buf);
             }
         }

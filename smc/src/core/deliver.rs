@@ -2,6 +2,7 @@
 //! one batch, then `delivered` pushed once the upcall returned.
 
 use super::*;
+use crate::spec::HEADER;
 
 impl SmcCore {
     /// Takes everything deliverable now as one batch. Call [`SmcCore::finish`] with it
@@ -57,15 +58,8 @@ impl SmcCore {
         for (r, pending) in self.pending.iter().enumerate() {
             let limit = cut.map_or(u64::MAX, |c| c[r]);
             for e in pending.iter().take_while(|e| e.first < limit) {
-                if let Some(len) = e.data {
-                    msgs.push(MsgRef {
-                        sender: r,
-                        index: e.first,
-                        seq: *next_seq,
-                        row: self.sender_row[r],
-                        slot: e.slot,
-                        len,
-                    });
+                if let Some(m) = self.msg_ref(r, *e, e.first, *next_seq) {
+                    msgs.push(m);
                     *next_seq += 1;
                 }
                 upto[r] = e.end.min(limit);
@@ -86,19 +80,27 @@ impl SmcCore {
     ) {
         let e = self.pending[r][cursor[r]];
         debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
-        if let Some(len) = e.data {
-            msgs.push(MsgRef { sender: r, index: k, seq, row: self.sender_row[r], slot: e.slot, len });
-        }
+        msgs.extend(self.msg_ref(r, e, k, seq));
         upto[r] = k + 1;
         if k + 1 == e.end {
             cursor[r] += 1;
         }
     }
 
+    /// Where the message of entry `e` of sender `r` sits (`None` for a null run).
+    fn msg_ref(&self, r: usize, e: Entry, index: u64, seq: u64) -> Option<MsgRef> {
+        let len = e.data?;
+        let (area, at) = match e.arena_at {
+            Some(at) => (self.lay.arena, at),
+            None => (self.lay.slots, e.slot * self.lay.slot_bytes + HEADER),
+        };
+        Some(MsgRef { sender: r, index, seq, row: self.sender_row[r], area, at, len, large: e.arena_at.is_some() })
+    }
+
     /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.
     pub(super) fn hand_out(&mut self, msgs: Vec<MsgRef>, upto: Vec<u64>, next_seq: u64) -> Deliverable {
         self.delivering = true;
-        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, slot_bytes: self.lay.slot_bytes, msgs };
+        let batch = Batch { table: self.table.clone(), msgs };
         Deliverable { batch, upto, next_seq }
     }
 

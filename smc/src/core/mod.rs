@@ -40,18 +40,30 @@
 //! # Slot reuse
 //! Entry `e` may reuse the slot of entry `e - window` only when every member has
 //! delivered every index of that entry, since delivery reads messages in place.
+//!
+//! # Large messages
+//! A message longer than a slot's `max_msg` is a *descriptor* entry (module `send`):
+//! its payload lies in the sender's arena, written once. Where peers read rows in
+//! place (mem, shm) nothing more is sent; elsewhere the send stage pushes the payload
+//! before the slots and `sent`, so it has landed when the descriptor is seen. The
+//! receive stage checks every header it takes (kind, lengths, offset, index) and
+//! refuses a sender whose entry lies ([`SmcCore::take_refused`]): nothing of it is
+//! taken from then on.
 
 use crate::message::{Batch, MsgRef};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
 use sst::sync::Arc;
+use sst::transport::NodeId;
 use sst::Pushes;
 use sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
 use thiserror::Error;
 
+mod arena;
 mod cut;
 mod deliver;
+mod receive;
 mod send;
 pub use cut::CutError;
 pub use send::{Reservation, Sender};
@@ -59,13 +71,29 @@ use send::{Revoke, SendState};
 
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
+const KIND_LARGE: u64 = 3;
 
-/// Decodes header word 0: `Some(len)` for a message, `None` with the count for a run.
+/// Decodes header word 0 (of an entry this node wrote or checked): `Some(len)` for a
+/// message (small or large), `None` with the count for a null run.
 fn parse_header(w0: u64) -> (Option<usize>, u64) {
-    if w0 & 0xff == KIND_DATA {
-        (Some((w0 >> 32) as usize), 1)
-    } else {
-        (None, w0 >> 32)
+    match w0 & 0xff {
+        KIND_DATA | KIND_LARGE => (Some((w0 >> 32) as usize), 1),
+        _ => (None, w0 >> 32),
+    }
+}
+
+/// True for a large message's descriptor.
+fn is_large(w0: u64) -> bool {
+    w0 & 0xff == KIND_LARGE
+}
+
+/// Payload bytes an entry has in its slot: a small message's length, a descriptor's
+/// offset word, nothing for a null run.
+fn slot_payload(w0: u64) -> usize {
+    match (parse_header(w0).0, is_large(w0)) {
+        (Some(_), true) => 8,
+        (Some(len), false) => len,
+        (None, _) => 0,
     }
 }
 
@@ -83,8 +111,8 @@ pub enum SendError {
     /// This node is not a sender of the subgroup (a caller error).
     #[error("this node is not a sender in this subgroup")]
     NotSender,
-    /// The payload is larger than the subgroup's `max_msg` (a caller error).
-    #[error("message of {len} bytes exceeds max_msg {max}")]
+    /// The payload is larger than the subgroup's largest message (a caller error).
+    #[error("message of {len} bytes exceeds the largest message, {max} bytes (max_msg, or the arena)")]
     TooLarge {
         /// Requested length.
         len: usize,
@@ -110,6 +138,8 @@ struct Entry {
     end: u64,
     /// `Some(len)` for a message, `None` for a null run.
     data: Option<usize>,
+    /// A large message's payload offset in its sender's arena.
+    arena_at: Option<usize>,
 }
 
 /// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].
@@ -140,6 +170,8 @@ pub struct Faults {
     pub null_without_revoke: bool,
     /// Insert nulls even while senders hold claimed entries.
     pub nulls_over_claims: bool,
+    /// Reuse arena room without waiting for delivery everywhere.
+    pub arena_early: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
@@ -166,6 +198,9 @@ pub struct SmcCore {
     seen: Vec<u64>,
     recv: Vec<u64>,
     pending: Vec<VecDeque<Entry>>,
+    /// Per sender: its entry at `seen` lied (see [`SmcCore::take_refused`]).
+    bad: Vec<bool>,
+    refused: Vec<(NodeId, String)>,
     // Delivery.
     next_seq: u64,
     deliv: Vec<u64>,
@@ -197,6 +232,7 @@ impl SmcCore {
                 lay.slot_bytes,
                 spec.window,
                 spec.max_msg,
+                lay.arena,
                 lay.delivered,
                 r,
             ))
@@ -217,6 +253,8 @@ impl SmcCore {
             seen: vec![0; s],
             recv: vec![0; s],
             pending: (0..s).map(|_| VecDeque::new()).collect(),
+            bad: vec![false; s],
+            refused: Vec::new(),
             next_seq: 0,
             deliv: vec![0; s],
             delivering: false,
@@ -344,6 +382,14 @@ impl SmcCore {
         }
         let w = self.spec.window as u64;
         let (from, to) = (self.pushed, self.committed);
+        // Large payloads first, so they have landed when a descriptor is seen.
+        if !self.table.reads_in_place(self.lay.arena) {
+            for e in from..to {
+                if let Some((at, len)) = self.own_large(e) {
+                    pushes.push(self.row.push(self.lay.arena.sub_range(at, len)));
+                }
+            }
+        }
         // Where peers read the slots in place, `sent` alone publishes them.
         let mut at = if self.table.reads_in_place(self.lay.slots) { to } else { from };
         while at < to {
@@ -363,55 +409,15 @@ impl SmcCore {
 
     /// Payload bytes of the entry in `slot` of this node's ring (0 for a null run).
     fn entry_payload_len(&self, slot: usize) -> usize {
-        let w0 = self.table.word(self.table.my_rank(), self.lay.slots, slot * self.lay.slot_bytes / 8);
-        parse_header(w0).0.unwrap_or(0)
+        slot_payload(self.table.word(self.table.my_rank(), self.lay.slots, slot * self.lay.slot_bytes / 8))
     }
 
-    // ------------------------------------------------------------------ receiving
-
-    /// Receive stage: takes every new entry of every sender, pushes `received` once,
-    /// and works out the nulls owed.
-    fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
-        let mut taken = 0u64;
-        for r in 0..self.spec.senders.len() {
-            let row = self.sender_row[r];
-            let sent = self.table.counter(row, self.lay.sent);
-            while self.seen[r] < sent {
-                let slot = (self.seen[r] % self.spec.window as u64) as usize;
-                let base = slot * self.lay.slot_bytes / 8;
-                let w0 = self.table.word(row, self.lay.slots, base);
-                let first = self.table.word(row, self.lay.slots, base + 1);
-                let (data, count) = parse_header(w0);
-                let end = first + count;
-                debug_assert_eq!(first, self.recv[r], "entries of a sender cover consecutive indices");
-                self.pending[r].push_back(Entry { slot, first, end, data });
-                self.recv[r] = end;
-                self.seen[r] += 1;
-                taken += 1;
-            }
-        }
-        if taken == 0 {
-            return false;
-        }
-        for r in 0..self.recv.len() {
-            self.row.advance_at(self.lay.received, r, self.recv[r]).expect("received only grows");
-        }
-        pushes.push(self.row.push(self.lay.received.range()));
-        self.stats.recv_batches.record(taken);
-        if self.spec.mode == Mode::Ordered {
-            if let Some(s) = self.me_sender {
-                for (r, &n) in self.recv.iter().enumerate() {
-                    // Received index n - 1 of sender r: own positions before it must be filled.
-                    let need = match r.cmp(&s) {
-                        std::cmp::Ordering::Greater => n,
-                        std::cmp::Ordering::Less => n.saturating_sub(1),
-                        std::cmp::Ordering::Equal => 0,
-                    };
-                    self.null_target = self.null_target.max(need);
-                }
-            }
-        }
-        true
+    /// Entry `e` of this node's ring, if a large message: its arena offset and length.
+    fn own_large(&self, e: u64) -> Option<(usize, usize)> {
+        let me = self.table.my_rank();
+        let base = (e % self.spec.window as u64) as usize * self.lay.slot_bytes / 8;
+        let w0 = self.table.word(me, self.lay.slots, base);
+        is_large(w0).then(|| (self.table.word(me, self.lay.slots, base + 2) as usize, (w0 >> 32) as usize))
     }
 
     // ------------------------------------------------------------------ delivery
@@ -442,7 +448,7 @@ impl SmcCore {
         }
         let s = self.spec.senders.len();
         for r in 0..s {
-            if self.table.counter(self.sender_row[r], self.lay.sent) > self.seen[r] {
+            if !self.bad[r] && self.table.counter(self.sender_row[r], self.lay.sent) > self.seen[r] {
                 return true;
             }
         }
@@ -473,6 +479,7 @@ impl SmcCore {
         self.faults = f;
         if let Some(s) = &self.send {
             s.reuse_early.store(f.reuse_early, sst::sync::atomic::Ordering::Relaxed);
+            s.arena_early.store(f.arena_early, sst::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -33,11 +33,20 @@
 //! slot's `published` word (`Release`). The predicate thread takes entries in ring
 //! order only, so a message published early waits for the ones claimed before it.
 //! Dropping a reservation publishes it as a null run of one: its index is filled.
+//!
+//! # Large messages
+//! A message longer than `max_msg` also takes room in the sender's arena (module
+//! `arena`): the sender takes the arena's lock, places the payload, and claims its
+//! entry while it holds it, so payloads are placed in index order. It writes the
+//! payload into the arena and publishes a descriptor (kind, length, offset) in the
+//! slot. With no room, it gets `Full` and waits like a sender facing a full window;
+//! the bytes it needs are recorded so that the wake-up check asks for them.
 
-use super::{parse_header, store_header, SendError, KIND_DATA, KIND_NULL};
+use super::arena::Arena;
+use super::{parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_NULL};
 use crate::spec::HEADER;
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::Arc;
+use sst::sync::{lock, Arc, Mutex};
 use sst::{Bytes, CounterVec, LocalRow};
 
 const ENTRY_BITS: u32 = 43;
@@ -81,6 +90,13 @@ pub(crate) struct SendState {
     wedged: AtomicBool,
     #[cfg(any(test, loom))]
     pub(crate) reuse_early: AtomicBool,
+    /// The arena's allocator (large messages; see the module docs).
+    arena: Mutex<Arena>,
+    /// Bytes a sender waiting for arena room needs (0: none waits for the arena).
+    arena_wait: AtomicU64,
+    #[cfg(any(test, loom))]
+    pub(crate) arena_early: AtomicBool,
+    area: Bytes,
     row: Arc<LocalRow>,
     slots: Bytes,
     slot_bytes: usize,
@@ -91,12 +107,14 @@ pub(crate) struct SendState {
 }
 
 impl SendState {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         row: Arc<LocalRow>,
         slots: Bytes,
         slot_bytes: usize,
         window: usize,
         max_msg: usize,
+        arena: Bytes,
         delivered: CounterVec,
         sender: usize,
     ) -> SendState {
@@ -113,6 +131,11 @@ impl SendState {
             wedged: AtomicBool::new(false),
             #[cfg(any(test, loom))]
             reuse_early: AtomicBool::new(false),
+            arena: Mutex::new(Arena::new(arena.len())),
+            arena_wait: AtomicU64::new(0),
+            #[cfg(any(test, loom))]
+            arena_early: AtomicBool::new(false),
+            area: arena,
             row,
             slots,
             slot_bytes,
@@ -128,30 +151,85 @@ impl SendState {
     pub(crate) fn try_reserve(this: &Arc<Self>, len: usize) -> Result<Reservation, SendError> {
         let s = &**this;
         if len > s.max_msg {
-            return Err(SendError::TooLarge { len, max: s.max_msg });
+            return Self::try_reserve_large(this, len);
         }
         loop {
-            let c = s.claim.load(Ordering::Acquire);
-            if c & REVOKED != 0 {
-                return Err(if s.wedged.load(Ordering::Acquire) { SendError::Wedged } else { SendError::Busy });
-            }
-            let entry = c & ENTRY_MASK;
-            if entry >= s.limit.load(Ordering::Acquire) && !s.extend_limit() {
+            let (entry, index) = match s.try_claim()? {
+                Some(c) => c,
+                None => continue,
+            };
+            let slot = (entry % s.window) as usize;
+            let at = slot * s.slot_bytes + HEADER;
+            return Ok(Reservation { entry, index, slot, len, area: s.slots, payload_at: at, large: false, state: this.clone() });
+        }
+    }
+
+    /// One attempt to claim the next entry: `Ok(None)` if another thread claimed it
+    /// first (try again), else its entry and index.
+    fn try_claim(&self) -> Result<Option<(u64, u64)>, SendError> {
+        let c = self.claim.load(Ordering::Acquire);
+        if c & REVOKED != 0 {
+            return Err(if self.wedged.load(Ordering::Acquire) { SendError::Wedged } else { SendError::Busy });
+        }
+        let entry = c & ENTRY_MASK;
+        if entry >= self.limit.load(Ordering::Acquire) && !self.extend_limit() {
+            return Err(SendError::Full);
+        }
+        let (be, bi) = (self.base_entry.load(Ordering::Relaxed), self.base_index.load(Ordering::Relaxed));
+        Ok(self.claim.compare_exchange(c, c + 1, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| (entry, bi + (entry - be))))
+    }
+
+    /// [`SendState::try_reserve`] for a message larger than a slot: room in the
+    /// arena and an entry, claimed under the arena's lock (see the module docs).
+    fn try_reserve_large(this: &Arc<Self>, len: usize) -> Result<Reservation, SendError> {
+        let s = &**this;
+        if len > s.area.len() {
+            return Err(SendError::TooLarge { len, max: s.max_msg.max(s.area.len()) });
+        }
+        let mut arena = lock(&s.arena);
+        let place = arena.place(len);
+        if !arena.fits(place) {
+            s.reclaim(&mut arena);
+            if !arena.fits(place) {
+                s.arena_wait.store(len as u64, Ordering::Release);
                 return Err(SendError::Full);
             }
-            let (be, bi) = (s.base_entry.load(Ordering::Relaxed), s.base_index.load(Ordering::Relaxed));
-            if s.claim.compare_exchange(c, c + 1, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        }
+        loop {
+            if let Some((entry, index)) = s.try_claim()? {
+                arena.take(place, index);
+                s.arena_wait.store(0, Ordering::Release);
                 let slot = (entry % s.window) as usize;
-                return Ok(Reservation {
-                    entry,
-                    index: bi + (entry - be),
-                    slot,
-                    len,
-                    payload_at: slot * s.slot_bytes + HEADER,
-                    state: this.clone(),
-                });
+                let r = Reservation { entry, index, slot, len, area: s.area, payload_at: place.offset, large: true, state: this.clone() };
+                return Ok(r);
             }
         }
+    }
+
+    /// Gives back the arena room of messages delivered everywhere.
+    fn reclaim(&self, arena: &mut Arena) {
+        #[cfg(any(test, loom))]
+        if self.arena_early.load(Ordering::Relaxed) {
+            return arena.reclaim_all();
+        }
+        let fresh = self.delivered_floor();
+        let floor = self.floor.fetch_max(fresh, Ordering::AcqRel).max(fresh);
+        arena.reclaim(floor);
+    }
+
+    /// True unless a sender waits for arena room that is still taken. Never blocks:
+    /// while another thread holds the arena it answers yes (look again).
+    fn arena_room(&self) -> bool {
+        let want = self.arena_wait.load(Ordering::Acquire) as usize;
+        if want == 0 {
+            return true;
+        }
+        let Ok(mut arena) = self.arena.try_lock() else { return true };
+        let place = arena.place(want);
+        if !arena.fits(place) {
+            self.reclaim(&mut arena);
+        }
+        arena.fits(place)
     }
 
     /// Raises `limit` as far as the absorbed entries and the members' `delivered`
@@ -257,7 +335,7 @@ impl SendState {
     /// True if a sender could claim now (lease standing, slot free).
     pub(crate) fn can_claim(&self) -> bool {
         let (entry, revoked) = self.next_claim();
-        !revoked && (entry < self.limit.load(Ordering::Acquire) || self.extend_limit())
+        !revoked && (entry < self.limit.load(Ordering::Acquire) || self.extend_limit()) && self.arena_room()
     }
 
     /// True if the next unabsorbed entry is published.
@@ -276,19 +354,23 @@ pub struct Reservation {
     index: u64,
     slot: usize,
     len: usize,
+    /// The slots, or the arena for a large message.
+    area: Bytes,
     payload_at: usize,
+    large: bool,
     state: Arc<SendState>,
 }
 
 impl PartialEq for Reservation {
     fn eq(&self, o: &Reservation) -> bool {
-        (self.entry, self.index, self.slot, self.len) == (o.entry, o.index, o.slot, o.len)
+        (self.entry, self.index, self.slot, self.len, self.payload_at, self.large)
+            == (o.entry, o.index, o.slot, o.len, o.payload_at, o.large)
     }
 }
 
 impl Reservation {
     /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
-    /// slot.
+    /// slot (or the arena, for a large message).
     pub fn write(&self, at: usize, data: &[u8]) {
         assert!(
             at % 8 == 0 && at + data.len() <= self.len,
@@ -296,13 +378,13 @@ impl Reservation {
             data.len(),
             self.len
         );
-        self.state.row.write_bytes(self.state.slots, self.payload_at + at, data);
+        self.state.row.write_bytes(self.area, self.payload_at + at, data);
     }
 
     /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
     pub fn write_word(&self, i: usize, value: u64) {
         assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
-        self.state.row.store_word(self.state.slots, self.payload_at / 8 + i, value);
+        self.state.row.store_word(self.area, self.payload_at / 8 + i, value);
     }
 
     /// Publishes the message without any lock: writes its header, then marks the
@@ -310,10 +392,18 @@ impl Reservation {
     /// after every entry claimed before it. Returns the message's index.
     pub fn publish(self) -> u64 {
         let len = self.len as u64;
+        if self.large {
+            // The descriptor: the payload's offset in the arena, in the slot's first
+            // payload word (the header, stored next, publishes it with the rest).
+            let s = &self.state;
+            s.row.store_word(s.slots, (self.slot * s.slot_bytes + HEADER) / 8, self.payload_at as u64);
+            return self.finish(KIND_LARGE, len);
+        }
         self.finish(KIND_DATA, len)
     }
 
-    /// Gives the slot back: publishes it as a null run of one (its index is skipped).
+    /// Gives the slot back: publishes it as a null run of one (its index is skipped;
+    /// a large message's arena room comes back once that index is delivered).
     pub fn abandon(self) {
         self.finish(KIND_NULL, 1);
     }
@@ -336,6 +426,10 @@ impl Reservation {
     /// True for a zero-length reservation.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+    /// True if the payload goes into the arena (longer than a slot's `max_msg`).
+    pub fn is_large(&self) -> bool {
+        self.large
     }
 }
 

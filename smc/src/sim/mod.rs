@@ -117,6 +117,9 @@ impl SimConfig {
             senders,
             window: 1 + rng.below(6) as usize,
             max_msg: [1, 8, 13, 64, 200][rng.below(5) as usize],
+            // Half the seeds also send large messages through an arena that holds a
+            // few of them, so its room is reused again and again.
+            arena: [0, 0, 64, 256][rng.below(4) as usize],
             mode,
         };
         let link_speed = (0..n * n).map(|_| 1 + rng.below(10)).collect();
@@ -157,6 +160,8 @@ pub struct Report {
     pub delivered: u64,
     /// Null indices sent over all nodes.
     pub nulls: u64,
+    /// Deliveries of large messages (payload in the sender's arena).
+    pub large: u64,
 }
 
 #[derive(Debug)]
@@ -206,16 +211,18 @@ pub struct Sim {
     rng: Rng,
     step: u64,
     checks: Checks,
+    large: u64,
 }
 
 const REGION: RegionId = RegionId(0);
 
 pub use sst::hash::digest;
 
-/// The payload sender `r` sends as its `k`-th message.
-pub fn payload(seed: u64, r: usize, k: u64, max_msg: usize) -> Vec<u8> {
+/// The payload sender `r` sends as its `k`-th message: up to `largest` bytes (the
+/// spec's [`SubgroupSpec::largest`], so large ones too where there is an arena).
+pub fn payload(seed: u64, r: usize, k: u64, largest: usize) -> Vec<u8> {
     let mut rng = Rng::new(seed ^ ((r as u64) << 48) ^ k.wrapping_mul(0x2545_f491_4f6c_dd1d));
-    let len = rng.below(max_msg as u64 + 1) as usize;
+    let len = rng.below(largest as u64 + 1) as usize;
     (0..len).map(|_| rng.next_u64() as u8).collect()
 }
 
@@ -267,6 +274,7 @@ impl Sim {
             cfg,
             step: 0,
             checks,
+            large: 0,
         }
     }
 
@@ -321,13 +329,13 @@ impl Sim {
         }
         if self.cfg.open_max == 1 {
             let k = node.sent;
-            self.send(i, &payload(self.cfg.seed, r, k, self.cfg.spec.max_msg))?;
+            self.send(i, &payload(self.cfg.seed, r, k, self.cfg.spec.largest()))?;
             return Ok(());
         }
         // Several application threads: claim another slot, or finish an open one.
         let can_claim = node.claimed < self.cfg.msgs_per_sender && node.open.len() < self.cfg.open_max;
         if can_claim && (node.open.is_empty() || self.rng.chance(50)) {
-            let data = payload(self.cfg.seed, r, node.claimed, self.cfg.spec.max_msg);
+            let data = payload(self.cfg.seed, r, node.claimed, self.cfg.spec.largest());
             if let Ok(res) = node.core.reserve(data.len()) {
                 res.write(0, &data);
                 node.open.push((res, node.claimed));
@@ -344,7 +352,7 @@ impl Sim {
         if self.rng.chance(self.cfg.abandon_percent) {
             node.core.abandon(res);
         } else {
-            let data = payload(self.cfg.seed, r, k, self.cfg.spec.max_msg);
+            let data = payload(self.cfg.seed, r, k, self.cfg.spec.largest());
             let index = res.index();
             node.core.commit(res);
             self.checks.on_commit(r, index, digest(&data));
@@ -398,6 +406,7 @@ impl Sim {
                     index: m.index(),
                     digest: digest(&m.to_vec()),
                 };
+                self.large += m.is_large() as u64;
                 if let Err((name, detail)) = self.checks.on_deliver(&dl, &received) {
                     return Err(self.violation(name, detail));
                 }
@@ -535,6 +544,7 @@ impl Sim {
             sent: self.nodes.iter().map(|n| n.core.stats().messages_sent).sum(),
             delivered: self.nodes.iter().map(|n| n.core.stats().messages_delivered).sum(),
             nulls: after,
+            large: self.large,
         })
     }
 }
@@ -557,6 +567,12 @@ mod tests {
             v == Some(invariants::slot_reuse::NAME) || v == Some(invariants::no_gaps::NAME),
             "early slot reuse went unnoticed: {v:?}"
         );
+    }
+
+    #[test]
+    fn catches_arena_reuse_before_delivery() {
+        let v = first_violation(Faults { arena_early: true, ..Faults::default() }, 300);
+        assert_eq!(v, Some(invariants::no_gaps::NAME), "a large payload overwritten before delivery went unnoticed");
     }
 
     #[test]

@@ -1,0 +1,106 @@
+//! The receive stage: every new entry of every sender, checked, then `received`
+//! pushed once and the nulls owed worked out.
+//!
+//! A peer's entries are input from another process (over tcp, from another host), so
+//! each header is checked before anything relies on it: a known kind; a message no
+//! longer than a slot's `max_msg`; a descriptor whose payload lies wholly inside the
+//! arena, at a word boundary, and is larger than a slot (the sender would have used a
+//! slot otherwise); a null run of at least one index; the next index of that sender.
+//! A sender whose entry fails is *refused*: its entries are not taken from then on,
+//! and [`SmcCore::take_refused`] reports it once, for the layer above to remove it
+//! from the group (in ordered mode nothing after its next position can be delivered
+//! until then).
+
+use super::*;
+
+impl SmcCore {
+    /// Receive stage: takes every new entry of every sender, pushes `received` once,
+    /// and works out the nulls owed.
+    pub(super) fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
+        let mut taken = 0u64;
+        for r in 0..self.spec.senders.len() {
+            let row = self.sender_row[r];
+            let sent = self.table.counter(row, self.lay.sent);
+            while self.seen[r] < sent && !self.bad[r] {
+                let slot = (self.seen[r] % self.spec.window as u64) as usize;
+                let base = slot * self.lay.slot_bytes / 8;
+                let w0 = self.table.word(row, self.lay.slots, base);
+                let first = self.table.word(row, self.lay.slots, base + 1);
+                let at = self.table.word(row, self.lay.slots, base + 2);
+                match self.check_entry(r, w0, first, at) {
+                    Ok(e) => {
+                        self.pending[r].push_back(Entry { slot, ..e });
+                        self.recv[r] = e.end;
+                        self.seen[r] += 1;
+                        taken += 1;
+                    }
+                    Err(why) => {
+                        self.bad[r] = true;
+                        self.stats.refused += 1;
+                        let node = self.spec.senders[r];
+                        tracing::warn!(sender = %node, entry = self.seen[r], %why, "entry refused");
+                        self.refused.push((node, why));
+                    }
+                }
+            }
+        }
+        if taken == 0 {
+            return false;
+        }
+        for r in 0..self.recv.len() {
+            self.row.advance_at(self.lay.received, r, self.recv[r]).expect("received only grows");
+        }
+        pushes.push(self.row.push(self.lay.received.range()));
+        self.stats.recv_batches.record(taken);
+        if self.spec.mode == Mode::Ordered {
+            if let Some(s) = self.me_sender {
+                for (r, &n) in self.recv.iter().enumerate() {
+                    // Received index n - 1 of sender r: own positions before it must be filled.
+                    let need = match r.cmp(&s) {
+                        std::cmp::Ordering::Greater => n,
+                        std::cmp::Ordering::Less => n.saturating_sub(1),
+                        std::cmp::Ordering::Equal => 0,
+                    };
+                    self.null_target = self.null_target.max(need);
+                }
+            }
+        }
+        true
+    }
+
+    /// Checks the entry header `w0`, first index `first` and first payload word `at`
+    /// (a descriptor's offset) that sender `r` published (see the module docs).
+    fn check_entry(&self, r: usize, w0: u64, first: u64, at: u64) -> Result<Entry, String> {
+        if first != self.recv[r] {
+            return Err(format!("entry starts at index {first}, expected {}", self.recv[r]));
+        }
+        let high = w0 >> 32;
+        let entry = |data, count: u64, arena_at| Entry { slot: 0, first, end: first + count, data, arena_at };
+        match w0 & 0xffff_ffff {
+            KIND_DATA if high as usize <= self.spec.max_msg => Ok(entry(Some(high as usize), 1, None)),
+            KIND_DATA => Err(format!("message of {high} bytes in a slot of {}", self.spec.max_msg)),
+            KIND_NULL if high > 0 => Ok(entry(None, high, None)),
+            KIND_NULL => Err("null run of no index".into()),
+            KIND_LARGE => {
+                let (len, arena) = (high, self.lay.arena.len() as u64);
+                let fits = at % 8 == 0 && at.checked_add(len.div_ceil(8) * 8).is_some_and(|end| end <= arena);
+                if len as usize <= self.spec.max_msg || !fits {
+                    return Err(format!("descriptor of {len} bytes at offset {at}: not a large payload inside the {arena}-byte arena"));
+                }
+                Ok(entry(Some(len as usize), 1, Some(at as usize)))
+            }
+            kind => Err(format!("unknown entry kind {kind:#x}")),
+        }
+    }
+
+    /// Senders refused since the last call, each once, with the reason (see the
+    /// module docs): the layer above removes them from the group.
+    pub fn take_refused(&mut self) -> Vec<(NodeId, String)> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// True if a sender was refused and not yet reported.
+    pub fn has_refused(&self) -> bool {
+        !self.refused.is_empty()
+    }
+}
