@@ -55,9 +55,18 @@ pub struct Common {
     /// Which members send.
     #[arg(long, value_enum, default_value = "one")]
     pub senders: Senders,
-    /// Payload bytes per message (the subgroup's max_msg).
+    /// Payload bytes per message (up to 1 GiB; past `--slot` it goes through the
+    /// sender's arena).
     #[arg(long, default_value_t = 1024)]
     pub size: usize,
+    /// Largest message in a ring slot (the subgroup's max_msg); default: `--size` up
+    /// to 16 KiB, else 1024 (larger messages take the arena path).
+    #[arg(long)]
+    pub slot: Option<usize>,
+    /// Bytes of each sender's arena; default, when `--size` exceeds the slot: four
+    /// messages and at least 64 MiB (at most 1 GiB).
+    #[arg(long)]
+    pub arena: Option<usize>,
     /// Messages per sender per subgroup.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
@@ -89,8 +98,14 @@ impl Common {
         if !(1..=64).contains(&self.nodes) {
             return Err("--nodes must be in 1..=64".into());
         }
-        if self.size == 0 || self.size > smc::spec::MAX_MSG {
-            return Err(format!("--size must be in 1..={}", smc::spec::MAX_MSG));
+        if self.size == 0 || self.size > smc::spec::MAX_ARENA {
+            return Err(format!("--size must be in 1..={}", smc::spec::MAX_ARENA));
+        }
+        if self.slot.is_some_and(|s| s == 0 || s > smc::spec::MAX_MSG) {
+            return Err(format!("--slot must be in 1..={}", smc::spec::MAX_MSG));
+        }
+        if self.size > self.slot_bytes() && !(self.size..=smc::spec::MAX_ARENA).contains(&self.arena_bytes()) {
+            return Err(format!("--arena must hold a message: {}..={}", self.size, smc::spec::MAX_ARENA));
         }
         if self.window.is_some_and(|w| w == 0 || w > smc::spec::MAX_WINDOW) {
             return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
@@ -106,15 +121,29 @@ impl Common {
             sst::transport::rdma::available().map_err(|why| format!("--transport rdma: {why}"))?;
         }
         let table = SmcLayout::new(&self.specs()[0]).table_bytes();
-        if table > 1 << 30 {
+        if table > 8 << 30 {
             return Err(format!("a table of {table} bytes is too large: lower --window or --size"));
         }
         Ok(())
     }
 
-    /// Slots per ring: `--window`, or the byte-sized default for `--size`.
+    /// Slots per ring: `--window`, or the byte-sized default for the slot size.
     pub fn window(&self) -> usize {
-        self.window.unwrap_or_else(|| smc::spec::auto_window(self.size))
+        self.window.unwrap_or_else(|| smc::spec::auto_window(self.slot_bytes()))
+    }
+
+    /// The largest message in a slot (`--slot` or its default).
+    pub fn slot_bytes(&self) -> usize {
+        self.slot.unwrap_or(if self.size <= 16 << 10 { self.size } else { 1024 })
+    }
+
+    /// Each sender's arena (`--arena` or its default; 0 when messages fit a slot).
+    pub fn arena_bytes(&self) -> usize {
+        match self.arena {
+            Some(a) => a,
+            None if self.size > self.slot_bytes() => (4 * self.size).clamp(64 << 20, smc::spec::MAX_ARENA),
+            None => 0,
+        }
     }
 
     /// The sending members.
@@ -134,7 +163,8 @@ impl Common {
                 members: members.clone(),
                 senders: self.sender_ids(),
                 window: self.window(),
-                max_msg: self.size,
+                max_msg: self.slot_bytes(),
+                arena: self.arena_bytes(),
                 mode,
             })
             .collect()

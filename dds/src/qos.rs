@@ -107,14 +107,24 @@ pub struct Qos {
     pub history: History,
     /// The most samples kept under [`History::KeepAll`] (the resource limit).
     pub max_samples: u32,
-    /// The largest serialized sample, in bytes (topic only; default 1008, so that a
-    /// sample with its 16-byte header fills a 1 KB slot).
+    /// The largest serialized sample, in bytes (topic only; default 64 MiB, at most
+    /// 1 GiB less a header). A sample up to [`Qos::slot_sample_bytes`] goes in a ring
+    /// slot; a larger one is written once into its writer's arena, which holds
+    /// `max_sample_bytes` (plus a header) per writer at every member, touched only
+    /// as used (see the crate docs, "Samples of any size").
     pub max_sample_bytes: u32,
+    /// The largest sample that goes in a ring slot, in bytes (topic only; default
+    /// 1008, so that a sample with its 16-byte header fills a 1 KB slot). Slots are
+    /// sized for it; it no longer bounds what a writer may write.
+    pub slot_sample_bytes: u32,
     /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
-    /// bytes for `max_sample_bytes` (`smc::spec::auto_window`: 256 KiB of slots, 256
-    /// to 4096 of them: 4096 for 16-byte samples, 256 for 1 KB ones).
+    /// bytes for the slot size (`smc::spec::auto_window`: 256 KiB of slots, 256 to
+    /// 4096 of them: 4096 for 16-byte slots, 256 for 1 KB ones).
     pub window: Option<u32>,
 }
+
+/// The default [`Qos::max_sample_bytes`]: 64 MiB.
+pub const DEFAULT_MAX_SAMPLE: u32 = 64 << 20;
 
 impl Default for Qos {
     fn default() -> Self {
@@ -122,7 +132,8 @@ impl Default for Qos {
             level: Level::Ordered,
             history: History::default(),
             max_samples: 100_000,
-            max_sample_bytes: 1008,
+            max_sample_bytes: DEFAULT_MAX_SAMPLE,
+            slot_sample_bytes: 1008,
             window: None,
         }
     }
@@ -150,6 +161,12 @@ impl Qos {
         self.max_sample_bytes = bytes;
         self
     }
+    /// The same with samples up to `bytes` long in ring slots (larger ones go through
+    /// the writer's arena).
+    pub fn slot_sample_bytes(mut self, bytes: u32) -> Qos {
+        self.slot_sample_bytes = bytes;
+        self
+    }
     /// The same with `window` slots per writer (the default sizes the ring in bytes).
     pub fn window(mut self, window: u32) -> Qos {
         self.window = Some(window);
@@ -161,9 +178,20 @@ impl Qos {
         self
     }
 
-    /// The largest message of the topic's subgroup: a sample and its largest header.
+    /// The largest message in a slot of the topic's subgroup: a slot-sized sample and
+    /// its largest header.
     pub(crate) fn max_msg(&self) -> usize {
-        self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER
+        self.slot_sample_bytes.min(self.max_sample_bytes) as usize + crate::sample::CLIENT_HEADER
+    }
+
+    /// Each writer's arena in the topic's subgroup: room for the largest sample and
+    /// its header, or none when every sample fits a slot.
+    pub(crate) fn arena(&self) -> usize {
+        if self.max_sample_bytes > self.slot_sample_bytes {
+            self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER
+        } else {
+            0
+        }
     }
 
     /// Slots per writer ring: `window`, or the byte-sized default.
@@ -181,10 +209,14 @@ impl Qos {
 
     /// Checks the fields a topic needs.
     pub(crate) fn validate_topic(&self) -> Result<(), String> {
-        if self.max_sample_bytes == 0 || self.max_msg() > smc::MAX_MSG {
+        let most = smc::spec::MAX_ARENA - crate::sample::CLIENT_HEADER;
+        if self.max_sample_bytes == 0 || self.max_sample_bytes as usize > most {
+            return Err(format!("max_sample_bytes {} must be 1..={most}", self.max_sample_bytes));
+        }
+        if self.slot_sample_bytes == 0 || self.slot_sample_bytes as usize + crate::sample::CLIENT_HEADER > smc::MAX_MSG {
             return Err(format!(
-                "max_sample_bytes {} must be 1..={}",
-                self.max_sample_bytes,
+                "slot_sample_bytes {} must be 1..={}",
+                self.slot_sample_bytes,
                 smc::MAX_MSG - crate::sample::CLIENT_HEADER
             ));
         }

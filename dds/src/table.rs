@@ -69,6 +69,7 @@ impl TopicEntry {
             senders,
             window: self.qos.ring_window(),
             max_msg: self.qos.max_msg(),
+            arena: self.qos.arena(),
             mode: if self.qos.level == Level::Unordered { Mode::Unordered } else { Mode::Ordered },
         })
     }

@@ -88,9 +88,14 @@ pub struct Config {
     /// Slots per sender ring.
     #[serde(default = "defaults::window")]
     pub window: usize,
-    /// Largest message, in bytes.
+    /// Largest message in a ring slot, in bytes (slots are sized for it).
     #[serde(default = "defaults::max_msg")]
     pub max_msg: usize,
+    /// Bytes of each sender's arena, where messages larger than `max_msg` go
+    /// (default 64 MiB; 0: none). The largest message is the larger of the two.
+    /// Every member maps every sender's arena; pages are touched only as used.
+    #[serde(default = "defaults::arena")]
+    pub arena: usize,
     /// Heartbeat period, in milliseconds.
     #[serde(default = "defaults::heartbeat_ms")]
     pub heartbeat_ms: u64,
@@ -141,6 +146,9 @@ mod defaults {
     }
     pub fn max_msg() -> usize {
         1024
+    }
+    pub fn arena() -> usize {
+        64 << 20
     }
     pub fn heartbeat_ms() -> u64 {
         100
@@ -234,6 +242,7 @@ impl Config {
             transport: Transport::default(),
             window: defaults::window(),
             max_msg: defaults::max_msg(),
+            arena: defaults::arena(),
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: defaults::spin_us(),
@@ -265,6 +274,9 @@ impl Config {
         }
         if self.max_msg == 0 || self.max_msg > smc::spec::MAX_MSG {
             return Err(invalid("max_msg", format!("must be in 1..={}", smc::spec::MAX_MSG)));
+        }
+        if self.arena > smc::spec::MAX_ARENA {
+            return Err(invalid("arena", format!("must be at most {}", smc::spec::MAX_ARENA)));
         }
         if self.heartbeat_ms == 0 {
             return Err(invalid("heartbeat_ms", "must be positive"));
@@ -331,9 +343,14 @@ impl ConfigBuilder {
         self.0.window = w;
         self
     }
-    /// Largest message.
+    /// Largest message in a ring slot.
     pub fn max_msg(mut self, m: usize) -> Self {
         self.0.max_msg = m;
+        self
+    }
+    /// Bytes of each sender's arena (messages larger than `max_msg`; 0: none).
+    pub fn arena(mut self, bytes: usize) -> Self {
+        self.0.arena = bytes;
         self
     }
     /// Heartbeat period and failure timeout.

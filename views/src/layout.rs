@@ -123,13 +123,16 @@ pub struct Shards {
     pub mode: Mode,
     /// Slots per sender ring.
     pub window: usize,
-    /// Largest message.
+    /// Largest message in a slot.
     pub max_msg: usize,
+    /// Each sender's arena for larger messages (0: none).
+    pub arena: usize,
 }
 
 impl Default for Shards {
     fn default() -> Self {
-        Shards { shard_size: 1, max_shards: 1, senders: Senders::All, mode: Mode::Ordered, window: 256, max_msg: 1024 }
+        let (window, max_msg, arena) = (256, 1024, 64 << 20);
+        Shards { shard_size: 1, max_shards: 1, senders: Senders::All, mode: Mode::Ordered, window, max_msg, arena }
     }
 }
 
@@ -154,6 +157,7 @@ impl Layout for Shards {
                     senders: members[..n].to_vec(),
                     window: self.window,
                     max_msg: self.max_msg,
+                    arena: self.arena,
                     mode: self.mode,
                 }
             })
@@ -190,6 +194,7 @@ mod tests {
                 senders: v.members()[..1].to_vec(),
                 window: 8,
                 max_msg: 64,
+                arena: 0,
                 mode: Mode::Unordered,
             }])
         };

@@ -31,8 +31,10 @@ pub const MAGIC: [u8; 4] = *b"SPCP";
 pub const VERSION: u16 = 2;
 /// Header bytes.
 pub const HEADER: usize = 10;
-/// Largest body accepted (state transfer sends larger state in chunks).
-pub const MAX_BODY: usize = 8 << 20;
+/// Largest body accepted: a 64 MiB sample (the DDS default limit) with room for its
+/// headers. State transfer sends larger state in chunks. [`read_frame`] allocates as
+/// the bytes arrive, not the declared length at once.
+pub const MAX_BODY: usize = (64 << 20) + (64 << 10);
 /// Most members a view may list.
 pub const MAX_MEMBERS: usize = 1024;
 /// Longest free-text reason.
@@ -307,15 +309,18 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
     Ok(Some((body(b)?, HEADER + len)))
 }
 
-/// Reads one frame from a blocking connection. The length is checked before the body
-/// is allocated, so a hostile peer cannot make this node allocate more than
-/// [`MAX_BODY`].
+/// Reads one frame from a blocking connection. The length is checked before anything
+/// is allocated, and the body grows only as its bytes arrive, so a hostile peer cannot
+/// make this node allocate more than it sent (nor more than [`MAX_BODY`]).
 pub fn read_frame(r: &mut impl Read) -> Result<Message, WireError> {
     let mut h = [0u8; HEADER];
     r.read_exact(&mut h).map_err(|e| WireError::Io(e.to_string()))?;
     let len = header(&h)?;
-    let mut b = vec![0u8; len];
-    r.read_exact(&mut b).map_err(|e| WireError::Io(format!("closed inside a frame: {e}")))?;
+    let mut b = Vec::with_capacity(len.min(64 << 10));
+    let got = r.take(len as u64).read_to_end(&mut b).map_err(|e| WireError::Io(format!("inside a frame: {e}")))?;
+    if got < len {
+        return Err(WireError::Io(format!("closed inside a frame: {got} of {len} bytes")));
+    }
     body(&b)
 }
 

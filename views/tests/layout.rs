@@ -31,6 +31,7 @@ impl Layout for Named {
             senders: m,
             window: 8,
             max_msg: 64,
+            arena: 0,
             mode: smc::Mode::Ordered,
         };
         let mut out = vec![spec(view.members().to_vec())];

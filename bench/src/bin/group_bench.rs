@@ -152,6 +152,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         mode: smc::Mode::Ordered,
         window: args.window,
         max_msg: args.size,
+        arena: 0,
     };
     let expected = args.count * k as u64;
     let shared = Arc::new(Shared::default());

@@ -73,6 +73,9 @@ use writer::WriterSlot;
 
 /// Readers and writers one client may have at once (its member refuses more).
 pub(crate) const MAX_ENDPOINTS: usize = 1024;
+/// The largest sample a client writes or reads: 64 MiB (one control frame holds it;
+/// see `views::wire::MAX_BODY`).
+pub const MAX_CLIENT_SAMPLE: usize = 64 << 20;
 
 /// How a client connects and how long it waits.
 #[derive(Debug, Clone)]
@@ -343,7 +346,10 @@ impl DomainClient {
         let h = self.h();
         h.check()?;
         let id = self.endpoint_id()?;
-        let slot = Arc::new(WriterSlot::new(id, &topic.name, qos.level, topic.qos.max_sample_bytes as usize));
+        // A client's sample travels in one control frame: at most the topic's limit
+        // and what a frame holds.
+        let max = (topic.qos.max_sample_bytes as usize).min(MAX_CLIENT_SAMPLE);
+        let slot = Arc::new(WriterSlot::new(id, &topic.name, qos.level, max));
         lock(&h.writers).insert(id, slot.clone());
         if let Err(e) = slot.register(h) {
             lock(&h.writers).remove(&id);

@@ -301,6 +301,17 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
                 d.poke = true;
             }
         }
+        // A sender whose ring entry lied (a bad length or offset) was refused by its
+        // subgroup; it is removed like a failed member (checked on this timer: a
+        // refusal is rare and costs a lock per subgroup here, not on every pass).
+        let subs = d.subs.clone();
+        for s in subs.iter().flatten() {
+            for (peer, why) in s.with_core(|c| if c.has_refused() { c.take_refused() } else { Vec::new() }) {
+                tracing::warn!(%peer, %why, "sender refused: suspected");
+                d.engine.suspect(peer);
+                d.poke = true;
+            }
+        }
     });
     let d4 = driver.clone();
     pt.on_event(move |_, ev, _| {

@@ -35,7 +35,7 @@ pub enum SendError {
     #[error("this node is not a sender of subgroup {0} in the current view")]
     NotSender(usize),
     /// The caller's error: too large for the subgroup.
-    #[error("message of {len} bytes exceeds max_msg {max}")]
+    #[error("message of {len} bytes exceeds the largest message, {max} bytes (max_msg, or the arena)")]
     TooLarge {
         /// Its length.
         len: usize,

@@ -88,8 +88,12 @@ pub struct GroupSimConfig {
     pub dynamic: bool,
     /// Ring window.
     pub window: usize,
-    /// Largest message (at least 16).
+    /// Largest message in a slot (at least 16).
     pub max_msg: usize,
+    /// Each sender's arena for messages larger than `max_msg` (0: none). Drawn apart
+    /// from the rest of the seed's configuration (its own generator), so that seeds
+    /// keep the faults they had before arenas existed.
+    pub arena: usize,
     /// Delivery mode of both subgroups.
     pub mode: Mode,
     /// Messages each node sends per subgroup it sends in.
@@ -140,6 +144,7 @@ impl GroupSimConfig {
             dynamic: false,
             window: 1 + rng.below(4) as usize,
             max_msg: [16, 24, 40, 64][rng.below(4) as usize],
+            arena: [0, 0, 96, 256][Rng::new(seed ^ 0xa7e4a).below(4) as usize],
             mode: if rng.chance(80) { Mode::Ordered } else { Mode::Unordered },
             msgs_per_sender: 3 + rng.below(25),
             send_chance: 10 + rng.below(80),
@@ -188,6 +193,7 @@ impl GroupSimConfig {
             senders,
             window: self.window,
             max_msg: self.max_msg,
+            arena: self.arena,
             mode: self.mode,
         };
         let mut out = vec![spec(m.to_vec(), m[..n0].to_vec())];

@@ -278,7 +278,7 @@ impl GroupSim {
             let data = if let Some(m) = node.resend[k].front() {
                 m.clone()
             } else if node.next_seq[k] < self.cfg.msgs_per_sender && self.rng.chance(self.cfg.send_chance) {
-                payload(self.cfg.seed, node.id, k, node.next_seq[k], self.cfg.max_msg)
+                payload(self.cfg.seed, node.id, k, node.next_seq[k], self.cfg.max_msg.max(self.cfg.arena))
             } else {
                 continue;
             };
@@ -477,6 +477,11 @@ impl GroupSim {
         let live: Vec<&SimNode> = self.nodes.iter().filter(|n| n.active()).collect();
         let Some(first) = live.first() else { return true };
         let vid = first.view().id();
+        // A member that crashed must be found out and removed first: quiet traffic
+        // is not the end while the view still names a dead member.
+        if first.view().members().iter().any(|m| self.nodes.get(m.0 as usize).is_some_and(|n| !n.alive)) {
+            return false;
+        }
         let idle = live.iter().all(|n| {
             n.view().id() == vid
                 && !n.engine.is_wedged()

@@ -61,7 +61,8 @@ struct Args {
     /// Length of the sending phase.
     #[arg(long, default_value_t = 10.0)]
     seconds: f64,
-    /// Message size in bytes (at least 16).
+    /// Message size in bytes (16 to 256 MiB; past 1024 a message goes through the
+    /// sender's arena, and every delivery is checked to be whole).
     #[arg(long, default_value_t = 64)]
     size: usize,
     /// Heartbeat period (ms).
@@ -134,12 +135,13 @@ fn main() {
     if args.nodes < 3
         || 2 * args.kill >= args.nodes
         || args.size < 16
+        || args.size > 256 << 20
         || args.seconds <= 0.0
         || (args.kill_leader && args.kill < 1 + usize::from(args.kill_leader_in_change))
     {
         bench::usage(
             "chaos",
-            "need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size >= 16 and --seconds > 0",
+            "need --nodes >= 3, --kill < nodes/2 (at least 1 with --kill-leader), --size in 16..=256 MiB and --seconds > 0",
         );
     }
     testkit::catch_interrupts();
@@ -401,6 +403,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let delivered: Vec<u64> = parsed.iter().map(|r| r["delivered"].as_u64().unwrap_or(0)).collect();
     // Views installed during the run (the joins before it are not counted).
     let views: Vec<u64> = parsed.iter().map(|r| r["view_change_ms"].as_array().map_or(0, |a| a.len() as u64)).collect();
+    let torn: u64 = parsed.iter().map(|r| r["torn"].as_u64().unwrap_or(u64::MAX)).fold(0, u64::saturating_add);
     let agree = !digests.is_empty()
         && digests.iter().all(|d| !d.is_null() && *d == digests[0])
         && delivered.iter().all(|d| *d == delivered[0]);
@@ -436,6 +439,8 @@ fn parent(args: &Args) -> Result<bool, String> {
         "survivors": survivors.len(),
         "views_installed": views.iter().max().copied().unwrap_or(0),
         "digest_agree": agree,
+        "size": args.size,
+        "torn": torn,
         "delivered": delivered.first().copied().unwrap_or(0),
         "delivered_after_last_view": after.iter().min().copied().unwrap_or(0),
         "final_view_is_survivors": final_views.iter().all(|v| *v == want),
@@ -450,6 +455,8 @@ fn parent(args: &Args) -> Result<bool, String> {
         err(&format!("chaos: survivors disagree: {parsed:?}"));
     } else if !went_on {
         err(&format!("chaos: the survivors did not go on in a view of their own: {parsed:?}"));
+    } else if torn > 0 {
+        err(&format!("chaos: {torn} deliveries were not whole messages: {parsed:?}"));
     }
-    Ok(agree && went_on)
+    Ok(agree && went_on && torn == 0)
 }

@@ -19,6 +19,40 @@ pub(crate) fn child(args: &Args, id: u32) -> i32 {
     }
 }
 
+/// The largest message in a ring slot; a larger `--size` takes the arena path.
+const SLOT: usize = 1024;
+
+/// A message of `size` bytes: sequence number and sender first, the sequence number
+/// again in the last 8 bytes (from 24 bytes on), a fixed pattern between. A message
+/// delivered before all of it arrived fails [`whole`].
+fn fill(buf: &mut [u8], k: u64, id: u32) {
+    buf[..8].copy_from_slice(&k.to_le_bytes());
+    buf[8..12].copy_from_slice(&id.to_le_bytes());
+    let n = buf.len();
+    if n >= 24 {
+        buf[n - 8..].copy_from_slice(&k.to_le_bytes());
+    }
+}
+
+/// The pattern between the stamps.
+fn pattern(size: usize) -> Vec<u8> {
+    let mut buf: Vec<u8> = (0..size).map(|i| (i as u8).wrapping_mul(31)).collect();
+    fill(&mut buf, 0, 0);
+    buf
+}
+
+/// True if `m` is a whole message of `expect.len()` bytes as [`fill`] wrote it.
+fn whole(m: &[u8], expect: &[u8]) -> bool {
+    let n = expect.len();
+    if m.len() != n {
+        return false;
+    }
+    if n < 24 {
+        return true;
+    }
+    m[n - 8..] == m[..8] && m[12..n - 8] == expect[12..n - 8]
+}
+
 fn run_member(args: &Args, id: u32) -> Result<(), String> {
     // --auto: nothing chosen by hand (the group gives the id, the OS the ports,
     // discovery the contact).
@@ -27,7 +61,8 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let mut b = Config::builder(id, SocketAddr::from((args.ip, port)))
         .name(args.name.as_deref().unwrap_or("chaos"))
         .transport(transport)
-        .max_msg(args.size)
+        .max_msg(args.size.min(SLOT))
+        .arena(if args.size > SLOT { (4 * args.size).clamp(64 << 20, smc::spec::MAX_ARENA) } else { 0 })
         .window(64)
         .timeouts(Duration::from_millis(args.heartbeat_ms), Duration::from_millis(args.failure_ms));
     if let Some(c) = args.contact {
@@ -42,6 +77,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let keep = args.log.is_some();
     let (d, l) = (digest.clone(), log.clone());
     let marks = log.clone();
+    // Deliveries that were not whole messages (must stay 0).
+    let torn = Arc::new(AtomicU64::new(0));
+    let (t, expect) = (torn.clone(), pattern(args.size));
     let group = GroupBuilder::new(cfg)
         .on_deliver(0, move |m| {
             if keep && m.data.len() >= 8 {
@@ -54,6 +92,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
             }
             v.1 += 1;
             drop(v);
+            if !whole(m.data, &expect) {
+                t.fetch_add(1, Ordering::Relaxed);
+            }
             let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
             g.0 += 1;
             g.1.add(m.sender.0 as u64);
@@ -135,7 +176,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         std::thread::scope(|s| {
             let h = s.spawn(move || {
                 let stop = stop2;
-                let mut buf = vec![0u8; size];
+                let mut buf = pattern(size);
                 let began = Instant::now();
                 while !stop.load(Ordering::Acquire) {
                     let k = sent.load(Ordering::Relaxed);
@@ -148,8 +189,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
                             continue;
                         }
                     }
-                    buf[..8].copy_from_slice(&k.to_le_bytes());
-                    buf[8..12].copy_from_slice(&id.to_le_bytes());
+                    fill(&mut buf, k, id);
                     match g.send(0, &buf) {
                         Ok(()) => {
                             sent.fetch_add(1, Ordering::Relaxed);
@@ -194,6 +234,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
     let line = json!({
         "id": id,
         "delivered": count,
+        "torn": torn.load(Ordering::Relaxed),
         "view": view_now,
         // Deliveries in the view this member runs now (0 if it delivered nothing since
         // it installed that view).
