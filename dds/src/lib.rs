@@ -19,7 +19,7 @@ pub use client::{ClientConfig, ClientWriter, DomainClient};
 pub use error::DdsError;
 pub use reader::{DataReader, ReaderStatus, SampleRef};
 pub use sample::{Sample, SampleInfo, WriterId};
-pub use writer::{DataWriter, Loan};
+pub use writer::{DataWriter, Loan, SampleSlot};
 
 use config::DdsConfig;
 use qos::{Level, Qos};

@@ -117,6 +117,11 @@ pub struct Qos {
     /// 1008, so that a sample with its 16-byte header fills a 1 KB slot). Slots are
     /// sized for it; it no longer bounds what a writer may write.
     pub slot_sample_bytes: u32,
+    /// Bytes of each writer's arena (topic only); `None` (the default): room for 256
+    /// of the largest samples, at most 64 MiB, at least one sample. Larger arenas
+    /// keep more large samples in flight; every member maps every writer's arena,
+    /// touched only as used.
+    pub arena_bytes: Option<u32>,
     /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
     /// bytes for the slot size (`smc::spec::auto_window`: 256 KiB of slots, 256 to
     /// 4096 of them: 4096 for 16-byte slots, 256 for 1 KB ones).
@@ -134,6 +139,7 @@ impl Default for Qos {
             max_samples: 100_000,
             max_sample_bytes: DEFAULT_MAX_SAMPLE,
             slot_sample_bytes: 1008,
+            arena_bytes: None,
             window: None,
         }
     }
@@ -167,6 +173,12 @@ impl Qos {
         self.slot_sample_bytes = bytes;
         self
     }
+    /// The same with an arena of `bytes` per writer (at least the largest sample and
+    /// its header).
+    pub fn arena_bytes(mut self, bytes: u32) -> Qos {
+        self.arena_bytes = Some(bytes);
+        self
+    }
     /// The same with `window` slots per writer (the default sizes the ring in bytes).
     pub fn window(mut self, window: u32) -> Qos {
         self.window = Some(window);
@@ -187,10 +199,13 @@ impl Qos {
     /// Each writer's arena in the topic's subgroup: room for the largest sample and
     /// its header, or none when every sample fits a slot.
     pub(crate) fn arena(&self) -> usize {
-        if self.max_sample_bytes > self.slot_sample_bytes {
-            self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER
-        } else {
-            0
+        if self.max_sample_bytes <= self.slot_sample_bytes {
+            return 0;
+        }
+        let sample = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
+        match self.arena_bytes {
+            Some(a) => a as usize,
+            None => (256 * sample).min(64 << 20).max(sample),
         }
     }
 
@@ -219,6 +234,10 @@ impl Qos {
                 self.slot_sample_bytes,
                 smc::MAX_MSG - crate::sample::CLIENT_HEADER
             ));
+        }
+        let sample = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
+        if let Some(a) = self.arena_bytes.filter(|&a| (a as usize) < sample || a as usize > smc::spec::MAX_ARENA) {
+            return Err(format!("arena_bytes {a} must hold the largest sample and its header: {sample}..={}", smc::spec::MAX_ARENA));
         }
         if let Some(w) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
             return Err(format!("window {w} must be 1..={}", smc::MAX_WINDOW));

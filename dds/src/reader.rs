@@ -42,6 +42,15 @@ impl<T> SampleRef<'_, T> {
     pub fn word(&self, i: usize) -> u64 {
         self.src.word(self.src.header_len() / 8 + i)
     }
+    /// Copies the serialized sample's bytes from byte `at` (a multiple of 8) into
+    /// `out`, straight out of its slot or its writer's arena (for samples of any
+    /// size: one copy, no buffer in between).
+    ///
+    /// Panics if `at + out.len()` passes the end of the sample.
+    pub fn read_bytes(&self, at: usize, out: &mut [u8]) {
+        assert!(at % 8 == 0 && at + out.len() <= self.len(), "read {at}+{} of a {}-byte sample", out.len(), self.len());
+        self.src.read_at(self.src.header_len() + at, out);
+    }
     /// Decodes the sample (a Pod sample is one copy out of its slot).
     pub fn get(&self) -> Result<T, String> {
         let mut buf = vec![0u8; self.len()];

@@ -59,6 +59,13 @@ impl Src<'_> {
             Src::Bytes(b) => out.copy_from_slice(&b[h..]),
         }
     }
+    /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the message.
+    pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) {
+        match self {
+            Src::Slot(m) => m.read_at(at, out),
+            Src::Bytes(b) => out.copy_from_slice(&b[at..at + out.len()]),
+        }
+    }
     pub(crate) fn payload_len(&self) -> usize {
         self.len() - self.header_len()
     }

@@ -32,19 +32,24 @@ impl<T> std::fmt::Debug for DataWriter<T> {
 impl<T> DataWriter<T> {
     /// Sends `payload` (already serialized) as this writer's next sample.
     fn send_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
+        self.send_built(payload.len(), |s| s.write(0, payload))
+    }
+
+    /// Sends a `len`-byte serialized sample that `build` writes in place.
+    fn send_built(&self, len: usize, build: impl Fn(&mut SampleSlot<'_, '_>)) -> Result<u64, DdsError> {
         let max = self.topic.qos.max_sample_bytes as usize;
-        if payload.len() > max {
-            return Err(DdsError::TooLarge { len: payload.len(), max });
+        if len > max {
+            return Err(DdsError::TooLarge { len, max });
         }
         let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
         let [h0, h1] = header(self.id, seq, SystemTime::now());
         self.p.group.send_where(
             |v| self.topic.subgroup_in(v),
-            HEADER + payload.len(),
+            HEADER + len,
             |slot| {
                 slot.write_word(0, h0);
                 slot.write_word(1, h1);
-                slot.write(HEADER, payload);
+                build(&mut SampleSlot { slot, len });
             },
         )?;
         Ok(seq)
@@ -108,6 +113,57 @@ impl<T: bytemuck::Pod> DataWriter<T> {
             return Err(DdsError::NotPod(self.topic.name.clone()));
         }
         Ok(Loan { writer: self, value: T::zeroed() })
+    }
+
+    /// Writes a `len`-byte sample that `build` fills straight where readers will read
+    /// it: a ring slot, or, past [`crate::Qos::slot_sample_bytes`], this writer's
+    /// arena, which every member maps on shm (a true zero-copy loan of any size: the
+    /// bytes are written once, by `build`, and read in place). For Pod topics; a
+    /// sample's bytes are the value's, so readers use [`SampleRef::read_bytes`]
+    /// (any length) or [`SampleRef::read_pod`] (exactly `size_of::<T>()`).
+    /// `build` may run more than once when a view change interrupts the send.
+    ///
+    /// [`SampleRef::read_bytes`]: crate::reader::SampleRef::read_bytes
+    /// [`SampleRef::read_pod`]: crate::reader::SampleRef::read_pod
+    pub fn write_in_place(&self, len: usize, build: impl Fn(&mut SampleSlot<'_, '_>)) -> Result<u64, DdsError> {
+        if !self.codec.pod {
+            return Err(DdsError::NotPod(self.topic.name.clone()));
+        }
+        self.send_built(len, build)
+    }
+}
+
+/// A sample being written in place (see [`DataWriter::write_in_place`]). Offsets are
+/// within the sample.
+pub struct SampleSlot<'a, 'b> {
+    slot: &'a mut smc::runtime::SendSlot<'b>,
+    len: usize,
+}
+
+impl std::fmt::Debug for SampleSlot<'_, '_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SampleSlot").field("len", &self.len).finish()
+    }
+}
+
+impl SampleSlot<'_, '_> {
+    /// Writes `data` at byte `at` (a multiple of 8) of the sample.
+    pub fn write(&mut self, at: usize, data: &[u8]) {
+        assert!(at + data.len() <= self.len, "write {at}+{} outside a {}-byte sample", data.len(), self.len);
+        self.slot.write(HEADER + at, data);
+    }
+    /// Stores word `i` of the sample (bytes `8i..8i+8`, little-endian).
+    pub fn write_word(&mut self, i: usize, value: u64) {
+        assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte sample", self.len);
+        self.slot.write_word(HEADER / 8 + i, value);
+    }
+    /// The sample's length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// True for an empty sample.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
     }
 }
 

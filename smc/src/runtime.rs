@@ -417,6 +417,23 @@ impl Subgroup {
         out
     }
 
+    /// Sleeps until a reservation could succeed (a slot, and arena room for the large
+    /// message that last found none), the subgroup is woken (a wedge), or `timeout`
+    /// passes. For a caller that must not hold its own locks while it waits: it calls
+    /// [`Subgroup::try_reserve`] again afterwards.
+    pub fn wait_for_room(&self, timeout: Duration) {
+        let Some(sender) = self.shared.sender.as_ref() else { return };
+        let guard = lock(&self.shared.wait);
+        self.shared.waiters.fetch_add(1, Ordering::Relaxed);
+        // Pairs with the fence in `wake_waiters`, as in `reserve_waiting`.
+        fence(Ordering::SeqCst);
+        if !sender.can_reserve() {
+            self.transport.doorbell().ring();
+            drop(self.shared.space.wait_timeout(guard, timeout));
+        }
+        self.shared.waiters.fetch_sub(1, Ordering::Relaxed);
+    }
+
     /// Like [`Subgroup::reserve`] but never waits.
     pub fn try_reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
         let sender = self.shared.sender.as_ref().ok_or(SendError::NotSender)?;

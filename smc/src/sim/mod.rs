@@ -16,6 +16,9 @@
 //! (`abandon_percent`) any of them at a later turn, in any order.
 
 pub mod invariants;
+mod rng;
+
+pub use rng::Rng;
 
 use crate::core::{Reservation, SmcCore};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
@@ -25,33 +28,6 @@ use sst::transport::{NodeId, RegionId};
 use sst::Pushes;
 use sst::{Region, Table};
 use std::collections::VecDeque;
-
-/// A small deterministic generator (splitmix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// From a seed.
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9e37_79b9_7f4a_7c15)
-    }
-    /// Next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// Uniform in `0..n` (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    /// True with probability `percent`/100.
-    pub fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
 
 /// How a sender sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -415,6 +391,12 @@ impl Sim {
         }
         self.post(i, &mut pushes);
         Ok(worked)
+    }
+
+    /// Writes `words` at byte `offset` of node `to`'s region, as a hostile peer's
+    /// transport would deliver them (for tests of bad input).
+    pub fn forge(&mut self, to: usize, offset: usize, words: &[u64]) {
+        self.nodes[to].region.apply_write(offset, words);
     }
 
     /// Applies the oldest write on link `from -> to`; false if the link is empty.

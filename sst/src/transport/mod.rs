@@ -185,6 +185,13 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn attach_driver(&self) {}
     /// The driver stops (see [`Transport::attach_driver`]).
     fn detach_driver(&self) {}
+    /// A count that grows whenever bytes arrive from `peer` (0 where writes land in
+    /// place without this node's help: `mem`, `shm`, `rdma`). A failure detector
+    /// takes a peer it keeps hearing from as alive even while its heartbeat waits
+    /// behind a large write on the same stream (`tcp`).
+    fn heard(&self, _peer: NodeId) -> u64 {
+        0
+    }
     /// The doorbell rung when a peer's write lands or an event is queued.
     fn doorbell(&self) -> &Arc<Doorbell>;
     /// Moves queued peer events into `out`. Cheap when there are none.

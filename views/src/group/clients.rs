@@ -7,7 +7,9 @@
 //! reader (subscriptions and requests) and a writer, which drains the session's
 //! outbox to the socket. Delivery never waits for a client. The predicate thread
 //! appends each relayed message to the outboxes of the subscribed sessions, and when
-//! an outbox would pass [`ClientLimits::buffer_bytes`], that session is dropped: its
+//! a non-empty outbox would pass [`ClientLimits::buffer_bytes`], that session is
+//! dropped (an empty one takes a batch of any size, so samples larger than the limit
+//! reach a client that keeps up): its
 //! outbox is replaced by one `ClientDropped` frame that says why, and the writer ends
 //! the session after sending it (or after its write timeout, if the client reads
 //! nothing). Clients are not members: no view change, no vote, no say in stability.
@@ -221,7 +223,10 @@ impl Session {
             return true; // ended already: not a drop
         }
         let more: usize = frames.iter().map(Vec::len).sum();
-        if o.bytes + more > limit {
+        // An empty outbox takes what comes, however large (a sample larger than the
+        // limit still reaches a client that keeps up): at most the limit or one batch
+        // waits.
+        if o.bytes > 0 && o.bytes + more > limit {
             drop(o);
             self.close(format!("fell behind: more than {limit} bytes of relayed messages waited for this client"));
             return false;

@@ -60,11 +60,15 @@ impl Group {
         let mut k = None;
         // Read the clock only once a send has to wait (not on every message).
         let mut deadline = None;
+        let backoff = crossbeam_utils::Backoff::new();
         loop {
             if let Some(why) = self.stopped() {
                 return Err(SendError::Stopped(why));
             }
             let gen = self.inner.status.generation();
+            // A full window or arena: wait for room outside the view's lock, which
+            // a view change must be able to take meanwhile.
+            let mut full = None;
             {
                 let cur = sst::sync::read(&self.inner.current);
                 if let Some(e) = cur.as_ref() {
@@ -74,7 +78,7 @@ impl Group {
                         Some((_, Some(spec), Some(s)))
                             if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() =>
                         {
-                            match s.reserve(len) {
+                            match s.try_reserve(len) {
                                 Ok(mut slot) => {
                                     build(&mut slot);
                                     slot.commit();
@@ -84,6 +88,11 @@ impl Group {
                                 Err(smc::SendError::TooLarge { len, max }) => {
                                     return Err(SendError::TooLarge { len, max })
                                 }
+                                Err(smc::SendError::Busy) if !backoff.is_completed() => {
+                                    backoff.snooze();
+                                    continue;
+                                }
+                                Err(smc::SendError::Full | smc::SendError::Busy) => full = Some(s.clone()),
                                 Err(_) => {} // wedged: wait for the next view
                             }
                         }
@@ -92,6 +101,12 @@ impl Group {
                         Some((_, None, _)) | None => {}
                     }
                 }
+            }
+            if let Some(s) = full {
+                // Back-pressure, not a view that is not ready: no deadline.
+                s.wait_for_room(Duration::from_millis(20));
+                backoff.reset();
+                continue;
             }
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.inner.send_timeout);
             let left = deadline.saturating_duration_since(Instant::now());

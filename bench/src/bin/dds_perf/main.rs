@@ -50,7 +50,8 @@ struct Args {
     #[arg(long, default_value = "local", value_parser = ["local", "pub", "sub"])]
     role: String,
     /// Sample bytes: 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384,
-    /// 32768 or 65536.
+    /// 32768, 65536 (a Pod type of that size, loaned), or 131072 up to 67108864 in
+    /// powers of two (written in place into the writer's arena; throughput only).
     #[arg(long, default_value_t = 1024)]
     size: usize,
     /// QoS level: unordered, ordered, volatile, logged.
@@ -99,12 +100,19 @@ struct Args {
 }
 
 const SIZES: [usize; 14] = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536];
+/// Samples larger than this are written in place and read into a heap buffer (a
+/// Pod value of their size would not fit a thread's stack).
+const POD_MAX: usize = 65536;
 const END: u64 = u64::MAX;
 
 fn main() {
     let args = Args::parse();
-    if !SIZES.contains(&args.size) {
-        bench::usage("dds_perf", &format!("--size must be one of {SIZES:?}"));
+    let large = args.size.is_power_of_two() && (POD_MAX * 2..=64 << 20).contains(&args.size);
+    if !SIZES.contains(&args.size) && !large {
+        bench::usage("dds_perf", &format!("--size must be one of {SIZES:?} or a power of two up to 64 MiB"));
+    }
+    if large && (args.latency || args.clients > 0) {
+        bench::usage("dds_perf", "samples over 64 KiB: throughput runs between members only");
     }
     if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
         bench::usage("dds_perf", "--subscribers must be 1..=32, --seconds and --count positive");
@@ -129,7 +137,8 @@ fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
         ($($n:literal),*) => {
             match args.size {
                 $($n => participant::<[u64; $n / 8]>(args, id, child),)*
-                _ => unreachable!("sizes are checked"),
+                // Written in place (`--size` bytes); the Pod type is only the topic's.
+                _ => participant::<[u64; 2]>(args, id, child),
             }
         };
     }
@@ -162,7 +171,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
     let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
-    let qos = level_qos(args, std::mem::size_of::<T>());
+    let qos = level_qos(args, args.size);
     let t0 = Instant::now();
     let data = p.pod_topic::<T>("perf", qos).map_err(|e| e.to_string())?;
     let topic_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -232,18 +241,27 @@ fn throughput_pub<T: bytemuck::Pod>(
     let start = Instant::now();
     let until = start + Duration::from_secs_f64(args.seconds);
     let mut n = 0u64;
-    while Instant::now() < until {
-        for _ in 0..256 {
+    // A large sample: every byte written once, straight into the writer's arena.
+    let mut big = vec![0x5au8; if args.size > POD_MAX { args.size } else { 0 }];
+    let mut send = |k: u64| -> Result<(), String> {
+        if big.is_empty() {
             let mut loan = w.loan().map_err(|e| e.to_string())?;
-            bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *loan))[0] = n;
-            loan.write().map_err(|e| e.to_string())?;
+            bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *loan))[0] = k;
+            loan.write().map(|_| ()).map_err(|e| e.to_string())
+        } else {
+            big[..8].copy_from_slice(&k.to_le_bytes());
+            w.write_in_place(big.len(), |s| s.write(0, &big)).map(|_| ()).map_err(|e| e.to_string())
+        }
+    };
+    let batch = if args.size > POD_MAX { 1 } else { 256 };
+    while Instant::now() < until {
+        for _ in 0..batch {
+            send(n)?;
             n += 1;
         }
     }
     let secs = start.elapsed().as_secs_f64();
-    let mut end = w.loan().map_err(|e| e.to_string())?;
-    bytemuck::cast_slice_mut::<T, u64>(std::slice::from_mut(&mut *end))[0] = END;
-    end.write().map_err(|e| e.to_string())?;
+    send(END)?;
     w.wait_for_delivery(Duration::from_secs(60));
     let mut v = json!({
         "role": "pub", "samples": n, "secs": round(secs, 3), "samples_per_s": round(n as f64 / secs, 0),
@@ -296,8 +314,16 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
     let mut expect = 0u64;
     let full = args.read == "full";
     let mut sample = T::zeroed();
+    let mut big = vec![0u8; if args.size > POD_MAX { args.size } else { 0 }];
     r.on_sample_in_place(move |s| {
-        let w = if full {
+        let w = if full && !big.is_empty() {
+            // Every byte copied out of the writer's arena.
+            if s.len() != big.len() {
+                return;
+            }
+            s.read_bytes(0, &mut big);
+            u64::from_le_bytes(big[..8].try_into().expect("8 bytes"))
+        } else if full {
             if s.read_pod(&mut sample).is_err() {
                 return;
             }

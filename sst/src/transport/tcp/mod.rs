@@ -102,6 +102,8 @@ struct TcpPeer {
     sock: TcpStream,
     posted: AtomicU64,
     acked: AtomicU64,
+    /// Reads that returned bytes from this peer (see [`Transport::heard`]).
+    heard: AtomicU64,
     /// Threads in `wait_completed` (acks notify only when there are any).
     ack_waiters: AtomicU64,
     ack_lock: Mutex<()>,
@@ -201,6 +203,7 @@ impl TcpTransport {
                 tx: Mutex::new(stream),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
+                heard: AtomicU64::new(0),
                 ack_waiters: AtomicU64::new(0),
                 ack_lock: Mutex::new(()),
                 ack_cv: std::sync::Condvar::new(),
@@ -353,6 +356,10 @@ impl Transport for TcpTransport {
 
     fn completed(&self, peer: NodeId) -> u64 {
         self.shared.peer(peer).map_or(0, |p| p.acked.load(Ordering::Acquire))
+    }
+
+    fn heard(&self, peer: NodeId) -> u64 {
+        self.shared.peer(peer).map_or(0, |p| p.heard.load(Ordering::Relaxed))
     }
 
     fn disconnect(&self, peer: NodeId) {

@@ -104,6 +104,7 @@ impl Shared {
                 }
             };
             *end += n;
+            p.heard.fetch_add(1, Ordering::Relaxed);
             if let Err(e) = self.apply(p, &mut rx, &mut done) {
                 failed = Some(e);
                 break;

@@ -1,0 +1,127 @@
+//! Samples of 1 MiB and 16 MiB (default QoS limits: slots stay 1 KB, the samples go
+//! through each writer's arena): written by a member and by a client, read at every
+//! member (from a queue, and in place) and at a client, in one order and whole, over
+//! shm and tcp. Members are threads of this process; every wait has a deadline.
+
+use dds::config::DdsConfig;
+use dds::qos::Qos;
+use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use views::config::{Config, Transport};
+
+const WAIT: Duration = Duration::from_secs(60);
+const MIB: usize = 1 << 20;
+
+fn member(name: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> DomainParticipant {
+    let port = testkit::free_ports(1).unwrap()[0];
+    let mut b = Config::builder(id, format!("127.0.0.1:{port}").parse().unwrap()).name(name).transport(t);
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    let cfg = b.timeouts(Duration::from_millis(50), Duration::from_millis(1000)).build().unwrap();
+    DomainParticipant::new(DdsConfig::new(cfg)).unwrap()
+}
+
+/// Sample `i` of writer `tag`: its name in the first 8 bytes and the last 8, a
+/// pattern of both between.
+fn blob(tag: u8, i: u32, len: usize) -> Vec<u8> {
+    let mut v: Vec<u8> = (0..len).map(|j| (j as u8).wrapping_mul(13) ^ tag ^ i as u8).collect();
+    let name = (u64::from(tag) << 32 | u64::from(i)).to_le_bytes();
+    v[..8].copy_from_slice(&name);
+    let n = v.len();
+    v[n - 8..].copy_from_slice(&name);
+    v
+}
+
+/// (writer key, seq, length, whole?) of each sample.
+type Seen = (u64, u32, usize, bool);
+
+fn seen(s: &Sample<Vec<u8>>) -> Seen {
+    let d = &s.data;
+    let name = u64::from_le_bytes(d[..8].try_into().unwrap());
+    let whole = *d == blob((name >> 32) as u8, name as u32, d.len());
+    (s.info.writer.key().0 ^ u64::from(s.info.writer.key().1), s.info.seq as u32, d.len(), whole)
+}
+
+fn take_all(r: &dds::DataReader<Vec<u8>>, n: usize) -> Vec<Seen> {
+    let deadline = Instant::now() + WAIT;
+    let mut got = Vec::new();
+    while got.len() < n && Instant::now() < deadline {
+        got.extend(r.take_n(n - got.len(), Duration::from_millis(200)).iter().map(seen));
+    }
+    got
+}
+
+fn large_samples(t: Transport) {
+    let name = format!("dl{}{}", std::process::id(), t as u8);
+    let mut ps: Vec<DomainParticipant> = Vec::new();
+    for id in 0..3 {
+        let contact = ps.first().map(|p| p.group().listen_addr());
+        ps.push(member(&name, id, contact, t));
+    }
+    for p in &ps {
+        assert!(p.group().wait_for_members(3, WAIT));
+    }
+    let qos = Qos::ordered();
+    assert!(qos.max_sample_bytes as usize >= 64 * MIB, "the default limit holds 64 MiB samples");
+    let topic = ps[0].topic::<Vec<u8>>("big", qos).unwrap();
+    let mut readers = Vec::new();
+    for p in &ps[..2] {
+        let t = p.find_topic::<Vec<u8>>("big").unwrap();
+        readers.push(p.create_reader(&t, t.qos()).unwrap());
+        p.serve_clients(&t, true).unwrap();
+    }
+    // Member 2 reads in place: the sample decoded straight out of the writer's arena.
+    let t2 = ps[2].find_topic::<Vec<u8>>("big").unwrap();
+    let in_place = ps[2].create_reader(&t2, t2.qos()).unwrap();
+    let log: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let l = log.clone();
+    in_place.on_sample_in_place(move |s| {
+        let data = s.get().expect("a whole sample");
+        let sample = Sample { data, info: *s.info() };
+        l.lock().unwrap().push(seen(&sample));
+    });
+    let c = DomainClient::connect(ClientConfig::new(vec![ps[1].group().listen_addr()])).unwrap();
+    let ct = c.find_topic::<Vec<u8>>("big").unwrap();
+    let client_reader = c.create_reader(&ct, ct.qos()).unwrap();
+    let client_writer = c.create_writer(&ct, ct.qos()).unwrap();
+    let w = ps[0].create_writer(&topic, topic.qos()).unwrap();
+    assert!(ps[0].wait_for_matched("big", 2, 4, WAIT), "{:?}", ps[0].matched("big"));
+    let sizes = [MIB, 16 * MIB, MIB];
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for (i, len) in sizes.iter().enumerate() {
+                w.write(&blob(1, i as u32, *len)).unwrap();
+            }
+        });
+        s.spawn(|| {
+            for i in 0..2 {
+                client_writer.write(&blob(2, i, MIB)).unwrap();
+            }
+        });
+    });
+    let n = sizes.len() + 2;
+    let first = take_all(&readers[0], n);
+    assert_eq!(first.len(), n, "every sample at member 0");
+    assert!(first.iter().all(|s| s.3), "whole: {first:?}");
+    assert!(first.iter().any(|s| s.2 == 16 * MIB));
+    assert_eq!(take_all(&readers[1], n), first, "member 1: the same samples in the same order");
+    assert_eq!(take_all(&client_reader, n), first, "the client: the same samples in the same order");
+    let deadline = Instant::now() + WAIT;
+    while log.lock().unwrap().len() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(*log.lock().unwrap(), first, "member 2, in place: the same");
+}
+
+#[test]
+fn shm_samples_of_1_and_16_mib_reach_members_and_clients_in_order() {
+    large_samples(Transport::Shm);
+}
+
+#[test]
+fn tcp_samples_of_1_and_16_mib_reach_members_and_clients_in_order() {
+    large_samples(Transport::Tcp);
+}
