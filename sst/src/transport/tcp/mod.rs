@@ -89,6 +89,25 @@ impl TcpConfig {
     }
 }
 
+/// Bytes a flush sends to one peer, holding its socket.
+struct Sending<'a> {
+    p: &'a TcpPeer,
+    tx: crate::sync::MutexGuard<'a, TcpStream>,
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl Sending<'_> {
+    /// Lets the socket go and gives the buffer back for reuse.
+    fn finish(self) {
+        drop(self.tx);
+        self.p.give_back(self.bytes);
+    }
+}
+
+/// The most a flush sends to one peer before it turns to the next.
+const FLUSH_PIECE: usize = 256 << 10;
+
 #[derive(Debug)]
 struct TcpPeer {
     id: NodeId,
@@ -229,6 +248,48 @@ impl TcpTransport {
     }
 }
 
+impl TcpTransport {
+    /// A flush with one peer to send to: everything queued for it, until nothing is.
+    fn flush_one(&self, p: &TcpPeer) {
+        loop {
+            let mut tx = lock(&p.tx);
+            while let Some(bytes) = p.take_out() {
+                let res = tx.write_all(&bytes);
+                p.give_back(bytes);
+                if let Err(e) = res {
+                    drop(tx);
+                    self.shared.broken(p, format!("send: {e}"));
+                    return;
+                }
+            }
+            drop(tx);
+            // An ack queued by a receiver while this held the send lock (`send_now`).
+            if !p.dirty.load(Ordering::SeqCst) || p.cut.load(Ordering::Acquire) {
+                return;
+            }
+        }
+    }
+}
+
+impl TcpPeer {
+    /// What is queued to send, if anything (the caller holds `tx`).
+    fn take_out(&self) -> Option<Vec<u8>> {
+        if !self.dirty.swap(false, Ordering::SeqCst) {
+            return None;
+        }
+        Some(std::mem::take(&mut *lock(&self.out))).filter(|b| !b.is_empty())
+    }
+
+    /// Gives a sent buffer back so that the next posts reuse its capacity.
+    fn give_back(&self, mut bytes: Vec<u8>) {
+        let mut out = lock(&self.out);
+        if out.is_empty() {
+            bytes.clear();
+            *out = bytes;
+        }
+    }
+}
+
 impl Transport for TcpTransport {
     fn local_id(&self) -> NodeId {
         self.shared.me
@@ -285,43 +346,61 @@ impl Transport for TcpTransport {
     }
 
     fn flush(&self) {
-        for p in &self.shared.peers {
-            if !p.dirty.load(Ordering::Acquire) || p.cut.load(Ordering::Relaxed) {
-                continue;
+        let peers = &self.shared.peers;
+        // Round robin over the peers, a piece at a time: a slow receiver holds up the
+        // others by one piece, not by all that is queued for it (megabytes of large
+        // messages), and every peer keeps hearing from this node meanwhile. With one
+        // peer to send to there is nobody to take turns with: all at once.
+        let mut dirty = peers.iter().filter(|p| p.dirty.load(Ordering::Acquire) && !p.cut.load(Ordering::Relaxed));
+        if let (Some(p), None) = (dirty.next(), dirty.next()) {
+            return self.flush_one(p);
+        }
+        loop {
+            // Take what is queued for every dirty peer, with its socket, in peer
+            // order (the only place this takes send locks, so two flushes cannot
+            // deadlock). A receiver that queued an ack while a flush held the send
+            // lock left it to the flush (`send_now`): it is taken below or next time.
+            let mut live: Vec<Sending<'_>> = Vec::new();
+            for p in peers.iter() {
+                if !p.dirty.load(Ordering::Acquire) || p.cut.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let tx = lock(&p.tx);
+                if let Some(bytes) = p.take_out() {
+                    live.push(Sending { p, tx, bytes, at: 0 });
+                }
             }
-            // Send until nothing is queued. A receiver that queued an ack while this
-            // held the send lock left it to this loop (`send_now`), so the queue is
-            // checked again after the lock is let go.
-            loop {
-                let mut tx = lock(&p.tx);
-                let mut failed = None;
-                while p.dirty.swap(false, Ordering::SeqCst) {
-                    let bytes = std::mem::take(&mut *lock(&p.out));
-                    if bytes.is_empty() {
+            if live.is_empty() {
+                break;
+            }
+            while !live.is_empty() {
+                let mut k = 0;
+                while k < live.len() {
+                    let s = &mut live[k];
+                    let end = (s.at + FLUSH_PIECE).min(s.bytes.len());
+                    if let Err(e) = s.tx.write_all(&s.bytes[s.at..end]) {
+                        let s = live.swap_remove(k);
+                        let p = s.p;
+                        s.finish();
+                        self.shared.broken(p, format!("send: {e}"));
                         continue;
                     }
-                    let res = tx.write_all(&bytes);
-                    // Give the buffer back so the next posts reuse its capacity.
-                    {
-                        let mut out = lock(&p.out);
-                        if out.is_empty() {
-                            let mut b = bytes;
-                            b.clear();
-                            *out = b;
+                    s.at = end;
+                    if s.at == s.bytes.len() {
+                        // Posted meanwhile: sent in this flush, under the same lock.
+                        match s.p.take_out() {
+                            Some(more) => {
+                                let done = std::mem::replace(&mut s.bytes, more);
+                                s.at = 0;
+                                s.p.give_back(done);
+                            }
+                            None => {
+                                live.swap_remove(k).finish();
+                                continue;
+                            }
                         }
                     }
-                    if let Err(e) = res {
-                        failed = Some(e);
-                        break;
-                    }
-                }
-                drop(tx);
-                if let Some(e) = failed {
-                    self.shared.broken(p, format!("send: {e}"));
-                    break;
-                }
-                if !p.dirty.load(Ordering::SeqCst) || p.cut.load(Ordering::Acquire) {
-                    break;
+                    k += 1;
                 }
             }
         }
