@@ -191,6 +191,8 @@ pub struct SmcCore {
     send: Option<Arc<SendState>>,
     /// Entries taken in, in ring order (messages published by senders, null runs).
     committed: u64,
+    /// Committed large messages' entries not yet pushed (their payloads go first).
+    large: VecDeque<u64>,
     pushed: u64,
     next_index: u64,
     null_target: u64,
@@ -247,6 +249,7 @@ impl SmcCore {
             sender_row,
             send,
             committed: 0,
+            large: VecDeque::new(),
             pushed: 0,
             next_index: 0,
             null_target: 0,
@@ -320,6 +323,9 @@ impl SmcCore {
             debug_assert_eq!(first, self.next_index, "a lease gives consecutive indices");
             self.next_index = end;
             s.absorbed(self.committed, end);
+            if is_large(w0) {
+                self.large.push_back(self.committed);
+            }
             self.committed += 1;
             if is_message {
                 self.stats.messages_sent += 1;
@@ -383,11 +389,11 @@ impl SmcCore {
         let w = self.spec.window as u64;
         let (from, to) = (self.pushed, self.committed);
         // Large payloads first, so they have landed when a descriptor is seen.
-        if !self.table.reads_in_place(self.lay.arena) {
-            for e in from..to {
-                if let Some((at, len)) = self.own_large(e) {
-                    pushes.push(self.row.push(self.lay.arena.sub_range(at, len)));
-                }
+        let copies = !self.table.reads_in_place(self.lay.arena);
+        while let Some(&e) = self.large.front().filter(|e| **e < to) {
+            self.large.pop_front();
+            if let (true, Some((at, len))) = (copies, self.own_large(e)) {
+                pushes.push(self.row.push(self.lay.arena.sub_range(at, len)));
             }
         }
         // Where peers read the slots in place, `sent` alone publishes them.

@@ -26,7 +26,8 @@ impl SmcCore {
                 let base = slot * self.lay.slot_bytes / 8;
                 let w0 = self.table.word(row, self.lay.slots, base);
                 let first = self.table.word(row, self.lay.slots, base + 1);
-                let at = self.table.word(row, self.lay.slots, base + 2);
+                // A descriptor's offset: read only for a descriptor.
+                let at = if is_large(w0) { self.table.word(row, self.lay.slots, base + 2) } else { 0 };
                 match self.check_entry(r, w0, first, at) {
                     Ok(e) => {
                         self.pending[r].push_back(Entry { slot, ..e });
