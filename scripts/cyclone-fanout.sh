@@ -32,12 +32,17 @@ size = int(size[:-1]) * 1024 if size[-1] in "kK" else int(size)
 k = int(sys.argv[2])
 meds = []
 for f in sys.argv[3:]:
-    r = [float(m.group(1)) * 1e3 for m in (re.search(r"rate (\d+(?:\.\d+)?) kS/s", l) for l in open(f)) if m]
+    # The rate in kS/s has two decimals: below 10 kS/s (large samples) it is
+    # derived from the Mb/s that follows it instead.
+    pat = r"rate (\d+(?:\.\d+)?) kS/s (\d+(?:\.\d+)?) Mb/s"
+    r = [float(m.group(1)) * 1e3 if float(m.group(1)) >= 10 else float(m.group(2)) * 1e6 / 8 / size
+         for m in (re.search(pat, l) for l in open(f)) if m]
     r = r[1:-1] or r
     if r:
         meds.append(statistics.median(r))
-per = round(sum(meds) / k)
+rnd = lambda x: round(x, 1) if x < 100 else round(x)
+per = rnd(sum(meds) / k)
 print(json.dumps({"peer": "cyclonedds", "size": size, "subscribers": k, "reporting": len(meds), "msgs_per_s": per,
-                  "per_sub_msgs_per_s": per, "min_sub_msgs_per_s": round(min(meds) if len(meds) == k else 0)}))
+                  "per_sub_msgs_per_s": per, "min_sub_msgs_per_s": rnd(min(meds) if len(meds) == k else 0)}))
 PY
   rm -rf $d'

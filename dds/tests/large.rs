@@ -114,6 +114,31 @@ fn large_samples(t: Transport) {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert_eq!(*log.lock().unwrap(), first, "member 2, in place: the same");
+
+    // Zero copies: a raw sample built in the writer's arena, read out of it in place.
+    let raw = ps[0].pod_topic::<u8>("raw", Qos::ordered()).unwrap();
+    let got: Arc<Mutex<Vec<Vec<u8>>>> = Arc::default();
+    let g = got.clone();
+    let rt = ps[1].find_pod_topic::<u8>("raw").unwrap();
+    let rr = ps[1].create_reader(&rt, rt.qos()).unwrap();
+    rr.on_sample_in_place(move |s| {
+        let mut buf = vec![0u8; s.len()];
+        s.read_bytes(0, &mut buf);
+        g.lock().unwrap().push(buf);
+    });
+    let rw = ps[0].create_writer(&raw, raw.qos()).unwrap();
+    assert!(ps[0].wait_for_matched("raw", 1, 1, WAIT));
+    let frame = blob(3, 0, 3 * MIB);
+    rw.write_in_place(frame.len(), |s| s.write(0, &frame)).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while got.lock().unwrap().is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(*got.lock().unwrap(), vec![frame], "written and read in place, whole");
+    let topic_qos = Qos::ordered().max_sample_bytes(1024);
+    let small = ps[0].pod_topic::<u8>("small", topic_qos).unwrap();
+    let sw = ps[0].create_writer(&small, small.qos()).unwrap();
+    assert!(matches!(sw.write_in_place(1025, |_| {}), Err(dds::DdsError::TooLarge { len: 1025, max: 1024 })));
 }
 
 #[test]

@@ -145,9 +145,16 @@ fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
     sized!(16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 10240, 16384, 32768, 65536)
 }
 
+/// The topic's QoS: samples of `--size`; below 64 KiB they go in ring slots sized for
+/// them (as before the arena existed), from 64 KiB on through the writer's arena.
 fn level_qos(args: &Args, size: usize) -> Qos {
     let base = Qos { level: args.qos, history: History::KeepLast(1024), window: args.window, ..Qos::default() };
-    base.max_sample_bytes(size as u32)
+    let q = base.max_sample_bytes(size as u32);
+    if size < POD_MAX {
+        q.slot_sample_bytes(size as u32)
+    } else {
+        q
+    }
 }
 
 /// Where Logged topics write: the parent's directory for a local run (it removes it).
