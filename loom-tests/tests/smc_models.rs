@@ -19,27 +19,52 @@ fn post(p: &mut Pushes, src: &Region, dst: &Region) {
     }
 }
 
-// ---------------------------------------------------------------- (a) slot reuse
+// ---------------------------------------------------------------- (a) slot and arena reuse
 //
-// Two members, one sender, a window of ONE slot, two messages: message 1 can only go
-// into the slot of message 0. Node B delivers and checks each payload in place (the
-// word is 100 + index); node A may reserve message 1 only once B has delivered
-// message 0. The buggy variant reuses the slot without waiting.
+// Two members, one sender, two messages, and room for only one of them: (a) a window
+// of ONE slot and 8-byte messages, so message 1 can only go into the slot of message
+// 0; (a2) a window of two slots but 16-byte messages through an arena that holds one
+// payload, so only the arena rule makes message 1 wait. Node B delivers and checks
+// each payload in place (word i is 100 (i + 1) + index); node A may reserve message 1
+// only once B has delivered message 0. The buggy variants reuse the slot, or the
+// arena's room, without waiting.
+
+/// What one of the two reuse models runs.
+#[derive(Clone, Copy)]
+struct Reuse {
+    window: usize,
+    arena: usize,
+    /// Message length (8: a slot; 16: past the slot, through the arena).
+    len: usize,
+    /// What must not be reused early (in the panic messages).
+    what: &'static str,
+}
+
+const SLOT: Reuse = Reuse { window: 1, arena: 0, len: 8, what: "slot" };
+const ARENA: Reuse = Reuse { window: 2, arena: 16, len: 16, what: "arena room" };
 
 std::thread_local! {
-    /// Executions in which the sender got to reuse the slot (the model must reach it).
+    /// Executions in which the sender got to reuse the room (the model must reach it).
     static REUSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Payload word `i` of message `index`.
+fn word(i: usize, index: u64) -> u64 {
+    100 * (i as u64 + 1) + index
 }
 
 /// One pass of a node: receive, nulls, send, deliver (checking payloads in place),
 /// then post to the peer. Deliveries are counted in `delivered` before the post, so
 /// the count is never behind what the peer can learn from the pushed column.
-fn pass(core: &mut SmcCore, from: &Region, to: &Region, delivered: &AtomicU64) {
+fn pass(core: &mut SmcCore, from: &Region, to: &Region, delivered: &AtomicU64, r: Reuse) {
     let mut p = Pushes::default();
     core.poll(&mut p);
     if let Some(d) = core.take_deliverable() {
         for m in d.batch.iter() {
-            assert_eq!(m.word(0), 100 + m.index(), "slot overwritten before delivery");
+            assert_eq!(m.is_large(), r.arena > 0);
+            for i in 0..r.len / 8 {
+                assert_eq!(m.word(i), word(i, m.index()), "{} overwritten before delivery", r.what);
+            }
         }
         delivered.fetch_add(d.batch.len() as u64, Ordering::Release);
         core.finish(d, &mut p);
@@ -47,16 +72,16 @@ fn pass(core: &mut SmcCore, from: &Region, to: &Region, delivered: &AtomicU64) {
     post(&mut p, from, to);
 }
 
-fn slot_reuse(faults: Faults) -> u64 {
+fn reuse(r: Reuse, faults: Faults) -> u64 {
     REUSES.with(|c| c.set(0));
     loom::model(move || {
         let members = [NodeId(0), NodeId(1)];
         let spec = SubgroupSpec {
             members: members.to_vec(),
             senders: vec![NodeId(0)],
-            window: 1,
+            window: r.window,
             max_msg: 8,
-            arena: 0,
+            arena: r.arena,
             mode: Mode::Ordered,
         };
         let lay = SmcLayout::new(&spec);
@@ -71,18 +96,20 @@ fn slot_reuse(faults: Faults) -> u64 {
         let (ra2, rb2, bd) = (ra.clone(), rb.clone(), b_delivered.clone());
         let node_b = thread::spawn(move || {
             for _ in 0..3 {
-                pass(&mut b, &rb2, &ra2, &bd);
+                pass(&mut b, &rb2, &ra2, &bd, r);
             }
         });
 
         let send = |a: &mut SmcCore, k: u64| -> bool {
-            match a.reserve(8) {
-                Ok(r) => {
+            match a.reserve(r.len) {
+                Ok(res) => {
                     if k > 0 {
-                        assert!(b_delivered.load(Ordering::Acquire) >= k, "slot of an undelivered message reused");
+                        assert!(b_delivered.load(Ordering::Acquire) >= k, "{} of an undelivered message reused", r.what);
                     }
-                    r.write_word(0, 100 + r.index());
-                    a.commit(r);
+                    for i in 0..r.len / 8 {
+                        res.write_word(i, word(i, res.index()));
+                    }
+                    a.commit(res);
                     true
                 }
                 Err(_) => false,
@@ -91,10 +118,10 @@ fn slot_reuse(faults: Faults) -> u64 {
         let a_delivered = AtomicU64::new(0);
         assert!(send(&mut a, 0));
         for _ in 0..4 {
-            pass(&mut a, &ra, &rb, &a_delivered);
+            pass(&mut a, &ra, &rb, &a_delivered, r);
             if send(&mut a, 1) {
                 REUSES.with(|c| c.set(c.get() + 1));
-                pass(&mut a, &ra, &rb, &a_delivered);
+                pass(&mut a, &ra, &rb, &a_delivered, r);
                 break;
             }
         }
@@ -105,7 +132,7 @@ fn slot_reuse(faults: Faults) -> u64 {
 
 #[test]
 fn smc_slot_never_reused_before_delivery() {
-    let reuses = slot_reuse(Faults::default());
+    let reuses = reuse(SLOT, Faults::default());
     assert!(reuses > 0, "no execution reached the reuse of the slot: the model checks nothing");
 }
 
@@ -114,108 +141,24 @@ fn smc_slot_never_reused_before_delivery() {
 #[test]
 #[ignore = "run by smc_early_slot_reuse_is_caught in a child process"]
 fn smc_early_slot_reuse_variant() {
-    let _ = slot_reuse(Faults { reuse_early: true, ..Faults::default() });
+    let _ = reuse(SLOT, Faults { reuse_early: true, ..Faults::default() });
 }
 
 #[test]
 fn smc_early_slot_reuse_is_caught() {
-    loom_tests::expect_failure_in_child("smc_early_slot_reuse_variant", "undelivered message reused");
-}
-
-// ---------------------------------------------------------------- (a2) arena reuse
-//
-// The same two members, but messages larger than a slot: each 16-byte payload goes in
-// the sender's arena, which holds exactly one. The window has two slots, so the slot
-// rule alone would let message 1 go at once; only the arena rule makes it wait until
-// B has delivered message 0, whose payload B reads in place. The buggy variant gives
-// the arena room back without looking at deliveries.
-
-std::thread_local! {
-    static ARENA_REUSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Like `pass`, checking both words of each large payload in place.
-fn pass_large(core: &mut SmcCore, from: &Region, to: &Region, delivered: &AtomicU64) {
-    let mut p = Pushes::default();
-    core.poll(&mut p);
-    if let Some(d) = core.take_deliverable() {
-        for m in d.batch.iter() {
-            assert!(m.is_large());
-            assert_eq!((m.word(0), m.word(1)), (100 + m.index(), 200 + m.index()), "arena room overwritten before delivery");
-        }
-        delivered.fetch_add(d.batch.len() as u64, Ordering::Release);
-        core.finish(d, &mut p);
-    }
-    post(&mut p, from, to);
-}
-
-fn arena_reuse(faults: Faults) -> u64 {
-    ARENA_REUSES.with(|c| c.set(0));
-    loom::model(move || {
-        let members = [NodeId(0), NodeId(1)];
-        let spec = SubgroupSpec {
-            members: members.to_vec(),
-            senders: vec![NodeId(0)],
-            window: 2,
-            max_msg: 8,
-            arena: 16,
-            mode: Mode::Ordered,
-        };
-        let lay = SmcLayout::new(&spec);
-        let (ra, rb) = (Arc::new(Region::new(lay.table_bytes())), Arc::new(Region::new(lay.table_bytes())));
-        let table =
-            |me, r: &Arc<Region>| Table::create(lay.table_layout().clone(), &members, me, R, r.clone()).unwrap();
-        let mut a = SmcCore::new(spec.clone(), table(NodeId(0), &ra));
-        a.set_faults(faults);
-        let mut b = SmcCore::new(spec, table(NodeId(1), &rb));
-        let b_delivered = Arc::new(AtomicU64::new(0));
-
-        let (ra2, rb2, bd) = (ra.clone(), rb.clone(), b_delivered.clone());
-        let node_b = thread::spawn(move || {
-            for _ in 0..3 {
-                pass_large(&mut b, &rb2, &ra2, &bd);
-            }
-        });
-
-        let send = |a: &mut SmcCore, k: u64| -> bool {
-            match a.reserve(16) {
-                Ok(r) => {
-                    if k > 0 {
-                        assert!(b_delivered.load(Ordering::Acquire) >= k, "arena room of an undelivered message reused");
-                    }
-                    r.write_word(0, 100 + r.index());
-                    r.write_word(1, 200 + r.index());
-                    a.commit(r);
-                    true
-                }
-                Err(_) => false,
-            }
-        };
-        let a_delivered = AtomicU64::new(0);
-        assert!(send(&mut a, 0));
-        for _ in 0..4 {
-            pass_large(&mut a, &ra, &rb, &a_delivered);
-            if send(&mut a, 1) {
-                ARENA_REUSES.with(|c| c.set(c.get() + 1));
-                pass_large(&mut a, &ra, &rb, &a_delivered);
-                break;
-            }
-        }
-        node_b.join().unwrap();
-    });
-    ARENA_REUSES.with(|c| c.get())
+    loom_tests::expect_failure_in_child("smc_early_slot_reuse_variant", "slot of an undelivered message reused");
 }
 
 #[test]
 fn smc_arena_room_never_reused_before_delivery() {
-    let reuses = arena_reuse(Faults::default());
+    let reuses = reuse(ARENA, Faults::default());
     assert!(reuses > 0, "no execution reached the reuse of the arena: the model checks nothing");
 }
 
 #[test]
 #[ignore = "run by smc_early_arena_reuse_is_caught in a child process"]
 fn smc_early_arena_reuse_variant() {
-    let _ = arena_reuse(Faults { arena_early: true, ..Faults::default() });
+    let _ = reuse(ARENA, Faults { arena_early: true, ..Faults::default() });
 }
 
 #[test]
