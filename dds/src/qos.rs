@@ -254,6 +254,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn samples_past_a_slot_go_through_an_arena_sized_by_default_or_by_hand() {
+        let q = Qos::default();
+        assert_eq!(q.max_msg(), 1008 + crate::sample::CLIENT_HEADER, "slots stay 1 KB");
+        assert_eq!(q.arena(), (64 << 20) + crate::sample::CLIENT_HEADER, "one largest sample (and its header) at least");
+        assert_eq!(q.max_sample_bytes(1024).arena(), 256 * (1024 + crate::sample::CLIENT_HEADER), "256 samples");
+        assert_eq!(q.max_sample_bytes(512).arena(), 0, "every sample fits a slot: no arena");
+        assert!(q.validate_topic().is_ok());
+        assert!(q.max_sample_bytes(1 << 20).arena_bytes(1 << 20).validate_topic().is_err(), "no room for the header");
+        assert!(q.arena_bytes(u32::MAX).validate_topic().is_err(), "past 1 GiB");
+        assert!(q.max_sample_bytes(1 << 30).validate_topic().is_err(), "a sample and its header past 1 GiB");
+        assert!(q.slot_sample_bytes(0).validate_topic().is_err());
+    }
+
+    #[test]
     fn levels_round_trip_through_their_wire_numbers_and_unknown_ones_are_the_least() {
         for l in [Level::Unordered, Level::Ordered, Level::Volatile, Level::Logged] {
             assert_eq!(Level::from_wire(l as u8), l);

@@ -452,6 +452,7 @@ mod tests {
             ("window = 0", "window"),
             ("window = -1", "window"),
             ("max_msg = 0", "max_msg"),
+            ("arena = 2000000000", "arena"),
             ("transport = \"udp\"", "udp"),
             ("heartbeat_ms = 0", "heartbeat_ms"),
             ("heartbeat_ms = 600", "failure_timeout_ms"),
