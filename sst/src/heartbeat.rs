@@ -56,6 +56,8 @@ struct Watch {
     suspected: bool,
     /// True once its counter moved while watched.
     beaten: bool,
+    /// The transport's count of reads from it (see [`Detector::heard`]).
+    heard: u64,
 }
 
 /// Suspects peers whose heartbeat stops (see the module docs).
@@ -71,7 +73,7 @@ impl Detector {
     /// Watches `peers` from `now`.
     pub fn new(peers: &[NodeId], now: Instant, timeout: Duration) -> Detector {
         let peers =
-            peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false }).collect();
+            peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false, heard: 0 }).collect();
         Detector { timeout, grace: Duration::ZERO, peers }
     }
 
@@ -112,6 +114,16 @@ impl Detector {
             return Some(Suspicion { peer, reason: Reason::Silent(silent) });
         }
         None
+    }
+
+    /// Records the transport's count of reads from `peer` (`Transport::heard`) seen at
+    /// `now`: bytes arriving are a sign of life as a heartbeat is, so a peer whose
+    /// heartbeat waits behind a large write on the same stream is not suspected.
+    pub fn heard(&mut self, now: Instant, peer: NodeId, count: u64) {
+        if let Some(w) = self.peers.iter_mut().find(|w| w.node == peer && !w.suspected && w.heard != count) {
+            w.heard = count;
+            w.since = now;
+        }
     }
 
     /// The transport says the link to `peer` broke; returns a suspicion if new.
@@ -182,6 +194,18 @@ where
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_heard_from_is_alive_until_the_bytes_stop_too() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut d = Detector::new(&[NodeId(1)], t0, ms(100));
+        assert_eq!(d.observe(t0 + ms(10), NodeId(1), 1), None);
+        d.heard(t0 + ms(90), NodeId(1), 5);
+        assert_eq!(d.observe(t0 + ms(150), NodeId(1), 1), None, "heartbeat still, but bytes 60 ms ago");
+        d.heard(t0 + ms(170), NodeId(1), 5);
+        assert!(d.observe(t0 + ms(191), NodeId(1), 1).is_some(), "neither beat nor bytes for 101 ms");
+    }
 
     #[test]
     fn silent_peer_is_suspected_once_after_timeout() {

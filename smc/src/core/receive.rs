@@ -100,8 +100,4 @@ impl SmcCore {
         std::mem::take(&mut self.refused)
     }
 
-    /// True if a sender was refused and not yet reported.
-    pub fn has_refused(&self) -> bool {
-        !self.refused.is_empty()
-    }
 }

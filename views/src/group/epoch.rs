@@ -297,8 +297,9 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
             }
             // A peer whose bytes keep arriving is alive, even while its heartbeat
             // waits behind megabytes of large messages on the same tcp stream.
-            let heard = d.transport.heard(peer).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            if let Some(s) = d.detector.observe(now, peer, table.counter(r, col).wrapping_add(heard)) {
+            let heard = d.transport.heard(peer);
+            d.detector.heard(now, peer, heard);
+            if let Some(s) = d.detector.observe(now, peer, table.counter(r, col)) {
                 tracing::warn!(peer = %s.peer, reason = ?s.reason, "suspected");
                 d.engine.suspect(s.peer);
                 d.poke = true;
@@ -309,7 +310,7 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
         // refusal is rare and costs a lock per subgroup here, not on every pass).
         let subs = d.subs.clone();
         for s in subs.iter().flatten() {
-            for (peer, why) in s.with_core(|c| if c.has_refused() { c.take_refused() } else { Vec::new() }) {
+            for (peer, why) in s.with_core(|c| c.take_refused()) {
                 tracing::warn!(%peer, %why, "sender refused: suspected");
                 d.engine.suspect(peer);
                 d.poke = true;
