@@ -65,21 +65,19 @@
 //! # Ok(()) }
 //! ```
 
+mod member;
 mod node;
 mod recover;
 pub mod wire;
 
-use crate::backup::{Backup, BackupConfig, SegmentId};
-use crate::format::extent;
 pub use crate::replicate::{AppendError, Lsn};
+pub use member::LogService;
 pub use node::{ReadError, ReadFrom};
-use node::{Shared, St};
 use smc::{Mode, SubgroupSpec};
-use sst::transport::{NodeId, RegionId, RegionSpec};
+use sst::transport::NodeId;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 use views::group::{Group, GroupBuilder, APP_REGIONS};
 use views::layout::{Layout, LayoutError};
@@ -127,7 +125,7 @@ impl TailwindConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), StartError> {
+    pub(crate) fn validate(&self) -> Result<(), StartError> {
         let bad = |why: &str| Err(StartError::Config(why.into()));
         if self.replicas == 0 {
             return bad("replicas must be at least 1");
@@ -199,16 +197,24 @@ pub struct Recovery {
 
 type RecoveredFn = Box<dyn FnMut(&Recovery) + Send>;
 
-/// A member of a replicated log (see the module docs).
+/// A member of a replicated log that owns its group (see the module docs): a
+/// [`LogService`] over a group of its own, running the [`Replicas`] layout. Every
+/// [`LogService`] call works on it (`Deref`).
 pub struct TailwindLog {
-    shared: Arc<Shared>,
+    service: Arc<LogService>,
     group: Arc<Group>,
-    worker: Option<JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for TailwindLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TailwindLog").field("node", &self.shared.me).finish()
+        f.debug_struct("TailwindLog").field("node", &self.service.node()).finish()
+    }
+}
+
+impl std::ops::Deref for TailwindLog {
+    type Target = LogService;
+    fn deref(&self) -> &LogService {
+        &self.service
     }
 }
 
@@ -217,181 +223,31 @@ impl TailwindLog {
     /// the log. The group runs the [`Replicas`] layout; the log uses its control
     /// plane and its regions [`LOG_REGIONS`]..
     pub fn start(group: views::config::Config, cfg: TailwindConfig) -> Result<TailwindLog, StartError> {
-        cfg.validate()?;
         if group.node_id == views::config::AUTO_ID {
             // Its segment files and its place among the replicas go by the node id,
             // which a restarted member must keep.
             return Err(StartError::Config("a Tailwind member needs an explicit node_id".into()));
         }
-        let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
-            .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
-        let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
-        let shared = Arc::new(Shared {
-            me: NodeId(group.node_id),
-            layout: Replicas(cfg.replicas),
-            cfg: cfg.clone(),
-            pool,
-            st: Mutex::new(St::new(segments)),
-            cv: Condvar::new(),
-            fence: Default::default(),
-            wedged_view: Default::default(),
-            prim: Mutex::new(None),
-            group: OnceLock::new(),
-            on_recovered: Mutex::new(None),
-        });
-        let regions =
-            (0..cfg.buffers).map(|i| RegionSpec { id: RegionId(LOG_REGIONS + i as u16), len: cfg.buffer }).collect();
-        let (s1, s2, s3, s4, s5) = (shared.clone(), shared.clone(), shared.clone(), shared.clone(), shared.clone());
+        let layout = Replicas(cfg.replicas);
+        let service = Arc::new(LogService::new(NodeId(group.node_id), cfg, LOG_REGIONS, move |v| layout.members(v))?);
+        let (s1, s2, s3, s4, s5) = (service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
         let group = GroupBuilder::new(group)
             .on_rejoin(move |_| s4.rejoined())
             .on_wedge(move |v| s5.wedged(v))
-            .layout(Replicas(cfg.replicas))
-            .regions(regions)
+            .layout(layout)
+            .regions(service.regions())
             .on_view_end(move |v, _| s1.view_ends(v))
             .on_view_start(move |v, t| s2.view_starts(v, t))
             .on_request(move |body| s3.answer(body))
             .start()?;
         let group = Arc::new(group);
-        let _ = shared.group.set(Arc::downgrade(&group));
-        let s = shared.clone();
-        let g = group.clone();
-        let worker = std::thread::Builder::new()
-            .name("tailwind".into())
-            .spawn(move || recover::work(&s, &g))
-            .map_err(|e| StartError::Config(format!("cannot start the worker thread: {e}")))?;
-        Ok(TailwindLog { shared, group, worker: Some(worker) })
+        service.attach(&group)?;
+        Ok(TailwindLog { service, group })
     }
 
     /// The group the log runs in.
     pub fn group(&self) -> &Group {
         &self.group
-    }
-
-    /// This member.
-    pub fn node(&self) -> NodeId {
-        self.shared.me
-    }
-
-    /// The current primary, if the log takes appends now (the primary recovered).
-    pub fn primary(&self) -> Option<NodeId> {
-        let st = node::lock(&self.shared.st);
-        st.ready.then(|| st.members.first().copied()).flatten()
-    }
-
-    /// True if this member is the primary and takes appends.
-    pub fn is_primary(&self) -> bool {
-        node::lock(&self.shared.prim).is_some()
-    }
-
-    /// Waits up to `within` until some member is the primary and takes appends
-    /// (as far as this member knows; not while a view change is under way, from
-    /// this member's wedge until the next view's primary recovered); returns it.
-    pub fn wait_for_primary(&self, within: Duration) -> Option<NodeId> {
-        let deadline = Instant::now() + within;
-        let mut st = node::lock(&self.shared.st);
-        loop {
-            if st.ready && !self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
-                return st.members.first().copied();
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || st.stopped.is_some() {
-                return None;
-            }
-            st = self
-                .shared
-                .cv
-                .wait_timeout(st, left.min(Duration::from_millis(50)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-
-    /// Appends one record and returns its number once every backup holds it. At
-    /// a member that is not the primary the record is sent to the primary. Waits
-    /// (up to the append timeout) through a failover.
-    ///
-    /// On [`AppendError::ViewChanged`], [`AppendError::Backup`] or
-    /// [`AppendError::Timeout`] the record may or may not be in the log.
-    pub fn append(&self, data: &[u8]) -> Result<Lsn, AppendError> {
-        Ok(self.append_batch(&[data])?[0])
-    }
-
-    /// Appends several records with one write per backup and one wait (the
-    /// pipelined form: a caller with many records passes them together); returns
-    /// their numbers, consecutive, once every backup holds all of them.
-    pub fn append_batch(&self, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
-        if records.is_empty() {
-            return Ok(Vec::new());
-        }
-        let need: usize = records.iter().map(|r| extent(r.len())).sum();
-        if need > self.shared.cfg.buffer {
-            return Err(AppendError::TooLarge { need, buffer: self.shared.cfg.buffer });
-        }
-        let deadline = Instant::now() + self.shared.cfg.append_timeout;
-        loop {
-            if let Some(r) = self.shared.append_local(records, deadline) {
-                return r;
-            }
-            // Not the primary: forward to it if there is one, else wait for one.
-            let primary = {
-                let st = node::lock(&self.shared.st);
-                if let Some(why) = &st.stopped {
-                    return Err(AppendError::Stopped(why.clone()));
-                }
-                st.ready.then(|| st.members.first().copied()).flatten()
-            };
-            match primary {
-                Some(p) if p != self.shared.me => return self.forward(p, records, deadline),
-                _ => {
-                    if Instant::now() >= deadline {
-                        return Err(AppendError::Unavailable("no primary recovered within the append timeout".into()));
-                    }
-                    self.wait_for_primary(Duration::from_millis(50));
-                }
-            }
-        }
-    }
-
-    fn forward(&self, to: NodeId, records: &[&[u8]], deadline: Instant) -> Result<Vec<Lsn>, AppendError> {
-        let msg = wire::Msg::Append { records: records.iter().map(|r| r.to_vec()).collect() };
-        let within = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
-        let body = self
-            .group
-            .request(to, &wire::encode(&msg), within)
-            .map_err(|e| AppendError::Backup { node: to, why: format!("forwarding to the primary: {e}") })?;
-        match wire::decode::<wire::Reply>(&body) {
-            Ok(wire::Reply::Appended(first)) => Ok((first..first + records.len() as u64).map(Lsn).collect()),
-            Ok(wire::Reply::Failed(why)) => Err(AppendError::Backup { node: to, why }),
-            Ok(other) => Err(AppendError::Backup { node: to, why: format!("unexpected answer {other:?}") }),
-            Err(why) => Err(AppendError::Backup { node: to, why }),
-        }
-    }
-
-    /// The records from `from` on, in order, as this member holds them: committed
-    /// segments (from their files), then the open buffer. At the primary these
-    /// are exactly the acknowledged records; at a backup the open buffer's last
-    /// record may be one whose append was not acknowledged yet (a failover may
-    /// drop it). A member that lacks a segment (re-seeding not done) reports
-    /// [`ReadError::Gap`].
-    pub fn read_from(&self, from: Lsn) -> ReadFrom {
-        self.shared.read_from(from)
-    }
-
-    /// Called at the primary each time it takes over (its first view included),
-    /// after recovery and before it takes appends.
-    pub fn on_recovered(&self, f: impl FnMut(&Recovery) + Send + 'static) {
-        *node::lock(&self.shared.on_recovered) = Some(Box::new(f));
-    }
-
-    /// Segments this member holds on disk or is writing there, by first record.
-    pub fn segments(&self) -> Vec<(SegmentId, u64)> {
-        let st = node::lock(&self.shared.st);
-        st.segments.iter().map(|(b, c)| (self.shared.seg(*b), *c)).collect()
-    }
-
-    /// Waits (bounded) until every closed segment is on this member's disk.
-    pub fn wait_flushed(&self, within: Duration) -> bool {
-        self.shared.pool.wait_flushed(within)
     }
 
     /// Leaves the group gracefully (see [`Group::leave`]).
@@ -402,10 +258,7 @@ impl TailwindLog {
 
 impl Drop for TailwindLog {
     fn drop(&mut self) {
-        self.shared.stop("the log was dropped".into());
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
+        self.service.stop("the log was dropped");
         self.group.shutdown();
     }
 }

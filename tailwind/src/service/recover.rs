@@ -25,14 +25,20 @@ use views::group::Group;
 use views::view::View;
 
 /// The worker loop: waits for views, recovers where this member is the primary.
-pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
+/// It holds the group only while it works (the host owns it).
+pub(super) fn work(s: &Arc<Shared>) {
     loop {
-        let (view, members, t) = {
+        let (view, members, t, g) = {
             let mut st = lock(&s.st);
             loop {
                 if st.stopped.is_some() {
                     return;
                 }
+                let Some(g) = s.group() else {
+                    drop(st);
+                    s.stop("the group is gone".into());
+                    return;
+                };
                 if let Some(why) = g.stopped() {
                     drop(st);
                     s.stop(format!("the group stopped: {why}"));
@@ -41,9 +47,10 @@ pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
                 if st.work && st.running() {
                     st.work = false;
                     if let (Some(v), Some(t)) = (st.view.clone(), st.transport.clone()) {
-                        break (v, st.members.clone(), t);
+                        break (v, st.members.clone(), t, g);
                     }
                 }
+                drop(g); // not held while idle: the host may be dropping it
                 st = s.cv.wait_timeout(st, Duration::from_millis(100)).unwrap_or_else(|p| p.into_inner()).0;
             }
         };
@@ -51,6 +58,7 @@ pub(super) fn work(s: &Arc<Shared>, g: &Arc<Group>) {
             continue;
         }
         let began = Instant::now();
+        let g = &g;
         match recover(s, g, &view, &members, &t) {
             Ok((pr, rec)) => {
                 if s.become_primary(pr, rec.clone()) {
@@ -88,9 +96,9 @@ fn ask(s: &Shared, g: &Group, m: NodeId, msg: &Msg, deadline: Instant) -> Result
         } else {
             let left = deadline.saturating_duration_since(Instant::now()).min(s.cfg.request_timeout);
             let body = g
-                .request(m, &wire::encode(msg), left.max(Duration::from_millis(10)))
+                .request(m, &wire::encode(s.cfg.log, msg), left.max(Duration::from_millis(10)))
                 .map_err(|e| format!("{m}: {e}"))?;
-            wire::decode::<Reply>(&body).map_err(|e| format!("{m}: {e}"))?
+            wire::decode::<Reply>(s.cfg.log, &body).map_err(|e| format!("{m}: {e}"))?
         };
         match reply {
             Reply::NotYet if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),

@@ -1,14 +1,18 @@
 //! The service's control-plane frames (over [`views::group::Group::request`]): a
-//! version byte, then a postcard [`Msg`] or [`Reply`]. Every frame is checked:
-//! a wrong version, bytes that do not decode, or trailing bytes are an error, and
-//! sizes are bounded ([`MAX_PAGE`], the record limit) before anything is allocated
-//! from them.
+//! version byte ([`VERSION`], which also tells a host's request router that the
+//! frame is a log's: no other frame of this project starts with it), the log's
+//! number (8 bytes, little-endian: a group may hold several logs), then a postcard
+//! [`Msg`] or [`Reply`]. Every frame is checked: a wrong version or log, bytes
+//! that do not decode, or trailing bytes are an error, and sizes are bounded
+//! ([`MAX_PAGE`], the record limit) before anything is allocated from them.
 
 use crate::backup::{Request, Response, SegmentId};
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-/// The frame version.
-pub const VERSION: u8 = 1;
+/// The frame version (its first byte).
+pub const VERSION: u8 = 0xF2;
+/// Bytes before the postcard body: the version and the log.
+pub const HEAD: usize = 9;
 /// The most bytes of a segment one `Fetch`/`Store` page carries.
 pub const MAX_PAGE: usize = 1 << 20;
 
@@ -116,20 +120,36 @@ pub enum Reply {
     Failed(String),
 }
 
-/// Encodes a frame.
-pub fn encode<T: Serialize>(m: &T) -> Vec<u8> {
+/// Encodes a frame of log `log`.
+pub fn encode<T: Serialize>(log: u64, m: &T) -> Vec<u8> {
     let mut out = vec![VERSION];
+    out.extend_from_slice(&log.to_le_bytes());
     // Serializing these plain enums into a Vec cannot fail.
     out.extend(postcard::to_stdvec(m).unwrap_or_default());
     out
 }
 
-/// Decodes a frame, checking its version and that nothing trails it.
-pub fn decode<T: DeserializeOwned>(frame: &[u8]) -> Result<T, String> {
-    match frame.split_first() {
-        None => Err("empty frame".into()),
-        Some((&v, _)) if v != VERSION => Err(format!("frame version {v}, this node speaks {VERSION}")),
-        Some((_, body)) => match postcard::take_from_bytes::<T>(body) {
+/// The log a frame is for, if it is a log frame at all (its version byte and
+/// length; the body is not checked here).
+pub fn log_of(frame: &[u8]) -> Option<u64> {
+    match frame {
+        [VERSION, rest @ ..] if rest.len() >= 8 => Some(u64::from_le_bytes(rest[..8].try_into().ok()?)),
+        _ => None,
+    }
+}
+
+/// Decodes a frame of log `log`, checking its version, its log and that nothing
+/// trails it.
+pub fn decode<T: DeserializeOwned>(log: u64, frame: &[u8]) -> Result<T, String> {
+    match frame.first() {
+        None => return Err("empty frame".into()),
+        Some(&v) if v != VERSION => return Err(format!("frame version {v:#x}, this node speaks {VERSION:#x}")),
+        _ => {}
+    }
+    match log_of(frame) {
+        None => Err("a frame too short for its header".into()),
+        Some(l) if l != log => Err(format!("a frame of log {l} given to log {log}")),
+        Some(_) => match postcard::take_from_bytes::<T>(&frame[HEAD..]) {
             Ok((m, [])) => Ok(m),
             Ok((_, rest)) => Err(format!("{} bytes after the frame", rest.len())),
             Err(e) => Err(format!("undecodable frame: {e}")),
@@ -145,25 +165,33 @@ mod tests {
     #[test]
     fn frames_round_trip_and_bad_ones_are_errors() {
         let m = Msg::Commit { view: 3, id: SegmentId { log: 1, segment: 40 }, count: 7 };
-        assert_eq!(decode::<Msg>(&encode(&m)).unwrap(), m);
+        assert_eq!(decode::<Msg>(1, &encode(1, &m)).unwrap(), m);
+        assert_eq!(log_of(&encode(7, &m)), Some(7));
         let r = Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None };
-        assert_eq!(decode::<Reply>(&encode(&r)).unwrap(), r);
-        assert!(decode::<Msg>(&[]).is_err());
-        let mut f = encode(&m);
+        assert_eq!(decode::<Reply>(3, &encode(3, &r)).unwrap(), r);
+        assert!(decode::<Msg>(1, &[]).is_err());
+        assert!(decode::<Msg>(1, &[VERSION, 1, 0]).unwrap_err().contains("short"));
+        assert!(decode::<Reply>(4, &encode(3, &r)).unwrap_err().contains("log 3"));
+        let mut f = encode(1, &m);
         f[0] = 9;
-        assert!(decode::<Msg>(&f).unwrap_err().contains("version"));
-        let mut f = encode(&m);
+        assert!(decode::<Msg>(1, &f).unwrap_err().contains("version"));
+        assert_eq!(log_of(&f), None);
+        let mut f = encode(1, &m);
         f.push(0);
-        assert!(decode::<Msg>(&f).unwrap_err().contains("after"));
+        assert!(decode::<Msg>(1, &f).unwrap_err().contains("after"));
         // A length field claiming far more bytes than the frame has.
-        assert!(decode::<Msg>(&[VERSION, 5, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f]).is_err());
+        let mut f = encode(0, &0u8);
+        f.truncate(HEAD);
+        f.extend([5, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x0f]);
+        assert!(decode::<Msg>(0, &f).is_err());
     }
 
     proptest! {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let _ = decode::<Msg>(&bytes);
-            let _ = decode::<Reply>(&bytes);
+            let _ = decode::<Msg>(0, &bytes);
+            let _ = decode::<Reply>(0, &bytes);
+            let _ = log_of(&bytes);
         }
     }
 }

@@ -25,7 +25,8 @@ pub struct GroupBuilder {
     cfg: Config,
     layout: Arc<dyn Layout>,
     hooks: Hooks,
-    app_regions: Vec<sst::transport::RegionSpec>,
+    app_regions: super::RegionsFn,
+    fixed_regions: Option<Vec<sst::transport::RegionSpec>>,
     client_limits: ClientLimits,
     setup_timeout: Duration,
     send_timeout: Duration,
@@ -49,7 +50,8 @@ impl GroupBuilder {
             cfg,
             layout: Arc::new(all),
             hooks: Hooks::default(),
-            app_regions: Vec::new(),
+            app_regions: Arc::new(|_| Vec::new()),
+            fixed_regions: None,
             client_limits: ClientLimits::default(),
             setup_timeout,
             send_timeout: Duration::from_secs(30),
@@ -171,7 +173,19 @@ impl GroupBuilder {
     /// ([`Group::transport`]); each view's are fresh and zeroed (see
     /// [`GroupBuilder::on_view_end`] to keep what they held).
     pub fn regions(mut self, regions: Vec<sst::transport::RegionSpec>) -> Self {
-        self.app_regions = regions;
+        self.fixed_regions = Some(regions.clone());
+        self.app_regions = Arc::new(move |_| regions.clone());
+        self
+    }
+
+    /// Like [`GroupBuilder::regions`], with the regions a function of the view
+    /// (e.g. of its layout document: a service created at run time gets its
+    /// regions from the view that lists it). Every member must compute the same
+    /// regions for a view. A view's regions whose ids are below [`APP_REGIONS`] or
+    /// repeat are left out of that view (and logged).
+    pub fn regions_by(mut self, f: impl Fn(&View) -> Vec<sst::transport::RegionSpec> + Send + Sync + 'static) -> Self {
+        self.fixed_regions = None;
+        self.app_regions = Arc::new(f);
         self
     }
 
@@ -214,10 +228,11 @@ impl GroupBuilder {
 
     /// Starts a new group (no contact) or joins one; returns once this node runs a
     /// view.
-    pub fn start(self) -> Result<Group, StartError> {
+    pub fn start(mut self) -> Result<Group, StartError> {
         self.cfg.validate()?;
-        for (i, r) in self.app_regions.iter().enumerate() {
-            if r.id.0 < APP_REGIONS || self.app_regions[..i].iter().any(|o| o.id == r.id) {
+        let fixed = self.fixed_regions.take().unwrap_or_default();
+        for (i, r) in fixed.iter().enumerate() {
+            if r.id.0 < APP_REGIONS || fixed[..i].iter().any(|o| o.id == r.id) {
                 return Err(StartError::Setup(format!(
                     "application region {:?}: ids must be distinct and at least {APP_REGIONS:#x}",
                     r.id

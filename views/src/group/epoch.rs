@@ -117,7 +117,13 @@ impl Epoch {
         for (k, s) in specs.iter().enumerate() {
             regions.push(RegionSpec { id: RegionId(1 + k as u16), len: SmcLayout::new(s).table_bytes() });
         }
-        regions.extend(inner.app_regions.iter().copied());
+        for r in (inner.app_regions)(&view) {
+            if r.id.0 < super::APP_REGIONS || regions.iter().any(|o| o.id == r.id) {
+                tracing::error!(node = %me, view = view.id().0, region = ?r.id, "an application region with a reserved or repeated id: left out");
+                continue;
+            }
+            regions.push(r);
+        }
         let peers: Vec<NodeId> = view.members().iter().copied().filter(|n| *n != me && !suspects.contains(n)).collect();
         let timeout = inner.setup_timeout;
         let gone = inner.directory.gone_probe();

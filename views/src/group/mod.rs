@@ -84,6 +84,9 @@ pub use send::SubgroupHandle;
 /// group's own tables use the ids below.
 pub const APP_REGIONS: u16 = 0x8000;
 
+/// The application's regions of a view ([`GroupBuilder::regions_by`]).
+pub(crate) type RegionsFn = Arc<dyn Fn(&View) -> Vec<sst::transport::RegionSpec> + Send + Sync>;
+
 /// Where a member's data plane sets up each view's transport (tcp and rdma).
 pub(crate) enum DataListener {
     Tcp(sst::transport::tcp::Listener),
@@ -119,7 +122,7 @@ pub(crate) struct Inner {
     /// Per subgroup of the current view: discarded messages not yet sent again
     /// because the view wedged first (sent after the next install).
     pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
-    pub(crate) app_regions: Vec<sst::transport::RegionSpec>,
+    pub(crate) app_regions: RegionsFn,
     pub(crate) setup_timeout: Duration,
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).

@@ -65,9 +65,9 @@ impl Shared {
                 let reply = if b == self.me {
                     self.handle(Msg::Pool { view, req: req.clone() })
                 } else {
-                    let frame = wire::encode(&Msg::Pool { view, req: req.clone() });
+                    let frame = wire::encode(self.cfg.log, &Msg::Pool { view, req: req.clone() });
                     match group.request(b, &frame, self.cfg.request_timeout) {
-                        Ok(body) => wire::decode::<Reply>(&body).unwrap_or_else(Reply::Failed),
+                        Ok(body) => wire::decode::<Reply>(self.cfg.log, &body).unwrap_or_else(Reply::Failed),
                         Err(e) => Reply::Failed(e.to_string()),
                     }
                 };

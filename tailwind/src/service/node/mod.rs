@@ -2,7 +2,7 @@
 //! the other members' requests, the primary's append path and the read path.
 
 use super::wire::{self, Held, Msg, Reply, MAX_PAGE};
-use super::{RecoveredFn, Recovery, Replicas, TailwindConfig, LOG_REGIONS};
+use super::{RecoveredFn, Recovery, TailwindConfig};
 use crate::backup::{read_segment, segment_path, Backup, Request, Response, SegmentError, SegmentId};
 use crate::format::{scan, FormatError, ENTRY};
 use crate::replicate::{AppendError, Lsn, Replicator};
@@ -21,6 +21,9 @@ use views::view::View;
 const MAX_SEEDING: usize = 4;
 
 pub(super) use sst::sync::lock;
+
+/// The log's members in a view, the primary first.
+pub(super) type MembersFn = Box<dyn Fn(&View) -> Vec<NodeId> + Send + Sync>;
 
 /// A segment recovered at a view's end, not yet cut to the agreed prefix.
 #[derive(Debug)]
@@ -99,7 +102,10 @@ impl St {
 
 pub(super) struct Shared {
     pub me: NodeId,
-    pub layout: Replicas,
+    /// The log's members in a view, the primary first.
+    pub members_of: MembersFn,
+    /// The first of the log's regions in every view's transport.
+    pub region_base: u16,
     pub cfg: TailwindConfig,
     pub pool: Backup,
     pub st: Mutex<St>,
@@ -159,7 +165,7 @@ impl Shared {
     }
 
     pub fn region(&self, slot: usize) -> RegionId {
-        RegionId(LOG_REGIONS + slot as u16)
+        RegionId(self.region_base + slot as u16)
     }
 
     pub fn group(&self) -> Option<Arc<Group>> {
@@ -230,7 +236,7 @@ impl Shared {
         let mut st = lock(&self.st);
         st.view = Some(view.clone());
         st.transport = Some(t.clone());
-        st.members = self.layout.members(view);
+        st.members = (self.members_of)(view);
         st.ready = false;
         st.work = true;
         st.seeding.clear();

@@ -6,11 +6,11 @@ use super::*;
 impl Shared {
     /// Answers another member's request frame.
     pub fn answer(&self, body: &[u8]) -> Vec<u8> {
-        let reply = match wire::decode::<Msg>(body) {
+        let reply = match wire::decode::<Msg>(self.cfg.log, body) {
             Err(why) => Reply::Failed(why),
             Ok(m) => self.handle(m),
         };
-        wire::encode(&reply)
+        wire::encode(self.cfg.log, &reply)
     }
 
     pub fn handle(&self, m: Msg) -> Reply {

@@ -1,0 +1,273 @@
+//! One member's handle on one log, independent of who owns the group: the
+//! stand-alone [`super::TailwindLog`] and a host running several logs beside other
+//! subgroups (a DDS domain) both drive it through the same calls.
+//!
+//! A host creates the service ([`LogService::new`]) with the log's members as a
+//! function of the view (the primary first) and the first of its region ids,
+//! registers [`LogService::regions`] in every view's transport, forwards the
+//! group's hooks (`view_starts`, `view_ends`, `wedged`, `rejoined`) and the request
+//! frames whose [`super::wire::log_of`] is this log's number ([`LogService::answer`]),
+//! then [`LogService::attach`]es it to the group once it runs.
+
+use super::node::{self, Shared, St};
+use super::{wire, Recovery, StartError, TailwindConfig};
+use crate::backup::{Backup, BackupConfig, SegmentId};
+use crate::format::extent;
+use crate::replicate::{AppendError, Lsn};
+use node::ReadFrom;
+use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use views::group::Group;
+use views::view::View;
+
+/// One member of one replicated log (see the module docs).
+pub struct LogService {
+    shared: Arc<Shared>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for LogService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogService").field("node", &self.shared.me).field("log", &self.shared.cfg.log).finish()
+    }
+}
+
+impl LogService {
+    /// This member (`me`) of log `cfg.log`, holding its buffers in regions
+    /// `region_base..region_base + cfg.buffers` of every view's transport; the
+    /// log's members in a view are `members(view)`, the primary first. Reads the
+    /// segments `cfg.dir` holds.
+    pub fn new(
+        me: NodeId,
+        cfg: TailwindConfig,
+        region_base: u16,
+        members: impl Fn(&View) -> Vec<NodeId> + Send + Sync + 'static,
+    ) -> Result<LogService, StartError> {
+        cfg.validate()?;
+        if region_base < views::group::APP_REGIONS || region_base.checked_add(cfg.buffers as u16).is_none() {
+            return Err(StartError::Config(format!("region ids from {region_base:#x} are not the application's")));
+        }
+        let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
+            .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
+        let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
+        let shared = Arc::new(Shared {
+            me,
+            members_of: Box::new(members),
+            region_base,
+            cfg,
+            pool,
+            st: Mutex::new(St::new(segments)),
+            cv: Condvar::new(),
+            fence: Default::default(),
+            wedged_view: Default::default(),
+            prim: Mutex::new(None),
+            group: OnceLock::new(),
+            on_recovered: Mutex::new(None),
+        });
+        Ok(LogService { shared, worker: Mutex::new(None) })
+    }
+
+    /// The regions the log's buffers take in every view's transport.
+    pub fn regions(&self) -> Vec<RegionSpec> {
+        let s = &self.shared;
+        (0..s.cfg.buffers).map(|i| RegionSpec { id: RegionId(s.region_base + i as u16), len: s.cfg.buffer }).collect()
+    }
+
+    /// Starts the member's recovery worker on `group` (held weakly: the host owns
+    /// it). Once only; a second call is an error.
+    pub fn attach(&self, group: &Arc<Group>) -> Result<(), StartError> {
+        if self.shared.group.set(Arc::downgrade(group)).is_err() {
+            return Err(StartError::Config("the log is attached to a group already".into()));
+        }
+        let s = self.shared.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("tailwind-{}", self.shared.cfg.log))
+            .spawn(move || super::recover::work(&s))
+            .map_err(|e| StartError::Config(format!("cannot start the worker thread: {e}")))?;
+        *node::lock(&self.worker) = Some(worker);
+        Ok(())
+    }
+
+    /// The group's `on_view_start` hook.
+    pub fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
+        self.shared.view_starts(view, t)
+    }
+
+    /// The group's `on_view_end` hook.
+    pub fn view_ends(&self, view: &View) {
+        self.shared.view_ends(view)
+    }
+
+    /// The group's `on_wedge` hook (quick, never blocks).
+    pub fn wedged(&self, view: &View) {
+        self.shared.wedged(view)
+    }
+
+    /// The group's `on_rejoin` hook.
+    pub fn rejoined(&self) {
+        self.shared.rejoined()
+    }
+
+    /// Answers a request frame of this log (see [`super::wire`]).
+    pub fn answer(&self, body: &[u8]) -> Vec<u8> {
+        self.shared.answer(body)
+    }
+
+    /// The log's number.
+    pub fn log(&self) -> u64 {
+        self.shared.cfg.log
+    }
+
+    /// The log's settings.
+    pub fn config(&self) -> &TailwindConfig {
+        &self.shared.cfg
+    }
+
+    /// The log's members in the last view this member started, the primary first.
+    pub fn members(&self) -> Vec<NodeId> {
+        node::lock(&self.shared.st).members.clone()
+    }
+
+    /// Stops this member of the log: appends and waits fail with `why`.
+    pub fn stop(&self, why: &str) {
+        self.shared.stop(why.into());
+        if let Some(w) = node::lock(&self.worker).take() {
+            let _ = w.join();
+        }
+    }
+
+    /// This member.
+    pub fn node(&self) -> NodeId {
+        self.shared.me
+    }
+
+    /// The current primary, if the log takes appends now (the primary recovered).
+    pub fn primary(&self) -> Option<NodeId> {
+        let st = node::lock(&self.shared.st);
+        st.ready.then(|| st.members.first().copied()).flatten()
+    }
+
+    /// True if this member is the primary and takes appends.
+    pub fn is_primary(&self) -> bool {
+        node::lock(&self.shared.prim).is_some()
+    }
+
+    /// Waits up to `within` until some member is the primary and takes appends
+    /// (as far as this member knows; not while a view change is under way, from
+    /// this member's wedge until the next view's primary recovered); returns it.
+    pub fn wait_for_primary(&self, within: Duration) -> Option<NodeId> {
+        let deadline = Instant::now() + within;
+        let mut st = node::lock(&self.shared.st);
+        loop {
+            if st.ready && !self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
+                return st.members.first().copied();
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || st.stopped.is_some() {
+                return None;
+            }
+            st = self
+                .shared
+                .cv
+                .wait_timeout(st, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Appends one record and returns its number once every backup holds it. At
+    /// a member that is not the primary the record is sent to the primary. Waits
+    /// (up to the append timeout) through a failover.
+    ///
+    /// On [`AppendError::ViewChanged`], [`AppendError::Backup`] or
+    /// [`AppendError::Timeout`] the record may or may not be in the log.
+    pub fn append(&self, data: &[u8]) -> Result<Lsn, AppendError> {
+        Ok(self.append_batch(&[data])?[0])
+    }
+
+    /// Appends several records with one write per backup and one wait (the
+    /// pipelined form: a caller with many records passes them together); returns
+    /// their numbers, consecutive, once every backup holds all of them.
+    pub fn append_batch(&self, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        if records.is_empty() {
+            return Ok(Vec::new());
+        }
+        let need: usize = records.iter().map(|r| extent(r.len())).sum();
+        if need > self.shared.cfg.buffer {
+            return Err(AppendError::TooLarge { need, buffer: self.shared.cfg.buffer });
+        }
+        let deadline = Instant::now() + self.shared.cfg.append_timeout;
+        loop {
+            if let Some(r) = self.shared.append_local(records, deadline) {
+                return r;
+            }
+            // Not the primary: forward to it if there is one, else wait for one.
+            let primary = {
+                let st = node::lock(&self.shared.st);
+                if let Some(why) = &st.stopped {
+                    return Err(AppendError::Stopped(why.clone()));
+                }
+                st.ready.then(|| st.members.first().copied()).flatten()
+            };
+            match primary {
+                Some(p) if p != self.shared.me => return self.forward(p, records, deadline),
+                _ => {
+                    if Instant::now() >= deadline {
+                        return Err(AppendError::Unavailable("no primary recovered within the append timeout".into()));
+                    }
+                    self.wait_for_primary(Duration::from_millis(50));
+                }
+            }
+        }
+    }
+
+    fn forward(&self, to: NodeId, records: &[&[u8]], deadline: Instant) -> Result<Vec<Lsn>, AppendError> {
+        let msg = wire::Msg::Append { records: records.iter().map(|r| r.to_vec()).collect() };
+        let within = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
+        let group = self.shared.group().ok_or_else(|| AppendError::Stopped("the group is gone".into()))?;
+        let body = group
+            .request(to, &wire::encode(self.shared.cfg.log, &msg), within)
+            .map_err(|e| AppendError::Backup { node: to, why: format!("forwarding to the primary: {e}") })?;
+        match wire::decode::<wire::Reply>(self.shared.cfg.log, &body) {
+            Ok(wire::Reply::Appended(first)) => Ok((first..first + records.len() as u64).map(Lsn).collect()),
+            Ok(wire::Reply::Failed(why)) => Err(AppendError::Backup { node: to, why }),
+            Ok(other) => Err(AppendError::Backup { node: to, why: format!("unexpected answer {other:?}") }),
+            Err(why) => Err(AppendError::Backup { node: to, why }),
+        }
+    }
+
+    /// The records from `from` on, in order, as this member holds them: committed
+    /// segments (from their files), then the open buffer. At the primary these
+    /// are exactly the acknowledged records; at a backup the open buffer's last
+    /// record may be one whose append was not acknowledged yet (a failover may
+    /// drop it). A member that lacks a segment (re-seeding not done) reports
+    /// [`ReadError::Gap`].
+    pub fn read_from(&self, from: Lsn) -> ReadFrom {
+        self.shared.read_from(from)
+    }
+
+    /// Called at the primary each time it takes over (its first view included),
+    /// after recovery and before it takes appends.
+    pub fn on_recovered(&self, f: impl FnMut(&Recovery) + Send + 'static) {
+        *node::lock(&self.shared.on_recovered) = Some(Box::new(f));
+    }
+
+    /// Segments this member holds on disk or is writing there, by first record.
+    pub fn segments(&self) -> Vec<(SegmentId, u64)> {
+        let st = node::lock(&self.shared.st);
+        st.segments.iter().map(|(b, c)| (self.shared.seg(*b), *c)).collect()
+    }
+
+    /// Waits (bounded) until every closed segment is on this member's disk.
+    pub fn wait_flushed(&self, within: Duration) -> bool {
+        self.shared.pool.wait_flushed(within)
+    }
+}
+
+impl Drop for LogService {
+    fn drop(&mut self) {
+        self.stop("the log was dropped");
+    }
+}
