@@ -6,6 +6,7 @@ pub mod client;
 pub mod config;
 mod error;
 pub mod log;
+pub mod logs;
 pub mod qos;
 pub mod reader;
 pub mod sample;
@@ -83,6 +84,9 @@ pub(crate) struct Shared {
     group: OnceLock<Weak<Group>>,
     participant: OnceLock<Weak<Participant>>,
     catch_up_timeout: Duration,
+    /// This participant's members of the domain's replicated logs.
+    logs: logs::Logs,
+    log_dir: PathBuf,
 }
 
 impl Shared {
@@ -170,19 +174,36 @@ impl DomainParticipant {
             group: OnceLock::new(),
             participant: OnceLock::new(),
             catch_up_timeout: cfg.catch_up_timeout,
+            logs: logs::Logs::default(),
+            log_dir: cfg.log_dir.clone(),
         });
         let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
+        let (s4, s5, s6) = (shared.clone(), shared.clone(), shared.clone());
         let group = GroupBuilder::new(cfg.group.clone())
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
             .on_rejoin(move |_| rejoined(&s3))
-            .on_request(move |body| catchup::answer(&s2, body))
+            .on_request(move |body| match tailwind::service::wire::log_of(body) {
+                Some(log) => s2.logs.answer(log, body),
+                None => catchup::answer(&s2, body),
+            })
+            .regions_by(logs::regions)
+            .on_view_start(move |v, t| {
+                let group = s4.group.get().and_then(Weak::upgrade);
+                for why in s4.logs.ensure(v, t.local_id(), &s4.log_dir, group.as_ref()) {
+                    tracing::error!(%why, "a log member could not start");
+                }
+                s4.logs.view_starts(v, t);
+            })
+            .on_view_end(move |v, _| s5.logs.view_ends(v))
+            .on_wedge(move |v| s6.logs.wedged(v))
             .client_handler(serve::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
             .client_limits(cfg.client_limits)
             .start()?;
         let group = Arc::new(group);
         let _ = shared.me.set(group.node());
         let _ = shared.group.set(Arc::downgrade(&group));
+        shared.logs.attach_all(&group);
         let p = Participant { group, shared, cfg, incarnation: incarnation(), next_endpoint: AtomicU32::new(0) };
         p.edit(&Edit::Hello { node: p.shared.me().0, incarnation: p.incarnation }, "participant")?;
         let p = Arc::new(p);
@@ -337,6 +358,21 @@ impl DomainParticipant {
         }
     }
 
+    /// The replicated log `name` (see [`logs`]): creates it with `qos` (a change of
+    /// the domain's table, a view change), or checks that the domain has it with
+    /// this QoS; returns once this participant runs its member of it.
+    pub fn create_log(&self, name: &str, qos: logs::LogQos) -> Result<logs::ReplicatedLog, DdsError> {
+        qos.validate().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        let view = self.0.edit(&Edit::CreateLog { name: name.into(), qos }, name)?;
+        self.0.log_handle(name, &view)
+    }
+
+    /// The replicated log `name` as the domain has it (an error if it has none).
+    pub fn find_log(&self, name: &str) -> Result<logs::ReplicatedLog, DdsError> {
+        let view = self.0.group.view().ok_or_else(|| DdsError::NotApplied("this participant stopped".into()))?;
+        self.0.log_handle(name, &view)
+    }
+
     /// Leaves the domain gracefully (a view change removes this participant once
     /// everything it is owed is delivered); waits up to `within`.
     pub fn leave(&self, within: Duration) -> bool {
@@ -485,6 +521,7 @@ fn rejoined(shared: &Arc<Shared>) {
     for t in lock(&shared.topics).values() {
         t.rejoined();
     }
+    shared.logs.rejoined();
     let Some(p) = shared.participant.get().cloned() else { return };
     let spawned = std::thread::Builder::new().name("dds-rejoined".into()).spawn(move || {
         if let Some(p) = p.upgrade() {
@@ -496,7 +533,27 @@ fn rejoined(shared: &Arc<Shared>) {
     }
 }
 
+impl Drop for Participant {
+    fn drop(&mut self) {
+        // Before the group goes: the logs' workers stop while it still runs.
+        self.shared.logs.stop("the participant is gone");
+    }
+}
+
 impl Participant {
+    /// A handle on log `name` of `view`'s table (this member of it started if
+    /// the install thread has not yet).
+    fn log_handle(self: &Arc<Self>, name: &str, view: &View) -> Result<logs::ReplicatedLog, DdsError> {
+        let me = self.shared.me();
+        if let Some(why) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
+            return Err(DdsError::NotApplied(why));
+        }
+        match self.shared.logs.get(name) {
+            Some((entry, service)) => Ok(logs::ReplicatedLog { entry, service, _p: self.clone() }),
+            None => Err(DdsError::Topic { topic: name.into(), why: "the domain has no such log".into() }),
+        }
+    }
+
     /// Lists this participant and its endpoints in the domain's table again where
     /// the table lacks them (each edit is a no-op where it has them).
     fn announce_again(&self) {

@@ -82,6 +82,8 @@ pub struct TopicTable {
     pub participants: Vec<(u32, u64)>,
     /// Topics in creation order.
     pub topics: Vec<TopicEntry>,
+    /// Replicated logs (Tailwind) in creation order (see [`crate::logs`]).
+    pub logs: Vec<crate::logs::LogEntry>,
 }
 
 /// A change to the table.
@@ -124,6 +126,13 @@ pub enum Edit {
         node: u32,
         /// Its number.
         id: u32,
+    },
+    /// Creates a replicated log, or checks that it exists with this QoS.
+    CreateLog {
+        /// Name.
+        name: String,
+        /// QoS.
+        qos: crate::logs::LogQos,
     },
 }
 
@@ -222,6 +231,10 @@ impl TopicTable {
                 }
                 list.push(*endpoint);
             }
+            Edit::CreateLog { name, qos } => match crate::logs::create(&t.logs, name, qos).map_err(EditError::Invalid)? {
+                None => return Ok(None),
+                Some(entry) => t.logs.push(entry),
+            },
             Edit::RemoveEndpoint { topic, writer, node, id } => {
                 let Some(entry) = t.topics.iter_mut().find(|x| x.name == *topic) else { return Ok(None) };
                 let list = if *writer { &mut entry.writers } else { &mut entry.readers };

@@ -103,6 +103,8 @@ mod tests {
             group: OnceLock::new(),
             participant: OnceLock::new(),
             catch_up_timeout: Duration::from_secs(1),
+            logs: Default::default(),
+            log_dir: std::env::temp_dir(),
         };
         for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
             let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();

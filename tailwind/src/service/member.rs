@@ -90,6 +90,11 @@ impl LogService {
         Ok(())
     }
 
+    /// Whether [`LogService::attach`] was called.
+    pub fn is_attached(&self) -> bool {
+        self.shared.group.get().is_some()
+    }
+
     /// The group's `on_view_start` hook.
     pub fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
         self.shared.view_starts(view, t)
@@ -133,8 +138,12 @@ impl LogService {
     /// Stops this member of the log: appends and waits fail with `why`.
     pub fn stop(&self, why: &str) {
         self.shared.stop(why.into());
-        if let Some(w) = node::lock(&self.worker).take() {
-            let _ = w.join();
+        let worker = node::lock(&self.worker).take();
+        if let Some(w) = worker {
+            // The worker itself may drop the last handle on the group, and so this.
+            if w.thread().id() != std::thread::current().id() {
+                let _ = w.join();
+            }
         }
     }
 

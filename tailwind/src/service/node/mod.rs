@@ -172,9 +172,20 @@ impl Shared {
         self.group.get().and_then(Weak::upgrade)
     }
 
+    /// Stops this member: appends fail with `why`, and the view's transport and
+    /// buffers are let go (so that a transport's files go with its group, even
+    /// while the host keeps this member).
     pub fn stop(&self, why: String) {
         self.fence.store(true, Ordering::SeqCst);
-        lock(&self.st).stopped.get_or_insert(why);
+        // An append in flight sees the fence and gives the primary's lock back.
+        lock(&self.prim).take();
+        {
+            let mut st = lock(&self.st);
+            st.stopped.get_or_insert(why);
+            st.transport = None;
+            st.ready = false;
+        }
+        self.pool.set_buffers(Vec::new());
         self.cv.notify_all();
     }
 

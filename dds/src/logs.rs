@@ -1,0 +1,328 @@
+//! Replicated logs in a domain: Tailwind ([`tailwind::service`]) as one service
+//! among the domain's topics, in the same group and views.
+//!
+//! A log is created at run time like a topic, by an edit of the domain's table
+//! ([`crate::DomainParticipant::create_log`]); every participant then runs a member
+//! of it ([`LogService`]): the log's **replicas** hold it (the primary takes
+//! appends and writes them into the backups' buffers with one-sided writes), the
+//! others forward their appends to the primary.
+//!
+//! **Who holds a log.** The replicas of log `name` in a view are the `replicas`
+//! members that score highest for it (rendezvous hashing of the name and the node
+//! id, [`members_of`]); the highest is the primary. So logs' primaries spread over
+//! the members, a member that joins or leaves moves only the logs it scores high
+//! for, and a failed primary's log goes to the next one in its order, which has
+//! every acknowledged record (see [`tailwind::service`] for the failover).
+//!
+//! **Buffers.** Log `i` of the table (in creation order) has its buffers in
+//! regions `LOG_REGIONS + 64 i ..` of every view's transport (at every member: a
+//! view's regions are the same everywhere); the pages of a buffer a member never
+//! writes are never touched. Its segment files are in
+//! `<log_dir>/tw-<name>-n<node>/` (the name's bytes other than letters, digits,
+//! `-` and `_` written as `_`).
+//!
+//! ```no_run
+//! use dds::{config::DdsConfig, logs::LogQos, DomainParticipant};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cfg = DdsConfig::from_toml("node_id = 0\nlisten = \"127.0.0.1:7400\"\nname = \"shop\"")?;
+//! let p = DomainParticipant::new(cfg)?;
+//! let orders = p.create_log("orders", LogQos::default())?;
+//! let lsn = orders.append(b"order 1: two apples")?;
+//! for r in orders.read_from(lsn) {
+//!     let (lsn, bytes) = r?;
+//!     println!("{lsn:?} {}", String::from_utf8_lossy(&bytes));
+//! }
+//! # Ok(()) }
+//! ```
+
+use serde::{Deserialize, Serialize};
+use sst::sync::lock;
+use sst::transport::{NodeId, RegionSpec, Transport};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailwind::service::{wire, LogService, TailwindConfig, LOG_REGIONS};
+use views::group::Group;
+use views::view::View;
+
+/// The most logs a domain holds.
+pub const MAX_LOGS: usize = 256;
+/// Region ids each log may take (its buffers).
+const REGIONS_PER_LOG: u16 = 64;
+
+/// A log's settings, fixed when it is created (the same for every participant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogQos {
+    /// Members holding the log: the primary and `replicas - 1` backups (fewer
+    /// while the domain has fewer members). Default 3.
+    pub replicas: u32,
+    /// Bytes per buffer: a segment's size, and the most one append batch takes.
+    /// Default 4 MiB.
+    pub buffer_bytes: u32,
+    /// Buffers per view (one open, the others closed and flushing). Default 2.
+    pub buffers: u32,
+}
+
+impl Default for LogQos {
+    fn default() -> LogQos {
+        LogQos { replicas: 3, buffer_bytes: 4 << 20, buffers: 2 }
+    }
+}
+
+impl LogQos {
+    /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
+    /// multiple of 8), 2 to 64 of them.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=16).contains(&self.replicas) {
+            return Err(format!("replicas {} is not between 1 and 16", self.replicas));
+        }
+        if !(4096..=256 << 20).contains(&self.buffer_bytes) || self.buffer_bytes % 8 != 0 {
+            return Err(format!("buffer_bytes {} is not a multiple of 8 from 4 KiB to 256 MiB", self.buffer_bytes));
+        }
+        if !(2..=REGIONS_PER_LOG as u32).contains(&self.buffers) {
+            return Err(format!("buffers {} is not between 2 and {REGIONS_PER_LOG}", self.buffers));
+        }
+        Ok(())
+    }
+}
+
+/// A log as the domain's table lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    /// Its name.
+    pub name: String,
+    /// Its number (in its members' file names and request frames): a hash of the
+    /// name, distinct among the domain's logs.
+    pub number: u64,
+    /// Its settings.
+    pub qos: LogQos,
+}
+
+impl LogEntry {
+    /// Its replicas in `view`, the primary first.
+    pub fn members(&self, view: &View) -> Vec<NodeId> {
+        members_of(&self.name, self.qos.replicas as usize, view)
+    }
+}
+
+/// FNV-1a, 64 bits: the same in every process and build.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A well-mixed score of (log, node) (the SplitMix64 finalizer).
+fn score(name_hash: u64, node: NodeId) -> u64 {
+    let mut z = name_hash ^ (node.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The replicas of log `name` in `view`: the `replicas` members that score
+/// highest for it, highest (the primary) first (see the module docs).
+pub fn members_of(name: &str, replicas: usize, view: &View) -> Vec<NodeId> {
+    let h = fnv(name.as_bytes());
+    let mut m: Vec<(u64, NodeId)> = view.members().iter().map(|n| (score(h, *n), *n)).collect();
+    m.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    m.into_iter().take(replicas.max(1)).map(|(_, n)| n).collect()
+}
+
+/// The table's entry for a new log, `None` if the table has it already with
+/// this QoS.
+pub(crate) fn create(logs: &[LogEntry], name: &str, qos: &LogQos) -> Result<Option<LogEntry>, String> {
+    if name.is_empty() || name.len() > crate::table::MAX_NAME {
+        return Err(format!("a log name of {} bytes (1 to {})", name.len(), crate::table::MAX_NAME));
+    }
+    qos.validate().map_err(|why| format!("log `{name}`: {why}"))?;
+    if let Some(old) = logs.iter().find(|l| l.name == name) {
+        return match old.qos == *qos {
+            true => Ok(None),
+            false => Err(format!("log `{name}` exists with {:?}, not {qos:?}", old.qos)),
+        };
+    }
+    if logs.len() >= MAX_LOGS {
+        return Err(format!("the domain has {MAX_LOGS} logs already"));
+    }
+    let number = fnv(name.as_bytes()) >> 1; // postcard-friendly and never all ones
+    if let Some(other) = logs.iter().find(|l| l.number == number) {
+        return Err(format!("log `{name}` hashes like log `{}`: pick another name", other.name));
+    }
+    Ok(Some(LogEntry { name: name.into(), number, qos: *qos }))
+}
+
+/// The first region of log `i` of the table.
+fn region_base(i: usize) -> u16 {
+    LOG_REGIONS + i as u16 * REGIONS_PER_LOG
+}
+
+/// The regions every log of `view`'s table takes in its transport.
+pub(crate) fn regions(view: &View) -> Vec<RegionSpec> {
+    let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
+    let mut out = Vec::new();
+    for (i, l) in table.logs.iter().enumerate() {
+        out.extend((0..l.qos.buffers as u16).map(|b| RegionSpec {
+            id: sst::transport::RegionId(region_base(i) + b),
+            len: l.qos.buffer_bytes as usize,
+        }));
+    }
+    out
+}
+
+/// Where this member of log `name` keeps its segments.
+fn dir_of(log_dir: &Path, name: &str, me: NodeId) -> PathBuf {
+    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    log_dir.join(format!("tw-{safe}-n{}", me.0))
+}
+
+/// This participant's members of the domain's logs.
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
+    list: Mutex<Vec<(LogEntry, Arc<LogService>)>>,
+    /// Serializes creation (not the list: `wedged` takes that on the predicate thread).
+    creating: Mutex<()>,
+}
+
+impl Logs {
+    fn all(&self) -> Vec<Arc<LogService>> {
+        lock(&self.list).iter().map(|(_, s)| s.clone()).collect()
+    }
+
+    /// This member of log `name`, if it runs one.
+    pub(crate) fn get(&self, name: &str) -> Option<(LogEntry, Arc<LogService>)> {
+        lock(&self.list).iter().find(|(e, _)| e.name == name).cloned()
+    }
+
+    /// Starts a member of every log of `view` this participant lacks (attached to
+    /// `group` if it runs already); returns the failures.
+    pub(crate) fn ensure(&self, view: &View, me: NodeId, log_dir: &Path, group: Option<&Arc<Group>>) -> Vec<String> {
+        let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
+        let _one = lock(&self.creating);
+        let mut failed = Vec::new();
+        for (i, entry) in table.logs.iter().enumerate() {
+            if lock(&self.list).iter().any(|(e, _)| e.name == entry.name) {
+                continue;
+            }
+            let cfg = TailwindConfig {
+                log: entry.number,
+                replicas: entry.qos.replicas as usize,
+                buffer: entry.qos.buffer_bytes as usize,
+                buffers: entry.qos.buffers as usize,
+                ..TailwindConfig::new(dir_of(log_dir, &entry.name, me))
+            };
+            let e = entry.clone();
+            match LogService::new(me, cfg, region_base(i), move |v| e.members(v)) {
+                Ok(s) => {
+                    let s = Arc::new(s);
+                    if let Some(g) = group {
+                        if let Err(why) = s.attach(g) {
+                            failed.push(format!("log `{}`: {why}", entry.name));
+                            continue;
+                        }
+                    }
+                    lock(&self.list).push((entry.clone(), s));
+                }
+                Err(why) => failed.push(format!("log `{}`: {why}", entry.name)),
+            }
+        }
+        failed
+    }
+
+    /// Attaches the members started before the group ran.
+    pub(crate) fn attach_all(&self, group: &Arc<Group>) {
+        for s in self.all() {
+            if !s.is_attached() {
+                if let Err(why) = s.attach(group) {
+                    tracing::error!(log = s.log(), %why, "a log member could not start");
+                }
+            }
+        }
+    }
+
+    pub(crate) fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
+        for s in self.all() {
+            s.view_starts(view, t);
+        }
+    }
+
+    pub(crate) fn view_ends(&self, view: &View) {
+        for s in self.all() {
+            s.view_ends(view);
+        }
+    }
+
+    /// On the predicate thread: quick, never blocks for long (the list's lock is
+    /// held only to copy or push).
+    pub(crate) fn wedged(&self, view: &View) {
+        for (_, s) in lock(&self.list).iter() {
+            s.wedged(view);
+        }
+    }
+
+    pub(crate) fn rejoined(&self) {
+        for s in self.all() {
+            s.rejoined();
+        }
+    }
+
+    /// Answers a log frame (`wire::log_of(body) == Some(log)`); a log this member
+    /// runs no member of yet (it has not started the view that lists it) is asked
+    /// again.
+    pub(crate) fn answer(&self, log: u64, body: &[u8]) -> Vec<u8> {
+        let s = lock(&self.list).iter().find(|(e, _)| e.number == log).map(|(_, s)| s.clone());
+        match s {
+            Some(s) => s.answer(body),
+            None => wire::encode(log, &wire::Reply::NotYet),
+        }
+    }
+
+    pub(crate) fn stop(&self, why: &str) {
+        for s in self.all() {
+            s.stop(why);
+        }
+    }
+}
+
+/// A participant's handle on a replicated log of the domain
+/// ([`crate::DomainParticipant::create_log`]). Every [`LogService`] call works on
+/// it (`Deref`): `append`, `append_batch`, `read_from` (at a replica), `primary`,
+/// `wait_for_primary`, `segments`, ... It keeps the participant alive.
+pub struct ReplicatedLog {
+    pub(crate) entry: LogEntry,
+    pub(crate) service: Arc<LogService>,
+    pub(crate) _p: Arc<crate::Participant>,
+}
+
+impl std::fmt::Debug for ReplicatedLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicatedLog").field("name", &self.entry.name).finish()
+    }
+}
+
+impl std::ops::Deref for ReplicatedLog {
+    type Target = LogService;
+    fn deref(&self) -> &LogService {
+        &self.service
+    }
+}
+
+impl ReplicatedLog {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.entry.name
+    }
+
+    /// Its settings.
+    pub fn qos(&self) -> LogQos {
+        self.entry.qos
+    }
+
+    /// Whether this participant is one of its replicas now.
+    pub fn is_replica(&self) -> bool {
+        self.service.members().contains(&self.service.node())
+    }
+
+    /// Waits up to `within` until the log takes appends; returns its primary.
+    pub fn ready(&self, within: Duration) -> Option<NodeId> {
+        self.service.wait_for_primary(within)
+    }
+}
