@@ -10,7 +10,7 @@ use dds::logs::{members_of, LogQos};
 use dds::qos::Qos;
 use dds::{DdsError, DomainParticipant};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 use tailwind::service::Lsn;
 use testkit::poll_until;
@@ -18,7 +18,7 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport, dir: &PathBuf) -> DomainParticipant {
+fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport, dir: &Path) -> DomainParticipant {
     let mut b = Config::builder(id, testkit::free_control_addr())
         .name(domain)
         .transport(t)
@@ -27,11 +27,11 @@ fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport,
         b = b.contact(c);
     }
     let mut cfg = DdsConfig::new(b.build().unwrap());
-    cfg.log_dir = dir.clone();
+    cfg.log_dir = dir.to_path_buf();
     DomainParticipant::new(cfg).unwrap()
 }
 
-fn domain(name: &str, n: u32, t: Transport, dir: &PathBuf) -> Vec<DomainParticipant> {
+fn domain(name: &str, n: u32, t: Transport, dir: &Path) -> Vec<DomainParticipant> {
     let first = participant(name, 0, None, t, dir);
     let contact = Some(first.group().listen_addr());
     let mut all = vec![first];
