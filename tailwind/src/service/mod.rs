@@ -1,6 +1,10 @@
 //! Tailwind as a service of a [`views::group::Group`]: a replicated log whose
-//! primary is the first member of the log's subgroup and whose backups are the
-//! others ([`Replicas`]: the first `replicas` members of the view in rank order).
+//! primary is the first of the log's members in the view and whose backups are
+//! the others. [`LogService`] is one member of one log, driven by whoever owns the
+//! group: [`TailwindLog`] (a group of its own, the [`Replicas`] layout: the first
+//! `replicas` members of the view in rank order) or a DDS domain, which runs
+//! several logs beside its topics with their primaries spread over the members
+//! (`dds::logs`).
 //!
 //! ```text
 //!  view v:  primary ──one-sided writes──▶ backup buffers (regions of v's transport)
@@ -13,14 +17,17 @@
 //! ```
 //!
 //! **The recovered prefix.** Every acknowledged append is in every backup's
-//! buffer when the backup scans it: the primary waits for every write completion,
-//! and it acknowledges nothing once it has wedged its view for the change
-//! (`views`' `on_wedge`, before its wedged row goes out). So each acknowledged
-//! write was posted before that row, which the backup receives after it (one
-//! link, in order) and before the commit of the next view, which comes after it
-//! from the view's leader, the primary itself (the log's members are the view's
-//! first ones). It is therefore in the prefix that *every* surviving member
-//! holds; records past the shortest survivor's prefix were never acknowledged.
+//! buffer when the backup scans it. The primary acknowledges an append only once
+//! every backup's transport completed its write (the bytes are in the backup's
+//! memory: landed on mem and shm, applied before the acknowledgement frame on tcp),
+//! and only if it has not wedged its view yet (`views`' `on_wedge` raises the
+//! fence before the wedged row goes out). A backup scans after it learns the
+//! next view's commit, which the view's leader posts only after it saw the wedged
+//! row of every member that stays, the primary included; a primary that does not
+//! stay is cut off at each backup's transport before that backup scans. Either
+//! way the write completed before the scan, whoever the leader is. It is therefore
+//! in the prefix that *every* surviving member holds; records past the shortest
+//! survivor's prefix were never acknowledged.
 //! The new primary therefore commits the **shortest** recovered prefix among the
 //! survivors. Taking the longest instead
 //! would also keep every acknowledged record, but it would make the log hold
