@@ -72,7 +72,9 @@ fn killing_a_log_primary_keeps_topics_and_logs_going() {
         let log_dir = std::env::temp_dir().join(format!("dds-logs-failover-{}-{transport}", std::process::id()));
         let args = Args { transport: transport.into(), seconds: 0.8, log_dir, a: a.clone(), b: b.clone() };
         let v = parent(&args).unwrap_or_else(|e| panic!("{transport}: {e}"));
-        for check in ["primaries_apart", "topics_agree", "ended", "acked_kept", "replicas_agree", "appended_after", "exited_ok"] {
+        for check in
+            ["primaries_apart", "topics_agree", "ended", "acked_kept", "replicas_agree", "appended_after", "exited_ok"]
+        {
             assert_eq!(v[check], true, "{check}: {v}");
         }
     }

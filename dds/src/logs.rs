@@ -59,7 +59,8 @@ pub struct LogQos {
     /// Bytes per buffer: a segment's size, and the most one append batch takes.
     /// Default 4 MiB.
     pub buffer_bytes: u32,
-    /// Buffers per view (one open, the others closed and flushing). Default 2.
+    /// Buffers per view (one open, the others closed and flushing), 2 to 63.
+    /// Default 2.
     pub buffers: u32,
 }
 
@@ -71,7 +72,7 @@ impl Default for LogQos {
 
 impl LogQos {
     /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
-    /// multiple of 8), 2 to 64 of them.
+    /// multiple of 8), 2 to 63 of them.
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=16).contains(&self.replicas) {
             return Err(format!("replicas {} is not between 1 and 16", self.replicas));
@@ -79,8 +80,9 @@ impl LogQos {
         if !(4096..=256 << 20).contains(&self.buffer_bytes) || self.buffer_bytes % 8 != 0 {
             return Err(format!("buffer_bytes {} is not a multiple of 8 from 4 KiB to 256 MiB", self.buffer_bytes));
         }
-        if !(2..=REGIONS_PER_LOG as u32).contains(&self.buffers) {
-            return Err(format!("buffers {} is not between 2 and {REGIONS_PER_LOG}", self.buffers));
+        // One region more than its buffers: the commit word's.
+        if !(2..REGIONS_PER_LOG as u32).contains(&self.buffers) {
+            return Err(format!("buffers {} is not between 2 and {}", self.buffers, REGIONS_PER_LOG - 1));
         }
         Ok(())
     }
@@ -155,22 +157,34 @@ fn region_base(i: usize) -> u16 {
     LOG_REGIONS + i as u16 * REGIONS_PER_LOG
 }
 
-/// The regions every log of `view`'s table takes in its transport.
+/// The settings of this member of `entry` (files in `log_dir`).
+fn config(entry: &LogEntry, log_dir: &Path, me: NodeId) -> TailwindConfig {
+    TailwindConfig {
+        log: entry.number,
+        replicas: entry.qos.replicas as usize,
+        buffer: entry.qos.buffer_bytes as usize,
+        buffers: entry.qos.buffers as usize,
+        ..TailwindConfig::new(dir_of(log_dir, &entry.name, me))
+    }
+}
+
+/// The regions every log of `view`'s table takes in its transport (buffers and
+/// commit word; the same at every member).
 pub(crate) fn regions(view: &View) -> Vec<RegionSpec> {
     let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
-    let mut out = Vec::new();
-    for (i, l) in table.logs.iter().enumerate() {
-        out.extend((0..l.qos.buffers as u16).map(|b| RegionSpec {
-            id: sst::transport::RegionId(region_base(i) + b),
-            len: l.qos.buffer_bytes as usize,
-        }));
-    }
-    out
+    let nobody = Path::new("");
+    table
+        .logs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, l)| tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0))))
+        .collect()
 }
 
 /// Where this member of log `name` keeps its segments.
 fn dir_of(log_dir: &Path, name: &str, me: NodeId) -> PathBuf {
-    let safe: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    let safe: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
     log_dir.join(format!("tw-{safe}-n{}", me.0))
 }
 
@@ -202,13 +216,7 @@ impl Logs {
             if lock(&self.list).iter().any(|(e, _)| e.name == entry.name) {
                 continue;
             }
-            let cfg = TailwindConfig {
-                log: entry.number,
-                replicas: entry.qos.replicas as usize,
-                buffer: entry.qos.buffer_bytes as usize,
-                buffers: entry.qos.buffers as usize,
-                ..TailwindConfig::new(dir_of(log_dir, &entry.name, me))
-            };
+            let cfg = config(entry, log_dir, me);
             let e = entry.clone();
             match LogService::new(me, cfg, region_base(i), move |v| e.members(v)) {
                 Ok(s) => {

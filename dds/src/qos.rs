@@ -228,7 +228,8 @@ impl Qos {
         if self.max_sample_bytes == 0 || self.max_sample_bytes as usize > most {
             return Err(format!("max_sample_bytes {} must be 1..={most}", self.max_sample_bytes));
         }
-        if self.slot_sample_bytes == 0 || self.slot_sample_bytes as usize + crate::sample::CLIENT_HEADER > smc::MAX_MSG {
+        if self.slot_sample_bytes == 0 || self.slot_sample_bytes as usize + crate::sample::CLIENT_HEADER > smc::MAX_MSG
+        {
             return Err(format!(
                 "slot_sample_bytes {} must be 1..={}",
                 self.slot_sample_bytes,
@@ -237,7 +238,10 @@ impl Qos {
         }
         let sample = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
         if let Some(a) = self.arena_bytes.filter(|&a| (a as usize) < sample || a as usize > smc::spec::MAX_ARENA) {
-            return Err(format!("arena_bytes {a} must hold the largest sample and its header: {sample}..={}", smc::spec::MAX_ARENA));
+            return Err(format!(
+                "arena_bytes {a} must hold the largest sample and its header: {sample}..={}",
+                smc::spec::MAX_ARENA
+            ));
         }
         if let Some(w) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
             return Err(format!("window {w} must be 1..={}", smc::MAX_WINDOW));
@@ -257,7 +261,11 @@ mod tests {
     fn samples_past_a_slot_go_through_an_arena_sized_by_default_or_by_hand() {
         let q = Qos::default();
         assert_eq!(q.max_msg(), 1008 + crate::sample::CLIENT_HEADER, "slots stay 1 KB");
-        assert_eq!(q.arena(), (64 << 20) + crate::sample::CLIENT_HEADER, "one largest sample (and its header) at least");
+        assert_eq!(
+            q.arena(),
+            (64 << 20) + crate::sample::CLIENT_HEADER,
+            "one largest sample (and its header) at least"
+        );
         assert_eq!(q.max_sample_bytes(1024).arena(), 256 * (1024 + crate::sample::CLIENT_HEADER), "256 samples");
         assert_eq!(q.max_sample_bytes(512).arena(), 0, "every sample fits a slot: no arena");
         assert!(q.validate_topic().is_ok());

@@ -231,10 +231,12 @@ impl TopicTable {
                 }
                 list.push(*endpoint);
             }
-            Edit::CreateLog { name, qos } => match crate::logs::create(&t.logs, name, qos).map_err(EditError::Invalid)? {
-                None => return Ok(None),
-                Some(entry) => t.logs.push(entry),
-            },
+            Edit::CreateLog { name, qos } => {
+                match crate::logs::create(&t.logs, name, qos).map_err(EditError::Invalid)? {
+                    None => return Ok(None),
+                    Some(entry) => t.logs.push(entry),
+                }
+            }
             Edit::RemoveEndpoint { topic, writer, node, id } => {
                 let Some(entry) = t.topics.iter_mut().find(|x| x.name == *topic) else { return Ok(None) };
                 let list = if *writer { &mut entry.writers } else { &mut entry.readers };

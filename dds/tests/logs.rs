@@ -103,6 +103,13 @@ fn two_logs_beside_a_topic(t: Transport) {
             assert_eq!(records(l), want_a, "log a at {}", p.node());
         }
     }
+    // A tailing reader at a backup of log a (not the victim below) sees the same.
+    let tailer = la.iter().position(|l| l.is_replica() && l.node() != pa).unwrap();
+    let mut tail = la[tailer].subscribe(Lsn(0));
+    for (i, want) in want_a.iter().enumerate() {
+        let (lsn, got) = tail.next_within(WAIT).expect("committed in time").unwrap();
+        assert_eq!((lsn, &got), (Lsn(i as u64), want));
+    }
     let replicas_b: Vec<_> = lb.iter().filter(|l| l.is_replica()).collect();
     assert_eq!(replicas_b.len(), 3);
     for l in &replicas_b {
@@ -135,6 +142,10 @@ fn two_logs_beside_a_topic(t: Transport) {
         .is_some_and(|p| p != pa)));
     let lsn = la[0].append(b"after").unwrap();
     assert_eq!(lsn, Lsn(want_a.len() as u64));
+    // The tail went on through the failover (its member survived).
+    let (lsn2, got) = tail.next_within(WAIT).expect("committed in time").unwrap();
+    assert_eq!((lsn2, got.as_slice()), (lsn, &b"after"[..]));
+    drop(tail);
     want_a.push(b"after".to_vec());
     let mut replicas = 0;
     for l in la.iter().filter(|l| l.is_replica()) {

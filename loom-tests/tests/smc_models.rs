@@ -104,7 +104,11 @@ fn reuse(r: Reuse, faults: Faults) -> u64 {
             match a.reserve(r.len) {
                 Ok(res) => {
                     if k > 0 {
-                        assert!(b_delivered.load(Ordering::Acquire) >= k, "{} of an undelivered message reused", r.what);
+                        assert!(
+                            b_delivered.load(Ordering::Acquire) >= k,
+                            "{} of an undelivered message reused",
+                            r.what
+                        );
                     }
                     for i in 0..r.len / 8 {
                         res.write_word(i, word(i, res.index()));

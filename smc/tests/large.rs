@@ -65,7 +65,8 @@ fn large_messages_take_their_place_in_the_round_robin_order() {
     assert!(sim.send(1, &bytes(3, 200)).unwrap(), "a large message");
     assert!(sim.send(1, &bytes(4, 8)).unwrap());
     let logs = drain(&mut sim);
-    let want = vec![(0, bytes(1, 5), false), (1, bytes(3, 200), true), (0, bytes(2, 100), true), (1, bytes(4, 8), false)];
+    let want =
+        vec![(0, bytes(1, 5), false), (1, bytes(3, 200), true), (0, bytes(2, 100), true), (1, bytes(4, 8), false)];
     for log in &logs {
         assert_eq!(log, &want, "round robin: 0.0, 1.0, 0.1, 1.1");
     }

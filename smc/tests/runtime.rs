@@ -135,8 +135,14 @@ fn tcp_unordered() {
 
 #[test]
 fn start_errors() {
-    let spec =
-        SubgroupSpec { members: vec![NodeId(1)], senders: vec![NodeId(1)], window: 2, max_msg: 8, arena: 0, mode: Mode::Ordered };
+    let spec = SubgroupSpec {
+        members: vec![NodeId(1)],
+        senders: vec![NodeId(1)],
+        window: 2,
+        max_msg: 8,
+        arena: 0,
+        mode: Mode::Ordered,
+    };
     let g =
         local_group(TransportKind::Mem, 1, &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5)).unwrap();
     let t = g.nodes[0].clone();
@@ -253,7 +259,8 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
 fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all_send: bool, threads: u8) {
     let members = vec![NodeId(0), NodeId(1)];
     let senders = if all_send { members.clone() } else { vec![NodeId(0)] };
-    let spec = SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, arena: 0, mode: Mode::Ordered };
+    let spec =
+        SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, arena: 0, mode: Mode::Ordered };
     let regions = [RegionSpec { id: RegionId(0), len: SmcLayout::new(&spec).table_bytes() }];
     let g = local_group(kind, 2, &regions, Duration::from_secs(20)).unwrap();
     let logs: Vec<Log> = (0..2).map(|_| Log::default()).collect();

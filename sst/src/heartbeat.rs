@@ -72,8 +72,10 @@ pub struct Detector {
 impl Detector {
     /// Watches `peers` from `now`.
     pub fn new(peers: &[NodeId], now: Instant, timeout: Duration) -> Detector {
-        let peers =
-            peers.iter().map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false, heard: 0 }).collect();
+        let peers = peers
+            .iter()
+            .map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false, heard: 0 })
+            .collect();
         Detector { timeout, grace: Duration::ZERO, peers }
     }
 

@@ -252,10 +252,21 @@ fn read<T: Pod>(buf: &[u8], at: usize) -> Option<T> {
 /// Tailwind's Algorithm 1: the longest valid prefix of `buf` (see the module docs).
 /// Never panics, whatever the bytes.
 pub fn scan(buf: &[u8]) -> Recovered {
+    scan_from(buf, 0, usize::MAX)
+}
+
+/// [`scan`] of bytes that start at a record boundary after records whose header
+/// chain is `crc` (the [`Recovered::crc`] of the part before), stopping after
+/// `max` records: a reader that follows a buffer as it grows checks each record
+/// as the full scan would, without reading the buffer from its start again.
+pub fn scan_from(buf: &[u8], crc: u32, max: usize) -> Recovered {
     let mut records = Vec::new();
     let mut pos = 0usize;
-    let mut crc = 0u32;
+    let mut crc = crc;
     let stop = loop {
+        if records.len() >= max {
+            break Stop::End;
+        }
         let Some(h) = read::<RecordHeader>(buf, pos) else { break Stop::BufferEnd };
         if h.kind != RECORD {
             break if h == RecordHeader::zeroed() { Stop::End } else { Stop::BadHeader };

@@ -76,6 +76,7 @@ pub struct Replicator {
     next: u64,
     timeout: Duration,
     fence: Option<Arc<AtomicBool>>,
+    commit: Option<RegionId>,
 }
 
 impl Replicator {
@@ -92,7 +93,16 @@ impl Replicator {
             node: t.local_id(),
             why: format!("region {region:?} is not registered here"),
         })?;
-        Ok(Replicator { t, region, backups, log: Appender::new(BufLen(size)), next: 0, timeout, fence: None })
+        Ok(Replicator {
+            t,
+            region,
+            backups,
+            log: Appender::new(BufLen(size)),
+            next: 0,
+            timeout,
+            fence: None,
+            commit: None,
+        })
     }
 
     /// Numbers the records from `first` on (a segment that continues a log).
@@ -107,6 +117,28 @@ impl Replicator {
     pub fn with_fence(mut self, fence: Arc<AtomicBool>) -> Replicator {
         self.fence = Some(fence);
         self
+    }
+
+    /// Publishes the commit point (the number of the first record not yet
+    /// acknowledged) in word 0 of region `commit`, here and at every backup, after
+    /// each acknowledged append. The write to the backups is posted, not flushed:
+    /// `mem` and `shm` apply it at once; `tcp` sends it with the next append or the
+    /// next flush of the transport (the group's heartbeat), so it costs the data
+    /// path no system call.
+    pub fn with_commit_word(mut self, commit: RegionId) -> Replicator {
+        self.commit = Some(commit);
+        self
+    }
+
+    fn publish_commit(&self) {
+        let Some(region) = self.commit else { return };
+        let Some(local) = self.t.region(region) else { return };
+        local.store(0, self.next, Ordering::Release);
+        let op = WriteOp { region, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: false };
+        for &b in &self.backups {
+            // A backup that cannot take it fails the next append, which is what matters.
+            let _ = self.t.post_write(b, op);
+        }
     }
 
     /// The number the next record gets.
@@ -161,6 +193,7 @@ impl Replicator {
         self.log = next;
         let first = self.next;
         self.next += records.len() as u64;
+        self.publish_commit();
         Ok((first..self.next).map(Lsn).collect())
     }
 

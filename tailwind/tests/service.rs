@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailwind::format::{scan, Appender, BufLen};
-use tailwind::service::{AppendError, Lsn, Recovery, TailwindConfig, TailwindLog, LOG_REGIONS};
+use tailwind::service::{AppendError, Lsn, ReadError, Recovery, Tail, TailwindConfig, TailwindLog, LOG_REGIONS};
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -53,6 +53,18 @@ fn read_all(log: &TailwindLog) -> Vec<Vec<u8>> {
     out
 }
 
+/// Pulls `n` more records from a tail (bounded), checking their numbers.
+fn pull(tail: &mut Tail, n: usize) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while out.len() < n {
+        let want = tail.next_lsn();
+        let (lsn, bytes) = tail.next_within(WAIT).expect("a committed record in time").unwrap();
+        assert_eq!(lsn, want);
+        out.push(bytes);
+    }
+    out
+}
+
 fn failover(t: Transport) {
     let name = format!("tws{}{}", std::process::id(), t as u8);
     let dirs = Dirs((0..4).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
@@ -73,6 +85,9 @@ fn failover(t: Transport) {
     }
     let p = logs[0].as_ref().unwrap();
     assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    // Tailing readers at the primary and both backups, from the start.
+    let mut tails: Vec<Tail> = (0..3).map(|i| logs[i].as_ref().unwrap().subscribe(Lsn(0))).collect();
+    assert!(tails[1].next_within(Duration::from_millis(20)).is_none(), "nothing committed yet");
     // 150 records of up to 400 bytes: several 8 KB segments.
     let mut acked = Vec::new();
     for i in 0..150 {
@@ -99,6 +114,16 @@ fn failover(t: Transport) {
     let e = p.append(&vec![7u8; 9000]).unwrap_err();
     assert!(matches!(e, AppendError::TooLarge { .. }), "{e}");
 
+    // Each tail showed every acknowledged record once, in order, across the
+    // segments that rotated meanwhile.
+    for (i, tail) in tails.iter_mut().enumerate() {
+        assert_eq!(pull(tail, acked.len()), acked, "{t:?} tail at member {i}");
+    }
+    assert_eq!(logs[2].as_ref().unwrap().committed(), Some(Lsn(171)));
+    // Not a replica: nothing to tail there.
+    let mut outside = logs[3].as_ref().unwrap().subscribe(Lsn(0));
+    assert!(matches!(outside.next_within(WAIT), Some(Err(ReadError::NotReplica))));
+
     // A write that reached one backup only (the primary died between its writes):
     // put one more valid record in member 1's open buffer, as the primary would.
     let n1 = logs[1].as_ref().unwrap();
@@ -119,6 +144,9 @@ fn failover(t: Transport) {
     let at = a.end().0;
     let extra = a.append(&mut bytes, b"never acknowledged").unwrap();
     open[0].write_bytes(at, &bytes[at..extra.end.0]);
+    // A read of member 1's buffer shows it; its tail does not (never acknowledged).
+    assert_eq!(read_all(n1).len(), acked.len() + 1);
+    assert!(tails[1].next_within(Duration::from_millis(200)).is_none(), "{t:?}: an unacknowledged record shown");
 
     // The primary crashes: member 1 takes over, member 3 joins the log's
     // members and is re-seeded with every committed segment.
@@ -144,6 +172,14 @@ fn failover(t: Transport) {
         assert!(l.wait_flushed(WAIT));
         assert_eq!(read_all(l), acked, "{t:?} member {i} after the failover");
     }
+    // The tails at the surviving members went on through the failover with the
+    // acknowledged records only; one at the re-seeded member reads it all.
+    for i in [1, 2] {
+        assert_eq!(pull(&mut tails[i], acked.len() - 171), acked[171..], "{t:?} tail at member {i}");
+    }
+    let mut fresh = logs[3].as_ref().unwrap().subscribe(Lsn(0));
+    assert_eq!(pull(&mut fresh, acked.len()), acked, "{t:?} tail at the re-seeded member");
+    drop(tails);
     for l in logs.iter_mut() {
         drop(l.take());
     }

@@ -314,7 +314,14 @@ fn main() {
     } else {
         out(&format!(
             "bandwidth: {} nodes over {}, senders {:?}, {} B x {} per sender, window {}, {:?}, {} subgroup(s)",
-            c.nodes, c.transport, c.senders, c.size, c.count, c.window(), c.mode, c.subgroups
+            c.nodes,
+            c.transport,
+            c.senders,
+            c.size,
+            c.count,
+            c.window(),
+            c.mode,
+            c.subgroups
         ));
         out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
         out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));

@@ -121,7 +121,10 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
     let step = nice_step(max / 5.0);
     let top_v = (max / step).ceil().max(1.0) * step;
     let mut o = String::new();
-    let _ = writeln!(o, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#);
+    let _ = writeln!(
+        o,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">"#
+    );
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(o, r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{}</text>"#, esc(title));
     let _ = writeln!(o, r##"<text x="{left}" y="40" fill="#555">{}</text>"##, esc(subtitle));
@@ -159,7 +162,12 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
             let (y0, y1) = (top + ph - v.min / top_v * ph, top + ph - v.max / top_v * ph);
             let _ = writeln!(o, r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{y0:.1}" y2="{y1:.1}" stroke="#222"/>"##);
             for y in [y0, y1] {
-                let _ = writeln!(o, r##"<line x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#222"/>"##, cx - 3.0, cx + 3.0);
+                let _ = writeln!(
+                    o,
+                    r##"<line x1="{:.1}" x2="{:.1}" y1="{y:.1}" y2="{y:.1}" stroke="#222"/>"##,
+                    cx - 3.0,
+                    cx + 3.0
+                );
             }
         }
         let _ = writeln!(
@@ -171,11 +179,17 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
         );
     }
     let _ = writeln!(o, r##"<line x1="{left}" x2="{left}" y1="{top}" y2="{}" stroke="#333"/>"##, top + ph);
-    let _ = writeln!(o, r##"<line x1="{left}" x2="{}" y1="{}" y2="{}" stroke="#333"/>"##, left + pw, top + ph, top + ph);
+    let _ =
+        writeln!(o, r##"<line x1="{left}" x2="{}" y1="{}" y2="{}" stroke="#333"/>"##, left + pw, top + ph, top + ph);
     for (si, (name, _)) in series.iter().enumerate() {
         let y = top + 10.0 + si as f64 * 20.0;
         let x = left + pw + 16.0;
-        let _ = writeln!(o, r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/>"#, y - 10.0, COLORS[si % COLORS.len()]);
+        let _ = writeln!(
+            o,
+            r#"<rect x="{x}" y="{:.1}" width="12" height="12" fill="{}"/>"#,
+            y - 10.0,
+            COLORS[si % COLORS.len()]
+        );
         let _ = writeln!(o, r#"<text x="{}" y="{y:.1}">{}</text>"#, x + 18.0, esc(name));
     }
     o.push_str("</svg>\n");
@@ -295,14 +309,26 @@ fn main() {
     let mut group = Vec::new();
     for t in ["shm", "tcp"] {
         for who in ["one", "all"] {
-            let name = format!("{t}, {} sender{}", if who == "one" { "one" } else { "all" }, if who == "one" { "" } else { "s" });
+            let name = format!(
+                "{t}, {} sender{}",
+                if who == "one" { "one" } else { "all" },
+                if who == "one" { "" } else { "s" }
+            );
             group.push((name, nodes.iter().map(|n| format!("bandwidth/{t}/1024/{n}/{who}")).collect::<Vec<_>>()));
         }
     }
     let group_keys: Vec<(&str, Vec<String>)> = group.iter().map(|(n, k)| (n.as_str(), k.clone())).collect();
-    let gsub = format!("spindle bandwidth, ordered, 1 KB, delivered per member per second (median, min-max); {machine}");
+    let gsub =
+        format!("spindle bandwidth, ordered, 1 KB, delivered per member per second (median, min-max); {machine}");
     write("group.svg", bars("Throughput by group size", &gsub, "messages/s", &cats, &series(&figs, &group_keys)));
-    table(&mut md, "group size, 1 KB, messages/s per member (ratio: shm one sender / shm all senders)", &figs, &cats, &group_keys, 1);
+    table(
+        &mut md,
+        "group size, 1 KB, messages/s per member (ratio: shm one sender / shm all senders)",
+        &figs,
+        &cats,
+        &group_keys,
+        1,
+    );
 
     let lat = [
         ("spindle DDS (tcp)", vec!["dds/tcp/rtt50/16".to_string(), "dds/tcp/rtt99/16".to_string()]),

@@ -86,7 +86,9 @@ impl SmcCore {
                 let (len, arena) = (high, self.lay.arena.len() as u64);
                 let fits = at % 8 == 0 && at.checked_add(len.div_ceil(8) * 8).is_some_and(|end| end <= arena);
                 if len as usize <= self.spec.max_msg || !fits {
-                    return Err(format!("descriptor of {len} bytes at offset {at}: not a large payload inside the {arena}-byte arena"));
+                    return Err(format!(
+                        "descriptor of {len} bytes at offset {at}: not a large payload inside the {arena}-byte arena"
+                    ));
                 }
                 Ok(entry(Some(len as usize), 1, Some(at as usize)))
             }
@@ -99,5 +101,4 @@ impl SmcCore {
     pub fn take_refused(&mut self) -> Vec<(NodeId, String)> {
         std::mem::take(&mut self.refused)
     }
-
 }

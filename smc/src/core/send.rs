@@ -160,7 +160,16 @@ impl SendState {
             };
             let slot = (entry % s.window) as usize;
             let at = slot * s.slot_bytes + HEADER;
-            return Ok(Reservation { entry, index, slot, len, area: s.slots, payload_at: at, large: false, state: this.clone() });
+            return Ok(Reservation {
+                entry,
+                index,
+                slot,
+                len,
+                area: s.slots,
+                payload_at: at,
+                large: false,
+                state: this.clone(),
+            });
         }
     }
 
@@ -176,7 +185,11 @@ impl SendState {
             return Err(SendError::Full);
         }
         let (be, bi) = (self.base_entry.load(Ordering::Relaxed), self.base_index.load(Ordering::Relaxed));
-        Ok(self.claim.compare_exchange(c, c + 1, Ordering::AcqRel, Ordering::Acquire).ok().map(|_| (entry, bi + (entry - be))))
+        Ok(self
+            .claim
+            .compare_exchange(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| (entry, bi + (entry - be))))
     }
 
     /// [`SendState::try_reserve`] for a message larger than a slot: room in the
@@ -200,7 +213,16 @@ impl SendState {
                 arena.take(place, index);
                 s.arena_wait.store(0, Ordering::Release);
                 let slot = (entry % s.window) as usize;
-                let r = Reservation { entry, index, slot, len, area: s.area, payload_at: place.offset, large: true, state: this.clone() };
+                let r = Reservation {
+                    entry,
+                    index,
+                    slot,
+                    len,
+                    area: s.area,
+                    payload_at: place.offset,
+                    large: true,
+                    state: this.clone(),
+                };
                 return Ok(r);
             }
         }

@@ -14,13 +14,22 @@ use super::{wire, Recovery, StartError, TailwindConfig};
 use crate::backup::{Backup, BackupConfig, SegmentId};
 use crate::format::extent;
 use crate::replicate::{AppendError, Lsn};
-use node::ReadFrom;
+use node::{ReadFrom, Tail};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use views::group::Group;
 use views::view::View;
+
+/// The regions a log with settings `cfg` takes from `base` on: its buffers, then
+/// its commit word's.
+pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
+    let mut r: Vec<RegionSpec> =
+        (0..cfg.buffers).map(|i| RegionSpec { id: RegionId(base + i as u16), len: cfg.buffer }).collect();
+    r.push(RegionSpec { id: RegionId(base + cfg.buffers as u16), len: 64 });
+    r
+}
 
 /// One member of one replicated log (see the module docs).
 pub struct LogService {
@@ -46,7 +55,7 @@ impl LogService {
         members: impl Fn(&View) -> Vec<NodeId> + Send + Sync + 'static,
     ) -> Result<LogService, StartError> {
         cfg.validate()?;
-        if region_base < views::group::APP_REGIONS || region_base.checked_add(cfg.buffers as u16).is_none() {
+        if region_base < views::group::APP_REGIONS || region_base.checked_add(cfg.buffers as u16 + 1).is_none() {
             return Err(StartError::Config(format!("region ids from {region_base:#x} are not the application's")));
         }
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
@@ -65,14 +74,15 @@ impl LogService {
             prim: Mutex::new(None),
             group: OnceLock::new(),
             on_recovered: Mutex::new(None),
+            tail_waiters: Default::default(),
         });
         Ok(LogService { shared, worker: Mutex::new(None) })
     }
 
-    /// The regions the log's buffers take in every view's transport.
+    /// The regions the log takes in every view's transport: its buffers, then
+    /// its commit word's (ids `region_base ..= region_base + buffers`).
     pub fn regions(&self) -> Vec<RegionSpec> {
-        let s = &self.shared;
-        (0..s.cfg.buffers).map(|i| RegionSpec { id: RegionId(s.region_base + i as u16), len: s.cfg.buffer }).collect()
+        regions(self.shared.region_base, &self.shared.cfg)
     }
 
     /// Starts the member's recovery worker on `group` (held weakly: the host owns
@@ -255,6 +265,20 @@ impl LogService {
     /// [`ReadError::Gap`].
     pub fn read_from(&self, from: Lsn) -> ReadFrom {
         self.shared.read_from(from)
+    }
+
+    /// The log's records from `from` on as they commit (acknowledged appends
+    /// only, never one that a failover may drop), blocking while there are no
+    /// more: see [`Tail`]. At a member that does not hold the log (not one of its
+    /// replicas) it reports [`super::ReadError::NotReplica`].
+    pub fn subscribe(&self, from: Lsn) -> Tail {
+        Tail::new(self.shared.clone(), from)
+    }
+
+    /// The commit point as this member knows it: the number of the first record
+    /// not known to be acknowledged (`None` where the log is not held).
+    pub fn committed(&self) -> Option<Lsn> {
+        self.shared.committed().map(|(c, _)| Lsn(c))
     }
 
     /// Called at the primary each time it takes over (its first view included),

@@ -78,8 +78,8 @@ mod recover;
 pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
-pub use member::LogService;
-pub use node::{ReadError, ReadFrom};
+pub use member::{regions, LogService};
+pub use node::{ReadError, ReadFrom, Tail};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;
 use std::path::{Path, PathBuf};
@@ -237,7 +237,8 @@ impl TailwindLog {
         }
         let layout = Replicas(cfg.replicas);
         let service = Arc::new(LogService::new(NodeId(group.node_id), cfg, LOG_REGIONS, move |v| layout.members(v))?);
-        let (s1, s2, s3, s4, s5) = (service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
+        let (s1, s2, s3, s4, s5) =
+            (service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
         let group = GroupBuilder::new(group)
             .on_rejoin(move |_| s4.rejoined())
             .on_wedge(move |v| s5.wedged(v))

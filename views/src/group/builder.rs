@@ -42,8 +42,14 @@ impl GroupBuilder {
     /// A builder; the default layout is one subgroup of every member, all sending,
     /// ordered, with the config's window and message size.
     pub fn new(cfg: Config) -> GroupBuilder {
-        let layout =
-            Shards { shard_size: 1, max_shards: 1, window: cfg.window, max_msg: cfg.max_msg, arena: cfg.arena, ..Shards::default() };
+        let layout = Shards {
+            shard_size: 1,
+            max_shards: 1,
+            window: cfg.window,
+            max_msg: cfg.max_msg,
+            arena: cfg.arena,
+            ..Shards::default()
+        };
         let all = AllMembers(layout);
         let setup_timeout = (cfg.failure_timeout() * 3).max(Duration::from_secs(3));
         GroupBuilder {

@@ -20,7 +20,13 @@ impl Shared {
                         return Some(Err(e));
                     }
                 }
-                r => return Some(r),
+                r => {
+                    if r.is_ok() && self.tail_waiters.load(Ordering::Relaxed) > 0 {
+                        drop(p);
+                        self.cv.notify_all();
+                    }
+                    return Some(r);
+                }
             }
         }
     }
@@ -49,7 +55,8 @@ impl Shared {
     ) -> Result<Replicator, AppendError> {
         Ok(Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout)?
             .starting_at(Lsn(first))
-            .with_fence(self.fence.clone()))
+            .with_fence(self.fence.clone())
+            .with_commit_word(self.commit_region()))
     }
 
     /// Sends a buffer request to every backup, then to this member's own pool;

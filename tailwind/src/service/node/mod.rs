@@ -118,6 +118,9 @@ pub(super) struct Shared {
     pub prim: Mutex<Option<Primary>>,
     pub group: OnceLock<Weak<Group>>,
     pub on_recovered: Mutex<Option<RecoveredFn>>,
+    /// Tailing readers waiting here (the primary wakes them after an append only
+    /// if there are any).
+    pub tail_waiters: AtomicU64,
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->
@@ -166,6 +169,12 @@ impl Shared {
 
     pub fn region(&self, slot: usize) -> RegionId {
         RegionId(self.region_base + slot as u16)
+    }
+
+    /// The region whose word 0 is the commit point: the number of the first
+    /// record not acknowledged yet (the primary writes it after each append).
+    pub fn commit_region(&self) -> RegionId {
+        RegionId(self.region_base + self.cfg.buffers as u16)
     }
 
     pub fn group(&self) -> Option<Arc<Group>> {
@@ -264,5 +273,7 @@ impl Shared {
 mod append;
 mod read;
 mod serve;
+mod tail;
 
 pub use read::{ReadError, ReadFrom};
+pub use tail::Tail;

@@ -26,6 +26,37 @@ pub enum ReadError {
     /// A segment file did not reach the disk in time.
     #[error("segment {0:?} is not on disk yet")]
     NotFlushed(SegmentId),
+    /// This member is not one of the log's replicas (it holds none of it).
+    #[error("this member does not hold the log (it is not one of its replicas)")]
+    NotReplica,
+    /// A committed record of the open buffer does not verify.
+    #[error("committed record {lsn:?} at byte {at} of the open buffer does not verify")]
+    Damaged {
+        /// The record.
+        lsn: Lsn,
+        /// Where it starts.
+        at: usize,
+    },
+    /// This member of the log stopped.
+    #[error("the log stopped: {0}")]
+    Stopped(String),
+}
+
+impl Shared {
+    /// The records of committed segment `base` (`count` of them), from its file
+    /// (waiting for the flush if it is not on disk yet).
+    pub fn read_segment_records(&self, base: u64, count: u64) -> Result<Vec<Vec<u8>>, ReadError> {
+        let id = self.seg(base);
+        let path = self.path(base);
+        if !path.exists() && !self.pool.wait_flushed(self.cfg.append_timeout) {
+            return Err(ReadError::NotFlushed(id));
+        }
+        let recs = read_segment(&path)?;
+        if recs.len() as u64 != count {
+            return Err(ReadError::Count { id, have: recs.len() as u64, want: count });
+        }
+        Ok(recs)
+    }
 }
 
 impl Shared {
@@ -95,18 +126,7 @@ impl ReadFrom {
         let Some(src) = self.sources.pop_front() else { return Ok(false) };
         let (base, recs) = match src {
             Source::Mem { base, recs } => (base, recs),
-            Source::File { base, count } => {
-                let id = self.shared.seg(base);
-                let path = self.shared.path(base);
-                if !path.exists() && !self.shared.pool.wait_flushed(self.shared.cfg.append_timeout) {
-                    return Err(ReadError::NotFlushed(id));
-                }
-                let recs = read_segment(&path)?;
-                if recs.len() as u64 != count {
-                    return Err(ReadError::Count { id, have: recs.len() as u64, want: count });
-                }
-                (base, recs)
-            }
+            Source::File { base, count } => (base, self.shared.read_segment_records(base, count)?),
         };
         if base > self.next {
             return Err(ReadError::Gap(Lsn(self.next)));
