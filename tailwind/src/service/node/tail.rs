@@ -200,7 +200,7 @@ fn read_record(region: &Region, pos: usize) -> Option<Vec<u8>> {
     region.read_bytes(pos, &mut h);
     let len = bytemuck::pod_read_unaligned::<RecordHeader>(&h).len as usize;
     let total = HEADER + len.div_ceil(8) * 8 + ENTRY;
-    if pos.checked_add(total).is_none_or(|end| end > region.len()) {
+    if !pos.checked_add(total).is_some_and(|end| end <= region.len()) {
         return None;
     }
     let mut bytes = vec![0u8; total];
