@@ -107,6 +107,16 @@ pub fn read_segment(path: &Path) -> Result<Vec<Vec<u8>>, SegmentError> {
     Ok((0..r.records.len()).map(|i| r.data(&bytes, i).to_vec()).collect())
 }
 
+/// The tags of the records of a flushed segment (see [`read_segment`]).
+pub fn segment_tags(path: &Path) -> Result<Vec<Option<crate::format::Tag>>, SegmentError> {
+    let bytes = std::fs::read(path).map_err(|source| SegmentError::Io { path: path.into(), source })?;
+    let r = scan(&bytes);
+    if r.end.0 != bytes.len() {
+        return Err(SegmentError::Corrupt { path: path.into(), valid_end: r.end.0, len: bytes.len() });
+    }
+    Ok(r.records.iter().map(|x| x.tag).collect())
+}
+
 /// The file a segment is flushed to.
 pub fn segment_path(dir: &Path, id: SegmentId) -> PathBuf {
     dir.join(format!("log{}-seg{}.tw", id.log, id.segment))

@@ -5,7 +5,7 @@
 //!  one append = one write:
 //!   RecordHeader (16 B) | data, zero-padded to 8 | ChecksumEntry (8 B)
 //!
-//!  RecordHeader  { len: u32, kind: RECORD, crc: CRC32C(data), reserved: 0 }
+//!  RecordHeader  { len: u32, kind: RECORD, crc: CRC32C(data), flags: 0 or TAGGED }
 //!  ChecksumEntry { kind: CHECKSUM, chain: CRC32C over every RecordHeader so far }
 //! ```
 //!
@@ -69,8 +69,25 @@ pub struct RecordHeader {
     pub kind: u32,
     /// CRC32C of the data.
     pub crc: u32,
-    /// Zero.
-    pub reserved: u32,
+    /// 0, or [`TAGGED`]: the data's last 16 bytes are the record's [`Tag`] (its
+    /// producer and number there, for appends that are retried safely), not
+    /// part of the record a reader gets.
+    pub flags: u32,
+}
+
+/// The [`RecordHeader::flags`] of a record that carries a [`Tag`].
+pub const TAGGED: u32 = 1;
+/// Bytes a tag takes after a tagged record's payload.
+pub const TAG_BYTES: usize = 16;
+
+/// Who appended a record and its number among that producer's appends (see
+/// `service`'s safe retries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Tag {
+    /// The producer.
+    pub producer: u64,
+    /// Its number.
+    pub seq: u64,
 }
 
 /// The entry after every record: the chain over all headers so far.
@@ -152,7 +169,12 @@ impl Appender {
     /// Encodes an append of `data` into `buf` at [`Appender::end`] (the bytes of one
     /// write: header, padded data, checksum entry) and moves past it.
     pub fn append(&mut self, buf: &mut [u8], data: &[u8]) -> Result<Appended, FormatError> {
-        let e = self.encode(data)?;
+        self.append_tagged(buf, data, None)
+    }
+
+    /// [`Appender::append`] of a record that carries `tag` (if any).
+    pub fn append_tagged(&mut self, buf: &mut [u8], data: &[u8], tag: Option<Tag>) -> Result<Appended, FormatError> {
+        let e = self.encode_tagged(data, tag)?;
         let start = self.end.0;
         buf[start..start + e.bytes.len()].copy_from_slice(&e.bytes);
         Ok(self.commit(&e))
@@ -161,20 +183,38 @@ impl Appender {
     /// The bytes of the next append of `data`, without moving on; then
     /// [`Appender::commit`] once they are written (to every replica).
     pub fn encode(&self, data: &[u8]) -> Result<Encoded, FormatError> {
-        if data.len() > MAX_RECORD {
+        self.encode_tagged(data, None)
+    }
+
+    /// [`Appender::encode`] of a record that carries `tag` (if any).
+    pub fn encode_tagged(&self, data: &[u8], tag: Option<Tag>) -> Result<Encoded, FormatError> {
+        let len = data.len() + if tag.is_some() { TAG_BYTES } else { 0 };
+        if len > MAX_RECORD {
             return Err(FormatError::TooLarge(data.len()));
         }
-        let need = extent(data.len());
+        let need = extent(len);
         let left = self.size.0.saturating_sub(self.end.0);
         if need > left {
             return Err(FormatError::Full { need, left });
         }
-        let h = RecordHeader { len: data.len() as u32, kind: RECORD, crc: crc32c::crc32c(data), reserved: 0 };
+        let mut body = Vec::new();
+        let body: &[u8] = match tag {
+            None => data,
+            Some(t) => {
+                body.reserve(len);
+                body.extend_from_slice(data);
+                body.extend_from_slice(&t.producer.to_le_bytes());
+                body.extend_from_slice(&t.seq.to_le_bytes());
+                &body
+            }
+        };
+        let flags = if tag.is_some() { TAGGED } else { 0 };
+        let h = RecordHeader { len: len as u32, kind: RECORD, crc: crc32c::crc32c(body), flags };
         let crc = crc32c::crc32c_append(self.crc, bytemuck::bytes_of(&h));
         let mut bytes = Vec::with_capacity(need);
         bytes.extend_from_slice(bytemuck::bytes_of(&h));
-        bytes.extend_from_slice(data);
-        bytes.resize(HEADER + data.len().div_ceil(8) * 8, 0);
+        bytes.extend_from_slice(body);
+        bytes.resize(HEADER + len.div_ceil(8) * 8, 0);
         bytes.extend_from_slice(bytemuck::bytes_of(&ChecksumEntry { kind: CHECKSUM, chain: nonzero(crc) }));
         Ok(Encoded { at: self.end, bytes, crc })
     }
@@ -203,8 +243,12 @@ pub struct Encoded {
 pub struct RecordRef {
     /// Offset of its data.
     pub at: Offset,
-    /// Data bytes.
+    /// Data bytes (without a tag).
     pub len: usize,
+    /// Its tag, if it carries one.
+    pub tag: Option<Tag>,
+    /// Where its append ends (after its checksum entry).
+    pub end: Offset,
 }
 
 /// Why a scan stopped.
@@ -282,10 +326,18 @@ pub fn scan_from(buf: &[u8], crc: u32, max: usize) -> Recovered {
             Some(e) if e.kind == CHECKSUM && e.chain == nonzero(next) => {}
             _ => break Stop::BadChain,
         }
-        if crc32c::crc32c(&buf[data_at..data_at + len]) != h.crc || h.reserved != 0 {
+        let data = &buf[data_at..data_at + len];
+        if crc32c::crc32c(data) != h.crc || !(h.flags == 0 || h.flags == TAGGED && len >= TAG_BYTES) {
             break Stop::BadData;
         }
-        records.push(RecordRef { at: Offset(data_at), len });
+        let (len, tag) = match h.flags {
+            TAGGED => {
+                let word = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
+                (len - TAG_BYTES, Some(Tag { producer: word(len - 16), seq: word(len - 8) }))
+            }
+            _ => (len, None),
+        };
+        records.push(RecordRef { at: Offset(data_at), len, tag, end: Offset(entry_at + ENTRY) });
         crc = next;
         pos = entry_at + ENTRY;
     };

@@ -16,7 +16,7 @@
 //!
 //! [`crate::service`] drives it inside a group: buffers, views and failover.
 
-use crate::format::{Appender, BufLen, Encoded, FormatError, Offset};
+use crate::format::{Appender, BufLen, Encoded, FormatError, Offset, Tag};
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::transport::{NodeId, RegionId, Transport, WriteOp};
 use std::sync::Arc;
@@ -61,6 +61,17 @@ pub enum AppendError {
         /// The buffer's size.
         buffer: usize,
     },
+    /// Not appended: [`crate::service::LogService::append_if`] expected another
+    /// next record number.
+    #[error("the log's next record is {next:?}, not the expected one")]
+    Conflict {
+        /// The log's next record number.
+        next: Lsn,
+    },
+    /// Not appended: a tagged append out of its producer's order (see
+    /// [`crate::service::LogService::append_once`]).
+    #[error("out of order: {0}")]
+    Sequence(String),
     /// This node's log stopped (its group stopped).
     #[error("the log stopped: {0}")]
     Stopped(String),
@@ -160,10 +171,17 @@ impl Replicator {
     /// numbers once every backup holds all of them. On an error none is acknowledged
     /// and the buffer must not be appended to again (the view changes first).
     pub fn append_batch(&mut self, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        self.append_batch_tagged(records, None)
+    }
+
+    /// [`Replicator::append_batch`] of records that carry tags: the producer's
+    /// numbers `first.seq`, `first.seq + 1`, ... (see [`crate::format::Tag`]).
+    pub fn append_batch_tagged(&mut self, records: &[&[u8]], first: Option<Tag>) -> Result<Vec<Lsn>, AppendError> {
         let mut next = self.log.clone();
         let mut encoded: Vec<Encoded> = Vec::with_capacity(records.len());
-        for r in records {
-            let e = next.encode(r)?;
+        for (i, r) in records.iter().enumerate() {
+            let tag = first.map(|t| Tag { producer: t.producer, seq: t.seq + i as u64 });
+            let e = next.encode_tagged(r, tag)?;
             next.commit(&e);
             encoded.push(e);
         }

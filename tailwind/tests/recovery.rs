@@ -3,7 +3,7 @@
 //! after a recovery, random record sizes, and arbitrary bytes.
 
 use proptest::prelude::*;
-use tailwind::format::{extent, scan, Appender, BufLen, Stop, ENTRY, HEADER};
+use tailwind::format::{extent, scan, scan_from, Appender, BufLen, Stop, Tag, ENTRY, HEADER};
 
 /// A buffer of `size` bytes holding `records`; returns it with each append's
 /// (start, end).
@@ -118,6 +118,32 @@ fn a_recovered_buffer_is_continued_where_it_ends() {
     assert_eq!(again.records.len(), 3);
     assert_eq!(again.data(&buf, 2), b"after the failover");
     assert_eq!(again.end, log.end());
+}
+
+#[test]
+fn tagged_records_carry_their_tag_and_are_checked_like_others() {
+    let mut buf = vec![0u8; 512];
+    let mut log = Appender::new(BufLen(512));
+    log.append(&mut buf, b"plain").unwrap();
+    let t = Tag { producer: 7, seq: 41 };
+    let a = log.append_tagged(&mut buf, b"tagged", Some(t)).unwrap();
+    log.append_tagged(&mut buf, b"", Some(Tag { producer: 7, seq: 42 })).unwrap();
+    let r = scan(&buf);
+    assert_eq!(r.records.len(), 3);
+    assert_eq!((r.data(&buf, 0), r.records[0].tag), (&b"plain"[..], None));
+    assert_eq!((r.data(&buf, 1), r.records[1].tag), (&b"tagged"[..], Some(t)), "the tag is not data");
+    assert_eq!((r.data(&buf, 2), r.records[2].tag.map(|t| t.seq)), (&b""[..], Some(42)));
+    assert_eq!(r.records[1].end, a.end);
+    // Reading on from the end of the first record checks the rest the same way.
+    let from = scan_from(&buf[r.records[0].end.0..], scan(&buf[..r.records[0].end.0]).crc, 1);
+    assert_eq!((from.records.len(), from.records[0].tag), (1, Some(t)));
+    // A flipped bit in a tag is caught by the data CRC; an unknown flag stops the scan.
+    let mut flipped = buf.clone();
+    flipped[a.end.0 - ENTRY - 3] ^= 4;
+    assert_eq!(scan(&flipped).records.len(), 1);
+    let mut flag = buf.clone();
+    flag[a.start.0 + 12] = 2;
+    assert_eq!(scan(&flag).records.len(), 1);
 }
 
 #[test]

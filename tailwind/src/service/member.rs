@@ -12,9 +12,9 @@
 use super::node::{self, Shared, St};
 use super::{wire, Recovery, StartError, TailwindConfig};
 use crate::backup::{Backup, BackupConfig, SegmentId};
-use crate::format::extent;
+use crate::format::{extent, Tag, TAG_BYTES};
 use crate::replicate::{AppendError, Lsn};
-use node::{ReadFrom, Tail};
+use node::{AppendOpts, ReadFrom, Tail};
 use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -75,6 +75,7 @@ impl LogService {
             group: OnceLock::new(),
             on_recovered: Mutex::new(None),
             tail_waiters: Default::default(),
+            dedupe: Default::default(),
         });
         Ok(LogService { shared, worker: Mutex::new(None) })
     }
@@ -210,16 +211,57 @@ impl LogService {
     /// pipelined form: a caller with many records passes them together); returns
     /// their numbers, consecutive, once every backup holds all of them.
     pub fn append_batch(&self, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        self.append_with(records, AppendOpts::default())
+    }
+
+    /// Appends `data` as record number `seq` of `producer` (a number the caller
+    /// keeps, e.g. random per process) so that it lands **once** however often
+    /// it is tried: a retry finds it in the log and returns its number. Retries
+    /// by itself (through failovers) until the append timeout; after any error the
+    /// caller may call it again with the same numbers. Numbers go up per producer;
+    /// see [`super::PER_PRODUCER`] and [`super::SCAN_SEGMENTS`] for how far back a
+    /// retry is recognized.
+    pub fn append_once(&self, producer: u64, seq: u64, data: &[u8]) -> Result<Lsn, AppendError> {
+        Ok(self.append_batch_once(producer, seq, &[data])?[0])
+    }
+
+    /// [`LogService::append_once`] of a batch numbered `first_seq`, `first_seq + 1`,
+    /// ...; a retry must repeat the batch whole ([`AppendError::Sequence`]
+    /// otherwise). The numbers returned are consecutive unless a retry found them.
+    pub fn append_batch_once(&self, producer: u64, first_seq: u64, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        let deadline = Instant::now() + self.shared.cfg.append_timeout;
+        let opts = AppendOpts { tag: Some(Tag { producer, seq: first_seq }), expect: None };
+        loop {
+            match self.append_with(records, opts) {
+                Err(AppendError::ViewChanged | AppendError::Timeout(_) | AppendError::Backup { .. })
+                    if Instant::now() < deadline =>
+                {
+                    self.wait_for_primary(deadline.saturating_duration_since(Instant::now()));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Appends `records` only if the log's next record number is `expected`
+    /// (a single writer's state machine: nothing appended since it last looked);
+    /// [`AppendError::Conflict`] with the actual next number otherwise.
+    pub fn append_if(&self, expected: Lsn, records: &[&[u8]]) -> Result<Vec<Lsn>, AppendError> {
+        self.append_with(records, AppendOpts { tag: None, expect: Some(expected.0) })
+    }
+
+    fn append_with(&self, records: &[&[u8]], opts: AppendOpts) -> Result<Vec<Lsn>, AppendError> {
         if records.is_empty() {
             return Ok(Vec::new());
         }
-        let need: usize = records.iter().map(|r| extent(r.len())).sum();
+        let tag = if opts.tag.is_some() { TAG_BYTES } else { 0 };
+        let need: usize = records.iter().map(|r| extent(r.len() + tag)).sum();
         if need > self.shared.cfg.buffer {
             return Err(AppendError::TooLarge { need, buffer: self.shared.cfg.buffer });
         }
         let deadline = Instant::now() + self.shared.cfg.append_timeout;
         loop {
-            if let Some(r) = self.shared.append_local(records, deadline) {
+            if let Some(r) = self.shared.append_local(records, opts, deadline) {
                 return r;
             }
             // Not the primary: forward to it if there is one, else wait for one.
@@ -231,7 +273,7 @@ impl LogService {
                 st.ready.then(|| st.members.first().copied()).flatten()
             };
             match primary {
-                Some(p) if p != self.shared.me => return self.forward(p, records, deadline),
+                Some(p) if p != self.shared.me => return self.forward(p, records, opts, deadline),
                 _ => {
                     if Instant::now() >= deadline {
                         return Err(AppendError::Unavailable("no primary recovered within the append timeout".into()));
@@ -242,15 +284,27 @@ impl LogService {
         }
     }
 
-    fn forward(&self, to: NodeId, records: &[&[u8]], deadline: Instant) -> Result<Vec<Lsn>, AppendError> {
-        let msg = wire::Msg::Append { records: records.iter().map(|r| r.to_vec()).collect() };
+    fn forward(
+        &self,
+        to: NodeId,
+        records: &[&[u8]],
+        opts: AppendOpts,
+        deadline: Instant,
+    ) -> Result<Vec<Lsn>, AppendError> {
+        let msg = wire::Msg::Append {
+            records: records.iter().map(|r| r.to_vec()).collect(),
+            tag: opts.tag.map(|t| (t.producer, t.seq)),
+            expect: opts.expect,
+        };
         let within = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
         let group = self.shared.group().ok_or_else(|| AppendError::Stopped("the group is gone".into()))?;
         let body = group
             .request(to, &wire::encode(self.shared.cfg.log, &msg), within)
             .map_err(|e| AppendError::Backup { node: to, why: format!("forwarding to the primary: {e}") })?;
         match wire::decode::<wire::Reply>(self.shared.cfg.log, &body) {
-            Ok(wire::Reply::Appended(first)) => Ok((first..first + records.len() as u64).map(Lsn).collect()),
+            Ok(wire::Reply::Appended(l)) if l.len() == records.len() => Ok(l.into_iter().map(Lsn).collect()),
+            Ok(wire::Reply::Conflict(next)) => Err(AppendError::Conflict { next: Lsn(next) }),
+            Ok(wire::Reply::Sequence(why)) => Err(AppendError::Sequence(why)),
             Ok(wire::Reply::Failed(why)) => Err(AppendError::Backup { node: to, why }),
             Ok(other) => Err(AppendError::Backup { node: to, why: format!("unexpected answer {other:?}") }),
             Err(why) => Err(AppendError::Backup { node: to, why }),

@@ -79,7 +79,7 @@ pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
 pub use member::{regions, LogService};
-pub use node::{ReadError, ReadFrom, Tail};
+pub use node::{ReadError, ReadFrom, Tail, PER_PRODUCER, SCAN_SEGMENTS};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,8 @@
 //!    if some member closed it, else the shortest recovered one (see the
 //!    [module docs](super) for why), at every member that recovered it;
 //! 3. re-seed: fetch segments this member lacks, then copy to each member the
-//!    segments it lacks;
+//!    segments it lacks; note the tagged appends of the last segments (safe
+//!    retries);
 //! 4. open the next segment at every member and take appends.
 //!
 //! Any failure (a member that does not answer, the view changing under it) stops
@@ -197,6 +198,8 @@ fn recover(
             reseeded += 1;
         }
     }
+    // The tagged appends the log holds, for safe retries.
+    s.rebuild_dedupe(&committed, next)?;
     // 4. The next segment, in buffer 0 of this view.
     let backups: Vec<NodeId> = members[1..].to_vec();
     s.pool_all(v, &backups, Request::Open { id: s.seg(next), slot: 0 }, deadline).map_err(|e| e.to_string())?;

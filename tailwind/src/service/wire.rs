@@ -76,6 +76,10 @@ pub enum Msg {
     Append {
         /// The records.
         records: Vec<Vec<u8>>,
+        /// The producer and the first record's number, for a safe retry.
+        tag: Option<(u64, u64)>,
+        /// Append only if the log's next record number is this one.
+        expect: Option<u64>,
     },
 }
 
@@ -114,8 +118,12 @@ pub enum Reply {
         /// The bytes.
         bytes: Vec<u8>,
     },
-    /// The appended records' first number.
-    Appended(u64),
+    /// The appended records' numbers (consecutive unless a retry found them).
+    Appended(Vec<u64>),
+    /// Not appended: the log's next record number is this one, not the expected.
+    Conflict(u64),
+    /// Not appended: a tagged append out of the producer's order.
+    Sequence(String),
     /// The request failed; the text says why.
     Failed(String),
 }

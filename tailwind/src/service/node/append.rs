@@ -1,11 +1,26 @@
 //! The primary's append path: records into the open segment and its backups,
 //! rotation to the next segment, and taking over as primary after recovery.
 
+use super::dedupe::Check;
 use super::*;
+use crate::format::Tag;
+
+/// How an append is made: tagged for a safe retry, or only if the log's next
+/// record number is the expected one.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AppendOpts {
+    pub tag: Option<Tag>,
+    pub expect: Option<u64>,
+}
 
 impl Shared {
     /// Appends at this member if it is the primary; `None` if it is not (or not yet).
-    pub fn append_local(&self, records: &[&[u8]], deadline: Instant) -> Option<Result<Vec<Lsn>, AppendError>> {
+    pub fn append_local(
+        &self,
+        records: &[&[u8]],
+        opts: AppendOpts,
+        deadline: Instant,
+    ) -> Option<Result<Vec<Lsn>, AppendError>> {
         let mut p = lock(&self.prim);
         let pr = p.as_mut()?;
         if self.fence.load(Ordering::SeqCst) {
@@ -13,14 +28,35 @@ impl Shared {
             // waits for the next view's (and gives `view_ends` the lock it waits for).
             return None;
         }
+        if opts.expect.is_some_and(|e| e != pr.rep.next_lsn().0) {
+            return Some(Err(AppendError::Conflict { next: pr.rep.next_lsn() }));
+        }
+        if let Some(t) = opts.tag {
+            match lock(&self.dedupe).check(t, records.len()) {
+                Check::New => {}
+                Check::Done(lsns) => return Some(Ok(lsns)),
+                Check::Bad(why) => return Some(Err(AppendError::Sequence(why))),
+            }
+        }
         loop {
-            match pr.rep.append_batch(records) {
+            match pr.rep.append_batch_tagged(records, opts.tag) {
                 Err(AppendError::Format(FormatError::Full { .. })) => {
                     if let Err(e) = self.rotate(pr, deadline) {
                         return Some(Err(e));
                     }
                 }
                 r => {
+                    if let Ok(lsns) = &r {
+                        let mut d = lock(&self.dedupe);
+                        if let Some(t) = opts.tag {
+                            for (i, l) in lsns.iter().enumerate() {
+                                d.note(Tag { producer: t.producer, seq: t.seq + i as u64 }, l.0);
+                            }
+                        }
+                        // Noted up to here: a failed append after this may be in the
+                        // log, and the next recovery reads the log from here.
+                        d.covered = pr.rep.next_lsn().0;
+                    }
                     if r.is_ok() && self.tail_waiters.load(Ordering::Relaxed) > 0 {
                         drop(p);
                         self.cv.notify_all();

@@ -121,6 +121,8 @@ pub(super) struct Shared {
     /// Tailing readers waiting here (the primary wakes them after an append only
     /// if there are any).
     pub tail_waiters: AtomicU64,
+    /// The tagged appends in the log (the primary's; taken after `prim`).
+    pub dedupe: Mutex<dedupe::Dedupe>,
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->
@@ -148,13 +150,9 @@ pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<BTreeMap<u64, u6
 /// Where record `count` would start in a scanned buffer (the end of the first
 /// `count` records).
 fn end_of(bytes: &[u8], count: u64) -> usize {
-    let r = scan(bytes);
     match count {
         0 => 0,
-        c => {
-            let last = r.records[c as usize - 1];
-            last.at.0 + last.len.div_ceil(8) * 8 + ENTRY
-        }
+        c => scan(bytes).records[c as usize - 1].end.0,
     }
 }
 
@@ -271,9 +269,12 @@ impl Shared {
 }
 
 mod append;
+mod dedupe;
 mod read;
 mod serve;
 mod tail;
 
+pub use append::AppendOpts;
+pub use dedupe::{PER_PRODUCER, SCAN_SEGMENTS};
 pub use read::{ReadError, ReadFrom};
 pub use tail::Tail;

@@ -2,6 +2,7 @@
 //! the open segment in memory.
 
 use super::*;
+use crate::format::Tag;
 
 /// Why a read stopped.
 #[derive(Debug, Error)]
@@ -46,12 +47,26 @@ impl Shared {
     /// The records of committed segment `base` (`count` of them), from its file
     /// (waiting for the flush if it is not on disk yet).
     pub fn read_segment_records(&self, base: u64, count: u64) -> Result<Vec<Vec<u8>>, ReadError> {
+        self.read_file(base, count, |p| read_segment(p))
+    }
+
+    /// The tags of committed segment `base`'s records.
+    pub fn read_segment_tags(&self, base: u64, count: u64) -> Result<Vec<Option<Tag>>, ReadError> {
+        self.read_file(base, count, |p| crate::backup::segment_tags(p))
+    }
+
+    fn read_file<T>(
+        &self,
+        base: u64,
+        count: u64,
+        read: impl Fn(&Path) -> Result<Vec<T>, SegmentError>,
+    ) -> Result<Vec<T>, ReadError> {
         let id = self.seg(base);
         let path = self.path(base);
         if !path.exists() && !self.pool.wait_flushed(self.cfg.append_timeout) {
             return Err(ReadError::NotFlushed(id));
         }
-        let recs = read_segment(&path)?;
+        let recs = read(&path)?;
         if recs.len() as u64 != count {
             return Err(ReadError::Count { id, have: recs.len() as u64, want: count });
         }

@@ -15,13 +15,17 @@ impl Shared {
 
     pub fn handle(&self, m: Msg) -> Reply {
         match m {
-            Msg::Append { records } => {
+            Msg::Append { records, tag, expect } => {
                 let refs: Vec<&[u8]> = records.iter().map(|r| r.as_slice()).collect();
                 let deadline = Instant::now() + self.cfg.append_timeout;
+                let tag = tag.map(|(producer, seq)| crate::format::Tag { producer, seq });
+                let opts = super::AppendOpts { tag, expect };
                 loop {
-                    if let Some(r) = self.append_local(&refs, deadline) {
+                    if let Some(r) = self.append_local(&refs, opts, deadline) {
                         return match r {
-                            Ok(l) => Reply::Appended(l.first().map_or(0, |l| l.0)),
+                            Ok(l) => Reply::Appended(l.into_iter().map(|l| l.0).collect()),
+                            Err(AppendError::Conflict { next }) => Reply::Conflict(next.0),
+                            Err(AppendError::Sequence(why)) => Reply::Sequence(why),
                             Err(e) => Reply::Failed(e.to_string()),
                         };
                     }
