@@ -47,12 +47,12 @@ impl Shared {
     /// The records of committed segment `base` (`count` of them), from its file
     /// (waiting for the flush if it is not on disk yet).
     pub fn read_segment_records(&self, base: u64, count: u64) -> Result<Vec<Vec<u8>>, ReadError> {
-        self.read_file(base, count, |p| read_segment(p))
+        self.read_file(base, count, read_segment)
     }
 
     /// The tags of committed segment `base`'s records.
     pub fn read_segment_tags(&self, base: u64, count: u64) -> Result<Vec<Option<Tag>>, ReadError> {
-        self.read_file(base, count, |p| crate::backup::segment_tags(p))
+        self.read_file(base, count, crate::backup::segment_tags)
     }
 
     fn read_file<T>(
