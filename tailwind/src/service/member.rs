@@ -60,14 +60,14 @@ impl LogService {
         }
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
             .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
-        let segments = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
+        let (segments, floor) = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
         let shared = Arc::new(Shared {
             me,
             members_of: Box::new(members),
             region_base,
             cfg,
             pool,
-            st: Mutex::new(St::new(segments)),
+            st: Mutex::new(St::new(segments, floor)),
             cv: Condvar::new(),
             fence: Default::default(),
             wedged_view: Default::default(),
@@ -333,6 +333,47 @@ impl LogService {
     /// not known to be acknowledged (`None` where the log is not held).
     pub fn committed(&self) -> Option<Lsn> {
         self.shared.committed().map(|(c, _)| Lsn(c))
+    }
+
+    /// Removes the log's committed segments that end at or before record
+    /// `before` at every member of the log (a snapshot of what they held is kept
+    /// elsewhere: see the key-value store in `bench`); returns how many this member
+    /// removed. Reads from a trimmed record on report [`super::ReadError::Gap`]. A
+    /// member that misses it (down, or not a member now) is trimmed by the next
+    /// primary's recovery; `before` past the commit point is refused.
+    pub fn trim(&self, before: Lsn) -> Result<usize, AppendError> {
+        // Only committed segments are ever removed; the check is for the caller.
+        let committed = self.shared.committed().map_or(u64::MAX, |(c, _)| c);
+        if before.0 > committed {
+            return Err(AppendError::Unavailable(format!("trim to {before:?} past the commit point {committed}")));
+        }
+        let members = node::lock(&self.shared.st).members.clone();
+        let group = self.shared.group().ok_or_else(|| AppendError::Stopped("the group is gone".into()))?;
+        let mut here = 0;
+        for m in members {
+            if m == self.shared.me {
+                here = self.shared.trim_here(before.0).map_err(|why| AppendError::Backup { node: m, why })?;
+                continue;
+            }
+            let frame = wire::encode(self.shared.cfg.log, &wire::Msg::Trim { before: before.0 });
+            let reply = group
+                .request(m, &frame, self.shared.cfg.request_timeout)
+                .map_err(|e| e.to_string())
+                .and_then(|b| wire::decode::<wire::Reply>(self.shared.cfg.log, &b));
+            match reply {
+                Ok(wire::Reply::Trimmed(_)) => {}
+                Ok(wire::Reply::Failed(why)) | Err(why) => {
+                    tracing::warn!(node = %self.shared.me, to = %m, %why, "a member missed a trim (the next recovery trims it)");
+                }
+                Ok(other) => tracing::warn!(to = %m, ?other, "unexpected answer to a trim"),
+            }
+        }
+        Ok(here)
+    }
+
+    /// The trim floor here: records before it may be gone.
+    pub fn trimmed(&self) -> Lsn {
+        Lsn(node::lock(&self.shared.st).trimmed)
     }
 
     /// Called at the primary each time it takes over (its first view included),

@@ -122,12 +122,18 @@ fn recover(
     let deadline = Instant::now() + s.cfg.request_timeout * 4;
     // 1. What everyone holds.
     let mut held: BTreeMap<NodeId, (Vec<Held>, Option<Held>)> = BTreeMap::new();
+    let mut floors: BTreeMap<NodeId, u64> = BTreeMap::new();
     for &m in members {
         match ask(s, g, m, &Msg::State { view: v }, deadline)? {
-            Reply::State { segments, pending } => held.insert(m, (segments, pending)),
+            Reply::State { segments, pending, trimmed } => {
+                held.insert(m, (segments, pending));
+                floors.insert(m, trimmed);
+            }
             other => return Err(format!("{m}: unexpected answer {other:?}")),
         };
     }
+    // The highest trim floor: what is below it is gone for good.
+    let floor = floors.values().copied().max().unwrap_or(0);
     tracing::debug!(node = %s.me, view = v, ?held, "what the members hold");
     let mut committed: BTreeMap<u64, u64> = BTreeMap::new();
     for (m, (segs, _)) in &held {
@@ -171,6 +177,8 @@ fn recover(
             committed.insert(*base, agreed);
         }
     }
+    committed.retain(|b, c| *b + *c > floor);
+    holders.retain(|b, _| committed.contains_key(b));
     let mut end = None::<u64>;
     for (b, c) in &committed {
         if let Some(e) = end.filter(|e| e != b) {
@@ -178,7 +186,7 @@ fn recover(
         }
         end = Some(b + c);
     }
-    let next = end.unwrap_or(0);
+    let next = end.unwrap_or(0).max(floor);
     // 3. Re-seed: first this member, then the others.
     let mut reseeded = 0;
     for (base, who) in &holders {
@@ -196,6 +204,12 @@ fn recover(
             }
             copy(s, g, v, *base, *count, s.me, m, deadline)?;
             reseeded += 1;
+        }
+    }
+    // Members that missed a trim.
+    for (&m, &f) in &floors {
+        if f < floor {
+            ask(s, g, m, &Msg::Trim { before: floor }, deadline)?;
         }
     }
     // The tagged appends the log holds, for safe retries.

@@ -72,6 +72,11 @@ pub enum Msg {
         /// The view.
         view: u64,
     },
+    /// Remove the committed segments that end at or before record `before`.
+    Trim {
+        /// The trim point.
+        before: u64,
+    },
     /// Append these records (from a member that is not the primary).
     Append {
         /// The records.
@@ -108,7 +113,11 @@ pub enum Reply {
         segments: Vec<Held>,
         /// The recovered, uncommitted segment.
         pending: Option<Held>,
+        /// The member's trim floor (records before it may be gone).
+        trimmed: u64,
     },
+    /// Trimmed: this many segments were removed.
+    Trimmed(u64),
     /// Done.
     Done,
     /// A page of a segment file.
@@ -175,7 +184,7 @@ mod tests {
         let m = Msg::Commit { view: 3, id: SegmentId { log: 1, segment: 40 }, count: 7 };
         assert_eq!(decode::<Msg>(1, &encode(1, &m)).unwrap(), m);
         assert_eq!(log_of(&encode(7, &m)), Some(7));
-        let r = Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None };
+        let r = Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None, trimmed: 0 };
         assert_eq!(decode::<Reply>(3, &encode(3, &r)).unwrap(), r);
         assert!(decode::<Msg>(1, &[]).is_err());
         assert!(decode::<Msg>(1, &[VERSION, 1, 0]).unwrap_err().contains("short"));

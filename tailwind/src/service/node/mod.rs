@@ -64,10 +64,12 @@ pub(super) struct St {
     /// Segments being re-seeded here: first record -> bytes so far.
     pub seeding: HashMap<u64, Vec<u8>>,
     pub stopped: Option<String>,
+    /// The trim floor: segments that end at or before it are gone.
+    pub trimmed: u64,
 }
 
 impl St {
-    pub fn new(segments: BTreeMap<u64, u64>) -> St {
+    pub fn new(segments: BTreeMap<u64, u64>, trimmed: u64) -> St {
         St {
             view: None,
             transport: None,
@@ -78,6 +80,7 @@ impl St {
             segments,
             seeding: HashMap::new(),
             stopped: None,
+            trimmed,
         }
     }
 
@@ -126,8 +129,10 @@ pub(super) struct Shared {
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->
-/// records); a damaged one is an error naming the file.
-pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<BTreeMap<u64, u64>, String> {
+/// records), and the trim floor; a damaged one is an error naming the file. A
+/// segment below the floor (a trim interrupted) is removed.
+pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<(BTreeMap<u64, u64>, u64), String> {
+    let floor = trim::read_floor(dir, log)?;
     let mut out = BTreeMap::new();
     let prefix = format!("log{log}-seg");
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -142,9 +147,13 @@ pub(super) fn existing_segments(dir: &Path, log: u64) -> Result<BTreeMap<u64, u6
             continue;
         };
         let records = read_segment(&e.path()).map_err(|e| e.to_string())?;
+        if base + records.len() as u64 <= floor {
+            let _ = std::fs::remove_file(e.path());
+            continue;
+        }
         out.insert(base, records.len() as u64);
     }
-    Ok(out)
+    Ok((out, floor))
 }
 
 /// Where record `count` would start in a scanned buffer (the end of the first
@@ -273,6 +282,7 @@ mod dedupe;
 mod read;
 mod serve;
 mod tail;
+mod trim;
 
 pub use append::AppendOpts;
 pub use dedupe::{PER_PRODUCER, SCAN_SEGMENTS};

@@ -38,6 +38,10 @@ impl Shared {
                 }
             }
             Msg::Fetch { id, offset } => self.fetch(id, offset),
+            Msg::Trim { before } => match self.trim_here(before) {
+                Ok(n) => Reply::Trimmed(n as u64),
+                Err(why) => Reply::Failed(why),
+            },
             Msg::Ready { view } => {
                 let mut st = lock(&self.st);
                 tracing::debug!(node = %self.me, view, check = ?st.check(view), "told the log is ready");
@@ -78,6 +82,7 @@ impl Shared {
                 Reply::State {
                     segments: st.segments.iter().map(|(b, c)| Held { base: *b, count: *c }).collect(),
                     pending: st.pending.as_ref().map(|p| Held { base: p.id.segment, count: p.count }),
+                    trimmed: st.trimmed,
                 }
             }
             Msg::Commit { view, id, count } => {
