@@ -1,0 +1,468 @@
+//! A replicated persistent key-value store: an embedded LSM store (fjall) is the
+//! state machine, a Tailwind log ([`tailwind::service::LogService`]) is its
+//! write-ahead log, as the seed paper puts RocksDB on a replicated log.
+//!
+//! ```text
+//!  put ─▶ committer (group commit: every put waiting, one tagged append batch)
+//!           └─▶ log: acknowledged once the primary and every backup hold it
+//!  every member: applier ◀─ tail of the committed log ─ applies batches to fjall
+//!                          (its journal is never synced by the store)
+//! ```
+//!
+//! - A `put` returns once its record is acknowledged **and** applied here, so a
+//!   `get` after it at the same member sees it. Members apply only committed
+//!   records (the log's commit point), so no member's store ever holds an update
+//!   a failover dropped.
+//! - Durability is the log's (replicated memory, segments on disk as they close);
+//!   the store's own journal is written but never synced by the store. The store
+//!   keeps, atomically with each applied batch, the number of the next record to
+//!   apply; a restarted member replays the log from there.
+//! - [`Store::snapshot`] syncs the store (its state up to a record is then on
+//!   disk) and appends a marker naming this member and that record;
+//!   [`Store::trim_log`] trims the log below the oldest marker of the log's
+//!   members, so no member ever needs a record the log dropped.
+//! - Records are tagged (producer, number): a batch retried through a failover
+//!   lands once.
+//!
+//! Not done: state transfer to a member whose store is older than the log's trim
+//! point (it reports [`StoreError::Behind`]).
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use sst::sync::lock;
+use std::collections::{HashMap, VecDeque};
+use std::ops::Deref;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use tailwind::service::{LogService, Lsn, ReadError};
+
+/// The most puts one log append carries.
+const MAX_BATCH: usize = 512;
+/// The key under which the store keeps the next record to apply.
+const APPLIED: &[u8] = b"applied";
+
+/// A key and its value.
+pub type Pair = (Vec<u8>, Vec<u8>);
+
+/// What went wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The embedded store failed.
+    #[error("store: {0}")]
+    Store(String),
+    /// The log did not take the update.
+    #[error("log: {0}")]
+    Log(#[from] tailwind::service::AppendError),
+    /// The log could not be read to apply it.
+    #[error("applying the log: {0}")]
+    Apply(String),
+    /// This member's store is older than the log's trim point.
+    #[error("this store applied up to record {applied}, the log starts at {floor}: it needs a state transfer")]
+    Behind {
+        /// The next record this store would apply.
+        applied: u64,
+        /// The log's trim floor.
+        floor: u64,
+    },
+    /// The update was acknowledged but not applied here in time.
+    #[error("record {0:?} was not applied here in time")]
+    NotApplied(Lsn),
+    /// The store is closing.
+    #[error("the store is closed")]
+    Closed,
+}
+
+fn store_err(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Store(e.to_string())
+}
+
+/// A log record: an update or a snapshot marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Update {
+    /// Sets `key` to `value`.
+    Put(Vec<u8>, Vec<u8>),
+    /// Removes `key`.
+    Del(Vec<u8>),
+    /// Member `node`'s store holds everything before `applied` on its disk.
+    Marker {
+        /// The member.
+        node: u32,
+        /// The first record its store's disk lacks.
+        applied: u64,
+    },
+}
+
+impl Update {
+    /// Its bytes in the log.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        match self {
+            Update::Put(k, val) => {
+                v.push(b'P');
+                v.extend((k.len() as u32).to_le_bytes());
+                v.extend(k);
+                v.extend(val);
+            }
+            Update::Del(k) => {
+                v.push(b'D');
+                v.extend((k.len() as u32).to_le_bytes());
+                v.extend(k);
+            }
+            Update::Marker { node, applied } => {
+                v.push(b'M');
+                v.extend(node.to_le_bytes());
+                v.extend(applied.to_le_bytes());
+            }
+        }
+        v
+    }
+
+    /// Decodes a record; `None` if it is not one of these.
+    pub fn decode(rec: &[u8]) -> Option<Update> {
+        let (&op, rest) = rec.split_first()?;
+        let word = |at: usize| rest.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
+        match op {
+            b'P' | b'D' => {
+                let len = word(0)? as usize;
+                let key = rest.get(4..4usize.checked_add(len)?)?.to_vec();
+                match op {
+                    b'P' => Some(Update::Put(key, rest[4 + len..].to_vec())),
+                    _ if rest.len() == 4 + len => Some(Update::Del(key)),
+                    _ => None,
+                }
+            }
+            b'M' if rest.len() == 12 => Some(Update::Marker {
+                node: word(0)?,
+                applied: u64::from_le_bytes(rest[4..12].try_into().expect("8 bytes")),
+            }),
+            _ => None,
+        }
+    }
+}
+
+struct Pending {
+    rec: Vec<u8>,
+    done: Sender<Result<Lsn, StoreError>>,
+}
+
+struct Inner<L> {
+    log: Arc<L>,
+    db: Database,
+    kv: Keyspace,
+    meta: Keyspace,
+    /// The next record to apply here.
+    applied: Mutex<u64>,
+    applied_cv: Condvar,
+    queue: Mutex<VecDeque<Pending>>,
+    queue_cv: Condvar,
+    /// The newest snapshot marker of each member.
+    markers: Mutex<HashMap<u32, u64>>,
+    error: Mutex<Option<String>>,
+    producer: u64,
+    stop: AtomicBool,
+    timeout: Duration,
+}
+
+/// A member's replicated store (see the module docs).
+pub struct Store<L: Deref<Target = LogService> + Send + Sync + 'static> {
+    inner: Arc<Inner<L>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
+    /// Opens (or creates) the store in `dir` over `log`, and starts applying the
+    /// log from where the store stopped.
+    pub fn open(dir: &Path, log: Arc<L>) -> Result<Store<L>, StoreError> {
+        let db = Database::builder(dir).open().map_err(store_err)?;
+        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).map_err(store_err)?;
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_err)?;
+        let applied = match meta.get(APPLIED).map_err(store_err)? {
+            Some(v) if v.len() == 8 => u64::from_le_bytes(v[..].try_into().expect("8 bytes")),
+            Some(_) => return Err(StoreError::Store("a damaged applied counter".into())),
+            None => 0,
+        };
+        let floor = log.trimmed().0;
+        if applied < floor {
+            return Err(StoreError::Behind { applied, floor });
+        }
+        let timeout = log.config().append_timeout;
+        let inner = Arc::new(Inner {
+            log,
+            db,
+            kv,
+            meta,
+            applied: Mutex::new(applied),
+            applied_cv: Condvar::new(),
+            queue: Mutex::new(VecDeque::new()),
+            queue_cv: Condvar::new(),
+            markers: Mutex::new(HashMap::new()),
+            error: Mutex::new(None),
+            producer: producer_id(),
+            stop: AtomicBool::new(false),
+            timeout,
+        });
+        let (a, c) = (inner.clone(), inner.clone());
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(f).map_err(store_err)
+        };
+        let threads = vec![
+            spawn("kv-apply", Box::new(move || apply_loop(&a)))?,
+            spawn("kv-commit", Box::new(move || commit_loop(&c)))?,
+        ];
+        Ok(Store { inner, threads })
+    }
+
+    /// Sets `key` to `value`; returns the update's record once it is
+    /// acknowledged and applied here.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Lsn, StoreError> {
+        self.update(Update::Put(key.to_vec(), value.to_vec()))
+    }
+
+    /// Removes `key` (see [`Store::put`]).
+    pub fn del(&self, key: &[u8]) -> Result<Lsn, StoreError> {
+        self.update(Update::Del(key.to_vec()))
+    }
+
+    fn update(&self, u: Update) -> Result<Lsn, StoreError> {
+        let lsn = self.append(u.encode())?;
+        self.wait_applied(lsn.0 + 1, self.inner.timeout)?;
+        Ok(lsn)
+    }
+
+    fn append(&self, rec: Vec<u8>) -> Result<Lsn, StoreError> {
+        let (done, rx) = channel();
+        {
+            let mut q = lock(&self.inner.queue);
+            if self.inner.stop.load(Ordering::SeqCst) {
+                return Err(StoreError::Closed);
+            }
+            q.push_back(Pending { rec, done });
+        }
+        self.inner.queue_cv.notify_one();
+        rx.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Waits (up to `within`) until this store applied every record before `next`.
+    pub fn wait_applied(&self, next: u64, within: Duration) -> Result<(), StoreError> {
+        let deadline = Instant::now() + within;
+        let mut a = lock(&self.inner.applied);
+        while *a < next {
+            if let Some(e) = lock(&self.inner.error).clone() {
+                return Err(StoreError::Apply(e));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreError::NotApplied(Lsn(next.saturating_sub(1))));
+            }
+            a = self
+                .inner
+                .applied_cv
+                .wait_timeout(a, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
+    }
+
+    /// Waits until this store applied everything the log had committed when
+    /// called (a read at a backup then sees every acknowledged update before it).
+    pub fn sync(&self) -> Result<(), StoreError> {
+        let c = self.inner.log.committed().map_or(0, |l| l.0);
+        self.wait_applied(c, self.inner.timeout)
+    }
+
+    /// The value of `key` in this member's store.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.kv.get(key).map_err(store_err)?.map(|v| v.to_vec()))
+    }
+
+    /// The keys starting with `prefix`, with their values, in key order (at most
+    /// `limit`).
+    pub fn scan(&self, prefix: &[u8], limit: usize) -> Result<Vec<Pair>, StoreError> {
+        let mut out = Vec::new();
+        for g in self.inner.kv.prefix(prefix).take(limit) {
+            let (k, v) = g.into_inner().map_err(store_err)?;
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    /// The next record this store applies.
+    pub fn applied(&self) -> Lsn {
+        Lsn(*lock(&self.inner.applied))
+    }
+
+    /// Syncs the store to disk and appends a marker: this member's store holds
+    /// every record before the returned one.
+    pub fn snapshot(&self) -> Result<Lsn, StoreError> {
+        let at = *lock(&self.inner.applied);
+        self.inner.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        let node = self.inner.log.node().0;
+        self.append(Update::Marker { node, applied: at }.encode())?;
+        Ok(Lsn(at))
+    }
+
+    /// Trims the log below the oldest snapshot of its current members (each must
+    /// have taken one, [`Store::snapshot`]); returns the trim point, if any.
+    pub fn trim_log(&self) -> Result<Option<Lsn>, StoreError> {
+        let members = self.inner.log.members();
+        let markers = lock(&self.inner.markers).clone();
+        let Some(point) = members.iter().map(|m| markers.get(&m.0).copied()).collect::<Option<Vec<u64>>>() else {
+            return Ok(None);
+        };
+        let Some(point) = point.into_iter().min().filter(|p| *p > 0) else { return Ok(None) };
+        self.inner.log.trim(Lsn(point))?;
+        Ok(Some(Lsn(point)))
+    }
+
+    /// The number of keys (approximate: the store's own count).
+    pub fn approximate_len(&self) -> usize {
+        self.inner.kv.approximate_len()
+    }
+
+    /// The log under the store.
+    pub fn log(&self) -> &L {
+        &self.inner.log
+    }
+}
+
+impl<L: Deref<Target = LogService> + Send + Sync + 'static> std::fmt::Debug for Store<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("applied", &self.applied()).finish()
+    }
+}
+
+impl<L: Deref<Target = LogService> + Send + Sync + 'static> Drop for Store<L> {
+    fn drop(&mut self) {
+        self.inner.stop.store(true, Ordering::SeqCst);
+        self.inner.queue_cv.notify_all();
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for p in lock(&self.inner.queue).drain(..) {
+            let _ = p.done.send(Err(StoreError::Closed));
+        }
+    }
+}
+
+/// A producer number for this store's tagged appends: random per process and
+/// store.
+fn producer_id() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.finish()
+}
+
+/// The committer: all waiting puts as one tagged append batch, in order.
+fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
+    let mut seq = 0u64;
+    let budget = s.log.config().buffer / 2;
+    loop {
+        let batch: Vec<Pending> = {
+            let mut q = lock(&s.queue);
+            while q.is_empty() && !s.stop.load(Ordering::SeqCst) {
+                q = s.queue_cv.wait_timeout(q, Duration::from_millis(100)).unwrap_or_else(|p| p.into_inner()).0;
+            }
+            if q.is_empty() {
+                return;
+            }
+            let mut bytes = 0;
+            let mut n = 0;
+            while n < q.len().min(MAX_BATCH) && (n == 0 || bytes + q[n].rec.len() + 64 <= budget) {
+                bytes += q[n].rec.len() + 64;
+                n += 1;
+            }
+            q.drain(..n).collect()
+        };
+        let refs: Vec<&[u8]> = batch.iter().map(|p| p.rec.as_slice()).collect();
+        let r = s.log.append_batch_once(s.producer, seq, &refs);
+        seq += batch.len() as u64;
+        match r {
+            Ok(lsns) => {
+                for (p, l) in batch.into_iter().zip(lsns) {
+                    let _ = p.done.send(Ok(l));
+                }
+            }
+            Err(e) => {
+                let why = e.to_string();
+                for p in batch {
+                    let _ = p.done.send(Err(StoreError::Apply(format!("not appended: {why}"))));
+                }
+            }
+        }
+    }
+}
+
+/// The applier: follows the committed log and applies it in batches.
+fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
+    let mut tail = s.log.subscribe(Lsn(*lock(&s.applied)));
+    while !s.stop.load(Ordering::SeqCst) {
+        let mut recs = Vec::new();
+        match tail.next_within(Duration::from_millis(50)) {
+            None => continue,
+            Some(Err(ReadError::NotReplica)) => {
+                // Not holding the log (now): look again later, from where we are.
+                std::thread::sleep(Duration::from_millis(100));
+                tail = s.log.subscribe(Lsn(*lock(&s.applied)));
+                continue;
+            }
+            Some(Err(e)) => {
+                *lock(&s.error) = Some(e.to_string());
+                s.applied_cv.notify_all();
+                return;
+            }
+            Some(Ok(r)) => recs.push(r),
+        }
+        while recs.len() < 4096 {
+            match tail.next_within(Duration::ZERO) {
+                Some(Ok(r)) => recs.push(r),
+                _ => break,
+            }
+        }
+        let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
+        let mut b = s.db.batch();
+        for (_, rec) in &recs {
+            match Update::decode(rec) {
+                Some(Update::Put(k, v)) => b.insert(&s.kv, k, v),
+                Some(Update::Del(k)) => b.remove(&s.kv, k),
+                Some(Update::Marker { node, applied }) => {
+                    lock(&s.markers).insert(node, applied);
+                }
+                None => tracing::warn!("a log record that is not an update: skipped"),
+            }
+        }
+        b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
+        if let Err(e) = b.commit() {
+            *lock(&s.error) = Some(format!("the store: {e}"));
+            s.applied_cv.notify_all();
+            return;
+        }
+        *lock(&s.applied) = next;
+        s.applied_cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn updates_round_trip_and_garbage_is_none() {
+        for u in [
+            Update::Put(b"k".to_vec(), b"value".to_vec()),
+            Update::Put(Vec::new(), Vec::new()),
+            Update::Del(b"key".to_vec()),
+            Update::Marker { node: 3, applied: 99 },
+        ] {
+            assert_eq!(Update::decode(&u.encode()), Some(u));
+        }
+        for bad in [&b""[..], b"P", b"P\xff\xff\xff\xff", b"Dk", b"D\x01\0\0\0kk", b"M\x01", b"X\0\0\0\0"] {
+            assert_eq!(Update::decode(bad), None, "{bad:?}");
+        }
+    }
+}

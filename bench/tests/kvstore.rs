@@ -1,0 +1,140 @@
+//! The replicated key-value store (`bench::kvstore`), members as threads of this
+//! process over shm: puts at the primary and at a backup, reads everywhere,
+//! prefix scans, snapshots and a log trim, a failover under concurrent puts after
+//! which every member's contents equal the acknowledged puts, and a member's store
+//! reopened on its directory that goes on from where it stopped.
+
+use bench::kvstore::{Store, StoreError};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tailwind::service::{TailwindConfig, TailwindLog};
+use views::config::{Config, Transport};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Dirs(Vec<PathBuf>);
+
+impl Drop for Dirs {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn log(name: &str, id: u32, contact: Option<std::net::SocketAddr>, dir: &std::path::Path) -> Arc<TailwindLog> {
+    let mut b = Config::builder(id, testkit::free_control_addr())
+        .name(name)
+        .transport(Transport::Shm)
+        .timeouts(Duration::from_millis(50), Duration::from_millis(500));
+    if let Some(c) = contact {
+        b = b.contact(c);
+    }
+    let mut cfg = TailwindConfig::new(dir.join("log"));
+    cfg.buffer = 64 * 1024; // segments rotate during the test
+    Arc::new(TailwindLog::start(b.build().unwrap(), cfg).unwrap())
+}
+
+type Kv = Store<TailwindLog>;
+
+fn contents(s: &Kv) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    s.sync().unwrap();
+    s.scan(b"", usize::MAX).unwrap().into_iter().collect()
+}
+
+#[test]
+fn the_store_keeps_every_acknowledged_put_through_a_failover() {
+    let name = format!("kvs{}", std::process::id());
+    let dirs = Dirs((0..3).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
+    let l0 = log(&name, 0, None, &dirs.0[0]);
+    let contact = l0.group().listen_addr();
+    let mut logs = vec![l0];
+    for i in 1..3 {
+        logs.push(log(&name, i, Some(contact), &dirs.0[i as usize]));
+    }
+    assert!(logs[0].group().wait_for_members(3, WAIT));
+    assert!(logs[0].wait_for_primary(WAIT).is_some());
+    let mut stores: Vec<Option<Kv>> =
+        (0..3).map(|i| Some(Store::open(&dirs.0[i].join("store"), logs[i].clone()).unwrap())).collect();
+    let s = |i: usize| stores[i].as_ref().unwrap();
+    let mut want = BTreeMap::new();
+    for i in 0..300u32 {
+        let (k, v) = (format!("user/{i:04}").into_bytes(), format!("value {i}").into_bytes());
+        // Every third put at a backup (forwarded to the primary).
+        s(if i % 3 == 0 { 1 } else { 0 }).put(&k, &v).unwrap();
+        want.insert(k, v);
+    }
+    s(0).put(b"other/a", b"1").unwrap();
+    s(0).del(b"user/0007").unwrap();
+    want.insert(b"other/a".to_vec(), b"1".to_vec());
+    want.remove(&b"user/0007".to_vec());
+    // A put is applied where it was made; the others catch up by sync.
+    assert_eq!(s(1).get(b"user/0297").unwrap(), Some(b"value 297".to_vec()));
+    for i in 0..3 {
+        assert_eq!(contents(s(i)), want, "member {i}");
+    }
+    let users = s(2).scan(b"user/00", 100).unwrap();
+    assert_eq!(users.len(), 99, "user/0000..0099 without 0007");
+    assert!(users.windows(2).all(|w| w[0].0 < w[1].0), "in key order");
+    // Snapshots everywhere, then the log is trimmed below the oldest.
+    for i in 0..3 {
+        s(i).snapshot().unwrap();
+    }
+    for i in 0..3 {
+        s(i).sync().unwrap();
+    }
+    let point = s(0).trim_log().unwrap().expect("every member took a snapshot");
+    assert!(point.0 >= 300, "{point:?}");
+    assert!(logs.iter().all(|l| l.trimmed() == point));
+
+    // Concurrent puts at member 1 while the primary fails: every acknowledged
+    // put is in every survivor's store, nothing else.
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let s0 = stores[0].take();
+    std::thread::scope(|sc| {
+        let (a, s1) = (acked.clone(), stores[1].as_ref().unwrap());
+        let w = sc.spawn(move || {
+            for i in 0..400u32 {
+                let (k, v) = (format!("late/{i:04}").into_bytes(), vec![b'x'; 100]);
+                match s1.put(&k, &v) {
+                    Ok(_) => a.lock().unwrap().push((k, v)),
+                    Err(StoreError::Log(_) | StoreError::Apply(_) | StoreError::NotApplied(_)) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        drop(s0);
+        logs[0].group().shutdown();
+        w.join().unwrap();
+    });
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() > 300, "most puts went through: {}", acked.len());
+    let survivors = [1, 2];
+    let seen = contents(stores[1].as_ref().unwrap());
+    for (k, v) in &acked {
+        assert_eq!(seen.get(k), Some(v), "an acknowledged put is missing");
+    }
+    for (k, v) in &want {
+        assert_eq!(seen.get(k), Some(v));
+    }
+    assert!(seen.keys().all(|k| want.contains_key(k) || k.starts_with(b"late/")));
+    assert_eq!(contents(stores[2].as_ref().unwrap()), seen, "the survivors agree");
+    // Member 2's store closes and opens again on its directory: it goes on from
+    // where it stopped and sees what came meanwhile.
+    let applied = stores[2].as_ref().unwrap().applied();
+    drop(stores[2].take());
+    stores[1].as_ref().unwrap().put(b"while closed", b"yes").unwrap();
+    let again: Kv = Store::open(&dirs.0[2].join("store"), logs[2].clone()).unwrap();
+    assert!(again.applied() >= applied);
+    let mut expect = seen.clone();
+    expect.insert(b"while closed".to_vec(), b"yes".to_vec());
+    assert_eq!(contents(&again), expect);
+    drop(again);
+    for i in survivors {
+        drop(stores[i].take());
+    }
+    drop(logs);
+}
