@@ -69,7 +69,7 @@ fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     s(0).put(b"other/a", b"1").unwrap();
     s(0).del(b"user/0007").unwrap();
     want.insert(b"other/a".to_vec(), b"1".to_vec());
-    want.remove(&b"user/0007".to_vec());
+    want.remove(b"user/0007".as_slice());
     // A put is applied where it was made; the others catch up by sync.
     assert_eq!(s(1).get(b"user/0297").unwrap(), Some(b"value 297".to_vec()));
     for i in 0..3 {
