@@ -270,6 +270,12 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// Waits until this store applied everything the log had committed when
     /// called (a read at a backup then sees every acknowledged update before it).
     pub fn sync(&self) -> Result<(), StoreError> {
+        // Once the log takes appends in this view, this member holds every
+        // segment before the open one (re-seeding comes first) and learns the
+        // commit point from the primary's writes.
+        if self.inner.log.wait_for_primary(self.inner.timeout).is_none() {
+            return Err(StoreError::Log(tailwind::service::AppendError::Unavailable("no primary".into())));
+        }
         let c = self.inner.log.committed().map_or(0, |l| l.0);
         self.wait_applied(c, self.inner.timeout)
     }

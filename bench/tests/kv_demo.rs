@@ -1,5 +1,6 @@
 //! The `kv` demo as its docs describe it, scripted: three members, updates at the
-//! primary and at a backup, the primary killed with SIGKILL, and the survivors
+//! primary and at a backup, a backup killed with SIGKILL and started again on its
+//! directory going on from its store, then the primary killed and the survivors
 //! answering with every acknowledged update and taking new ones (shm and tcp).
 
 use std::io::{BufRead, BufReader, Write};
@@ -7,13 +8,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-/// The `kv` example's binary: `cargo test` builds the package's examples next to
-/// its test binaries (`target/<profile>/examples/`).
+/// The `kv` program (cargo builds a package's binaries for its integration tests).
 fn kv_exe() -> std::path::PathBuf {
-    let test = std::env::current_exe().expect("this test's path");
-    let exe = test.parent().and_then(|deps| deps.parent()).expect("target/<profile>").join("examples").join("kv");
-    assert!(exe.exists(), "{} is missing: build it with `cargo build -p tailwind --example kv`", exe.display());
-    exe
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_kv"))
 }
 
 struct Member {
@@ -24,6 +21,11 @@ struct Member {
 
 impl Member {
     fn start(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str) -> Member {
+        Member::start_on(id, port, contact, transport, name, true)
+    }
+
+    /// `fresh`: empty the member's directory first (else go on from its files).
+    fn start_on(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str, fresh: bool) -> Member {
         let mut cmd = Command::new(kv_exe());
         cmd.args(["--id", &id.to_string(), "--listen", &format!("127.0.0.1:{port}"), "--transport", transport])
             .args(["--name", name])
@@ -32,6 +34,9 @@ impl Member {
             .stderr(Stdio::inherit());
         if let Some(c) = contact {
             cmd.args(["--contact", &format!("127.0.0.1:{c}")]);
+        }
+        if fresh {
+            cmd.arg("--fresh");
         }
         let mut child = cmd.spawn().expect("spawn kv");
         let stdin = child.stdin.take().unwrap();
@@ -94,14 +99,26 @@ fn demo(transport: &str) {
     m0.ask("del nothing", "ok (record 2)");
     assert_eq!(m2.ask("get colour", "colour ="), "colour = blue");
     assert_eq!(m0.ask("get shape", "shape ="), "shape = round");
-    // The primary dies; member 1 takes over with all three records.
+    // Member 2 is killed and started again on its directory: its store goes on
+    // from where it stopped, with what came meanwhile.
+    drop(m2);
+    m0.ask("put size large", "ok (record 3)");
+    let port = testkit::free_ports(1).unwrap()[0];
+    let mut m2 = Member::start_on(2, port, Some(ports[0]), transport, &name, false);
+    let up = m2.expect("up");
+    assert!(!up.contains("applied up to record 0;"), "the store kept what it applied: {up}");
+    assert_eq!(m2.ask("get size", "size ="), "size = large");
+    assert_eq!(m2.ask("get colour", "colour ="), "colour = blue");
+    // The primary dies; member 1 takes over with all four records.
     drop(m0);
-    m1.expect("member 1 is now the primary: the log holds 3 records");
+    m1.expect("member 1 is now the primary: the log holds 4 records");
     assert_eq!(m1.ask("get colour", "colour ="), "colour = blue");
-    m2.ask("put colour green", "ok (record 3)");
+    m2.ask("put colour green", "ok (record 4)");
     assert_eq!(m1.ask("get colour", "colour ="), "colour = green");
     assert_eq!(m2.ask("get shape", "shape ="), "shape = round");
-    m1.ask("list", "(2 keys)");
+    m1.ask("list", "(3 keys)");
+    assert_eq!(m2.ask("scan sh", "shape ="), "shape = round");
+    m2.expect("(1 keys)");
     for i in 0..3 {
         let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("kv-{name}-{i}")));
     }
