@@ -9,10 +9,12 @@
 //!                          (its journal is never synced by the store)
 //! ```
 //!
-//! - A `put` returns once its record is acknowledged **and** applied here, so a
-//!   `get` after it at the same member sees it. Members apply only committed
-//!   records (the log's commit point), so no member's store ever holds an update
-//!   a failover dropped.
+//! - A `put` returns once its record is acknowledged (the primary and every
+//!   backup hold it); a `get` or `scan` at the same member first waits until the
+//!   store applied every update acknowledged to it, so it sees them. Members
+//!   apply only committed records (the log's commit point), so no member's store
+//!   ever holds an update a failover dropped. Puts wait while this member's
+//!   store is more than [`MAX_LAG`] records behind the log.
 //! - Durability is the log's (replicated memory, segments on disk as they close);
 //!   the store's own journal is written but never synced by the store. The store
 //!   keeps, atomically with each applied batch, the number of the next record to
@@ -32,7 +34,7 @@ use sst::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -41,6 +43,9 @@ use tailwind::service::{LogService, Lsn, ReadError};
 
 /// The most puts one log append carries.
 const MAX_BATCH: usize = 512;
+/// The most acknowledged records a store's applier may be behind before puts
+/// at that member wait for it.
+pub const MAX_LAG: u64 = 4096;
 /// The key under which the store keeps the next record to apply.
 const APPLIED: &[u8] = b"applied";
 
@@ -155,6 +160,9 @@ struct Inner<L> {
     meta: Keyspace,
     /// The next record to apply here.
     applied: Mutex<u64>,
+    /// One more than the newest record acknowledged to a put here (reads wait
+    /// until it is applied).
+    acked: AtomicU64,
     applied_cv: Condvar,
     queue: Mutex<VecDeque<Pending>>,
     queue_cv: Condvar,
@@ -195,6 +203,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             kv,
             meta,
             applied: Mutex::new(applied),
+            acked: AtomicU64::new(0),
             applied_cv: Condvar::new(),
             queue: Mutex::new(VecDeque::new()),
             queue_cv: Condvar::new(),
@@ -216,7 +225,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     }
 
     /// Sets `key` to `value`; returns the update's record once it is
-    /// acknowledged and applied here.
+    /// acknowledged (reads here then see it).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Lsn, StoreError> {
         self.update(Update::Put(key.to_vec(), value.to_vec()))
     }
@@ -228,8 +237,17 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
 
     fn update(&self, u: Update) -> Result<Lsn, StoreError> {
         let lsn = self.append(u.encode())?;
-        self.wait_applied(lsn.0 + 1, self.inner.timeout)?;
+        self.inner.acked.fetch_max(lsn.0 + 1, Ordering::SeqCst);
+        // Flow control: puts do not run further ahead of this store's applier.
+        if let Some(behind) = (lsn.0 + 1).checked_sub(MAX_LAG) {
+            self.wait_applied(behind, self.inner.timeout)?;
+        }
         Ok(lsn)
+    }
+
+    /// Waits until the store applied every update acknowledged here.
+    fn read_barrier(&self) -> Result<(), StoreError> {
+        self.wait_applied(self.inner.acked.load(Ordering::SeqCst), self.inner.timeout)
     }
 
     fn append(&self, rec: Vec<u8>) -> Result<Lsn, StoreError> {
@@ -282,12 +300,14 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
 
     /// The value of `key` in this member's store.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.read_barrier()?;
         Ok(self.inner.kv.get(key).map_err(store_err)?.map(|v| v.to_vec()))
     }
 
     /// The keys starting with `prefix`, with their values, in key order (at most
     /// `limit`).
     pub fn scan(&self, prefix: &[u8], limit: usize) -> Result<Vec<Pair>, StoreError> {
+        self.read_barrier()?;
         let mut out = Vec::new();
         for g in self.inner.kv.prefix(prefix).take(limit) {
             let (k, v) = g.into_inner().map_err(store_err)?;

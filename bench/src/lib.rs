@@ -23,6 +23,10 @@ impl Latency {
     pub fn record(&mut self, d: Duration) {
         let _ = self.h.record((d.as_nanos() as u64).max(1));
     }
+    /// Adds another histogram's samples.
+    pub fn merge(&mut self, other: &Latency) {
+        let _ = self.h.add(&other.h);
+    }
     /// Number of samples.
     pub fn len(&self) -> u64 {
         self.h.len()
