@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// A record's place in the log: its number (0, 1, ...), counted across segments.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct Lsn(pub u64);
 
 /// Why an append was not acknowledged.

@@ -1,7 +1,7 @@
 //! Trimming a log: the segments before a point go at every member, reads from
 //! there on go on, reads before report a gap, a failover does not bring trimmed
 //! segments back, and a member started again on its directory keeps its floor
-//! (over shm).
+//! (over shm). Also the log's figures (`metrics`, `replica_lag`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -64,6 +64,17 @@ fn trimmed_segments_go_everywhere_and_stay_gone() {
     for l in logs.iter().flatten() {
         assert!(l.wait_flushed(WAIT));
     }
+    // The primary's figures, and its backups' commit points (the same: shm).
+    let m = p.metrics();
+    let bytes: usize = (0..200).map(|i| record(i).len()).sum();
+    assert_eq!(
+        (m.appended, m.batches, m.bytes, m.committed, m.primary),
+        (200, 200, bytes as u64, Some(Lsn(200)), true)
+    );
+    assert!(m.segments >= 5 && m.segment_bytes > bytes as u64 / 2, "{m:?}");
+    assert!(!logs[1].as_ref().unwrap().metrics().primary);
+    assert_eq!(p.replica_lag(WAIT).len(), 3);
+    assert!(p.replica_lag(WAIT).iter().all(|(_, lag)| *lag == 0), "{:?}", p.replica_lag(WAIT));
     let before: Vec<usize> = dirs.0.iter().map(files).collect();
     assert!(before.iter().all(|n| *n >= 5), "segments rotated: {before:?}");
     // Past the commit point: refused.

@@ -33,7 +33,7 @@ pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
 
 /// One member of one replicated log (see the module docs).
 pub struct LogService {
-    shared: Arc<Shared>,
+    pub(super) shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -76,6 +76,7 @@ impl LogService {
             on_recovered: Mutex::new(None),
             tail_waiters: Default::default(),
             dedupe: Default::default(),
+            counts: Default::default(),
         });
         Ok(LogService { shared, worker: Mutex::new(None) })
     }

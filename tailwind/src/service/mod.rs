@@ -73,12 +73,14 @@
 //! ```
 
 mod member;
+mod metrics;
 mod node;
 mod recover;
 pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
 pub use member::{regions, LogService};
+pub use metrics::LogMetrics;
 pub use node::{ReadError, ReadFrom, Tail, PER_PRODUCER, SCAN_SEGMENTS};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;

@@ -72,6 +72,8 @@ pub enum Msg {
         /// The view.
         view: u64,
     },
+    /// What is your commit point?
+    Committed,
     /// Remove the committed segments that end at or before record `before`.
     Trim {
         /// The trim point.
@@ -118,6 +120,8 @@ pub enum Reply {
     },
     /// Trimmed: this many segments were removed.
     Trimmed(u64),
+    /// The member's commit point (`None`: it does not hold the log).
+    CommitPoint(Option<u64>),
     /// Done.
     Done,
     /// A page of a segment file.

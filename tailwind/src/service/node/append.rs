@@ -47,6 +47,10 @@ impl Shared {
                 }
                 r => {
                     if let Ok(lsns) = &r {
+                        self.counts[0].fetch_add(lsns.len() as u64, Ordering::Relaxed);
+                        self.counts[1].fetch_add(1, Ordering::Relaxed);
+                        let bytes: usize = records.iter().map(|r| r.len()).sum();
+                        self.counts[2].fetch_add(bytes as u64, Ordering::Relaxed);
                         let mut d = lock(&self.dedupe);
                         if let Some(t) = opts.tag {
                             for (i, l) in lsns.iter().enumerate() {

@@ -126,6 +126,9 @@ pub(super) struct Shared {
     pub tail_waiters: AtomicU64,
     /// The tagged appends in the log (the primary's; taken after `prim`).
     pub dedupe: Mutex<dedupe::Dedupe>,
+    /// Appends acknowledged by this member as the primary: records, batches,
+    /// data bytes.
+    pub counts: [AtomicU64; 3],
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->

@@ -38,6 +38,7 @@ impl Shared {
                 }
             }
             Msg::Fetch { id, offset } => self.fetch(id, offset),
+            Msg::Committed => Reply::CommitPoint(self.committed().map(|(c, _)| c)),
             Msg::Trim { before } => match self.trim_here(before) {
                 Ok(n) => Reply::Trimmed(n as u64),
                 Err(why) => Reply::Failed(why),
