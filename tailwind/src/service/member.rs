@@ -35,6 +35,7 @@ pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
 pub struct LogService {
     pub(super) shared: Arc<Shared>,
     worker: Mutex<Option<JoinHandle<()>>>,
+    syncer: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for LogService {
@@ -60,7 +61,9 @@ impl LogService {
         }
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
             .map_err(|e| StartError::Files(format!("{}: {e}", cfg.dir.display())))?;
-        let (segments, floor) = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
+        let (mut segments, floor) = node::existing_segments(&cfg.dir, cfg.log).map_err(StartError::Files)?;
+        // Ack::Disk's synced open segments (none otherwise).
+        let pending = node::recover_open_files(&cfg.dir, cfg.log, floor, &mut segments).map_err(StartError::Files)?;
         let shared = Arc::new(Shared {
             me,
             members_of: Box::new(members),
@@ -77,8 +80,11 @@ impl LogService {
             tail_waiters: Default::default(),
             dedupe: Default::default(),
             counts: Default::default(),
+            durable: Default::default(),
+            publishing: Default::default(),
         });
-        Ok(LogService { shared, worker: Mutex::new(None) })
+        node::lock(&shared.st).pending = pending;
+        Ok(LogService { shared, worker: Mutex::new(None), syncer: Mutex::new(None) })
     }
 
     /// The regions the log takes in every view's transport: its buffers, then
@@ -99,6 +105,14 @@ impl LogService {
             .spawn(move || super::recover::work(&s))
             .map_err(|e| StartError::Config(format!("cannot start the worker thread: {e}")))?;
         *node::lock(&self.worker) = Some(worker);
+        if self.shared.disk() {
+            let s = self.shared.clone();
+            let syncer = std::thread::Builder::new()
+                .name(format!("tailwind-sync-{}", self.shared.cfg.log))
+                .spawn(move || node::sync_loop(&s))
+                .map_err(|e| StartError::Config(format!("cannot start the syncer thread: {e}")))?;
+            *node::lock(&self.syncer) = Some(syncer);
+        }
         Ok(())
     }
 
@@ -150,8 +164,8 @@ impl LogService {
     /// Stops this member of the log: appends and waits fail with `why`.
     pub fn stop(&self, why: &str) {
         self.shared.stop(why.into());
-        let worker = node::lock(&self.worker).take();
-        if let Some(w) = worker {
+        let threads = [node::lock(&self.worker).take(), node::lock(&self.syncer).take()];
+        for w in threads.into_iter().flatten() {
             // The worker itself may drop the last handle on the group, and so this.
             if w.thread().id() != std::thread::current().id() {
                 let _ = w.join();
@@ -262,7 +276,7 @@ impl LogService {
         }
         let deadline = Instant::now() + self.shared.cfg.append_timeout;
         loop {
-            if let Some(r) = self.shared.append_local(records, opts, deadline) {
+            if let Some(r) = self.shared.append_here(records, opts, deadline) {
                 return r;
             }
             // Not the primary: forward to it if there is one, else wait for one.

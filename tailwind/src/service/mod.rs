@@ -117,6 +117,25 @@ pub struct TailwindConfig {
     pub append_timeout: Duration,
     /// How long one control request (open, close, recovery) waits for its answer.
     pub request_timeout: Duration,
+    /// When an append is acknowledged: in every replica's memory (the default), or
+    /// also on the disk of a majority of the replicas ([`Ack`]).
+    pub ack: Ack,
+}
+
+/// When an append is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub enum Ack {
+    /// Once every replica holds it in memory (its buffer): a failure of some
+    /// replicas loses nothing acknowledged; a restart of all of them loses what
+    /// was not in a closed segment yet.
+    #[default]
+    Memory,
+    /// Once every replica holds it in memory **and** a majority of the replicas
+    /// have it on disk: each replica's syncer thread writes its open buffer's new
+    /// records to a file and syncs it, many appends at a time (group commit), and
+    /// tells the primary how far it got. A restart of every replica (kill -9 of
+    /// all) loses no acknowledged append.
+    Disk,
 }
 
 impl TailwindConfig {
@@ -131,6 +150,7 @@ impl TailwindConfig {
             max_unflushed: 2,
             append_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(2),
+            ack: Ack::Memory,
         }
     }
 
@@ -147,6 +167,9 @@ impl TailwindConfig {
         }
         if self.max_unflushed == 0 {
             return bad("max_unflushed must be at least 1");
+        }
+        if self.ack == Ack::Disk && self.replicas > node::MAX_REPLICAS {
+            return bad("Ack::Disk takes at most 7 replicas");
         }
         Ok(())
     }

@@ -4,7 +4,8 @@
 //! 1. ask every member of the log what it holds: committed segments, and the
 //!    segment it recovered (scanned) at the end of the last view it had one open;
 //! 2. commit, for each recovered segment, the agreed prefix: the committed length
-//!    if some member closed it, else the shortest recovered one (see the
+//!    if some member closed it, else the shortest recovered one (the longest of
+//!    those read from disks at a restart, `Ack::Disk`; see the
 //!    [module docs](super) for why), at every member that recovered it;
 //! 3. re-seed: fetch segments this member lacks, then copy to each member the
 //!    segments it lacks; note the tagged appends of the last segments (safe
@@ -88,6 +89,10 @@ pub(super) fn work(s: &Arc<Shared>) {
     }
 }
 
+/// What a member holds: committed segments, and the segment it recovered (read
+/// from its disk at start, or not).
+type Reported = (Vec<Held>, Option<(Held, bool)>);
+
 /// Asks `m` (this member: answered directly), retrying while it has not
 /// installed the view yet.
 fn ask(s: &Shared, g: &Group, m: NodeId, msg: &Msg, deadline: Instant) -> Result<Reply, String> {
@@ -120,13 +125,22 @@ fn recover(
 ) -> Result<(Primary, Recovery), String> {
     let v = view.id().0;
     let deadline = Instant::now() + s.cfg.request_timeout * 4;
+    if s.disk() && members.len() < s.cfg.replicas / 2 + 1 {
+        // An acknowledged record is on a majority of the replicas' disks: fewer
+        // may all lack it (a group started again, its first members alone).
+        return Err(format!(
+            "Ack::Disk: {} of {} replicas here, waiting for a majority",
+            members.len(),
+            s.cfg.replicas
+        ));
+    }
     // 1. What everyone holds.
-    let mut held: BTreeMap<NodeId, (Vec<Held>, Option<Held>)> = BTreeMap::new();
+    let mut held: BTreeMap<NodeId, Reported> = BTreeMap::new();
     let mut floors: BTreeMap<NodeId, u64> = BTreeMap::new();
     for &m in members {
         match ask(s, g, m, &Msg::State { view: v }, deadline)? {
-            Reply::State { segments, pending, trimmed } => {
-                held.insert(m, (segments, pending));
+            Reply::State { segments, pending, pending_disk, trimmed } => {
+                held.insert(m, (segments, pending.map(|p| (p, pending_disk))));
                 floors.insert(m, trimmed);
             }
             other => return Err(format!("{m}: unexpected answer {other:?}")),
@@ -146,10 +160,10 @@ fn recover(
         }
     }
     // 2. The agreed prefix of each recovered segment, committed where recovered.
-    let mut by_base: BTreeMap<u64, Vec<(NodeId, u64)>> = BTreeMap::new();
+    let mut by_base: BTreeMap<u64, Vec<(NodeId, u64, bool)>> = BTreeMap::new();
     for (m, (_, p)) in &held {
-        if let Some(p) = p {
-            by_base.entry(p.base).or_default().push((*m, p.count));
+        if let Some((p, disk)) = p {
+            by_base.entry(p.base).or_default().push((*m, p.count, *disk));
         }
     }
     let mut dropped = 0;
@@ -160,16 +174,21 @@ fn recover(
         }
     }
     for (base, reporters) in &by_base {
-        let shortest = reporters.iter().map(|r| r.1).min().unwrap_or(0);
+        // Scanned from buffers at a view's end: the shortest (see the module docs).
+        // Read from disks at start only (Ack::Disk, a restart of the group): the
+        // longest, since an acknowledged record is on a majority's disks, not on
+        // every one; the shorter ones are re-seeded.
+        let in_memory = reporters.iter().filter(|r| !r.2).map(|r| r.1).min();
         let longest = reporters.iter().map(|r| r.1).max().unwrap_or(0);
-        let agreed = committed.get(base).copied().unwrap_or(shortest);
-        if agreed > shortest {
-            return Err(format!("segment {base}: committed with {agreed} records but a member recovered {shortest}"));
+        let agreed = committed.get(base).copied().or(in_memory).unwrap_or(longest);
+        if let Some(short) = in_memory.filter(|c| *c < agreed) {
+            return Err(format!("segment {base}: committed with {agreed} records but a member recovered {short}"));
         }
-        dropped += longest - agreed;
-        for (m, _) in reporters {
-            ask(s, g, *m, &Msg::Commit { view: v, id: s.seg(*base), count: agreed }, deadline)?;
-            if agreed > 0 {
+        dropped += longest.saturating_sub(agreed);
+        for (m, count, _) in reporters {
+            let keep = if *count >= agreed { agreed } else { 0 };
+            ask(s, g, *m, &Msg::Commit { view: v, id: s.seg(*base), count: keep }, deadline)?;
+            if keep > 0 {
                 holders.entry(*base).or_default().push(*m);
             }
         }

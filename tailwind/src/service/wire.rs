@@ -115,6 +115,9 @@ pub enum Reply {
         segments: Vec<Held>,
         /// The recovered, uncommitted segment.
         pending: Option<Held>,
+        /// It was read from the member's disk at start (`Ack::Disk`), not
+        /// scanned from a buffer at a view's end.
+        pending_disk: bool,
         /// The member's trim floor (records before it may be gone).
         trimmed: u64,
     },
@@ -188,7 +191,8 @@ mod tests {
         let m = Msg::Commit { view: 3, id: SegmentId { log: 1, segment: 40 }, count: 7 };
         assert_eq!(decode::<Msg>(1, &encode(1, &m)).unwrap(), m);
         assert_eq!(log_of(&encode(7, &m)), Some(7));
-        let r = Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None, trimmed: 0 };
+        let r =
+            Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None, pending_disk: false, trimmed: 0 };
         assert_eq!(decode::<Reply>(3, &encode(3, &r)).unwrap(), r);
         assert!(decode::<Msg>(1, &[]).is_err());
         assert!(decode::<Msg>(1, &[VERSION, 1, 0]).unwrap_err().contains("short"));

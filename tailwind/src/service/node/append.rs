@@ -93,10 +93,30 @@ impl Shared {
         backups: &[NodeId],
         first: u64,
     ) -> Result<Replicator, AppendError> {
-        Ok(Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout)?
+        let rep = Replicator::new(t.clone(), self.region(slot), backups.to_vec(), self.cfg.append_timeout)?
             .starting_at(Lsn(first))
-            .with_fence(self.fence.clone())
-            .with_commit_word(self.commit_region()))
+            .with_fence(self.fence.clone());
+        // With Ack::Disk the commit point goes up once appends are synced.
+        Ok(if self.disk() { rep } else { rep.with_commit_word(self.commit_region()) })
+    }
+
+    /// Appends here if this member is the primary (`None` if not), waiting for
+    /// the disk with `Ack::Disk` (outside the primary's lock: appends meanwhile
+    /// share the next sync).
+    pub fn append_here(
+        &self,
+        records: &[&[u8]],
+        opts: AppendOpts,
+        deadline: Instant,
+    ) -> Option<Result<Vec<Lsn>, AppendError>> {
+        let r = self.append_local(records, opts, deadline)?;
+        if !self.disk() {
+            return Some(r);
+        }
+        Some(r.and_then(|lsns| {
+            let end = lsns.iter().map(|l| l.0 + 1).max().unwrap_or(0);
+            self.wait_durable(end, deadline).map(|_| lsns)
+        }))
     }
 
     /// Sends a buffer request to every backup, then to this member's own pool;

@@ -32,6 +32,9 @@ pub(super) struct Pending {
     /// The valid prefix's bytes.
     pub bytes: Vec<u8>,
     pub count: u64,
+    /// Read from this member's `.open` file at start (`Ack::Disk`), not scanned
+    /// from a buffer at a view's end.
+    pub from_disk: bool,
 }
 
 /// The primary's append state in one view.
@@ -129,6 +132,10 @@ pub(super) struct Shared {
     /// Appends acknowledged by this member as the primary: records, batches,
     /// data bytes.
     pub counts: [AtomicU64; 3],
+    /// `Ack::Disk`: the first record not on this member's disk yet.
+    pub durable: AtomicU64,
+    /// `Ack::Disk`: one commit-point publication at a time.
+    pub publishing: Mutex<()>,
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->
@@ -230,7 +237,7 @@ impl Shared {
                 Some(p) if p.id.segment > id.segment => {
                     tracing::warn!(node = %self.me, ?id, kept = ?p.id, "an older open segment than the pending one")
                 }
-                _ => st.pending = Some(Pending { id, bytes, count }),
+                _ => st.pending = Some(Pending { id, bytes, count, from_disk: false }),
             }
         }
         self.cv.notify_all();
@@ -282,6 +289,7 @@ impl Shared {
 
 mod append;
 mod dedupe;
+mod disk;
 mod read;
 mod serve;
 mod tail;
@@ -289,5 +297,7 @@ mod trim;
 
 pub use append::AppendOpts;
 pub use dedupe::{PER_PRODUCER, SCAN_SEGMENTS};
+pub use disk::MAX_REPLICAS;
+pub(super) use disk::{recover_open_files, sync_loop};
 pub use read::{ReadError, ReadFrom};
 pub use tail::Tail;

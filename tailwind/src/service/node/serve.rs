@@ -21,7 +21,7 @@ impl Shared {
                 let tag = tag.map(|(producer, seq)| crate::format::Tag { producer, seq });
                 let opts = super::AppendOpts { tag, expect };
                 loop {
-                    if let Some(r) = self.append_local(&refs, opts, deadline) {
+                    if let Some(r) = self.append_here(&refs, opts, deadline) {
                         return match r {
                             Ok(l) => Reply::Appended(l.into_iter().map(|l| l.0).collect()),
                             Err(AppendError::Conflict { next }) => Reply::Conflict(next.0),
@@ -83,6 +83,7 @@ impl Shared {
                 Reply::State {
                     segments: st.segments.iter().map(|(b, c)| Held { base: *b, count: *c }).collect(),
                     pending: st.pending.as_ref().map(|p| Held { base: p.id.segment, count: p.count }),
+                    pending_disk: st.pending.as_ref().is_some_and(|p| p.from_disk),
                     trimmed: st.trimmed,
                 }
             }
@@ -96,6 +97,10 @@ impl Shared {
                 }
                 match st.pending.take() {
                     Some(p) if p.id == id && count <= p.count => {
+                        if count < p.count || count == 0 {
+                            // Ack::Disk: the synced file holds no record the log drops.
+                            self.cut_open_file(id.segment, end_of(&p.bytes, count));
+                        }
                         if count > 0 {
                             let end = end_of(&p.bytes, count);
                             self.pool.flush_recovered(id, &p.bytes[..end]);

@@ -44,7 +44,11 @@ impl Shared {
         let (open, word) = match p.as_ref() {
             Some(pr) => (
                 pr.t.region(self.region(pr.slot)).map(|r| Open { base: pr.base, region: r.clone() }),
-                Some(pr.rep.next_lsn().0),
+                // With Ack::Disk an append is committed once synced (the word).
+                match self.disk() {
+                    true => pr.t.region(self.commit_region()).map(|r| r.load(0, Ordering::Acquire)),
+                    false => Some(pr.rep.next_lsn().0),
+                },
             ),
             None => (self.pool.open_buffer().map(|(id, region)| Open { base: id.segment, region }), None),
         };
@@ -192,7 +196,7 @@ impl Tail {
 
 /// The bytes of the record whose header is at `pos` (header, data, checksum
 /// entry), if its length fits the buffer.
-fn read_record(region: &Region, pos: usize) -> Option<Vec<u8>> {
+pub(super) fn read_record(region: &Region, pos: usize) -> Option<Vec<u8>> {
     let mut h = [0u8; HEADER];
     if pos + HEADER > region.len() {
         return None;
