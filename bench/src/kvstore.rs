@@ -41,6 +41,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tailwind::service::{LogService, Lsn, ReadError};
 
+/// Committer threads, each with one append batch in flight.
+const COMMITTERS: usize = 2;
 /// The most puts one log append carries.
 const MAX_BATCH: usize = 512;
 /// The most acknowledged records a store's applier may be behind before puts
@@ -169,7 +171,6 @@ struct Inner<L> {
     /// The newest snapshot marker of each member.
     markers: Mutex<HashMap<u32, u64>>,
     error: Mutex<Option<String>>,
-    producer: u64,
     stop: AtomicBool,
     timeout: Duration,
 }
@@ -209,18 +210,21 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             queue_cv: Condvar::new(),
             markers: Mutex::new(HashMap::new()),
             error: Mutex::new(None),
-            producer: producer_id(),
             stop: AtomicBool::new(false),
             timeout,
         });
-        let (a, c) = (inner.clone(), inner.clone());
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(store_err)
         };
-        let threads = vec![
-            spawn("kv-apply", Box::new(move || apply_loop(&a)))?,
-            spawn("kv-commit", Box::new(move || commit_loop(&c)))?,
-        ];
+        let a = inner.clone();
+        let mut threads = vec![spawn("kv-apply", Box::new(move || apply_loop(&a)))?];
+        // Several batches in flight (each committer a producer of its own: its
+        // numbers go up in its own order): while one waits for the replicas' disks
+        // (Ack::Disk) the next one is written.
+        for _ in 0..COMMITTERS {
+            let c = inner.clone();
+            threads.push(spawn("kv-commit", Box::new(move || commit_loop(&c)))?);
+        }
         Ok(Store { inner, threads })
     }
 
@@ -374,8 +378,8 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Drop for Store<L> {
     }
 }
 
-/// A producer number for this store's tagged appends: random per process and
-/// store.
+/// A producer number for a committer's tagged appends: random per committer
+/// (each `RandomState` has keys of its own).
 fn producer_id() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -386,6 +390,7 @@ fn producer_id() -> u64 {
 
 /// The committer: all waiting puts as one tagged append batch, in order.
 fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
+    let producer = producer_id();
     let mut seq = 0u64;
     let budget = s.log.config().buffer / 2;
     loop {
@@ -406,7 +411,7 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
             q.drain(..n).collect()
         };
         let refs: Vec<&[u8]> = batch.iter().map(|p| p.rec.as_slice()).collect();
-        let r = s.log.append_batch_once(s.producer, seq, &refs);
+        let r = s.log.append_batch_once(producer, seq, &refs);
         seq += batch.len() as u64;
         match r {
             Ok(lsns) => {

@@ -17,7 +17,14 @@ fn kv_bench_prints_a_row_per_configuration() {
         lines.iter().map(|l| (l["config"].as_str().unwrap(), l["transport"].as_str().unwrap())).collect();
     assert_eq!(
         configs,
-        [("store_fsync", "none"), ("store_batched", "none"), ("tailwind_memory", "shm"), ("tailwind_memory", "tcp")],
+        [
+            ("store_fsync", "none"),
+            ("store_batched", "none"),
+            ("tailwind_memory", "shm"),
+            ("tailwind_memory", "tcp"),
+            ("tailwind_disk", "shm"),
+            ("tailwind_disk", "tcp")
+        ],
         "{lines:?}"
     );
     for l in &lines {

@@ -59,7 +59,9 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
     cfg.buffer = 64 * 1024; // segments close during the run, and one is open at the kill
     cfg.ack = Ack::Disk;
     let log = TailwindLog::start(group, cfg).map_err(|e| e.to_string())?;
-    if !log.group().wait_for_members(N, Duration::from_secs(60)) || log.wait_for_primary(Duration::from_secs(60)).is_none() {
+    if !log.group().wait_for_members(N, Duration::from_secs(60))
+        || log.wait_for_primary(Duration::from_secs(60)).is_none()
+    {
         return Err("the log did not get its three members and a primary".into());
     }
     println!("JOINED");
@@ -92,7 +94,13 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
 
 fn acked_of(dir: &Path) -> Vec<String> {
     (0..N)
-        .flat_map(|i| std::fs::read_to_string(dir.join(format!("m{i}/acked.txt"))).unwrap_or_default().lines().map(String::from).collect::<Vec<_>>())
+        .flat_map(|i| {
+            std::fs::read_to_string(dir.join(format!("m{i}/acked.txt")))
+                .unwrap_or_default()
+                .lines()
+                .map(String::from)
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 

@@ -17,7 +17,9 @@
 //!   member 0 runs the clients; a put returns once the primary and both backups
 //!   hold its record in memory (a read at member 0 waits until its store applied
 //!   it). The row adds `apply_lag_at_end` (records member 0's store had not
-//!   applied when the load stopped) and `catch_up_ms` (how long it took).
+//!   applied when the load stopped) and `catch_up_ms` (how long it took);
+//! - `tailwind_disk`: the same with `Ack::Disk`: a put returns once a majority
+//!   of the three replicas also synced its record to disk.
 //!
 //! Each configuration runs `--clients` closed-loop client threads for
 //! `--seconds` after a short warm-up, per value size (`--values`); keys are 16
@@ -25,9 +27,8 @@
 //! value size with `config`, `transport`, `value_bytes`, `replicas`,
 //! `puts_per_s`, `p50_us`, `p99_us`; without `--json`, a table.
 //!
-//! Not built (see the README's limits): `tailwind_disk` (an acknowledgement once
-//! f+1 replicas have the record on disk) and `rpc` (the store on a log replicated
-//! by messages; `tailwind_bench --baseline rpc` measures that log alone).
+//! Not built (see the README's limits): `rpc` (the store on a log replicated by
+//! messages; `tailwind_bench --baseline rpc` measures that log alone).
 #![forbid(unsafe_code)]
 
 use bench::kvstore::Store;
@@ -40,7 +41,7 @@ use sst::sync::lock;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::{TailwindConfig, TailwindLog};
+use tailwind::service::{Ack, TailwindConfig, TailwindLog};
 use testkit::TransportKind;
 
 #[derive(Parser, Debug, Clone)]
@@ -61,6 +62,12 @@ struct Args {
     /// Skip the store-alone configurations.
     #[arg(long)]
     no_alone: bool,
+    /// Acknowledgements for the replicated configurations: memory, disk or both.
+    #[arg(long, value_delimiter = ',', default_value = "memory,disk", value_parser = ["memory", "disk"])]
+    acks: Vec<String>,
+    /// (internal) the acknowledgement a member runs.
+    #[arg(long, hide = true, default_value = "memory")]
+    ack: String,
     /// One JSON line per configuration (else a table).
     #[arg(long)]
     json: bool,
@@ -209,7 +216,9 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let dir = dir_of(&group, id);
     let _ = std::fs::remove_dir_all(&dir);
     let g = args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
-    let log = Arc::new(TailwindLog::start(g, TailwindConfig::new(dir.join("log"))).map_err(|e| e.to_string())?);
+    let mut cfg = TailwindConfig::new(dir.join("log"));
+    cfg.ack = if args.ack == "disk" { Ack::Disk } else { Ack::Memory };
+    let log = Arc::new(TailwindLog::start(g, cfg).map_err(|e| e.to_string())?);
     if !log.group().wait_for_members(REPLICAS, Duration::from_secs(60)) {
         return Err("the group did not reach 3 members".into());
     }
@@ -238,7 +247,8 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
                 let lag = committed.saturating_sub(store.applied().0);
                 let t = Instant::now();
                 store.wait_applied(committed, Duration::from_secs(60)).map_err(|e| e.to_string())?;
-                let mut row = row("tailwind_memory", &args.transport, value, REPLICAS, r);
+                let config = format!("tailwind_{}", args.ack);
+                let mut row = row(&config, &args.transport, value, REPLICAS, r);
                 row["apply_lag_at_end"] = json!(lag);
                 row["catch_up_ms"] = json!(round(t.elapsed().as_secs_f64() * 1000.0, 1));
                 row["puts_measured"] = json!(round(total, 0));
@@ -254,16 +264,17 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     Ok(())
 }
 
-fn replicated(args: &Args, transport: &str) -> Result<Vec<Value>, String> {
+fn replicated(args: &Args, transport: &str, ack: &str) -> Result<Vec<Value>, String> {
     let kind = if transport == "tcp" { TransportKind::Tcp } else { TransportKind::Shm };
-    let extra = ["--transport", transport];
-    let mut kids = bench::start_members(REPLICAS, kind, Duration::from_secs(600), &extra, &["--transport"], &[])?;
+    let extra = ["--transport", transport, "--ack", ack];
+    let mut kids =
+        bench::start_members(REPLICAS, kind, Duration::from_secs(600), &extra, &["--transport", "--ack"], &[])?;
     let group = kids.group().to_string();
     let mut rows = Vec::new();
     let r = (|| -> Result<(), String> {
         kids.expect_lines("IDLE", &(0..REPLICAS).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
         for &value in &args.values {
-            err(&format!("kv_bench: tailwind_memory over {transport}, {value} B values, {} s ...", args.seconds));
+            err(&format!("kv_bench: tailwind_{ack} over {transport}, {value} B values, {} s ...", args.seconds));
             kids.tell(0, &format!("RUN {value}")).map_err(|e| e.to_string())?;
             let done = kids.expect_lines("DONE ", &[0]).map_err(|e| e.to_string())?;
             rows.push(serde_json::from_str(&done[0]).map_err(|e| format!("bad result {done:?}: {e}"))?);
@@ -294,8 +305,10 @@ fn parent(args: &Args) -> Result<bool, String> {
             }
         }
     }
-    for t in &args.transports {
-        rows.extend(replicated(args, t)?);
+    for ack in &args.acks {
+        for t in &args.transports {
+            rows.extend(replicated(args, t, ack)?);
+        }
     }
     if args.json {
         for r in &rows {
