@@ -1,5 +1,6 @@
-//! A domain with two topics and two replicated logs (`dds::logs`) whose primaries
-//! are different participants; the primary of one log is `kill -9`'d while every
+//! A domain with two topics and two replicated logs (`dds::logs`, one `Ack::Disk`,
+//! one `Ack::Memory`) whose primaries are different participants; the primary of
+//! the first log is `kill -9`'d while every
 //! participant writes both topics' samples and appends to both logs. Topics and
 //! logs must all go on, and the logs must keep every acknowledged append (over shm
 //! and tcp).
@@ -24,7 +25,7 @@
 use bench::mcast::Digest;
 use bench::MemberArgs;
 use dds::config::DdsConfig;
-use dds::logs::{members_of, LogQos};
+use dds::logs::{members_of, Ack, LogQos};
 use dds::qos::{History, Qos};
 use dds::DomainParticipant;
 use serde::{Deserialize, Serialize};
@@ -51,14 +52,15 @@ const N: usize = 4;
 const VICTIM: usize = 1;
 const END: u64 = u64::MAX;
 
-fn qos() -> LogQos {
-    LogQos { replicas: 3, buffer_bytes: 256 << 10, buffers: 2 }
+/// Log `a` (the victim's) acknowledges once on a majority's disks, `b` in memory.
+fn qos(ack: Ack) -> LogQos {
+    LogQos { replicas: 3, buffer_bytes: 256 << 10, buffers: 2, ack }
 }
 
 /// Log names for the four-member view: `a`'s primary is the victim, `b`'s not.
 fn names() -> (String, String) {
     let view = View::initial((0..N as u32).map(NodeId).collect());
-    let primary = |n: &String| members_of(n, qos().replicas as usize, &view)[0].0 as usize;
+    let primary = |n: &String| members_of(n, 3, &view)[0].0 as usize;
     let candidates: Vec<String> = (0..64).map(|i| format!("orders-{i}")).collect();
     let a = candidates.iter().find(|n| primary(n) == VICTIM).expect("one of 64 names");
     let b = candidates.iter().find(|n| primary(n) != VICTIM).expect("one of 64 names");
@@ -127,7 +129,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
             writer = Some(p.create_writer(&topic, topic.qos()).map_err(e)?);
         }
     }
-    let logs = [p.create_log(&args.a, qos()).map_err(e)?, p.create_log(&args.b, qos()).map_err(e)?];
+    let logs = [p.create_log(&args.a, qos(Ack::Disk)).map_err(e)?, p.create_log(&args.b, qos(Ack::Memory)).map_err(e)?];
     let matched = ["t1", "t2"].iter().all(|t| p.wait_for_matched(t, 2, N, Duration::from_secs(60)));
     if !matched || logs.iter().any(|l| l.ready(Duration::from_secs(60)).is_none()) {
         return Err("the topics or logs did not get ready".into());

@@ -41,6 +41,7 @@ use sst::transport::{NodeId, RegionSpec, Transport};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+pub use tailwind::service::Ack;
 use tailwind::service::{wire, LogService, TailwindConfig, LOG_REGIONS};
 use views::group::Group;
 use views::view::View;
@@ -62,11 +63,15 @@ pub struct LogQos {
     /// Buffers per view (one open, the others closed and flushing), 2 to 63.
     /// Default 2.
     pub buffers: u32,
+    /// When an append is acknowledged: in every replica's memory (default), or
+    /// also on a majority of the replicas' disks ([`Ack::Disk`]: a restart of the
+    /// whole domain loses no acknowledged append; at most 7 replicas).
+    pub ack: Ack,
 }
 
 impl Default for LogQos {
     fn default() -> LogQos {
-        LogQos { replicas: 3, buffer_bytes: 4 << 20, buffers: 2 }
+        LogQos { replicas: 3, buffer_bytes: 4 << 20, buffers: 2, ack: Ack::Memory }
     }
 }
 
@@ -76,6 +81,9 @@ impl LogQos {
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=16).contains(&self.replicas) {
             return Err(format!("replicas {} is not between 1 and 16", self.replicas));
+        }
+        if self.ack == Ack::Disk && self.replicas as usize > tailwind::service::MAX_DISK_REPLICAS {
+            return Err(format!("Ack::Disk takes at most {} replicas", tailwind::service::MAX_DISK_REPLICAS));
         }
         if !(4096..=256 << 20).contains(&self.buffer_bytes) || self.buffer_bytes % 8 != 0 {
             return Err(format!("buffer_bytes {} is not a multiple of 8 from 4 KiB to 256 MiB", self.buffer_bytes));
@@ -164,6 +172,7 @@ fn config(entry: &LogEntry, log_dir: &Path, me: NodeId) -> TailwindConfig {
         replicas: entry.qos.replicas as usize,
         buffer: entry.qos.buffer_bytes as usize,
         buffers: entry.qos.buffers as usize,
+        ack: entry.qos.ack,
         ..TailwindConfig::new(dir_of(log_dir, &entry.name, me))
     }
 }

@@ -43,7 +43,7 @@ fn domain(name: &str, n: u32, t: Transport, dir: &Path) -> Vec<DomainParticipant
 }
 
 fn small() -> LogQos {
-    LogQos { replicas: 3, buffer_bytes: 64 << 10, buffers: 2 }
+    LogQos { replicas: 3, buffer_bytes: 64 << 10, buffers: 2, ..LogQos::default() }
 }
 
 /// Two log names whose primaries differ among the first `n` members.

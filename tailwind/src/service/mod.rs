@@ -81,7 +81,7 @@ pub mod wire;
 pub use crate::replicate::{AppendError, Lsn};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
-pub use node::{ReadError, ReadFrom, Tail, PER_PRODUCER, SCAN_SEGMENTS};
+pub use node::{ReadError, ReadFrom, Tail, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;
 use std::path::{Path, PathBuf};
@@ -168,7 +168,7 @@ impl TailwindConfig {
         if self.max_unflushed == 0 {
             return bad("max_unflushed must be at least 1");
         }
-        if self.ack == Ack::Disk && self.replicas > node::MAX_REPLICAS {
+        if self.ack == Ack::Disk && self.replicas > MAX_DISK_REPLICAS {
             return bad("Ack::Disk takes at most 7 replicas");
         }
         Ok(())

@@ -77,7 +77,11 @@ pub(super) fn work(s: &Arc<Shared>) {
                 }
             }
             Err(why) => {
-                tracing::warn!(node = %s.me, view = view.id().0, %why, "tailwind recovery failed; retrying");
+                if why.starts_with("Ack::Disk:") {
+                    tracing::debug!(node = %s.me, view = view.id().0, %why, "tailwind recovery waits");
+                } else {
+                    tracing::warn!(node = %s.me, view = view.id().0, %why, "tailwind recovery failed; retrying");
+                }
                 let mut st = lock(&s.st);
                 if st.running() && st.view.as_ref().map(|v| v.id()) == Some(view.id()) {
                     st.work = true;
