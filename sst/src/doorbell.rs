@@ -180,6 +180,15 @@ impl Doorbell {
     /// already came. Spurious returns are possible; callers re-check for work.
     pub fn wait(&self, ticket: Ticket, timeout: Option<Duration>) {
         if self.pending(&ticket) {
+            // A ring that finds a doorbell with a wake descriptor asleep notifies
+            // only the descriptor: any waiter of such a doorbell sleeps on it (an
+            // application thread waiting on the tcp transport's doorbell had slept
+            // on the futex, which nobody woke, until its timeout).
+            #[cfg(not(loom))]
+            if let Some(w) = &self.wake {
+                crate::sys::wait_readable(&[w.raw()], timeout);
+                return self.finish(ticket);
+            }
             self.futex_wait(ticket.0, timeout);
         }
         self.finish(ticket);
@@ -287,6 +296,22 @@ mod tests {
         d.wait(t, Some(Duration::from_secs(10)));
         h.join().unwrap();
         assert!(d.rings() >= 1);
+    }
+
+    #[test]
+    fn a_ring_wakes_a_waiter_of_a_doorbell_with_a_wake_fd() {
+        // The waiter sleeps without a timeout: only the ring can end its wait.
+        let d = Arc::new(Doorbell::with_wake_fd().unwrap());
+        let (d2, (tx, rx)) = (d.clone(), std::sync::mpsc::channel());
+        let t = d.prepare();
+        let h = thread::spawn(move || {
+            d2.wait(t, None);
+            tx.send(()).unwrap();
+        });
+        thread::sleep(Duration::from_millis(20));
+        d.ring();
+        rx.recv_timeout(Duration::from_secs(10)).expect("the ring woke the waiter");
+        h.join().unwrap();
     }
 
     #[test]
