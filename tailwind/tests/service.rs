@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailwind::format::{scan, Appender, BufLen};
-use tailwind::service::{AppendError, Lsn, ReadError, Recovery, Tail, TailwindConfig, TailwindLog, LOG_REGIONS};
+use tailwind::service::{
+    AppendError, Lsn, ReadError, Recovery, Tail, TailStream, TailwindConfig, TailwindLog, LOG_REGIONS,
+};
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -65,6 +67,26 @@ fn pull(tail: &mut Tail, n: usize) -> Vec<Vec<u8>> {
     out
 }
 
+/// Pulls `n` more records from a tail stream within the test's deadline (the
+/// stream is polled on a thread of its own, as an executor would), checking
+/// their numbers go on from `from`; gives the stream back.
+fn pull_stream(stream: TailStream, from: u64, n: usize) -> (TailStream, Vec<Vec<u8>>) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut it = futures::executor::block_on_stream(stream);
+        let got: Vec<_> = it.by_ref().take(n).collect();
+        let _ = tx.send((it.into_inner(), got));
+    });
+    let (stream, got) = rx.recv_timeout(WAIT).expect("the stream's records in time");
+    let mut out = Vec::new();
+    for (i, r) in got.into_iter().enumerate() {
+        let (lsn, bytes) = r.unwrap();
+        assert_eq!(lsn, Lsn(from + i as u64));
+        out.push(bytes);
+    }
+    (stream, out)
+}
+
 fn failover(t: Transport) {
     let name = format!("tws{}{}", std::process::id(), t as u8);
     let dirs = Dirs((0..4).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
@@ -88,6 +110,8 @@ fn failover(t: Transport) {
     // Tailing readers at the primary and both backups, from the start.
     let mut tails: Vec<Tail> = (0..3).map(|i| logs[i].as_ref().unwrap().subscribe(Lsn(0))).collect();
     assert!(tails[1].next_within(Duration::from_millis(20)).is_none(), "nothing committed yet");
+    // And one as a futures::Stream at a backup.
+    let stream = logs[2].as_ref().unwrap().subscribe(Lsn(0)).into_stream().unwrap();
     // 150 records of up to 400 bytes: several 8 KB segments.
     let mut acked = Vec::new();
     for i in 0..150 {
@@ -120,6 +144,8 @@ fn failover(t: Transport) {
         assert_eq!(pull(tail, acked.len()), acked, "{t:?} tail at member {i}");
     }
     assert_eq!(logs[2].as_ref().unwrap().committed(), Some(Lsn(171)));
+    let (stream, got) = pull_stream(stream, 0, acked.len());
+    assert_eq!(got, acked, "{t:?} stream at member 2");
     // Not a replica: nothing to tail there.
     let mut outside = logs[3].as_ref().unwrap().subscribe(Lsn(0));
     assert!(matches!(outside.next_within(WAIT), Some(Err(ReadError::NotReplica))));
@@ -177,6 +203,9 @@ fn failover(t: Transport) {
     for i in [1, 2] {
         assert_eq!(pull(&mut tails[i], acked.len() - 171), acked[171..], "{t:?} tail at member {i}");
     }
+    let (stream, got) = pull_stream(stream, 171, acked.len() - 171);
+    assert_eq!(got, acked[171..], "{t:?} stream at member 2 after the failover");
+    drop(stream);
     let mut fresh = logs[3].as_ref().unwrap().subscribe(Lsn(0));
     assert_eq!(pull(&mut fresh, acked.len()), acked, "{t:?} tail at the re-seeded member");
     drop(tails);

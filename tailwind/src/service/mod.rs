@@ -81,7 +81,7 @@ pub mod wire;
 pub use crate::replicate::{AppendError, Lsn};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
-pub use node::{ReadError, ReadFrom, Tail, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
+pub use node::{ReadError, ReadFrom, Tail, TailStream, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;
 use std::path::{Path, PathBuf};

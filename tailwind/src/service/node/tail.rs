@@ -89,6 +89,47 @@ impl Tail {
         Tail { shared, next: from.0, queue: VecDeque::new(), cursor: None, failed: false }
     }
 
+    /// This reader as a [`futures::Stream`] ([`TailStream`]), for async code on
+    /// any executor. The records come in the same order with the same checks;
+    /// a thread of the stream's own waits for them as [`Tail::next_within`]
+    /// does (a backup is passive: nothing would wake a task when a write lands)
+    /// and hands them over through a bounded queue, so a task never polls in a
+    /// loop and a slow consumer holds the reader back instead of buffering.
+    /// Fails only if the thread cannot be started.
+    ///
+    /// ```no_run
+    /// # fn demo(log: &tailwind::service::LogService) -> std::io::Result<()> {
+    /// use futures::StreamExt;
+    /// let mut records = log.subscribe(tailwind::service::Lsn(0)).into_stream()?;
+    /// futures::executor::block_on(async {
+    ///     while let Some(r) = records.next().await {
+    ///         let (lsn, bytes) = r.expect("a committed record");
+    ///         println!("{lsn:?}: {} bytes", bytes.len());
+    ///     }
+    /// });
+    /// # Ok(()) }
+    /// ```
+    pub fn into_stream(self) -> std::io::Result<TailStream> {
+        let (mut tx, rx) = futures::channel::mpsc::channel(STREAM_QUEUE);
+        let mut tail = self;
+        std::thread::Builder::new().name("tw-tail-stream".into()).spawn(move || {
+            while !tx.is_closed() {
+                match tail.next_within(STREAM_CHECK) {
+                    Some(item) => {
+                        let last = item.is_err();
+                        // Blocks while the queue is full; fails once the stream is dropped.
+                        if futures::executor::block_on(futures::SinkExt::send(&mut tx, item)).is_err() || last {
+                            break;
+                        }
+                    }
+                    None if tail.failed => break,
+                    None => {}
+                }
+            }
+        })?;
+        Ok(TailStream { rx })
+    }
+
     /// The number of the record the reader shows next.
     pub fn next_lsn(&self) -> Lsn {
         Lsn(self.next - self.queue.len() as u64)
@@ -210,6 +251,37 @@ pub(super) fn read_record(region: &Region, pos: usize) -> Option<Vec<u8>> {
     let mut bytes = vec![0u8; total];
     region.read_bytes(pos, &mut bytes);
     Some(bytes)
+}
+
+/// Records a [`TailStream`] holds ready before its thread waits for the consumer.
+const STREAM_QUEUE: usize = 256;
+/// How often a stream's thread looks whether the stream was dropped while no
+/// record commits: the longest its thread outlives the stream.
+const STREAM_CHECK: Duration = Duration::from_millis(50);
+
+/// A tailing reader as a [`futures::Stream`] of committed records
+/// ([`Tail::into_stream`]). It ends as the [`Tail`] does: when the member stops,
+/// or after the first error (which it yields). Dropping it never blocks; its
+/// thread ends within 50 ms after.
+pub struct TailStream {
+    rx: futures::channel::mpsc::Receiver<Result<(Lsn, Vec<u8>), ReadError>>,
+}
+
+impl std::fmt::Debug for TailStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TailStream").finish_non_exhaustive()
+    }
+}
+
+impl futures::Stream for TailStream {
+    type Item = Result<(Lsn, Vec<u8>), ReadError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        futures::Stream::poll_next(std::pin::Pin::new(&mut self.rx), cx)
+    }
 }
 
 impl Iterator for Tail {
