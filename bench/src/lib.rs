@@ -3,6 +3,7 @@
 
 pub mod kvstore;
 pub mod mcast;
+pub mod rpclog;
 
 use std::time::Duration;
 

@@ -23,7 +23,9 @@ fn kv_bench_prints_a_row_per_configuration() {
             ("tailwind_memory", "shm"),
             ("tailwind_memory", "tcp"),
             ("tailwind_disk", "shm"),
-            ("tailwind_disk", "tcp")
+            ("tailwind_disk", "tcp"),
+            ("rpc", "shm"),
+            ("rpc", "tcp")
         ],
         "{lines:?}"
     );
@@ -32,5 +34,9 @@ fn kv_bench_prints_a_row_per_configuration() {
         assert!(l["p50_us"].as_f64().is_some_and(|p| p > 0.0) && l["p99_us"].as_f64() >= l["p50_us"].as_f64(), "{l}");
         assert_eq!(l["value_bytes"], 100);
         assert_eq!(l["replicas"], if l["transport"] == "none" { 1 } else { 3 });
+        if l["transport"] != "none" {
+            // Every acknowledged put reached member 0's store before the row.
+            assert!(l["apply_lag_at_end"].as_u64().is_some() && l["catch_up_ms"].as_f64().is_some(), "{l}");
+        }
     }
 }

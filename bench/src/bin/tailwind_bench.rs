@@ -31,11 +31,12 @@
 //! process, their shm files and directories are removed.
 #![forbid(unsafe_code)]
 
+use bench::rpclog::{self, RpcPrimary, MAX_RECORD};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
+use sst::transport::NodeId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tailwind::service::{TailwindConfig, TailwindLog};
@@ -84,11 +85,6 @@ struct Args {
 
 const N: usize = 3;
 const WARMUP: Duration = Duration::from_millis(300);
-const MAX_RECORD: usize = 1 << 20;
-/// RPC regions: the inbox (sequence word, length word, record) and the
-/// acknowledgement words (one per member).
-const INBOX: RegionId = RegionId(1);
-const ACKS: RegionId = RegionId(2);
 
 fn main() {
     let args = Args::parse();
@@ -115,133 +111,12 @@ impl Appender for Tw {
     }
 }
 
-/// The RPC baseline's primary side.
-struct Rpc {
-    t: Arc<dyn Transport>,
-    seq: u64,
-    stage: Vec<u8>,
-    doorbell: bool,
-}
-
-fn pad8(n: usize) -> usize {
-    n.div_ceil(8) * 8
-}
+struct Rpc(RpcPrimary);
 
 impl Appender for Rpc {
     fn append(&mut self, rec: &[u8]) -> Result<(), String> {
-        let inbox = self.t.region(INBOX).ok_or("no inbox region")?.clone();
-        let acks = self.t.region(ACKS).ok_or("no ack region")?.clone();
-        self.seq += 1;
-        let len = pad8(rec.len());
-        self.stage.clear();
-        self.stage.extend_from_slice(rec);
-        self.stage.resize(len, 0);
-        inbox.write_bytes(16, &self.stage);
-        inbox.store(8, rec.len() as u64, Ordering::Relaxed);
-        inbox.store(0, self.seq, Ordering::Release);
-        // The record (and its length), then the sequence word that announces it.
-        let data = WriteOp { region: INBOX, src_offset: 8, dst_offset: 8, len: 8 + len, signaled: false, wake: false };
-        let guard = WriteOp { region: INBOX, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: true };
-        for b in 1..N as u32 {
-            self.t.post_write(NodeId(b), data).map_err(|e| e.to_string())?;
-            self.t.post_write(NodeId(b), guard).map_err(|e| e.to_string())?;
-        }
-        self.t.flush();
-        // A short spin, then either 20 µs sleeps or a sleep on this node's doorbell,
-        // which the acknowledgement's write rings (no predicate thread runs in this
-        // process, so the doorbell is free); see `--rpc-wait`.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let backoff = crossbeam_utils::Backoff::new();
-        let all_in = || (1..N).all(|b| acks.load(8 * b, Ordering::Acquire) >= self.seq);
-        while !all_in() {
-            if Instant::now() > deadline {
-                return Err(format!("the backups did not acknowledge record {}", self.seq));
-            }
-            if !backoff.is_completed() {
-                backoff.snooze();
-            } else if !self.doorbell {
-                std::thread::sleep(Duration::from_micros(20));
-            } else {
-                let ticket = self.t.doorbell().prepare();
-                if all_in() {
-                    self.t.doorbell().cancel(ticket);
-                    break;
-                }
-                self.t.doorbell().wait(ticket, Some(Duration::from_millis(1)));
-            }
-        }
-        Ok(())
+        self.0.append(rec)
     }
-}
-
-/// The RPC baseline's backup side: copies each record into its log segment with
-/// its CPU and acknowledges it; a full segment goes to a flusher thread that writes
-/// it to a file and syncs it (as a Tailwind backup does with a closed buffer), and
-/// the handler takes the other segment (waiting for it if the disk is behind).
-fn rpc_handler(
-    t: Arc<dyn Transport>,
-    me: usize,
-    spin: Duration,
-    segment: usize,
-    dir: std::path::PathBuf,
-    stop: Arc<AtomicBool>,
-) -> Result<u64, String> {
-    let inbox = t.region(INBOX).ok_or("no inbox region")?.clone();
-    let acks = t.region(ACKS).ok_or("no ack region")?.clone();
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let (full_tx, full_rx) = std::sync::mpsc::channel::<(Vec<u8>, usize, u64)>();
-    let (free_tx, free_rx) = std::sync::mpsc::channel::<Vec<u8>>();
-    free_tx.send(vec![0u8; segment]).map_err(|e| e.to_string())?;
-    let flusher = std::thread::spawn(move || -> Result<(), String> {
-        use std::io::Write;
-        for (buf, len, n) in full_rx {
-            let mut f = std::fs::File::create(dir.join(format!("rpc-seg{n}"))).map_err(|e| e.to_string())?;
-            f.write_all(&buf[..len]).map_err(|e| e.to_string())?;
-            f.sync_all().map_err(|e| e.to_string())?;
-            if free_tx.send(buf).is_err() {
-                break;
-            }
-        }
-        Ok(())
-    });
-    let mut log = vec![0u8; segment];
-    let (mut pos, mut last, mut handled, mut segments) = (0usize, 0u64, 0u64, 0u64);
-    let mut hot_until = Instant::now();
-    while !stop.load(Ordering::Relaxed) {
-        let ticket = t.doorbell().prepare();
-        let seq = inbox.load(0, Ordering::Acquire);
-        if seq > last {
-            let len = inbox.load(8, Ordering::Relaxed) as usize;
-            if len > MAX_RECORD || pad8(len) > segment {
-                return Err(format!("record {seq}: length {len} out of range"));
-            }
-            if pos + pad8(len) > log.len() {
-                let next = free_rx.recv_timeout(Duration::from_secs(30)).map_err(|_| "the flusher fell behind")?;
-                let full = std::mem::replace(&mut log, next);
-                full_tx.send((full, pos, segments)).map_err(|_| "the flusher stopped")?;
-                segments += 1;
-                pos = 0;
-            }
-            inbox.read_bytes(16, &mut log[pos..pos + pad8(len)]);
-            pos += pad8(len);
-            acks.store(8 * me, seq, Ordering::Release);
-            let op =
-                WriteOp { region: ACKS, src_offset: 8 * me, dst_offset: 8 * me, len: 8, signaled: false, wake: true };
-            t.post_write(NodeId(0), op).map_err(|e| e.to_string())?;
-            t.flush();
-            last = seq;
-            handled += 1;
-            hot_until = Instant::now() + spin;
-        } else if Instant::now() < hot_until {
-            std::hint::spin_loop();
-        } else {
-            t.flush(); // tcp: send what the receiver owes (nothing on shm)
-            t.doorbell().wait(ticket, Some(Duration::from_millis(10)));
-        }
-    }
-    drop(full_tx);
-    flusher.join().map_err(|_| "the flusher panicked")??;
-    Ok(handled)
 }
 
 fn child(args: &Args, id: u32) -> Result<(), String> {
@@ -251,18 +126,18 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     let mut primary: Option<Box<dyn Appender>> = None;
     let mut keep: Option<TailwindLog> = None;
     if args.mode == "rpc" {
-        let regions = [RegionSpec { id: INBOX, len: 16 + MAX_RECORD }, RegionSpec { id: ACKS, len: 8 * N }];
-        let (_, _, t) = testkit::child_transport(&regions, Duration::from_secs(30)).map_err(|e| e.to_string())?;
+        let (_, _, t) =
+            testkit::child_transport(&rpclog::regions(N), Duration::from_secs(30)).map_err(|e| e.to_string())?;
         if id == 0 {
             let doorbell = match args.rpc_wait.as_str() {
                 "auto" => args.transport == "tcp",
                 w => w == "doorbell",
             };
-            primary = Some(Box::new(Rpc { t, seq: 0, stage: Vec::new(), doorbell }));
+            primary = Some(Box::new(Rpc(RpcPrimary::new(t, N, doorbell))));
         } else {
             let (s, spin) = (stop.clone(), Duration::from_micros(args.rpc_spin_us));
             let (segment, dir) = (args.buffer, dir_of(&group, id));
-            handler = Some(std::thread::spawn(move || rpc_handler(t, id as usize, spin, segment, dir, s)));
+            handler = Some(std::thread::spawn(move || rpclog::handler(t, id as usize, spin, segment, dir, s, |_| {})));
         }
     } else {
         let g =

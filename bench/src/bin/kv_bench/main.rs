@@ -19,16 +19,22 @@
 //!   it). The row adds `apply_lag_at_end` (records member 0's store had not
 //!   applied when the load stopped) and `catch_up_ms` (how long it took);
 //! - `tailwind_disk`: the same with `Ack::Disk`: a put returns once a majority
-//!   of the three replicas also synced its record to disk.
+//!   of the three replicas also synced its record to disk;
+//! - `rpc`: the same store on the conventional replicated log of
+//!   `tailwind_bench --baseline rpc` ([`bench::rpclog`]): member 0 runs the
+//!   clients and the store, group-commits the waiting puts as one record, sends
+//!   it into both backups' inboxes, where a handler thread copies it into its
+//!   log with its own CPU (segments written to files and synced as they fill),
+//!   and a put returns once both acknowledged it. At every member a thread
+//!   applies the acknowledged batches to its store (journal never synced), as
+//!   every Tailwind member applies the committed log; at member 0 puts wait
+//!   while it is more than 4096 behind.
 //!
 //! Each configuration runs `--clients` closed-loop client threads for
 //! `--seconds` after a short warm-up, per value size (`--values`); keys are 16
 //! bytes, spread over a million. Output: one JSON line per configuration and
 //! value size with `config`, `transport`, `value_bytes`, `replicas`,
 //! `puts_per_s`, `p50_us`, `p99_us`; without `--json`, a table.
-//!
-//! Not built (see the README's limits): `rpc` (the store on a log replicated by
-//! messages; `tailwind_bench --baseline rpc` measures that log alone).
 #![forbid(unsafe_code)]
 
 use bench::kvstore::Store;
@@ -46,7 +52,7 @@ use testkit::TransportKind;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "A key-value store durable by its own synced log, against the same store on a Tailwind log")]
-struct Args {
+pub(crate) struct Args {
     /// Value sizes in bytes.
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     values: Vec<usize>,
@@ -62,12 +68,13 @@ struct Args {
     /// Skip the store-alone configurations.
     #[arg(long)]
     no_alone: bool,
-    /// Acknowledgements for the replicated configurations: memory, disk or both.
-    #[arg(long, value_delimiter = ',', default_value = "memory,disk", value_parser = ["memory", "disk"])]
-    acks: Vec<String>,
-    /// (internal) the acknowledgement a member runs.
+    /// Replicated configurations: `memory` (tailwind_memory), `disk`
+    /// (tailwind_disk), `rpc`.
+    #[arg(long, value_delimiter = ',', default_value = "memory,disk,rpc", value_parser = ["memory", "disk", "rpc"])]
+    replicated: Vec<String>,
+    /// (internal) the configuration a member runs.
     #[arg(long, hide = true, default_value = "memory")]
-    ack: String,
+    mode: String,
     /// One JSON line per configuration (else a table).
     #[arg(long)]
     json: bool,
@@ -77,6 +84,8 @@ struct Args {
     #[command(flatten)]
     member: bench::MemberArgs,
 }
+
+mod rpc;
 
 const REPLICAS: usize = 3;
 const WARMUP: Duration = Duration::from_millis(300);
@@ -93,7 +102,7 @@ fn main() {
     bench::run_parent_or_member("kv_bench", &args.member, |id| member(&args, id), || parent(&args))
 }
 
-fn key(i: u64) -> [u8; 16] {
+pub(crate) fn key(i: u64) -> [u8; 16] {
     let mut k = [0u8; 16];
     k[..8].copy_from_slice(b"user0000");
     k[8..].copy_from_slice(&(i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % 1_000_000).to_be_bytes());
@@ -102,7 +111,7 @@ fn key(i: u64) -> [u8; 16] {
 
 /// Runs `clients` closed-loop threads of `put` for `seconds` after a warm-up;
 /// returns puts/s and the latency histogram.
-fn load(
+pub(crate) fn load(
     clients: usize,
     seconds: f64,
     put: &(dyn Fn(u64) -> Result<(), String> + Sync),
@@ -147,7 +156,7 @@ fn load(
     Ok((done.load(Ordering::Relaxed) as f64 / window.as_secs_f64(), lat.into_inner().unwrap_or_default()))
 }
 
-fn row(config: &str, transport: &str, value: usize, replicas: usize, r: (f64, Latency)) -> Value {
+pub(crate) fn row(config: &str, transport: &str, value: usize, replicas: usize, r: (f64, Latency)) -> Value {
     json!({
         "bench": "kv_bench", "config": config, "transport": transport, "value_bytes": value, "replicas": replicas,
         "puts_per_s": round(r.0, 0), "p50_us": round(r.1.quantile_us(0.5), 1), "p99_us": round(r.1.quantile_us(0.99), 1),
@@ -215,9 +224,14 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let group = std::env::var("SPINDLE_CHILD_GROUP").unwrap_or_else(|_| "kvbench".into());
     let dir = dir_of(&group, id);
     let _ = std::fs::remove_dir_all(&dir);
+    if args.mode == "rpc" {
+        let r = rpc::member(args, id, &dir);
+        let _ = std::fs::remove_dir_all(&dir);
+        return r;
+    }
     let g = args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
     let mut cfg = TailwindConfig::new(dir.join("log"));
-    cfg.ack = if args.ack == "disk" { Ack::Disk } else { Ack::Memory };
+    cfg.ack = if args.mode == "disk" { Ack::Disk } else { Ack::Memory };
     let log = Arc::new(TailwindLog::start(g, cfg).map_err(|e| e.to_string())?);
     if !log.group().wait_for_members(REPLICAS, Duration::from_secs(60)) {
         return Err("the group did not reach 3 members".into());
@@ -247,7 +261,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
                 let lag = committed.saturating_sub(store.applied().0);
                 let t = Instant::now();
                 store.wait_applied(committed, Duration::from_secs(60)).map_err(|e| e.to_string())?;
-                let config = format!("tailwind_{}", args.ack);
+                let config = format!("tailwind_{}", args.mode);
                 let mut row = row(&config, &args.transport, value, REPLICAS, r);
                 row["apply_lag_at_end"] = json!(lag);
                 row["catch_up_ms"] = json!(round(t.elapsed().as_secs_f64() * 1000.0, 1));
@@ -264,17 +278,18 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     Ok(())
 }
 
-fn replicated(args: &Args, transport: &str, ack: &str) -> Result<Vec<Value>, String> {
+fn replicated(args: &Args, transport: &str, mode: &str) -> Result<Vec<Value>, String> {
     let kind = if transport == "tcp" { TransportKind::Tcp } else { TransportKind::Shm };
-    let extra = ["--transport", transport, "--ack", ack];
+    let extra = ["--transport", transport, "--mode", mode];
     let mut kids =
-        bench::start_members(REPLICAS, kind, Duration::from_secs(600), &extra, &["--transport", "--ack"], &[])?;
+        bench::start_members(REPLICAS, kind, Duration::from_secs(600), &extra, &["--transport", "--mode"], &[])?;
+    let config = if mode == "rpc" { "rpc".to_string() } else { format!("tailwind_{mode}") };
     let group = kids.group().to_string();
     let mut rows = Vec::new();
     let r = (|| -> Result<(), String> {
         kids.expect_lines("IDLE", &(0..REPLICAS).collect::<Vec<_>>()).map_err(|e| e.to_string())?;
         for &value in &args.values {
-            err(&format!("kv_bench: tailwind_{ack} over {transport}, {value} B values, {} s ...", args.seconds));
+            err(&format!("kv_bench: {config} over {transport}, {value} B values, {} s ...", args.seconds));
             kids.tell(0, &format!("RUN {value}")).map_err(|e| e.to_string())?;
             let done = kids.expect_lines("DONE ", &[0]).map_err(|e| e.to_string())?;
             rows.push(serde_json::from_str(&done[0]).map_err(|e| format!("bad result {done:?}: {e}"))?);
@@ -305,9 +320,9 @@ fn parent(args: &Args) -> Result<bool, String> {
             }
         }
     }
-    for ack in &args.acks {
+    for mode in &args.replicated {
         for t in &args.transports {
-            rows.extend(replicated(args, t, ack)?);
+            rows.extend(replicated(args, t, mode)?);
         }
     }
     if args.json {
