@@ -331,7 +331,7 @@ impl LogService {
     /// are exactly the acknowledged records; at a backup the open buffer's last
     /// record may be one whose append was not acknowledged yet (a failover may
     /// drop it). A member that lacks a segment (re-seeding not done) reports
-    /// [`ReadError::Gap`].
+    /// [`super::ReadError::Gap`].
     pub fn read_from(&self, from: Lsn) -> ReadFrom {
         self.shared.read_from(from)
     }

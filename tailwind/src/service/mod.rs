@@ -213,7 +213,7 @@ pub enum StartError {
     Group(#[from] views::group::StartError),
 }
 
-/// What a primary recovered when it took over (see [`TailwindLog::on_recovered`]).
+/// What a primary recovered when it took over (see [`LogService::on_recovered`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
     /// The view it took over in.

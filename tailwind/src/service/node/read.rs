@@ -119,7 +119,7 @@ enum Source {
     Mem { base: u64, recs: Vec<Vec<u8>> },
 }
 
-/// The records of a log from some number on ([`crate::service::TailwindLog::read_from`]):
+/// The records of a log from some number on ([`crate::service::LogService::read_from`]):
 /// `(number, bytes)` in order; segment files are read one at a time as the
 /// iteration reaches them. Stops after the first error.
 pub struct ReadFrom {
