@@ -541,19 +541,6 @@ impl Drop for Participant {
 }
 
 impl Participant {
-    /// A handle on log `name` of `view`'s table (this member of it started if
-    /// the install thread has not yet).
-    fn log_handle(self: &Arc<Self>, name: &str, view: &View) -> Result<logs::ReplicatedLog, DdsError> {
-        let me = self.shared.me();
-        if let Some(why) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
-            return Err(DdsError::NotApplied(why));
-        }
-        match self.shared.logs.get(name) {
-            Some((entry, service)) => Ok(logs::ReplicatedLog { entry, service, _p: self.clone() }),
-            None => Err(DdsError::Topic { topic: name.into(), why: "the domain has no such log".into() }),
-        }
-    }
-
     /// Lists this participant and its endpoints in the domain's table again where
     /// the table lacks them (each edit is a no-op where it has them).
     fn announce_again(&self) {

@@ -83,7 +83,7 @@ pub struct TopicTable {
     /// Topics in creation order.
     pub topics: Vec<TopicEntry>,
     /// Replicated logs (Tailwind) in creation order (see [`crate::logs`]).
-    pub logs: Vec<crate::logs::LogEntry>,
+    pub logs: Vec<crate::logs::entry::LogEntry>,
 }
 
 /// A change to the table.
@@ -132,7 +132,7 @@ pub enum Edit {
         /// Name.
         name: String,
         /// QoS.
-        qos: crate::logs::LogQos,
+        qos: crate::logs::entry::LogQos,
     },
 }
 
@@ -232,7 +232,7 @@ impl TopicTable {
                 list.push(*endpoint);
             }
             Edit::CreateLog { name, qos } => {
-                match crate::logs::create(&t.logs, name, qos).map_err(EditError::Invalid)? {
+                match crate::logs::entry::create(&t.logs, name, qos, MAX_NAME).map_err(EditError::Invalid)? {
                     None => return Ok(None),
                     Some(entry) => t.logs.push(entry),
                 }

@@ -35,7 +35,6 @@
 //! # Ok(()) }
 //! ```
 
-use serde::{Deserialize, Serialize};
 use sst::sync::lock;
 use sst::transport::{NodeId, RegionSpec, Transport};
 use std::path::{Path, PathBuf};
@@ -46,119 +45,10 @@ use tailwind::service::{wire, LogService, TailwindConfig, LOG_REGIONS};
 use views::group::Group;
 use views::view::View;
 
-/// The most logs a domain holds.
-pub const MAX_LOGS: usize = 256;
-/// Region ids each log may take (its buffers).
-const REGIONS_PER_LOG: u16 = 64;
+pub(crate) mod entry;
 
-/// A log's settings, fixed when it is created (the same for every participant).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogQos {
-    /// Members holding the log: the primary and `replicas - 1` backups (fewer
-    /// while the domain has fewer members). Default 3.
-    pub replicas: u32,
-    /// Bytes per buffer: a segment's size, and the most one append batch takes.
-    /// Default 4 MiB.
-    pub buffer_bytes: u32,
-    /// Buffers per view (one open, the others closed and flushing), 2 to 63.
-    /// Default 2.
-    pub buffers: u32,
-    /// When an append is acknowledged: in every replica's memory (default), or
-    /// also on a majority of the replicas' disks ([`Ack::Disk`]: a restart of the
-    /// whole domain loses no acknowledged append; at most 7 replicas).
-    pub ack: Ack,
-}
-
-impl Default for LogQos {
-    fn default() -> LogQos {
-        LogQos { replicas: 3, buffer_bytes: 4 << 20, buffers: 2, ack: Ack::Memory }
-    }
-}
-
-impl LogQos {
-    /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
-    /// multiple of 8), 2 to 63 of them.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(1..=16).contains(&self.replicas) {
-            return Err(format!("replicas {} is not between 1 and 16", self.replicas));
-        }
-        if self.ack == Ack::Disk && self.replicas as usize > tailwind::service::MAX_DISK_REPLICAS {
-            return Err(format!("Ack::Disk takes at most {} replicas", tailwind::service::MAX_DISK_REPLICAS));
-        }
-        if !(4096..=256 << 20).contains(&self.buffer_bytes) || self.buffer_bytes % 8 != 0 {
-            return Err(format!("buffer_bytes {} is not a multiple of 8 from 4 KiB to 256 MiB", self.buffer_bytes));
-        }
-        // One region more than its buffers: the commit word's.
-        if !(2..REGIONS_PER_LOG as u32).contains(&self.buffers) {
-            return Err(format!("buffers {} is not between 2 and {}", self.buffers, REGIONS_PER_LOG - 1));
-        }
-        Ok(())
-    }
-}
-
-/// A log as the domain's table lists it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogEntry {
-    /// Its name.
-    pub name: String,
-    /// Its number (in its members' file names and request frames): a hash of the
-    /// name, distinct among the domain's logs.
-    pub number: u64,
-    /// Its settings.
-    pub qos: LogQos,
-}
-
-impl LogEntry {
-    /// Its replicas in `view`, the primary first.
-    pub fn members(&self, view: &View) -> Vec<NodeId> {
-        members_of(&self.name, self.qos.replicas as usize, view)
-    }
-}
-
-/// FNV-1a, 64 bits: the same in every process and build.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// A well-mixed score of (log, node) (the SplitMix64 finalizer).
-fn score(name_hash: u64, node: NodeId) -> u64 {
-    let mut z = name_hash ^ (node.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// The replicas of log `name` in `view`: the `replicas` members that score
-/// highest for it, highest (the primary) first (see the module docs).
-pub fn members_of(name: &str, replicas: usize, view: &View) -> Vec<NodeId> {
-    let h = fnv(name.as_bytes());
-    let mut m: Vec<(u64, NodeId)> = view.members().iter().map(|n| (score(h, *n), *n)).collect();
-    m.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    m.into_iter().take(replicas.max(1)).map(|(_, n)| n).collect()
-}
-
-/// The table's entry for a new log, `None` if the table has it already with
-/// this QoS.
-pub(crate) fn create(logs: &[LogEntry], name: &str, qos: &LogQos) -> Result<Option<LogEntry>, String> {
-    if name.is_empty() || name.len() > crate::table::MAX_NAME {
-        return Err(format!("a log name of {} bytes (1 to {})", name.len(), crate::table::MAX_NAME));
-    }
-    qos.validate().map_err(|why| format!("log `{name}`: {why}"))?;
-    if let Some(old) = logs.iter().find(|l| l.name == name) {
-        return match old.qos == *qos {
-            true => Ok(None),
-            false => Err(format!("log `{name}` exists with {:?}, not {qos:?}", old.qos)),
-        };
-    }
-    if logs.len() >= MAX_LOGS {
-        return Err(format!("the domain has {MAX_LOGS} logs already"));
-    }
-    let number = fnv(name.as_bytes()) >> 1; // postcard-friendly and never all ones
-    if let Some(other) = logs.iter().find(|l| l.number == number) {
-        return Err(format!("log `{name}` hashes like log `{}`: pick another name", other.name));
-    }
-    Ok(Some(LogEntry { name: name.into(), number, qos: *qos }))
-}
+use entry::REGIONS_PER_LOG;
+pub use entry::{members_of, LogEntry, LogQos, MAX_LOGS};
 
 /// The first region of log `i` of the table.
 fn region_base(i: usize) -> u16 {
@@ -341,5 +231,20 @@ impl ReplicatedLog {
     /// Waits up to `within` until the log takes appends; returns its primary.
     pub fn ready(&self, within: Duration) -> Option<NodeId> {
         self.service.wait_for_primary(within)
+    }
+}
+
+impl crate::Participant {
+    /// A handle on log `name` of `view`'s table (this member of it started if
+    /// the install thread has not yet).
+    pub(crate) fn log_handle(self: &Arc<Self>, name: &str, view: &View) -> Result<ReplicatedLog, crate::DdsError> {
+        let me = self.shared.me();
+        if let Some(why) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
+            return Err(crate::DdsError::NotApplied(why));
+        }
+        match self.shared.logs.get(name) {
+            Some((entry, service)) => Ok(ReplicatedLog { entry, service, _p: self.clone() }),
+            None => Err(crate::DdsError::Topic { topic: name.into(), why: "the domain has no such log".into() }),
+        }
     }
 }
