@@ -16,7 +16,7 @@ pub mod table;
 mod topic;
 pub mod writer;
 
-pub use client::{ClientConfig, ClientWriter, DomainClient};
+pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient};
 pub use error::DdsError;
 pub use reader::{DataReader, ReaderStatus, SampleRef};
 pub use sample::{Sample, SampleInfo, WriterId};

@@ -46,10 +46,12 @@
 //! }
 //! ```
 
+mod log;
 mod pump;
 pub(crate) mod wire;
 mod writer;
 
+pub use log::{ClientLog, ClientTail};
 pub use writer::ClientWriter;
 
 use crate::qos::{Level, Qos};

@@ -30,6 +30,8 @@ pub(crate) enum Call {
         #[serde(with = "serde_bytes")]
         payload: Vec<u8>,
     },
+    /// The committed records of log `log` from `from` on, about `max` bytes.
+    LogRead { log: String, from: u64, max: u32 },
 }
 
 /// A member's answer to a request.
@@ -69,6 +71,23 @@ pub(crate) enum Reply {
     },
     Done,
     Error(String),
+    /// A page of a log's committed records (none: nothing committed from there yet).
+    LogRecords(Vec<(u64, serde_bytes::ByteBuf)>),
+    /// A log read that failed.
+    LogFailed(LogFailure),
+}
+
+/// Why a log read failed, as a client tells the cases apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum LogFailure {
+    /// The domain has no log of that name.
+    NoSuchLog,
+    /// The log no longer holds this record (trimmed).
+    Gap(u64),
+    /// The log cannot be read now (no replica answered, a view change): try again.
+    Unavailable(String),
+    /// The read failed for good (a damaged record or segment file).
+    Failed(String),
 }
 
 /// What a member sends a client unasked.
@@ -147,6 +166,15 @@ mod tests {
         assert!(matches!(decode::<PushRef>(&p.encode()), Ok(PushRef::Acked { writer: 1, seq: 9 })));
         assert_eq!(decode::<Push>(&p.encode()), Ok(p));
         assert!(decode::<Call>(&[c.encode(), vec![0]].concat()).is_err());
+        let c = Call::LogRead { log: "orders".into(), from: 7, max: 1 << 20 };
+        assert_eq!(decode::<Call>(&c.encode()), Ok(c));
+        for r in [
+            Reply::LogRecords(vec![(7, serde_bytes::ByteBuf::from(b"x".to_vec()))]),
+            Reply::LogFailed(LogFailure::Gap(3)),
+            Reply::LogFailed(LogFailure::Unavailable("view change".into())),
+        ] {
+            assert_eq!(decode::<Reply>(&r.encode()), Ok(r));
+        }
     }
 
     #[test]

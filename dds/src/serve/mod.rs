@@ -8,7 +8,7 @@
 
 pub(crate) mod relay;
 
-use crate::client::wire::{decode, Call, Push, Reply};
+use crate::client::wire::{decode, Call, LogFailure, Push, Reply};
 use crate::client::MAX_ENDPOINTS;
 use relay::ClientReader;
 
@@ -21,10 +21,13 @@ use sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tailwind::service::{Lsn, ReadError};
 use views::group::{ClientHandler, ClientSession};
 
 /// Most bytes of history per `History` answer (under the control plane's frame limit).
 const HISTORY_PAGE: usize = 2 << 20;
+/// How long a client's log read waits for each replica it asks.
+const LOG_READ_WAIT: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct Endpoints {
@@ -188,6 +191,27 @@ impl Serve {
                 })
             }
             Call::Write { .. } => Err("a write is a post, not a request".into()),
+            Call::LogRead { log, from, max } => Ok(self.log_read(&p, &log, from, max)),
+        }
+    }
+
+    /// A page of log `log`'s committed records for a client (from this member's
+    /// copy, or from a replica).
+    fn log_read(&self, p: &Arc<Participant>, log: &str, from: u64, max: u32) -> Reply {
+        let unavailable = |why: String| Reply::LogFailed(LogFailure::Unavailable(why));
+        let Some(view) = p.group.view() else { return unavailable("the member stopped".into()) };
+        let handle = match p.log_handle(log, &view) {
+            Ok(h) => h,
+            Err(crate::DdsError::Topic { .. }) => return Reply::LogFailed(LogFailure::NoSuchLog),
+            Err(e) => return unavailable(e.to_string()),
+        };
+        match handle.read_page(Lsn(from), (max as usize).min(self.page), LOG_READ_WAIT) {
+            Ok(r) => Reply::LogRecords(r.into_iter().map(|(l, b)| (l.0, serde_bytes::ByteBuf::from(b))).collect()),
+            Err(ReadError::Gap(l)) => Reply::LogFailed(LogFailure::Gap(l.0)),
+            Err(e @ (ReadError::Damaged { .. } | ReadError::Segment(_) | ReadError::Count { .. })) => {
+                Reply::LogFailed(LogFailure::Failed(e.to_string()))
+            }
+            Err(e) => unavailable(e.to_string()),
         }
     }
 

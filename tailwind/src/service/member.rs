@@ -34,6 +34,8 @@ pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
 /// One member of one replicated log (see the module docs).
 pub struct LogService {
     pub(super) shared: Arc<Shared>,
+    /// Tailing readers kept between pages ([`LogService::read_page`]).
+    pub(super) pages: Mutex<Vec<Tail>>,
     worker: Mutex<Option<JoinHandle<()>>>,
     syncer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -84,7 +86,7 @@ impl LogService {
             publishing: Default::default(),
         });
         node::lock(&shared.st).pending = pending;
-        Ok(LogService { shared, worker: Mutex::new(None), syncer: Mutex::new(None) })
+        Ok(LogService { shared, pages: Mutex::default(), worker: Mutex::new(None), syncer: Mutex::new(None) })
     }
 
     /// The regions the log takes in every view's transport: its buffers, then
@@ -143,7 +145,13 @@ impl LogService {
 
     /// Answers a request frame of this log (see [`super::wire`]).
     pub fn answer(&self, body: &[u8]) -> Vec<u8> {
-        self.shared.answer(body)
+        let log = self.shared.cfg.log;
+        let reply = match wire::decode::<wire::Msg>(log, body) {
+            Err(why) => wire::Reply::Failed(why),
+            Ok(wire::Msg::Read { from, max }) => self.answer_read(from, max),
+            Ok(m) => self.shared.handle(m),
+        };
+        wire::encode(log, &reply)
     }
 
     /// The log's number.

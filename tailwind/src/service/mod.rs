@@ -75,6 +75,7 @@
 mod member;
 mod metrics;
 mod node;
+mod page;
 mod recover;
 pub mod wire;
 

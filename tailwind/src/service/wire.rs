@@ -88,6 +88,14 @@ pub enum Msg {
         /// Append only if the log's next record number is this one.
         expect: Option<u64>,
     },
+    /// The committed records from `from` on, about `max` bytes of them (at
+    /// least one, if any), from a member that does not hold the log.
+    Read {
+        /// The first record wanted.
+        from: u64,
+        /// Bytes wanted (at most [`MAX_PAGE`] are sent, or one record).
+        max: u32,
+    },
 }
 
 /// A segment a member holds: its first record's number and how many it has.
@@ -142,6 +150,11 @@ pub enum Reply {
     Sequence(String),
     /// The request failed; the text says why.
     Failed(String),
+    /// Committed records, each with its number, in order (none: no record from
+    /// there is committed yet).
+    Records(Vec<(u64, Vec<u8>)>),
+    /// The member does not hold this record (trimmed, or before the log's start).
+    Gap(u64),
 }
 
 /// Encodes a frame of log `log`.
@@ -194,6 +207,11 @@ mod tests {
         let r =
             Reply::State { segments: vec![Held { base: 0, count: 4 }], pending: None, pending_disk: false, trimmed: 0 };
         assert_eq!(decode::<Reply>(3, &encode(3, &r)).unwrap(), r);
+        let m = Msg::Read { from: 9, max: 4096 };
+        assert_eq!(decode::<Msg>(1, &encode(1, &m)).unwrap(), m);
+        for r in [Reply::Records(vec![(9, b"nine".to_vec()), (10, Vec::new())]), Reply::Gap(4)] {
+            assert_eq!(decode::<Reply>(3, &encode(3, &r)).unwrap(), r);
+        }
         assert!(decode::<Msg>(1, &[]).is_err());
         assert!(decode::<Msg>(1, &[VERSION, 1, 0]).unwrap_err().contains("short"));
         assert!(decode::<Reply>(4, &encode(3, &r)).unwrap_err().contains("log 3"));

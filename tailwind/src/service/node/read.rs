@@ -41,6 +41,10 @@ pub enum ReadError {
     /// This member of the log stopped.
     #[error("the log stopped: {0}")]
     Stopped(String),
+    /// No replica of the log answered a read from a member that does not hold
+    /// it ([`crate::service::LogService::read_page`]).
+    #[error("no replica of the log answered: {0}")]
+    Unreachable(String),
 }
 
 impl Shared {

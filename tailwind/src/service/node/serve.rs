@@ -4,15 +4,8 @@
 use super::*;
 
 impl Shared {
-    /// Answers another member's request frame.
-    pub fn answer(&self, body: &[u8]) -> Vec<u8> {
-        let reply = match wire::decode::<Msg>(self.cfg.log, body) {
-            Err(why) => Reply::Failed(why),
-            Ok(m) => self.handle(m),
-        };
-        wire::encode(self.cfg.log, &reply)
-    }
-
+    /// Answers another member's request (the service answers reads itself:
+    /// [`crate::service::LogService::answer`]).
     pub fn handle(&self, m: Msg) -> Reply {
         match m {
             Msg::Append { records, tag, expect } => {
@@ -38,6 +31,7 @@ impl Shared {
                 }
             }
             Msg::Fetch { id, offset } => self.fetch(id, offset),
+            Msg::Read { .. } => Reply::Failed("reads go to the log's service".into()),
             Msg::Committed => Reply::CommitPoint(self.committed().map(|(c, _)| c)),
             Msg::Trim { before } => match self.trim_here(before) {
                 Ok(n) => Reply::Trimmed(n as u64),
