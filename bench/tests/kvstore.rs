@@ -6,23 +6,12 @@
 
 use bench::kvstore::{Store, StoreError};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tailwind::service::{TailwindConfig, TailwindLog};
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-struct Dirs(Vec<PathBuf>);
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
 
 fn log(name: &str, id: u32, contact: Option<std::net::SocketAddr>, dir: &std::path::Path) -> Arc<TailwindLog> {
     let mut b = Config::builder(id, testkit::free_control_addr())
@@ -47,17 +36,17 @@ fn contents(s: &Kv) -> BTreeMap<Vec<u8>, Vec<u8>> {
 #[test]
 fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     let name = format!("kvs{}", std::process::id());
-    let dirs = Dirs((0..3).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
-    let l0 = log(&name, 0, None, &dirs.0[0]);
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let l0 = log(&name, 0, None, &dirs[0]);
     let contact = l0.group().listen_addr();
     let mut logs = vec![l0];
     for i in 1..3 {
-        logs.push(log(&name, i, Some(contact), &dirs.0[i as usize]));
+        logs.push(log(&name, i, Some(contact), &dirs[i as usize]));
     }
     assert!(logs[0].group().wait_for_members(3, WAIT));
     assert!(logs[0].wait_for_primary(WAIT).is_some());
     let mut stores: Vec<Option<Kv>> =
-        (0..3).map(|i| Some(Store::open(&dirs.0[i].join("store"), logs[i].clone()).unwrap())).collect();
+        (0..3).map(|i| Some(Store::open(&dirs[i].join("store"), logs[i].clone()).unwrap())).collect();
     let s = |i: usize| stores[i].as_ref().unwrap();
     let mut want = BTreeMap::new();
     for i in 0..300u32 {
@@ -127,7 +116,7 @@ fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     let applied = stores[2].as_ref().unwrap().applied();
     drop(stores[2].take());
     stores[1].as_ref().unwrap().put(b"while closed", b"yes").unwrap();
-    let again: Kv = Store::open(&dirs.0[2].join("store"), logs[2].clone()).unwrap();
+    let again: Kv = Store::open(&dirs[2].join("store"), logs[2].clone()).unwrap();
     assert!(again.applied() >= applied);
     let mut expect = seen.clone();
     expect.insert(b"while closed".to_vec(), b"yes".to_vec());

@@ -9,21 +9,12 @@ use dds::config::DdsConfig;
 use dds::logs::{members_of, LogQos};
 use dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 use tailwind::service::Lsn;
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// Removed when the test ends, passed or not.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn participant(name: &str, id: u32, contact: Option<SocketAddr>, dir: &Path) -> DomainParticipant {
     let mut b = Config::builder(id, testkit::free_control_addr()).name(name).transport(Transport::Tcp);
@@ -58,12 +49,12 @@ fn pull(tail: &mut ClientTail, from: u64, n: usize) -> Vec<Vec<u8>> {
 
 #[test]
 fn clients_tail_a_log_through_replicas_and_others() {
-    let dir = Dir(std::env::temp_dir().join(format!("dds-client-logs-{}", std::process::id())));
+    let dirs = testkit::TempDirs::new(&format!("dds-client-logs-{}", std::process::id()), 1);
     let name = format!("ddscl{}", std::process::id());
-    let mut ps = vec![participant(&name, 0, None, &dir.0)];
+    let mut ps = vec![participant(&name, 0, None, &dirs[0])];
     let contact = ps[0].group().listen_addr();
     for id in 1..3 {
-        ps.push(participant(&name, id, Some(contact), &dir.0));
+        ps.push(participant(&name, id, Some(contact), &dirs[0]));
     }
     assert!(ps[0].group().wait_for_members(3, WAIT));
     // Two replicas, small buffers (segments rotate, so a trim removes some).

@@ -12,16 +12,6 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Dirs(Vec<PathBuf>);
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, dir: &PathBuf) -> TailwindLog {
     let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
@@ -43,10 +33,10 @@ fn record(i: u64) -> Vec<u8> {
 #[test]
 fn a_restart_of_every_member_keeps_every_acknowledged_append() {
     let name = format!("twd{}", std::process::id());
-    let dirs = Dirs((0..3).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
-    let n0 = member(&name, 0, None, &dirs.0[0]);
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let n0 = member(&name, 0, None, &dirs[0]);
     let contact = n0.group().listen_addr();
-    let logs = vec![n0, member(&name, 1, Some(contact), &dirs.0[1]), member(&name, 2, Some(contact), &dirs.0[2])];
+    let logs = vec![n0, member(&name, 1, Some(contact), &dirs[1]), member(&name, 2, Some(contact), &dirs[2])];
     assert!(logs[0].group().wait_for_members(3, WAIT));
     assert!(logs[0].wait_for_primary(WAIT).is_some());
     let mut acked = Vec::new();
@@ -71,10 +61,10 @@ fn a_restart_of_every_member_keeps_every_acknowledged_append() {
     // Started again (another group name: the old one's files are gone). Member 0
     // alone does not take appends: a majority of the replicas must be back.
     let name = format!("{name}b");
-    let n0 = member(&name, 0, None, &dirs.0[0]);
+    let n0 = member(&name, 0, None, &dirs[0]);
     assert_eq!(n0.wait_for_primary(Duration::from_millis(500)), None, "a third of the replicas recovered the log");
     let contact = n0.group().listen_addr();
-    let logs = vec![n0, member(&name, 1, Some(contact), &dirs.0[1])];
+    let logs = vec![n0, member(&name, 1, Some(contact), &dirs[1])];
     assert!(logs[0].wait_for_primary(WAIT).is_some(), "two of three recover it");
     let mut got: Vec<Vec<u8>> = logs[0].read_from(Lsn(0)).map(|r| r.unwrap().1).collect();
     assert!(got.len() >= acked.len());
@@ -84,7 +74,7 @@ fn a_restart_of_every_member_keeps_every_acknowledged_append() {
     assert_eq!(next, Lsn(300));
     let logs = {
         let mut l = logs;
-        l.push(member(&name, 2, Some(contact), &dirs.0[2]));
+        l.push(member(&name, 2, Some(contact), &dirs[2]));
         l
     };
     assert!(logs[0].group().wait_for_members(3, WAIT));

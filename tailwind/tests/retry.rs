@@ -13,16 +13,6 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Dirs(Vec<PathBuf>);
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport, dir: &PathBuf) -> TailwindLog {
     let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
@@ -61,12 +51,12 @@ fn inject(log: &TailwindLog, data: &[u8], tag: Tag) {
 
 fn retries(t: Transport) {
     let name = format!("twr{}{}", std::process::id(), t as u8);
-    let dirs = Dirs((0..3).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
-    let n0 = member(&name, 0, None, t, &dirs.0[0]);
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let n0 = member(&name, 0, None, t, &dirs[0]);
     let contact = n0.group().listen_addr();
     let mut logs = vec![Some(n0)];
     for i in 1..3 {
-        logs.push(Some(member(&name, i, Some(contact), t, &dirs.0[i as usize])));
+        logs.push(Some(member(&name, i, Some(contact), t, &dirs[i as usize])));
     }
     let p = logs[0].as_ref().unwrap();
     assert!(p.group().wait_for_members(3, WAIT));

@@ -16,17 +16,6 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// Directories removed when the test ends, passed or not.
-struct Dirs(Vec<PathBuf>);
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 fn record(i: u64) -> Vec<u8> {
     let len = 8 + (i * 53 % 400) as usize;
     (0..len).map(|j| (i as usize * 31 + j) as u8).collect::<Vec<u8>>()
@@ -89,15 +78,12 @@ fn pull_stream(stream: TailStream, from: u64, n: usize) -> (TailStream, Vec<Vec<
 
 fn failover(t: Transport) {
     let name = format!("tws{}{}", std::process::id(), t as u8);
-    let dirs = Dirs((0..4).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
-    for d in &dirs.0 {
-        let _ = std::fs::remove_dir_all(d);
-    }
-    let n0 = member(&name, 0, None, t, &dirs.0[0]);
+    let dirs = testkit::TempDirs::new(&name, 4);
+    let n0 = member(&name, 0, None, t, &dirs[0]);
     let contact = n0.group().listen_addr();
     let mut logs: Vec<Option<TailwindLog>> = vec![Some(n0)];
     for i in 1..4 {
-        logs.push(Some(member(&name, i, Some(contact), t, &dirs.0[i as usize])));
+        logs.push(Some(member(&name, i, Some(contact), t, &dirs[i as usize])));
     }
     assert!(logs[0].as_ref().unwrap().group().wait_for_members(4, WAIT));
     let recovered: Arc<Mutex<Vec<Recovery>>> = Arc::default();
@@ -226,9 +212,8 @@ fn failover_and_reseeding_over_tcp() {
 
 #[test]
 fn a_corrupted_segment_file_stops_the_start_with_its_name() {
-    let dirs = Dirs(vec![std::env::temp_dir().join(format!("tws-corrupt-{}", std::process::id()))]);
-    let dir = &dirs.0[0];
-    let _ = std::fs::remove_dir_all(dir);
+    let dirs = testkit::TempDirs::new(&format!("tws-corrupt-{}", std::process::id()), 1);
+    let dir = &dirs[0];
     std::fs::create_dir_all(dir).unwrap();
     // A segment as a backup flushes it, then one flipped bit in a record.
     let mut buf = vec![0u8; 1024];

@@ -10,16 +10,6 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Dirs(Vec<PathBuf>);
-
-impl Drop for Dirs {
-    fn drop(&mut self) {
-        for d in &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 fn cfg(dir: &PathBuf) -> TailwindConfig {
     let mut c = TailwindConfig::new(dir);
     c.buffer = 8 * 1024; // small, so that segments rotate
@@ -48,12 +38,12 @@ fn files(dir: &PathBuf) -> usize {
 #[test]
 fn trimmed_segments_go_everywhere_and_stay_gone() {
     let name = format!("twt{}", std::process::id());
-    let dirs = Dirs((0..3).map(|i| std::env::temp_dir().join(format!("{name}-{i}"))).collect());
-    let n0 = member(&name, 0, None, &dirs.0[0]);
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let n0 = member(&name, 0, None, &dirs[0]);
     let contact = n0.group().listen_addr();
     let mut logs = vec![Some(n0)];
     for i in 1..3 {
-        logs.push(Some(member(&name, i, Some(contact), &dirs.0[i as usize])));
+        logs.push(Some(member(&name, i, Some(contact), &dirs[i as usize])));
     }
     let p = logs[0].as_ref().unwrap();
     assert!(p.group().wait_for_members(3, WAIT));
@@ -75,7 +65,7 @@ fn trimmed_segments_go_everywhere_and_stay_gone() {
     assert!(!logs[1].as_ref().unwrap().metrics().primary);
     assert_eq!(p.replica_lag(WAIT).len(), 3);
     assert!(p.replica_lag(WAIT).iter().all(|(_, lag)| *lag == 0), "{:?}", p.replica_lag(WAIT));
-    let before: Vec<usize> = dirs.0.iter().map(files).collect();
+    let before: Vec<usize> = dirs.iter().map(files).collect();
     assert!(before.iter().all(|n| *n >= 5), "segments rotated: {before:?}");
     // Past the commit point: refused.
     assert!(p.trim(Lsn(10_000)).is_err());
@@ -86,7 +76,7 @@ fn trimmed_segments_go_everywhere_and_stay_gone() {
         assert_eq!(l.trimmed(), Lsn(100));
         let segs = l.segments();
         assert!(segs.iter().all(|(id, n)| id.segment + n > 100), "member {i}: {segs:?}");
-        assert_eq!(files(&dirs.0[i]), before[i] - removed, "member {i}'s files");
+        assert_eq!(files(&dirs[i]), before[i] - removed, "member {i}'s files");
         let first = segs.first().map(|(id, _)| id.segment).unwrap();
         assert!(first <= 100);
         assert!(matches!(l.read_from(Lsn(0)).next(), Some(Err(ReadError::Gap(_)))), "member {i}");
@@ -104,7 +94,7 @@ fn trimmed_segments_go_everywhere_and_stay_gone() {
     // Member 2 stops; its directory, opened again, keeps the floor.
     let segs2 = logs[2].as_ref().unwrap().segments();
     drop(logs.remove(2));
-    let again = LogService::new(sst::transport::NodeId(2), cfg(&dirs.0[2]), LOG_REGIONS, |_| Vec::new()).unwrap();
+    let again = LogService::new(sst::transport::NodeId(2), cfg(&dirs[2]), LOG_REGIONS, |_| Vec::new()).unwrap();
     assert_eq!(again.trimmed(), Lsn(100));
     assert_eq!(again.segments(), segs2);
     drop(again);
