@@ -25,6 +25,9 @@
 //!   members, so no member ever needs a record the log dropped.
 //! - Records are tagged (producer, number): a batch retried through a failover
 //!   lands once.
+//! - With [`Apply::Lazy`] a member other than the log's primary applies only
+//!   when something there waits for it (a read, a sync, a snapshot): its store
+//!   is as passive as its copy of the log, and the CPU goes to the primary.
 //!
 //! Not done: state transfer to a member whose store is older than the log's trim
 //! point (it reports [`StoreError::Behind`]).
@@ -53,6 +56,21 @@ const APPLIED: &[u8] = b"applied";
 
 /// A key and its value.
 pub type Pair = (Vec<u8>, Vec<u8>);
+
+/// When a member that is not the log's primary applies the committed log to its
+/// store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Apply {
+    /// As it commits (every member's store follows the log).
+    #[default]
+    Eager,
+    /// Only as far as someone at this member waits for (a read, a sync, a
+    /// snapshot), and as it commits once the member becomes the log's primary:
+    /// a passive backup's store, as Tailwind's backups are passive for the log.
+    /// Reads at such a member first replay what it had not applied, so the
+    /// first read after a long run (and a failover to it) takes longer.
+    Lazy,
+}
 
 /// What went wrong.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +184,11 @@ struct Inner<L> {
     /// until it is applied).
     acked: AtomicU64,
     applied_cv: Condvar,
+    /// With [`Apply::Lazy`]: the record a waiter here needs applied (under
+    /// `applied`'s lock), and the applier's wake-up for it.
+    lazy: bool,
+    demand: AtomicU64,
+    demand_cv: Condvar,
     queue: Mutex<VecDeque<Pending>>,
     queue_cv: Condvar,
     /// The newest snapshot marker of each member.
@@ -183,8 +206,13 @@ pub struct Store<L: Deref<Target = LogService> + Send + Sync + 'static> {
 
 impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// Opens (or creates) the store in `dir` over `log`, and starts applying the
-    /// log from where the store stopped.
+    /// log from where the store stopped, as it commits ([`Apply::Eager`]).
     pub fn open(dir: &Path, log: Arc<L>) -> Result<Store<L>, StoreError> {
+        Store::open_with(dir, log, Apply::Eager)
+    }
+
+    /// [`Store::open`], applying as `apply` says.
+    pub fn open_with(dir: &Path, log: Arc<L>, apply: Apply) -> Result<Store<L>, StoreError> {
         let db = Database::builder(dir).open().map_err(store_err)?;
         let kv = db.keyspace("kv", KeyspaceCreateOptions::default).map_err(store_err)?;
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_err)?;
@@ -206,6 +234,9 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             applied: Mutex::new(applied),
             acked: AtomicU64::new(0),
             applied_cv: Condvar::new(),
+            lazy: apply == Apply::Lazy,
+            demand: AtomicU64::new(0),
+            demand_cv: Condvar::new(),
             queue: Mutex::new(VecDeque::new()),
             queue_cv: Condvar::new(),
             markers: Mutex::new(HashMap::new()),
@@ -271,6 +302,9 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     pub fn wait_applied(&self, next: u64, within: Duration) -> Result<(), StoreError> {
         let deadline = Instant::now() + within;
         let mut a = lock(&self.inner.applied);
+        if *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
+            self.inner.demand_cv.notify_all();
+        }
         while *a < next {
             if let Some(e) = lock(&self.inner.error).clone() {
                 return Err(StoreError::Apply(e));
@@ -369,6 +403,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Drop for Store<L> {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::SeqCst);
         self.inner.queue_cv.notify_all();
+        self.inner.demand_cv.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -429,10 +464,20 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     }
 }
 
-/// The applier: follows the committed log and applies it in batches.
+/// The applier: follows the committed log and applies it in batches (with
+/// [`Apply::Lazy`] at a member that is not the primary, only while a waiter
+/// needs more).
 fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     let mut tail = s.log.subscribe(Lsn(*lock(&s.applied)));
     while !s.stop.load(Ordering::SeqCst) {
+        if s.lazy && !s.log.is_primary() {
+            let a = lock(&s.applied);
+            if *a >= s.demand.load(Ordering::SeqCst) {
+                // Looks again every 50 ms (it may become the primary meanwhile).
+                drop(s.demand_cv.wait_timeout(a, Duration::from_millis(50)));
+                continue;
+            }
+        }
         let mut recs = Vec::new();
         match tail.next_within(Duration::from_millis(50)) {
             None => continue,

@@ -4,11 +4,11 @@
 //! which every member's contents equal the acknowledged puts, and a member's store
 //! reopened on its directory that goes on from where it stopped.
 
-use bench::kvstore::{Store, StoreError};
+use bench::kvstore::{Apply, Store, StoreError};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailwind::service::{TailwindConfig, TailwindLog};
+use tailwind::service::{Lsn, TailwindConfig, TailwindLog};
 use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -35,7 +35,16 @@ fn contents(s: &Kv) -> BTreeMap<Vec<u8>, Vec<u8>> {
 
 #[test]
 fn the_store_keeps_every_acknowledged_put_through_a_failover() {
-    let name = format!("kvs{}", std::process::id());
+    failover(Apply::Eager);
+}
+
+#[test]
+fn a_store_with_lazy_backups_keeps_every_acknowledged_put_through_a_failover() {
+    failover(Apply::Lazy);
+}
+
+fn failover(apply: Apply) {
+    let name = format!("kvs{}{}", std::process::id(), apply as u8);
     let dirs = testkit::TempDirs::new(&name, 3);
     let l0 = log(&name, 0, None, &dirs[0]);
     let contact = l0.group().listen_addr();
@@ -46,7 +55,7 @@ fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     assert!(logs[0].group().wait_for_members(3, WAIT));
     assert!(logs[0].wait_for_primary(WAIT).is_some());
     let mut stores: Vec<Option<Kv>> =
-        (0..3).map(|i| Some(Store::open(&dirs[i].join("store"), logs[i].clone()).unwrap())).collect();
+        (0..3).map(|i| Some(Store::open_with(&dirs[i].join("store"), logs[i].clone(), apply).unwrap())).collect();
     let s = |i: usize| stores[i].as_ref().unwrap();
     let mut want = BTreeMap::new();
     for i in 0..300u32 {
@@ -59,6 +68,10 @@ fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     s(0).del(b"user/0007").unwrap();
     want.insert(b"other/a".to_vec(), b"1".to_vec());
     want.remove(b"user/0007".as_slice());
+    if apply == Apply::Lazy {
+        // Nothing waited at member 2: its store applied nothing yet.
+        assert_eq!(s(2).applied(), Lsn(0), "a lazy backup applied on its own");
+    }
     // A put is applied where it was made; the others catch up by sync.
     assert_eq!(s(1).get(b"user/0297").unwrap(), Some(b"value 297".to_vec()));
     for i in 0..3 {
@@ -116,7 +129,7 @@ fn the_store_keeps_every_acknowledged_put_through_a_failover() {
     let applied = stores[2].as_ref().unwrap().applied();
     drop(stores[2].take());
     stores[1].as_ref().unwrap().put(b"while closed", b"yes").unwrap();
-    let again: Kv = Store::open(&dirs[2].join("store"), logs[2].clone()).unwrap();
+    let again: Kv = Store::open_with(&dirs[2].join("store"), logs[2].clone(), apply).unwrap();
     assert!(again.applied() >= applied);
     let mut expect = seen.clone();
     expect.insert(b"while closed".to_vec(), b"yes".to_vec());

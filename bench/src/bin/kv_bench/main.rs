@@ -30,6 +30,11 @@
 //!   every Tailwind member applies the committed log; at member 0 puts wait
 //!   while it is more than 4096 behind.
 //!
+//! With `--backup-apply lazy` the backups' stores apply nothing while nobody
+//! reads there ([`bench::kvstore::Apply::Lazy`]; for `rpc`, the backups keep the
+//! log only): the replicated rows then measure the primary's store on a
+//! replicated log with passive backups, as Tailwind's paper has them.
+//!
 //! Each configuration runs `--clients` closed-loop client threads for
 //! `--seconds` after a short warm-up, per value size (`--values`); keys are 16
 //! bytes, spread over a million. Output: one JSON line per configuration and
@@ -37,7 +42,7 @@
 //! `puts_per_s`, `p50_us`, `p99_us`; without `--json`, a table.
 #![forbid(unsafe_code)]
 
-use bench::kvstore::Store;
+use bench::kvstore::{Apply, Store};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use fjall::{Database, KeyspaceCreateOptions, PersistMode};
@@ -82,6 +87,12 @@ pub(crate) struct Args {
     /// group's default of 100 (spinning threads take the cores the others need).
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
+    /// How the backups' stores apply the log in the replicated configurations:
+    /// `eager` (as it commits, every member's store follows) or `lazy`
+    /// (`kvstore::Apply::Lazy`: only when read there or once primary; for `rpc`,
+    /// backups without a store).
+    #[arg(long, default_value = "eager", value_parser = ["eager", "lazy"])]
+    backup_apply: String,
     /// One JSON line per configuration (else a table).
     #[arg(long)]
     json: bool,
@@ -248,7 +259,8 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     if log.wait_for_primary(Duration::from_secs(60)).is_none() {
         return Err("the log has no primary".into());
     }
-    let store = Store::open(&dir.join("store"), log.clone()).map_err(|e| e.to_string())?;
+    let apply = if args.backup_apply == "lazy" { Apply::Lazy } else { Apply::Eager };
+    let store = Store::open_with(&dir.join("store"), log.clone(), apply).map_err(|e| e.to_string())?;
     println!("JOINED");
     if testkit::wait_for_parent() != "GO" {
         return Err("expected GO".into());
@@ -276,6 +288,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
                 row["catch_up_ms"] = json!(round(t.elapsed().as_secs_f64() * 1000.0, 1));
                 row["puts_measured"] = json!(round(total, 0));
                 row["spin_us"] = json!(args.spin_us);
+                row["backup_apply"] = json!(args.backup_apply);
                 println!("DONE {row}");
             }
             (Some("EXIT"), _) | (None, _) => break,

@@ -148,7 +148,9 @@ fn decode_batch(mut rec: &[u8]) -> Option<Vec<Pair>> {
 
 /// A member of the `rpc` configuration: member 0 the primary with the clients,
 /// the others backups running the RPC handler; every member applies the puts to
-/// its store, as every Tailwind member does.
+/// its store, as every Tailwind member does (`--backup-apply lazy`: the backups
+/// keep the log only, as lazy Tailwind backups apply nothing while nobody reads
+/// there).
 pub(crate) fn member(args: &Args, id: u32, dir: &Path) -> Result<(), String> {
     let (_, _, t) =
         testkit::child_transport(&rpclog::regions(REPLICAS), Duration::from_secs(30)).map_err(|e| e.to_string())?;
@@ -157,8 +159,10 @@ pub(crate) fn member(args: &Args, id: u32, dir: &Path) -> Result<(), String> {
         let stop = Arc::new(AtomicBool::new(false));
         let (s, d) = (stop.clone(), dir.join("log"));
         let buffer = tailwind::backup::DEFAULT_BUFFER;
+        let lazy = args.backup_apply == "lazy";
         let h = std::thread::spawn(move || {
             rpclog::handler(t, id as usize, Duration::ZERO, buffer, d, s, |rec| match decode_batch(rec) {
+                _ if lazy => {}
                 Some(puts) => drop(tx.send(puts)),
                 None => tracing::warn!("rpc: a record that is not a batch of puts"),
             })
@@ -200,6 +204,7 @@ pub(crate) fn member(args: &Args, id: u32, dir: &Path) -> Result<(), String> {
                     std::thread::sleep(Duration::from_micros(100));
                 }
                 let mut row = row("rpc", &args.transport, value, REPLICAS, r);
+                row["backup_apply"] = json!(args.backup_apply);
                 row["apply_lag_at_end"] = json!(lag);
                 row["catch_up_ms"] = json!(bench::round(t.elapsed().as_secs_f64() * 1000.0, 1));
                 println!("DONE {row}");
