@@ -87,6 +87,11 @@ fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
+    // RUST_LOG=tailwind=debug shows a member's recovery steps on its stderr.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .try_init();
     let group = member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(800))?;
     let mut cfg = TailwindConfig::new(dir_of(&group.name, id));
     cfg.buffer = args.buffer;

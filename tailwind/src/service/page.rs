@@ -19,7 +19,9 @@ impl LogService {
     /// order: at a replica from its own copy, elsewhere from a replica (each asked
     /// within `within`). Empty if no record from `from` is committed yet. A record
     /// the log no longer holds is [`ReadError::Gap`]; no replica answering,
-    /// [`ReadError::Unreachable`].
+    /// [`ReadError::Unreachable`]. A member without a copy cannot read a record
+    /// larger than a control frame (64 MiB) this way. A replica keeps up to 16
+    /// such readers between pages (each with what it read ahead: up to a segment).
     pub fn read_page(&self, from: Lsn, max_bytes: usize, within: Duration) -> Result<Vec<(Lsn, Vec<u8>)>, ReadError> {
         let max = max_bytes.clamp(1, MAX_PAGE);
         if self.committed().is_some() {
