@@ -131,8 +131,17 @@ impl<T: Send + 'static> DataReader<T> {
     /// Removes and returns every sample waiting, in delivery order. One that does
     /// not decode is skipped and counted in [`ReaderStatus::rejected`].
     pub fn take(&self) -> Vec<Sample<T>> {
+        self.take_up_to(usize::MAX)
+    }
+
+    /// Removes and returns the first `max` samples waiting (fewer if fewer wait),
+    /// in delivery order; the others stay for the next take. One that does not
+    /// decode is skipped (and counts toward `max`) and counted in
+    /// [`ReaderStatus::rejected`].
+    pub fn take_up_to(&self, max: usize) -> Vec<Sample<T>> {
         let mut q = lock(&self.core.q);
-        let raws: Vec<Raw> = q.samples.drain(..).collect();
+        let k = q.samples.len().min(max);
+        let raws: Vec<Raw> = q.samples.drain(..k).collect();
         raws.iter().filter_map(|r| self.decode(r, &mut q.status)).collect()
     }
 
@@ -160,7 +169,8 @@ impl<T: Send + 'static> DataReader<T> {
         true
     }
 
-    /// Waits up to `timeout` until `n` samples in all were taken; returns them.
+    /// Waits up to `timeout` until `n` samples in all were taken; returns them:
+    /// at most `n` (samples past the `n`th stay waiting for the next take).
     pub fn take_n(&self, n: usize, timeout: Duration) -> Vec<Sample<T>> {
         let deadline = Instant::now() + timeout;
         let mut out = Vec::new();
@@ -168,7 +178,7 @@ impl<T: Send + 'static> DataReader<T> {
             if !self.wait(deadline.saturating_duration_since(Instant::now())) {
                 break;
             }
-            out.extend(self.take());
+            out.extend(self.take_up_to(n - out.len()));
         }
         out
     }

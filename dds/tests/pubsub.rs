@@ -95,6 +95,28 @@ fn tcp_ordered_topic_has_one_total_order() {
 }
 
 #[test]
+fn take_n_takes_at_most_n_and_leaves_the_rest_waiting() {
+    let name = format!("ddsn{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let t0 = ps[0].topic::<u64>("n", Qos::ordered()).unwrap();
+    let t1 = ps[1].topic::<u64>("n", Qos::ordered()).unwrap();
+    let r = ps[1].create_reader(&t1, t1.qos().history(History::KeepAll)).unwrap();
+    let w = ps[0].create_writer(&t0, t0.qos()).unwrap();
+    assert!(ps[1].wait_for_matched("n", 1, 1, WAIT));
+    for i in 0..10u64 {
+        w.write(&i).unwrap();
+    }
+    // All ten are waiting before the first take.
+    assert!(poll_until(WAIT, Duration::from_millis(5), || r.read().len() == 10), "{} waiting", r.read().len());
+    let data = |v: Vec<Sample<u64>>| v.into_iter().map(|s| s.data).collect::<Vec<_>>();
+    assert_eq!(data(r.take_n(3, WAIT)), [0, 1, 2]);
+    assert_eq!(data(r.take_up_to(2)), [3, 4]);
+    assert_eq!(data(r.take_up_to(0)), Vec::<u64>::new());
+    assert_eq!(data(r.take()), [5, 6, 7, 8, 9]);
+    assert!(r.take_n(1, Duration::from_millis(20)).is_empty());
+}
+
+#[test]
 fn a_topic_created_while_another_flows_loses_nothing() {
     let name = format!("ddsr{}", std::process::id());
     let ps = domain(&name, 2, Transport::Shm);
