@@ -279,6 +279,7 @@ impl DomainParticipant {
     /// the history this participant holds (Volatile/Logged), or catches up from the
     /// other members if it is new in the topic. Returns once the domain's view has it.
     pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
+        qos.validate_reader().map_err(DdsError::Qos)?;
         let p = &self.0;
         let state = p.state_of(&topic.name, topic.qos)?;
         let id = p.endpoint_id()?;

@@ -251,6 +251,19 @@ impl Qos {
         }
         Ok(())
     }
+
+    /// Checks what a reader's QoS asks of the reader itself: a history that keeps
+    /// at least one sample (its level is matched against the writers' offers
+    /// instead: a mismatch is reported, not refused).
+    pub(crate) fn validate_reader(&self) -> Result<(), String> {
+        if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
+            return Err(format!(
+                "a reader's history must keep at least one sample ({:?}, max_samples {})",
+                self.history, self.max_samples
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

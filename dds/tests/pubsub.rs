@@ -261,6 +261,9 @@ fn bad_input_is_an_error_and_loses_nothing_else() {
     assert!(ps[1].find_topic::<u64>("nope").is_err());
     assert!(matches!(ps[0].topic::<u64>("", Qos::ordered()), Err(DdsError::Topic { .. })));
     assert!(ps[0].topic::<u64>("big", Qos::ordered().max_sample_bytes(0)).is_err());
+    // A reader that would keep nothing is refused, as a writer past its topic is.
+    let keeps_none = ps[0].create_reader(&t, t.qos().history(History::KeepLast(0)));
+    assert!(matches!(&keeps_none, Err(DdsError::Qos(w)) if w.contains("at least one")), "{:?}", keeps_none.err());
     // An oversize sample.
     let bytes = ps[0].topic::<Vec<u8>>("bytes", Qos::ordered().max_sample_bytes(64)).unwrap();
     let wb = ps[0].create_writer(&bytes, bytes.qos()).unwrap();

@@ -297,6 +297,7 @@ impl DomainClient {
     /// A reader requesting `qos.level`, keeping `qos.history` untaken. For Volatile
     /// and Logged topics it first gets the history the member holds.
     pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
+        qos.validate_reader().map_err(DdsError::Qos)?;
         let h = self.h();
         h.check()?;
         let id = self.endpoint_id()?;
