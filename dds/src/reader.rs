@@ -38,9 +38,10 @@ impl<T> SampleRef<'_, T> {
         self.len() == 0
     }
     /// Word `i` of the serialized sample (bytes `8i..8i+8`, little-endian), read in
-    /// its slot without copying the rest.
-    pub fn word(&self, i: usize) -> u64 {
-        self.src.word(self.src.header_len() / 8 + i)
+    /// its slot without copying the rest; `None` past the sample's end.
+    pub fn word(&self, i: usize) -> Option<u64> {
+        let end = i.checked_add(1)?.checked_mul(8)?;
+        (end <= self.len()).then(|| self.src.word(self.src.header_len() / 8 + i))
     }
     /// Copies the serialized sample's bytes from byte `at` (a multiple of 8) into
     /// `out`, straight out of its slot or its writer's arena (for samples of any

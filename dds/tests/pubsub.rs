@@ -306,7 +306,9 @@ fn pod_loans_and_in_place_reads() {
     r.on_sample_in_place(move |s| {
         let mut t = Tick { n: 0, value: [0; 6] };
         s.read_pod(&mut t).unwrap();
-        assert_eq!(s.word(0), t.n, "word reads see the same bytes");
+        assert_eq!(s.word(0), Some(t.n), "word reads see the same bytes");
+        assert_eq!(s.word(s.len() / 8), None, "past the sample's end");
+        assert_eq!(s.word(usize::MAX), None);
         s2.lock().unwrap().push(t);
     });
     let w = ps[0].create_writer(&t0, t0.qos()).unwrap();

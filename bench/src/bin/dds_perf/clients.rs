@@ -87,7 +87,7 @@ pub(crate) fn run<T: bytemuck::Pod + Send>(
         let count = Arc::new(Count::default());
         let c2 = count.clone();
         let mut expect = 0u64;
-        r.on_sample_in_place(move |s| c2.see(s.word(0), &mut expect));
+        r.on_sample_in_place(move |s| c2.see(s.word(0).unwrap_or_default(), &mut expect));
         clients.push((c, r, count));
     }
     start()?;
