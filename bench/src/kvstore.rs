@@ -33,11 +33,11 @@
 //! point (it reports [`StoreError::Behind`]).
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sst::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -302,7 +302,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     pub fn wait_applied(&self, next: u64, within: Duration) -> Result<(), StoreError> {
         let deadline = Instant::now() + within;
         let mut a = lock(&self.inner.applied);
-        if *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
+        if self.inner.lazy && *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
             self.inner.demand_cv.notify_all();
         }
         while *a < next {

@@ -266,39 +266,52 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         return Err("expected GO".into());
     }
     println!("IDLE");
-    loop {
-        let line = testkit::wait_for_parent();
-        let mut words = line.split_whitespace();
-        match (words.next(), words.next().and_then(|s| s.parse::<usize>().ok())) {
-            (Some("RUN"), Some(value)) => {
-                let v = vec![b'v'; value];
-                let put = |i: u64| store.put(&key(i), &v).map(|_| ()).map_err(|e| e.to_string());
-                let r = load(args.clients, args.seconds, &put)?;
-                let total = r.0 * args.seconds;
-                // Puts return once acknowledged; the stores apply behind them. How far
-                // behind this member's store was when the load stopped, and how long it
-                // took to catch up (the throughput counts only if that stays small).
-                let committed = log.committed().map_or(0, |l| l.0);
-                let lag = committed.saturating_sub(store.applied().0);
-                let t = Instant::now();
-                store.wait_applied(committed, Duration::from_secs(60)).map_err(|e| e.to_string())?;
-                let config = format!("tailwind_{}", args.mode);
-                let mut row = row(&config, &args.transport, value, REPLICAS, r);
-                row["apply_lag_at_end"] = json!(lag);
-                row["catch_up_ms"] = json!(round(t.elapsed().as_secs_f64() * 1000.0, 1));
-                row["puts_measured"] = json!(round(total, 0));
-                row["spin_us"] = json!(args.spin_us);
-                row["backup_apply"] = json!(args.backup_apply);
-                println!("DONE {row}");
-            }
-            (Some("EXIT"), _) | (None, _) => break,
-            _ => return Err(format!("unexpected command {line:?}")),
-        }
-    }
+    serve_runs(|value| {
+        let v = vec![b'v'; value];
+        let put = |i: u64| store.put(&key(i), &v).map(|_| ()).map_err(|e| e.to_string());
+        let r = load(args.clients, args.seconds, &put)?;
+        let total = r.0 * args.seconds;
+        // Puts return once acknowledged; the stores apply behind them. How far
+        // behind this member's store was when the load stopped, and how long it
+        // took to catch up (the throughput counts only if that stays small).
+        let committed = log.committed().map_or(0, |l| l.0);
+        let lag = committed.saturating_sub(store.applied().0);
+        let t = Instant::now();
+        store.wait_applied(committed, Duration::from_secs(60)).map_err(|e| e.to_string())?;
+        let mut row = member_row(args, &format!("tailwind_{}", args.mode), value, r, lag, t);
+        row["puts_measured"] = json!(round(total, 0));
+        row["spin_us"] = json!(args.spin_us);
+        Ok(row)
+    })?;
     drop(store);
     drop(log);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// A member's commands from the parent: `RUN <value bytes>` (`run` measures and
+/// gives the row, printed as `DONE <row>`) until `EXIT` or the parent goes.
+fn serve_runs(mut run: impl FnMut(usize) -> Result<Value, String>) -> Result<(), String> {
+    loop {
+        let line = testkit::wait_for_parent();
+        let mut words = line.split_whitespace();
+        match (words.next(), words.next().and_then(|s| s.parse::<usize>().ok())) {
+            (Some("RUN"), Some(value)) => println!("DONE {}", run(value)?),
+            (Some("EXIT"), _) | (None, _) => return Ok(()),
+            _ => return Err(format!("unexpected command {line:?}")),
+        }
+    }
+}
+
+/// A replicated configuration's row at member 0: the load's figures, how far
+/// behind its store was when the load stopped (`lag`) and how long it took to
+/// catch up since `caught`.
+fn member_row(args: &Args, config: &str, value: usize, r: (f64, Latency), lag: u64, caught: Instant) -> Value {
+    let mut row = row(config, &args.transport, value, REPLICAS, r);
+    row["apply_lag_at_end"] = json!(lag);
+    row["catch_up_ms"] = json!(round(caught.elapsed().as_secs_f64() * 1000.0, 1));
+    row["backup_apply"] = json!(args.backup_apply);
+    row
 }
 
 fn replicated(args: &Args, transport: &str, mode: &str) -> Result<Vec<Value>, String> {

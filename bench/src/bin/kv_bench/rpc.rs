@@ -1,11 +1,10 @@
 //! The `rpc` configuration: the store on the conventional replicated log
 //! ([`bench::rpclog`]), as the module docs of `kv_bench` describe.
 
-use super::{key, load, row, Args, REPLICAS};
+use super::{key, load, member_row, serve_runs, Args, REPLICAS};
 use bench::kvstore::{Pair, Update, MAX_LAG};
 use bench::rpclog::{self, RpcPrimary, MAX_RECORD};
 use fjall::{Database, KeyspaceCreateOptions};
-use serde_json::json;
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use sst::sync::lock;
 use std::collections::VecDeque;
@@ -186,33 +185,21 @@ pub(crate) fn member(args: &Args, id: u32, dir: &Path) -> Result<(), String> {
         applied: applied.clone(),
     };
     println!("IDLE");
-    loop {
-        let line = testkit::wait_for_parent();
-        let mut words = line.split_whitespace();
-        match (words.next(), words.next().and_then(|s| s.parse::<usize>().ok())) {
-            (Some("RUN"), Some(value)) => {
-                let v = vec![b'v'; value];
-                let r = load(args.clients, args.seconds, &|i| store.put(&key(i), &v))?;
-                // As for Tailwind: how far behind the store was, and how long it took.
-                let done = lock(&store.state).done;
-                let lag = done.saturating_sub(applied.load(Ordering::Acquire));
-                let t = Instant::now();
-                while applied.load(Ordering::Acquire) < done {
-                    if t.elapsed() > Duration::from_secs(60) {
-                        return Err("the store did not apply the acknowledged puts in 60 s".into());
-                    }
-                    std::thread::sleep(Duration::from_micros(100));
-                }
-                let mut row = row("rpc", &args.transport, value, REPLICAS, r);
-                row["backup_apply"] = json!(args.backup_apply);
-                row["apply_lag_at_end"] = json!(lag);
-                row["catch_up_ms"] = json!(bench::round(t.elapsed().as_secs_f64() * 1000.0, 1));
-                println!("DONE {row}");
+    serve_runs(|value| {
+        let v = vec![b'v'; value];
+        let r = load(args.clients, args.seconds, &|i| store.put(&key(i), &v))?;
+        // As for Tailwind: how far behind the store was, and how long it took.
+        let done = lock(&store.state).done;
+        let lag = done.saturating_sub(applied.load(Ordering::Acquire));
+        let t = Instant::now();
+        while applied.load(Ordering::Acquire) < done {
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err("the store did not apply the acknowledged puts in 60 s".into());
             }
-            (Some("EXIT"), _) | (None, _) => break,
-            _ => return Err(format!("unexpected command {line:?}")),
+            std::thread::sleep(Duration::from_micros(100));
         }
-    }
+        Ok(member_row(args, "rpc", value, r, lag, t))
+    })?;
     drop(store);
     applier.join().map_err(|_| "the applier panicked")??;
     Ok(())
