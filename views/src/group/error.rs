@@ -50,6 +50,10 @@ pub enum SendError {
     /// Fatal for this node: it is no longer a member.
     #[error("this node stopped: {0}")]
     Stopped(String),
+    /// Retry: the window (or arena) stayed full for this long
+    /// ([`super::Group::send_where_within`]'s bound on waiting for room).
+    #[error("no room to send within {0:?}: the receivers are behind")]
+    Timeout(std::time::Duration),
 }
 
 impl SendError {

@@ -240,6 +240,12 @@ impl Group {
         self.wait_until(within, |e| e.view.members().len() >= n && !e.is_wedged())
     }
 
+    /// Waits up to `within` for a view that `f` accepts (tested at once, then at
+    /// each view change; no polling); false on timeout or stop.
+    pub fn wait_for_view(&self, within: Duration, mut f: impl FnMut(&View) -> bool) -> bool {
+        self.wait_until(within, |e| f(&e.view))
+    }
+
     /// Waits up to `within` for a view satisfying `f`.
     fn wait_until(&self, within: Duration, mut f: impl FnMut(&Epoch) -> bool) -> bool {
         let deadline = Instant::now() + within;

@@ -57,6 +57,23 @@ impl Group {
         len: usize,
         build: impl Fn(&mut smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
+        self.send_where_within(pick, len, build, None, None)
+    }
+
+    /// [`Group::send_where`] with bounds on its waits: for room in a full window
+    /// or arena, up to `room` (`None`: as long as it takes), and for a view that has
+    /// the subgroup, up to `view` (`None`: the send timeout). Past either bound it
+    /// fails with [`SendError::Timeout`] (room) or [`SendError::NotReady`] (view);
+    /// `Some(Duration::ZERO)` for both never waits.
+    pub fn send_where_within(
+        &self,
+        pick: impl Fn(&View) -> Option<usize>,
+        len: usize,
+        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+        room: Option<Duration>,
+        view: Option<Duration>,
+    ) -> Result<(), SendError> {
+        let mut room_deadline: Option<Instant> = None;
         let mut k = None;
         // Read the clock only once a send has to wait (not on every message).
         let mut deadline = None;
@@ -103,12 +120,21 @@ impl Group {
                 }
             }
             if let Some(s) = full {
-                // Back-pressure, not a view that is not ready: no deadline.
-                s.wait_for_room(Duration::from_millis(20));
+                // Back-pressure, not a view that is not ready: its own bound.
+                let mut wait = Duration::from_millis(20);
+                if let Some(room) = room {
+                    let until = *room_deadline.get_or_insert_with(|| Instant::now() + room);
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(SendError::Timeout(room));
+                    }
+                    wait = wait.min(left);
+                }
+                s.wait_for_room(wait);
                 backoff.reset();
                 continue;
             }
-            let deadline = *deadline.get_or_insert_with(|| Instant::now() + self.inner.send_timeout);
+            let deadline = *deadline.get_or_insert_with(|| Instant::now() + view.unwrap_or(self.inner.send_timeout));
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(SendError::NotReady(k));
