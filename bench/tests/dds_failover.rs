@@ -98,7 +98,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
     });
     let writer = if id <= 1 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
     // Everyone's endpoints in the view before the parent starts the clock.
-    let ready = p.wait_for_matched("stream", 2, N, Duration::from_secs(60));
+    let ready = p.wait_for_matched("stream", 2, N, Duration::from_secs(60)).is_ok();
     if !ready {
         return Err("the topic did not get its endpoints".into());
     }

@@ -130,7 +130,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         }
     }
     let logs = [p.create_log(&args.a, qos(Ack::Disk)).map_err(e)?, p.create_log(&args.b, qos(Ack::Memory)).map_err(e)?];
-    let matched = ["t1", "t2"].iter().all(|t| p.wait_for_matched(t, 2, N, Duration::from_secs(60)));
+    let matched = ["t1", "t2"].iter().all(|t| p.wait_for_matched(t, 2, N, Duration::from_secs(60)).is_ok());
     if !matched || logs.iter().any(|l| l.ready(Duration::from_secs(60)).is_none()) {
         return Err("the topics or logs did not get ready".into());
     }

@@ -102,7 +102,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         g.count += 1;
     });
     let writer = if id <= 1 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
-    if !p.wait_for_matched("stream", 2, N, Duration::from_secs(60)) {
+    if p.wait_for_matched("stream", 2, N, Duration::from_secs(60)).is_err() {
         return Err("the topic did not get its endpoints".into());
     }
     println!("JOINED");

@@ -127,7 +127,7 @@ fn run(args: &Args) -> Result<(), String> {
         let r = p.create_reader(&topic, topic.qos()).map_err(|e| e.to_string())?;
         let mut view = p.group().view().map(|v| v.id());
         subscribe(&r, || {
-            if let Some(why) = r.catch_up_failed() {
+            if let Err(why) = r.catch_up_failed() {
                 println!("(the history did not arrive: {why})");
             }
             let now = p.group().view();

@@ -41,10 +41,55 @@ pub enum DdsError {
     /// The topic's log file could not be opened or written.
     #[error(transparent)]
     Log(#[from] crate::log::LogError),
-    /// The domain did not take a change in time, or this participant stopped.
+    /// This participant is no longer a member of the domain (it left, or was
+    /// removed and does not rejoin); the text says why.
+    #[error("this participant stopped: {0}")]
+    Stopped(String),
+    /// The domain did not take a change in time.
     #[error("domain: {0}")]
     NotApplied(String),
     /// A write could not be sent.
     #[error("write: {0}")]
-    Send(#[from] views::group::SendError),
+    Send(views::group::SendError),
+    /// A write found no room in its ring within the writer's
+    /// [`crate::Qos::max_blocking_time`] (or at once, for `try_write`): the
+    /// readers are behind. Nothing was sent; try again.
+    #[error("write: no room within {0:?} (the readers are behind); nothing was sent")]
+    Timeout(std::time::Duration),
+    /// An instance this reader (or writer) does not know.
+    #[error("topic `{topic}`: no instance {instance} here")]
+    UnknownInstance {
+        /// The topic.
+        topic: String,
+        /// The instance.
+        instance: crate::instance::InstanceHandle,
+    },
+    /// An instance call on a topic that has no key.
+    #[error("topic `{0}` is not keyed: instances need a keyed topic")]
+    NotKeyed(String),
+    /// A late joiner's history did not arrive (the reader gets the live samples).
+    #[error("topic `{topic}`: history not received: {why}")]
+    CatchUp {
+        /// The topic.
+        topic: String,
+        /// Why.
+        why: String,
+    },
+    /// A wait ended without what it waited for.
+    #[error("{what}: not within {waited:?}")]
+    TimedOut {
+        /// What was waited for.
+        what: String,
+        /// How long.
+        waited: std::time::Duration,
+    },
+}
+
+impl From<views::group::SendError> for DdsError {
+    fn from(e: views::group::SendError) -> DdsError {
+        match e {
+            views::group::SendError::Timeout(d) => DdsError::Timeout(d),
+            other => DdsError::Send(other),
+        }
+    }
 }

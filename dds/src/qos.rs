@@ -20,6 +20,7 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The delivery and durability level, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
@@ -126,7 +127,28 @@ pub struct Qos {
     /// bytes for the slot size (`smc::spec::auto_window`: 256 KiB of slots, 256 to
     /// 4096 of them: 4096 for 16-byte slots, 256 for 1 KB ones).
     pub window: Option<u32>,
+    /// How long a sample stays valid after its writer wrote it (by its source
+    /// timestamp): older ones leave the history (topic) and the queue (reader)
+    /// unread. `None` (the default): forever. Clocks of the writer's and reader's
+    /// hosts are compared.
+    pub lifespan: Option<Duration>,
+    /// The most time between two samples of an instance: a reader past it counts a
+    /// requested deadline missed, a writer an offered one (per instance;
+    /// [`crate::reader::DeadlineMissed`]). A reader's request is met when the
+    /// writers' offer is at most its period. `None` (the default): no deadline.
+    pub deadline: Option<Duration>,
+    /// How long a writer's `write` may wait for room in its ring, the readers being
+    /// slow (DDS reliability's max_blocking_time): past it the write fails with
+    /// [`crate::DdsError::Timeout`]. `None` (the default): [`DEFAULT_MAX_BLOCKING`].
+    /// A write during a view change waits for the next view as well, up to the
+    /// group's send timeout (30 s by default); [`crate::DataWriter::try_write`]
+    /// never waits for either.
+    pub max_blocking_time: Option<Duration>,
 }
+
+/// The default [`Qos::max_blocking_time`]: 1 s (DDS's is 100 ms; a loaded 2-core
+/// host stalls a ring for longer than that without anything being wrong).
+pub const DEFAULT_MAX_BLOCKING: Duration = Duration::from_secs(1);
 
 /// The default [`Qos::max_sample_bytes`]: 64 MiB.
 pub const DEFAULT_MAX_SAMPLE: u32 = 64 << 20;
@@ -141,6 +163,9 @@ impl Default for Qos {
             slot_sample_bytes: 1008,
             arena_bytes: None,
             window: None,
+            lifespan: None,
+            deadline: None,
+            max_blocking_time: None,
         }
     }
 }
@@ -187,6 +212,21 @@ impl Qos {
     /// The same with this history.
     pub fn history(mut self, history: History) -> Qos {
         self.history = history;
+        self
+    }
+    /// The same with samples valid for `life` after they were written.
+    pub fn lifespan(mut self, life: Duration) -> Qos {
+        self.lifespan = Some(life);
+        self
+    }
+    /// The same with a deadline `period` per instance.
+    pub fn deadline(mut self, period: Duration) -> Qos {
+        self.deadline = Some(period);
+        self
+    }
+    /// The same with writes waiting at most `d` for room.
+    pub fn max_blocking_time(mut self, d: Duration) -> Qos {
+        self.max_blocking_time = Some(d);
         self
     }
 
@@ -249,6 +289,23 @@ impl Qos {
         if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
             return Err("history must keep at least one sample".into());
         }
+        self.validate_times()
+    }
+
+    /// Checks what a writer's QoS asks of the writer itself (its level is checked
+    /// against the topic's).
+    pub(crate) fn validate_writer(&self) -> Result<(), String> {
+        self.validate_times()
+    }
+
+    /// Checks the durations: none zero but the blocking time.
+    fn validate_times(&self) -> Result<(), String> {
+        if self.lifespan.is_some_and(|d| d.is_zero()) {
+            return Err("a lifespan of zero keeps no sample (None keeps them forever)".into());
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            return Err("a deadline period of zero is always missed (None sets none)".into());
+        }
         Ok(())
     }
 
@@ -262,7 +319,7 @@ impl Qos {
                 self.history, self.max_samples
             ));
         }
-        Ok(())
+        self.validate_times()
     }
 }
 

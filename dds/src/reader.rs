@@ -1,20 +1,29 @@
-//! DataReader: samples to `take`/`read`, a blocking `wait`, listeners, and the
-//! statuses (lost, rejected, incompatible QoS).
+//! DataReader: samples to `take`/`read` (by state and instance), a blocking
+//! `wait`, conditions for WaitSets, listeners, an async stream, and the statuses
+//! (lost, rejected, incompatible QoS, deadlines, liveliness).
 
+use crate::instance::{InstanceHandle, InstanceState, Keyed, StateMask};
+use crate::queue::{Raw, ReaderCore};
 use crate::sample::{Codec, Sample, SampleInfo};
-pub use crate::sink::ReaderStatus;
-use crate::sink::{Raw, ReaderCore, Src};
+use crate::sink::Src;
+pub use crate::status::{DeadlineMissed, Liveliness, ReaderStatus};
 use crate::topic::TopicState;
-use crate::{IncompatibleQos, Participant};
+use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
+use crate::{DdsError, IncompatibleQos, Participant};
 use sst::sync::lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+mod stream;
+pub use stream::SampleStream;
 
 /// A sample read where it lies (see [`DataReader::on_sample_in_place`]): valid
 /// until the callback returns.
 pub struct SampleRef<'a, T> {
     info: &'a SampleInfo,
     src: &'a Src<'a>,
+    /// Where the serialized sample starts in `src`.
+    at: usize,
     codec: &'a Codec<T>,
 }
 
@@ -31,7 +40,7 @@ impl<T> SampleRef<'_, T> {
     }
     /// The serialized sample's length in bytes.
     pub fn len(&self) -> usize {
-        self.src.payload_len()
+        self.src.len() - self.at
     }
     /// True for an empty sample.
     pub fn is_empty(&self) -> bool {
@@ -41,7 +50,7 @@ impl<T> SampleRef<'_, T> {
     /// its slot without copying the rest; `None` past the sample's end.
     pub fn word(&self, i: usize) -> Option<u64> {
         let end = i.checked_add(1)?.checked_mul(8)?;
-        (end <= self.len()).then(|| self.src.word(self.src.header_len() / 8 + i))
+        (end <= self.len()).then(|| self.src.word(self.at / 8 + i))
     }
     /// Copies the serialized sample's bytes from byte `at` (a multiple of 8) into
     /// `out`, straight out of its slot or its writer's arena (for samples of any
@@ -50,12 +59,12 @@ impl<T> SampleRef<'_, T> {
     /// Panics if `at + out.len()` passes the end of the sample.
     pub fn read_bytes(&self, at: usize, out: &mut [u8]) {
         assert!(at % 8 == 0 && at + out.len() <= self.len(), "read {at}+{} of a {}-byte sample", out.len(), self.len());
-        self.src.read_at(self.src.header_len() + at, out);
+        self.src.read_at(self.at + at, out);
     }
     /// Decodes the sample (a Pod sample is one copy out of its slot).
     pub fn get(&self) -> Result<T, String> {
         let mut buf = vec![0u8; self.len()];
-        self.src.read_payload(&mut buf);
+        self.src.read_at(self.at, &mut buf);
         (self.codec.decode)(&buf)
     }
 }
@@ -67,17 +76,20 @@ impl<T: bytemuck::Pod> SampleRef<'_, T> {
         if self.len() != want {
             return Err(format!("{} bytes is not a {want}-byte sample", self.len()));
         }
-        self.src.read_payload(bytemuck::bytes_of_mut(out));
+        self.src.read_at(self.at, bytemuck::bytes_of_mut(out));
         Ok(())
     }
 }
 
 /// Reads samples of one topic (see [`crate::DomainParticipant::create_reader`] and
-/// [`crate::DomainClient::create_reader`]). Dropping it removes it from the domain.
+/// [`crate::DomainClient::create_reader`]). Dropping it removes it from the domain
+/// (a table edit: it waits up to 2 s for the domain to take it, then gives up with
+/// a warning; the domain drops the endpoint at the participant's next change).
 pub struct DataReader<T> {
     pub(crate) owner: Box<dyn Owner>,
     pub(crate) core: Arc<ReaderCore>,
     pub(crate) codec: Codec<T>,
+    pub(crate) deadline: Option<Duration>,
 }
 
 /// Whose reader it is (a member participant's or a client's): what its statuses
@@ -115,22 +127,27 @@ impl<T> std::fmt::Debug for DataReader<T> {
 }
 
 impl<T: Send + 'static> DataReader<T> {
-    fn decode(&self, raw: &Raw, status: &mut ReaderStatus) -> Option<Sample<T>> {
-        match (self.codec.decode)(&raw.payload) {
-            Ok(data) => Some(Sample { data, info: raw.info }),
-            Err(why) => {
-                status.rejected += 1;
-                status.last_rejected = Some(format!(
+    /// Decodes collected samples; one that does not decode is skipped and counted
+    /// in [`ReaderStatus::rejected`].
+    fn decode(&self, raws: Vec<Raw>) -> Vec<Sample<T>> {
+        let mut out = Vec::with_capacity(raws.len());
+        let mut bad = Vec::new();
+        for raw in raws {
+            match (self.codec.decode)(&raw.payload) {
+                Ok(data) => out.push(Sample { data, info: raw.info }),
+                Err(why) => bad.push(format!(
                     "sample {} of {} does not decode as {}: {why}",
                     raw.info.seq, raw.info.writer, self.codec.type_name
-                ));
-                None
+                )),
             }
         }
+        for why in bad {
+            self.core.reject(why);
+        }
+        out
     }
 
-    /// Removes and returns every sample waiting, in delivery order. One that does
-    /// not decode is skipped and counted in [`ReaderStatus::rejected`].
+    /// Removes and returns every sample waiting, in delivery order.
     pub fn take(&self) -> Vec<Sample<T>> {
         self.take_up_to(usize::MAX)
     }
@@ -140,19 +157,56 @@ impl<T: Send + 'static> DataReader<T> {
     /// decode is skipped (and counts toward `max`) and counted in
     /// [`ReaderStatus::rejected`].
     pub fn take_up_to(&self, max: usize) -> Vec<Sample<T>> {
-        let mut q = lock(&self.core.q);
-        let k = q.samples.len().min(max);
-        let raws: Vec<Raw> = q.samples.drain(..k).collect();
-        raws.iter().filter_map(|r| self.decode(r, &mut q.status)).collect()
+        self.decode(self.core.collect(max, StateMask::ANY, None, true))
     }
 
-    /// Returns every sample waiting without removing them.
+    /// Returns every sample waiting without removing them, and marks them read:
+    /// what `take` would return, each with [`SampleInfo::sample_state`] `Read` if
+    /// an earlier `read` returned it.
     pub fn read(&self) -> Vec<Sample<T>> {
-        let mut q = lock(&self.core.q);
-        let mut status = std::mem::take(&mut q.status);
-        let out = q.samples.iter().filter_map(|r| self.decode(r, &mut status)).collect();
-        q.status = status;
-        out
+        self.read_matching(usize::MAX, StateMask::ANY)
+    }
+
+    /// Takes up to `max` samples in the states `mask` wants.
+    pub fn take_matching(&self, max: usize, mask: StateMask) -> Vec<Sample<T>> {
+        self.decode(self.core.collect(max, mask, None, true))
+    }
+
+    /// Reads (without removing, marking read) up to `max` samples in the states
+    /// `mask` wants.
+    pub fn read_matching(&self, max: usize, mask: StateMask) -> Vec<Sample<T>> {
+        self.decode(self.core.collect(max, mask, None, false))
+    }
+
+    /// Takes the samples of one instance (an error if this reader never had a
+    /// sample of it).
+    pub fn take_instance(&self, instance: InstanceHandle) -> Result<Vec<Sample<T>>, DdsError> {
+        self.known(instance)?;
+        Ok(self.decode(self.core.collect(usize::MAX, StateMask::ANY, Some(instance), true)))
+    }
+
+    /// Reads the samples of one instance (an error if this reader never had a
+    /// sample of it).
+    pub fn read_instance(&self, instance: InstanceHandle) -> Result<Vec<Sample<T>>, DdsError> {
+        self.known(instance)?;
+        Ok(self.decode(self.core.collect(usize::MAX, StateMask::ANY, Some(instance), false)))
+    }
+
+    fn known(&self, instance: InstanceHandle) -> Result<InstanceState, DdsError> {
+        self.core
+            .instance_state(instance)
+            .ok_or_else(|| DdsError::UnknownInstance { topic: self.topic_name().into(), instance })
+    }
+
+    /// The state of an instance this reader had a sample of.
+    pub fn instance_state(&self, instance: InstanceHandle) -> Result<InstanceState, DdsError> {
+        self.known(instance)
+    }
+
+    /// The instance of `sample` (its key's handle; `NIL` on an unkeyed topic),
+    /// whether this reader knows it or not.
+    pub fn instance_of(&self, sample: &T) -> Result<InstanceHandle, DdsError> {
+        self.codec.instance_of(sample)
     }
 
     /// Waits up to `timeout` until a sample is waiting; true if one is. Sleeps,
@@ -184,6 +238,25 @@ impl<T: Send + 'static> DataReader<T> {
         out
     }
 
+    /// A condition for a [`crate::waitset::WaitSet`]: true while this reader holds
+    /// a sample `mask` wants.
+    pub fn read_condition(&self, mask: StateMask) -> ReadCondition {
+        ReadCondition { core: self.core.clone(), mask }
+    }
+
+    /// A condition for a [`crate::waitset::WaitSet`]: true when one of `kinds`
+    /// changed since it last fired.
+    pub fn status_condition(&self, kinds: &[StatusKind]) -> StatusCondition {
+        StatusCondition::new(self.core.clone(), kinds, self.deadline)
+    }
+
+    /// The samples as a `futures::Stream`, in delivery order (they are taken).
+    /// Its task sleeps while none wait: delivery wakes it. Usable from any
+    /// executor.
+    pub fn stream(&self) -> SampleStream<'_, T> {
+        SampleStream::new(self)
+    }
+
     /// Calls `f` with each sample as it is delivered, decoded, instead of queueing it
     /// (samples already waiting stay for [`DataReader::take`]). Runs on the domain's
     /// delivery thread, under the topic's lock: it must not block, nor write to a
@@ -192,9 +265,9 @@ impl<T: Send + 'static> DataReader<T> {
     pub fn on_data_available(&self, mut f: impl FnMut(Sample<T>) + Send + 'static) {
         let codec = self.codec.clone();
         let core = self.core.clone();
-        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>| {
-            let mut buf = vec![0u8; src.payload_len()];
-            src.read_payload(&mut buf);
+        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
+            let mut buf = vec![0u8; src.len() - at];
+            src.read_at(at, &mut buf);
             match (codec.decode)(&buf) {
                 Ok(data) => f(Sample { data, info: *info }),
                 Err(why) => core.reject(format!("sample {} of {}: {why}", info.seq, info.writer)),
@@ -208,8 +281,8 @@ impl<T: Send + 'static> DataReader<T> {
     /// [`DataReader::on_data_available`].
     pub fn on_sample_in_place(&self, mut f: impl FnMut(&SampleRef<'_, T>) + Send + 'static) {
         let codec = self.codec.clone();
-        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>| {
-            f(&SampleRef { info, src, codec: &codec });
+        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
+            f(&SampleRef { info, src, at, codec: &codec });
         }));
     }
 
@@ -218,9 +291,9 @@ impl<T: Send + 'static> DataReader<T> {
         *lock(&self.core.listener) = None;
     }
 
-    /// The counters so far.
+    /// The statuses so far (deadlines counted up to now).
     pub fn status(&self) -> ReaderStatus {
-        let mut s = lock(&self.core.q).status.clone();
+        let mut s = self.core.status();
         s.received += self.core.taken_by_listener.load(sst::sync::atomic::Ordering::Relaxed);
         s
     }
@@ -234,13 +307,24 @@ impl<T: Send + 'static> DataReader<T> {
     /// Why the late join's history did not arrive, if it did not (a member's
     /// reader; a client's reader reports what it could not have in
     /// [`ReaderStatus::lost`]).
-    pub fn catch_up_failed(&self) -> Option<String> {
-        self.owner.catch_up_failed()
+    pub fn catch_up_failed(&self) -> Result<(), DdsError> {
+        match self.owner.catch_up_failed() {
+            None => Ok(()),
+            Some(why) => Err(DdsError::CatchUp { topic: self.topic_name().into(), why }),
+        }
     }
 
     /// The topic's name.
     pub fn topic_name(&self) -> &str {
         self.owner.topic_name()
+    }
+}
+
+impl<T: Keyed + Send + 'static> DataReader<T> {
+    /// The handle of the instance with `key`, if this reader had a sample of it.
+    pub fn lookup_instance(&self, key: &T::Key) -> Result<Option<InstanceHandle>, DdsError> {
+        let h = InstanceHandle::of_key(key)?;
+        Ok(self.core.instance_state(h).map(|_| h))
     }
 }
 

@@ -16,9 +16,11 @@
 //! ([`PROXY`]); its [`WriterId`] is the client's (id and writer number), the same
 //! whichever member sent it.
 
+use crate::instance::{InstanceHandle, InstanceState, Keyed, SampleState, ViewState, KEYED_MARK};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sst::transport::NodeId;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use views::view::ViewId;
 
@@ -84,6 +86,19 @@ pub struct SampleInfo {
     /// True if it came from history (a late join's catch-up or this process's own
     /// log at restart) rather than live.
     pub from_history: bool,
+    /// Its instance ([`InstanceHandle::NIL`] on an unkeyed topic).
+    pub instance: InstanceHandle,
+    /// False for a sample that only tells of its instance's state (a disposal, an
+    /// unregistration, its writers gone): its data is the sample its writer named
+    /// the instance by (or the last one this reader had of it), and only its key
+    /// is meant.
+    pub valid_data: bool,
+    /// Whether this reader returned it before (see [`SampleState`]).
+    pub sample_state: SampleState,
+    /// Whether this reader had returned a sample of its instance before.
+    pub view_state: ViewState,
+    /// Its instance's state at this reader when it was returned.
+    pub instance_state: InstanceState,
 }
 
 /// A sample: the data and its [`SampleInfo`].
@@ -147,27 +162,104 @@ pub(crate) fn info_of(
         writer = WriterId { node, id: cw, client: Some(c) };
         level = Some(l);
     }
-    (SampleInfo { writer, seq, source_timestamp: ts, view, topic_seq, from_history }, level)
+    let info = SampleInfo {
+        writer,
+        seq,
+        source_timestamp: ts,
+        view,
+        topic_seq,
+        from_history,
+        instance: InstanceHandle::NIL,
+        valid_data: true,
+        sample_state: SampleState::NotRead,
+        view_state: ViewState::New,
+        instance_state: InstanceState::Alive,
+    };
+    (info, level)
 }
+
+/// A keyed type's key of a sample, as bytes (what names its instance).
+pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<Vec<u8>, String> + Send + Sync>;
 
 /// How a topic's samples become bytes and back.
 pub(crate) struct Codec<T> {
     pub(crate) encode: fn(&T, &mut Vec<u8>) -> Result<(), String>,
     pub(crate) decode: fn(&[u8]) -> Result<T, String>,
-    /// `pod:` or `serde:` and the Rust type name: what participants compare.
+    /// What participants compare (see [`type_name`]).
     pub(crate) type_name: String,
     pub(crate) pod: bool,
+    /// A keyed type's key (see [`crate::instance`]).
+    pub(crate) key: Option<KeyFn<T>>,
 }
 
 impl<T> Clone for Codec<T> {
     fn clone(&self) -> Self {
-        Codec { encode: self.encode, decode: self.decode, type_name: self.type_name.clone(), pod: self.pod }
+        Codec {
+            encode: self.encode,
+            decode: self.decode,
+            type_name: self.type_name.clone(),
+            pod: self.pod,
+            key: self.key.clone(),
+        }
     }
 }
 
 impl<T> std::fmt::Debug for Codec<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.type_name)
+    }
+}
+
+impl<T> Codec<T> {
+    /// The instance of `sample` (`NIL` for an unkeyed topic).
+    pub(crate) fn instance_of(&self, sample: &T) -> Result<InstanceHandle, crate::DdsError> {
+        match &self.key {
+            None => Ok(InstanceHandle::NIL),
+            Some(k) => Ok(InstanceHandle::of_key_bytes(&k(sample).map_err(crate::DdsError::Encode)?)),
+        }
+    }
+}
+
+/// A Rust type's name without module paths (`Vec<my::Reading>` is `Vec<Reading>`):
+/// the same for the same declaration in two binaries.
+pub(crate) fn short_name<T: ?Sized>() -> String {
+    let full = std::any::type_name::<T>();
+    let mut out = String::with_capacity(full.len());
+    let mut word = String::new();
+    for c in full.chars() {
+        if c.is_alphanumeric() || c == '_' || c == ':' {
+            word.push(c);
+        } else {
+            out.push_str(word.rsplit("::").next().unwrap_or(""));
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(word.rsplit("::").next().unwrap_or(""));
+    out
+}
+
+/// The layout fingerprint of a serde type: a digest of its traced shape (fields,
+/// their names, types and order; for enums, the variants the trace reached: the
+/// first of each nested enum). `None` if the type cannot be traced (a custom
+/// `Deserialize` that needs real input).
+fn serde_fingerprint<T: DeserializeOwned>() -> Option<u64> {
+    use serde_reflection::{Samples, Tracer, TracerConfig};
+    let samples = Samples::new();
+    let mut tracer = Tracer::new(TracerConfig::default());
+    let (format, _) = tracer.trace_type::<T>(&samples).ok()?;
+    let registry = tracer.registry_unchecked();
+    let bytes = postcard::to_stdvec(&(format, registry)).ok()?;
+    Some(sst::hash::digest(&bytes))
+}
+
+/// The type name participants compare for a serde type: `serde:Name#fingerprint`
+/// (`serde+keyed:` for a keyed one); the full Rust path if it cannot be traced.
+fn serde_type_name<T: DeserializeOwned>(keyed: bool) -> String {
+    let codec = if keyed { format!("serde{KEYED_MARK}") } else { "serde".into() };
+    match serde_fingerprint::<T>() {
+        Some(f) => format!("{codec}:{}#{f:016x}", short_name::<T>()),
+        None => format!("{codec}:{}", std::any::type_name::<T>()),
     }
 }
 
@@ -183,8 +275,18 @@ pub(crate) fn serde_codec<T: Serialize + DeserializeOwned>() -> Codec<T> {
             Ok((_, rest)) => Err(format!("{} bytes left over after the sample", rest.len())),
             Err(e) => Err(e.to_string()),
         },
-        type_name: format!("serde:{}", std::any::type_name::<T>()),
+        type_name: serde_type_name::<T>(false),
         pod: false,
+        key: None,
+    }
+}
+
+/// A serde codec whose instances are [`Keyed::key`]'s values.
+pub(crate) fn keyed_codec<T: Serialize + DeserializeOwned + Keyed>() -> Codec<T> {
+    Codec {
+        type_name: serde_type_name::<T>(true),
+        key: Some(Arc::new(|t: &T| postcard::to_stdvec(&t.key()).map_err(|e| e.to_string()))),
+        ..serde_codec::<T>()
     }
 }
 
@@ -200,9 +302,24 @@ pub(crate) fn pod_codec<T: bytemuck::Pod>() -> Codec<T> {
                 format!("{} bytes is not a {}-byte {}", b.len(), std::mem::size_of::<T>(), std::any::type_name::<T>())
             })
         },
-        type_name: format!("pod:{}:{}", std::any::type_name::<T>(), std::mem::size_of::<T>()),
+        type_name: format!("pod:{}:{}", short_name::<T>(), std::mem::size_of::<T>()),
         pod: true,
+        key: None,
     }
+}
+
+/// A Pod codec whose instances are named by bytes `key` of each sample.
+pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> Result<Codec<T>, String> {
+    let size = std::mem::size_of::<T>();
+    if key.is_empty() || key.end > size {
+        return Err(format!("key bytes {key:?} are not within the {size}-byte {}", short_name::<T>()));
+    }
+    let name = format!("pod{KEYED_MARK}:{}:{size}:{}..{}", short_name::<T>(), key.start, key.end);
+    Ok(Codec {
+        type_name: name,
+        key: Some(Arc::new(move |t: &T| Ok(bytemuck::bytes_of(t)[key.clone()].to_vec()))),
+        ..pod_codec::<T>()
+    })
 }
 
 #[cfg(test)]
@@ -242,5 +359,48 @@ mod tests {
         assert_eq!((p.decode)(&out).unwrap(), [1, 2, 3, 4]);
         assert!((p.decode)(&out[..15]).unwrap_err().contains("15 bytes"));
         assert_ne!(p.type_name, pod_codec::<[u32; 5]>().type_name);
+    }
+
+    mod one {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub struct Reading {
+            pub sensor: String,
+            pub celsius: f32,
+        }
+    }
+    mod two {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub struct Reading {
+            pub sensor: String,
+            pub celsius: f32,
+        }
+    }
+    mod three {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        pub struct Reading {
+            pub sensor: String,
+            pub celsius: f64,
+        }
+    }
+
+    #[test]
+    fn types_are_named_by_declaration_and_layout_not_by_path() {
+        let a = serde_codec::<one::Reading>().type_name;
+        assert!(a.starts_with("serde:Reading#"), "{a}");
+        assert_eq!(a, serde_codec::<two::Reading>().type_name, "the same declaration elsewhere");
+        assert_ne!(a, serde_codec::<three::Reading>().type_name, "a field of another type");
+        assert_eq!(short_name::<Vec<one::Reading>>(), "Vec<Reading>");
+        assert!(keyed_pod_codec::<[u8; 8]>(4..9).unwrap_err().contains("not within"));
+        assert!(keyed_pod_codec::<[u8; 8]>(2..2).is_err());
+        let k = keyed_pod_codec::<[u8; 8]>(0..4).unwrap();
+        assert!(crate::instance::is_keyed(&k.type_name) && !crate::instance::is_keyed(&p_name()));
+        assert_eq!(
+            k.instance_of(&[1, 2, 3, 4, 9, 9, 9, 9]).unwrap(),
+            k.instance_of(&[1, 2, 3, 4, 0, 0, 0, 0]).unwrap()
+        );
+    }
+
+    fn p_name() -> String {
+        pod_codec::<[u8; 8]>().type_name
     }
 }

@@ -8,16 +8,19 @@
 //! duplicate: both are numbered by the topic's delivery count (`topic_seq`), which
 //! is the same at every member of an ordered topic.
 
+use crate::history::History;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
+use crate::queue::ReaderCore;
 use crate::sample::{info_of, SampleInfo, WriterId, HEADER};
 use crate::serve::relay::Relay;
-use crate::sink::{ReaderCore, Src};
+use crate::sink::Src;
 use crate::table::{Endpoint, TopicEntry};
 use sst::transport::NodeId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 use views::view::ViewId;
 
 use sst::sync::lock;
@@ -91,7 +94,7 @@ pub(crate) struct WriterStatus {
 #[derive(Debug)]
 pub(crate) struct TopicInner {
     pub(crate) next_seq: u64,
-    pub(crate) store: VecDeque<Entry>,
+    pub(crate) store: History,
     pub(crate) log: Option<SampleLog>,
     pub(crate) readers: Vec<Arc<ReaderCore>>,
     /// Local writers by number (a B-tree: a few comparisons, no hashing per sample).
@@ -110,6 +113,11 @@ pub(crate) struct TopicInner {
     /// Clients served here: their readers, their writers' acks, and the duplicate
     /// filter of client samples.
     pub(crate) clients: Relay,
+    /// The members of the topic's subgroup in its last view here (a view with new
+    /// ones pins the history for them: [`History::pin`]).
+    subgroup: Vec<NodeId>,
+    /// Members' writers alive at the last view start, by [`WriterId::key`].
+    alive: Vec<(u64, u32, bool)>,
 }
 
 impl TopicInner {
@@ -128,6 +136,8 @@ impl TopicInner {
 pub(crate) struct TopicState {
     pub(crate) name: String,
     pub(crate) qos: Qos,
+    /// A keyed topic (see [`crate::instance`]).
+    pub(crate) keyed: bool,
     pub(crate) me: NodeId,
     pub(crate) log_path: Option<PathBuf>,
     pub(crate) inner: Mutex<TopicInner>,
@@ -142,10 +152,17 @@ pub(crate) struct TopicState {
     pub(crate) writer_incompatible: Mutex<HashMap<u32, crate::IncompatibleQos>>,
     /// `(view id + 1) << 16 | (subgroup + 1)` of the last view a send looked up.
     pick: sst::sync::atomic::AtomicU64,
+    /// Samples of local writers delivered here, and tasks waiting for room.
+    own_delivered: sst::sync::atomic::AtomicU64,
+    room_wakers: Mutex<Vec<std::task::Waker>>,
+    n_room_wakers: sst::sync::atomic::AtomicUsize,
 }
 
 /// Seams kept per topic (a late joiner asks about the view it joined in).
 const SEAMS: usize = 64;
+/// How long a pinned seam keeps the history as it stood (a late joiner's
+/// catch-up normally takes milliseconds; it gives up after its own timeout).
+const PIN_FOR: Duration = Duration::from_secs(60);
 
 impl TopicState {
     /// The state of topic `name` with QoS `qos`; a Logged topic opens its log at
@@ -153,12 +170,13 @@ impl TopicState {
     pub(crate) fn open(
         name: &str,
         qos: Qos,
+        keyed: bool,
         me: NodeId,
         log: Option<(PathBuf, Fsync)>,
     ) -> Result<TopicState, crate::DdsError> {
         let mut inner = TopicInner {
             next_seq: 0,
-            store: VecDeque::new(),
+            store: History::new(&qos, keyed),
             log: None,
             readers: Vec::new(),
             writers: BTreeMap::new(),
@@ -168,6 +186,8 @@ impl TopicState {
             last_view: None,
             rejoined: false,
             clients: Relay::default(),
+            subgroup: Vec::new(),
+            alive: Vec::new(),
         };
         let mut log_path = None;
         if let Some((path, fsync)) = log {
@@ -183,10 +203,7 @@ impl TopicState {
                     why,
                 })?;
                 inner.clients.note(&e.info(true).0);
-                inner.store.push_back(e);
-                if inner.store.len() > qos.keep() {
-                    inner.store.pop_front();
-                }
+                inner.store.push(e);
             }
             inner.next_seq = records.len() as u64;
             inner.log = Some(file);
@@ -195,6 +212,7 @@ impl TopicState {
         Ok(TopicState {
             name: name.into(),
             qos,
+            keyed,
             me,
             log_path,
             inner: Mutex::new(inner),
@@ -203,6 +221,9 @@ impl TopicState {
             catch_up_failed: Mutex::new(None),
             writer_incompatible: Mutex::new(HashMap::new()),
             pick: sst::sync::atomic::AtomicU64::new(0),
+            own_delivered: sst::sync::atomic::AtomicU64::new(0),
+            room_wakers: Mutex::new(Vec::new()),
+            n_room_wakers: sst::sync::atomic::AtomicUsize::new(0),
         })
     }
 
@@ -238,6 +259,11 @@ impl TopicState {
         let catch_up = first && (self.keeps_history() || rejoined);
         let complete = g.catching_up.is_none() && !catch_up;
         let seq = g.next_seq;
+        if self.keeps_history() && members.iter().any(|m| *m != self.me && !g.subgroup.contains(m)) {
+            // A late joiner asks for the history as it stands now: keep it so.
+            g.store.pin(seq, PIN_FOR);
+        }
+        g.subgroup = members.to_vec();
         g.seams.push_back(Seam { view, seq, complete });
         if g.seams.len() > SEAMS {
             g.seams.pop_front();
@@ -319,8 +345,7 @@ impl TopicState {
         if self.keeps_history() {
             // The oldest entry's buffer takes the new one once the history is full:
             // one copy per sample and no allocation in the steady state.
-            let mut bytes = if g.store.len() >= self.qos.keep() { g.store.pop_front().map(|e| e.bytes) } else { None }
-                .unwrap_or_default();
+            let mut bytes = g.store.spare();
             bytes.resize(src.len(), 0);
             src.read_all(&mut bytes);
             let e = Entry { seq, view, node: sender.0, bytes };
@@ -332,7 +357,7 @@ impl TopicState {
                     }
                 }
             }
-            g.store.push_back(e);
+            g.store.push(e);
         }
         let level = g.offered(&info, client_level);
         for r in &g.readers {
@@ -351,6 +376,10 @@ impl TopicState {
         } else if sender == self.me {
             if let Some(w) = g.writers.get_mut(&info.writer.id) {
                 w.delivered = w.delivered.max(info.seq);
+                self.own_delivered.fetch_add(1, sst::sync::atomic::Ordering::Release);
+                if self.n_room_wakers.load(sst::sync::atomic::Ordering::Acquire) > 0 {
+                    self.wake_room();
+                }
                 // A notify is a system call: only when someone waits.
                 if self.waiters.load(sst::sync::atomic::Ordering::Relaxed) > 0 {
                     self.delivered.notify_all();
@@ -359,17 +388,64 @@ impl TopicState {
         }
     }
 
+    /// How many samples of local writers were delivered here so far.
+    pub(crate) fn delivered_count(&self) -> u64 {
+        self.own_delivered.load(sst::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Wakes `w` at the next delivery of a local writer's sample.
+    pub(crate) fn wake_on_delivery(&self, w: std::task::Waker) {
+        let mut ws = lock(&self.room_wakers);
+        ws.push(w);
+        self.n_room_wakers.store(ws.len(), sst::sync::atomic::Ordering::Release);
+    }
+
+    fn wake_room(&self) {
+        let ws = std::mem::take(&mut *lock(&self.room_wakers));
+        self.n_room_wakers.store(0, sst::sync::atomic::Ordering::Release);
+        for w in ws {
+            w.wake();
+        }
+    }
+
     /// Adds a local reader: it first gets the history this node holds.
     pub(crate) fn add_reader(&self, r: Arc<ReaderCore>) {
-        let mut g = lock(&self.inner);
-        for e in &g.store {
+        let g = lock(&self.inner);
+        for e in g.store.all() {
             let (info, client_level) = e.info(true);
             let level = g.offered(&info, client_level);
             if level.map_or(true, |l| l.satisfies(r.level)) {
                 r.offer(&info, Src::Bytes(&e.bytes));
             }
         }
+        // Writers that left before this reader came: their instances have none.
+        if !g.alive.is_empty() || g.last_view.is_some() {
+            r.writers_now(&g.alive, 0, false);
+        }
+        let mut g = g;
         g.readers.push(r);
+    }
+
+    /// A view starts (at every member, at the same point of the topic's order):
+    /// `entry` is the topic as the view's table lists it, `members` the view's.
+    /// Writers no longer listed or whose participant left are gone: the local
+    /// readers' instances they alone wrote have no writers now.
+    pub(crate) fn view_started(&self, entry: &TopicEntry, members: &[NodeId]) {
+        let mut g = lock(&self.inner);
+        let alive: Vec<(u64, u32, bool)> = entry
+            .writers
+            .iter()
+            .filter(|w| w.id != crate::sample::PROXY && members.iter().any(|m| m.0 == w.node))
+            .map(|w| (w.node as u64, w.id, false))
+            .collect();
+        let lost = g.alive.iter().filter(|w| !alive.contains(w) && !members.iter().any(|m| m.0 as u64 == w.0)).count();
+        if alive == g.alive && lost == 0 {
+            return;
+        }
+        for r in &g.readers {
+            r.writers_now(&alive, lost, true);
+        }
+        g.alive = alive;
     }
 
     /// This participant was removed from the domain and is back (before the view
@@ -403,6 +479,12 @@ impl TopicState {
         }
         if let Some(s) = seam {
             g.next_seq = g.next_seq.max(s);
+        }
+        if got > 0 {
+            // The history may name writers that left before this member came.
+            for r in &g.readers {
+                r.writers_now(&g.alive, 0, false);
+            }
         }
         let Some(c) = g.catching_up.take() else {
             g.clients.flush();

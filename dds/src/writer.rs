@@ -1,18 +1,25 @@
 //! DataWriter: serializes (or copies a Pod) into a slot of the topic's subgroup,
-//! behind a 16-byte header; loans for Pod topics.
+//! behind a 16-byte header (and, on a keyed topic, the instance prefix); loans
+//! for Pod topics; disposals; bounded and non-blocking writes.
 
-use crate::qos::Level;
+use crate::instance::{prefix, InstanceHandle, Kind, PREFIX};
+use crate::qos::{Level, Qos, DEFAULT_MAX_BLOCKING};
 use crate::sample::{header, Codec, HEADER};
+use crate::status::DeadlineMissed;
 use crate::topic::TopicState;
 use crate::{DdsError, IncompatibleQos, Participant};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::lock;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+mod room;
+
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
 /// Dropping it waits (up to 5 s) until its samples are delivered here, then
-/// removes it from the domain.
+/// removes it from the domain (a table edit, up to 2 s more); its instances then
+/// have no writer of it at every reader.
 pub struct DataWriter<T> {
     pub(crate) p: Arc<Participant>,
     pub(crate) topic: Arc<TopicState>,
@@ -21,6 +28,25 @@ pub struct DataWriter<T> {
     pub(crate) codec: Codec<T>,
     pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
+    /// Held while a sample is sent: its number is taken only once it is.
+    sending: Mutex<()>,
+    max_block: Duration,
+    /// With an offered deadline: each instance's last write, and periods counted.
+    deadline: Option<(Duration, Mutex<Offered>)>,
+}
+
+/// A writer's offered-deadline bookkeeping.
+#[derive(Debug, Default)]
+struct Offered {
+    last: HashMap<InstanceHandle, (Instant, u64)>,
+    missed: DeadlineMissed,
+}
+
+/// How long a write waits: for room, and for a view with the topic.
+#[derive(Clone, Copy)]
+struct Wait {
+    room: Option<Duration>,
+    view: Option<Duration>,
 }
 
 impl<T> std::fmt::Debug for DataWriter<T> {
@@ -30,20 +56,42 @@ impl<T> std::fmt::Debug for DataWriter<T> {
 }
 
 impl<T> DataWriter<T> {
+    pub(crate) fn new(p: Arc<Participant>, topic: Arc<TopicState>, id: u32, qos: Qos, codec: Codec<T>) -> Self {
+        DataWriter {
+            p,
+            topic,
+            id,
+            level: qos.level,
+            codec,
+            seq: AtomicU64::new(0),
+            buf: Mutex::new(Vec::new()),
+            sending: Mutex::new(()),
+            max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
+            deadline: qos.deadline.map(|d| (d, Mutex::default())),
+        }
+    }
+
+    fn waits(&self) -> Wait {
+        Wait { room: Some(self.max_block), view: None }
+    }
+
     /// Sends `payload` (already serialized) as this writer's next sample.
-    fn send_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
-        self.send_built(payload.len(), |s| s.write(0, payload))
+    fn send_bytes(&self, payload: &[u8], wait: Wait) -> Result<u64, DdsError> {
+        self.send_built(payload.len(), wait, |s| s.write(0, payload))
     }
 
     /// Sends a `len`-byte serialized sample that `build` writes in place.
-    fn send_built(&self, len: usize, build: impl Fn(&mut SampleSlot<'_, '_>)) -> Result<u64, DdsError> {
+    fn send_built(&self, len: usize, wait: Wait, build: impl Fn(&mut SampleSlot<'_, '_>)) -> Result<u64, DdsError> {
         let max = self.topic.qos.max_sample_bytes as usize;
         if len > max {
             return Err(DdsError::TooLarge { len, max });
         }
-        let seq = self.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        // The number is taken only once the sample is sent: a write that found no
+        // room leaves no gap in the writer's sequence.
+        let _one = lock(&self.sending);
+        let seq = self.seq.load(Ordering::Relaxed) + 1;
         let [h0, h1] = header(self.id, seq, SystemTime::now());
-        self.p.group.send_where(
+        self.p.group.send_where_within(
             |v| self.topic.subgroup_in(v),
             HEADER + len,
             |slot| {
@@ -51,16 +99,110 @@ impl<T> DataWriter<T> {
                 slot.write_word(1, h1);
                 build(&mut SampleSlot { slot, len });
             },
+            wait.room,
+            wait.view,
         )?;
+        self.seq.store(seq, Ordering::Relaxed);
+        Ok(seq)
+    }
+
+    /// Encodes `sample` and sends it as `kind` (a keyed topic's prefix first).
+    fn send_sample(&self, sample: &T, kind: Kind, wait: Wait) -> Result<u64, DdsError> {
+        let mut buf = lock(&self.buf);
+        (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
+        if self.codec.key.is_none() {
+            self.noted(InstanceHandle::NIL);
+            return self.send_bytes(&buf, wait);
+        }
+        let h = self.codec.instance_of(sample)?;
+        let [p0, p1] = prefix(h, kind);
+        let seq = self.send_built(PREFIX + buf.len(), wait, |s| {
+            s.write_word(0, p0);
+            s.write_word(1, p1);
+            s.write(PREFIX, &buf);
+        })?;
+        self.noted(h);
         Ok(seq)
     }
 
     /// Writes one sample; returns its sequence number. Waits while the window is
-    /// full or a view change is under way.
+    /// full, up to the writer's [`Qos::max_blocking_time`] (then
+    /// [`DdsError::Timeout`], nothing sent), and while a view change is under way
+    /// (up to the group's send timeout).
     pub fn write(&self, sample: &T) -> Result<u64, DdsError> {
-        let mut buf = lock(&self.buf);
-        (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
-        self.send_bytes(&buf)
+        self.send_sample(sample, Kind::Data, self.waits())
+    }
+
+    /// Writes one sample if it can be sent at once: [`DdsError::Timeout`] if the
+    /// window is full, [`DdsError::Send`] (`NotReady`) during a view change.
+    /// Never blocks.
+    pub fn try_write(&self, sample: &T) -> Result<u64, DdsError> {
+        self.send_sample(sample, Kind::Data, Wait { room: Some(Duration::ZERO), view: Some(Duration::ZERO) })
+    }
+
+    /// Writes one sample, waiting for room without blocking a thread: the task
+    /// sleeps and tries again as this writer's samples are delivered here (or
+    /// every millisecond at most, for Unordered topics). Waits through view
+    /// changes like `write`, but never past the writer's max_blocking_time for
+    /// room. Any executor.
+    pub async fn write_async(&self, sample: &T) -> Result<u64, DdsError> {
+        let until = Instant::now() + self.max_block;
+        loop {
+            let seen = self.topic.delivered_count();
+            match self.send_sample(sample, Kind::Data, Wait { room: Some(Duration::ZERO), view: None }) {
+                Err(DdsError::Timeout(_)) if Instant::now() < until => {
+                    room::RoomFuture::new(&self.topic, seen).await;
+                }
+                Err(DdsError::Timeout(_)) => return Err(DdsError::Timeout(self.max_block)),
+                other => return other,
+            }
+        }
+    }
+
+    /// Disposes the instance `sample`'s key names (only its key counts; readers
+    /// get it with `valid_data` false): as DDS's `dispose(instance_data)`. Keyed
+    /// topics only.
+    pub fn dispose(&self, sample: &T) -> Result<u64, DdsError> {
+        self.keyed()?;
+        self.send_sample(sample, Kind::Dispose, self.waits())
+    }
+
+    /// Unregisters this writer from the instance `sample`'s key names: once no
+    /// writer has it registered, readers see it with no writers. Keyed topics only.
+    pub fn unregister(&self, sample: &T) -> Result<u64, DdsError> {
+        self.keyed()?;
+        self.send_sample(sample, Kind::Unregister, self.waits())
+    }
+
+    /// The instance of `sample` (its key's handle; `NIL` on an unkeyed topic).
+    pub fn instance_of(&self, sample: &T) -> Result<InstanceHandle, DdsError> {
+        self.codec.instance_of(sample)
+    }
+
+    fn keyed(&self) -> Result<(), DdsError> {
+        match self.codec.key {
+            Some(_) => Ok(()),
+            None => Err(DdsError::NotKeyed(self.topic.name.clone())),
+        }
+    }
+
+    /// Notes a write of instance `h` for the offered deadline.
+    fn noted(&self, h: InstanceHandle) {
+        if let Some((period, o)) = &self.deadline {
+            let mut o = lock(o);
+            o.count(*period);
+            o.last.insert(h, (Instant::now(), 0));
+        }
+    }
+
+    /// Deadline periods this writer missed: each whole period an instance it
+    /// wrote went without a write (with an offered [`Qos::deadline`]).
+    pub fn offered_deadline_missed(&self) -> DeadlineMissed {
+        self.deadline.as_ref().map_or_else(DeadlineMissed::default, |(period, o)| {
+            let mut o = lock(o);
+            o.count(*period);
+            o.missed
+        })
     }
 
     /// Readers whose request this writer's offer does not meet.
@@ -112,6 +254,9 @@ impl<T: bytemuck::Pod> DataWriter<T> {
         if !self.codec.pod {
             return Err(DdsError::NotPod(self.topic.name.clone()));
         }
+        if self.codec.key.is_some() {
+            return Err(DdsError::Qos(format!("topic `{}` is keyed: write its samples with write()", self.topic.name)));
+        }
         Ok(Loan { writer: self, value: T::zeroed() })
     }
 
@@ -129,7 +274,10 @@ impl<T: bytemuck::Pod> DataWriter<T> {
         if !self.codec.pod {
             return Err(DdsError::NotPod(self.topic.name.clone()));
         }
-        self.send_built(len, build)
+        if self.codec.key.is_some() {
+            return Err(DdsError::Qos(format!("topic `{}` is keyed: write its samples with write()", self.topic.name)));
+        }
+        self.send_built(len, self.waits(), build)
     }
 }
 
@@ -195,7 +343,7 @@ impl<T: bytemuck::Pod> std::ops::DerefMut for Loan<'_, T> {
 impl<T: bytemuck::Pod> Loan<'_, T> {
     /// Sends the sample; returns its sequence number.
     pub fn write(self) -> Result<u64, DdsError> {
-        self.writer.send_bytes(bytemuck::bytes_of(&self.value))
+        self.writer.send_bytes(bytemuck::bytes_of(&self.value), self.writer.waits())
     }
 }
 
@@ -206,5 +354,20 @@ impl<T> Drop for DataWriter<T> {
         }
         lock(&self.topic.inner).writers.remove(&self.id);
         self.p.remove_endpoint(&self.topic.name, true, self.id);
+    }
+}
+
+impl Offered {
+    /// Counts the periods missed up to now.
+    fn count(&mut self, period: Duration) {
+        let now = Instant::now();
+        for (h, (at, counted)) in self.last.iter_mut() {
+            let periods = (now.duration_since(*at).as_nanos() / period.as_nanos().max(1)) as u64;
+            if periods > *counted {
+                self.missed.total_count += periods - *counted;
+                self.missed.last_instance = *h;
+                *counted = periods;
+            }
+        }
     }
 }

@@ -111,7 +111,14 @@ fn a_restarted_participant_recovers_its_log_and_a_late_joiner_catches_up_from_it
     }
     let all = late.take_n(250, WAIT);
     assert_eq!(all.len(), 250, "{:?}", late.status());
-    assert!(all.iter().enumerate().all(|(i, s)| s.data == format!("event {i}") && s.info.topic_seq == i as u64));
+    let bad: Vec<_> = all
+        .iter()
+        .enumerate()
+        .filter(|(i, s)| !(s.data == format!("event {i}") && s.info.topic_seq == *i as u64))
+        .map(|(i, s)| (i, s.data.clone(), s.info.topic_seq, s.info.valid_data))
+        .take(5)
+        .collect();
+    assert!(bad.is_empty(), "{bad:?}");
     assert!(all[199].info.from_history && !all[249].info.from_history);
     assert_eq!(r.take_n(50, WAIT).len(), 50);
     assert!(w.wait_for_delivery(WAIT));

@@ -68,7 +68,7 @@ fn two_logs_beside_a_topic(t: Transport) {
     let topic: Vec<_> = ps.iter().map(|p| p.topic::<u64>("ticks", Qos::ordered()).unwrap()).collect();
     let w = ps[0].create_writer(&topic[0], topic[0].qos()).unwrap();
     let r = ps[3].create_reader(&topic[3], topic[3].qos()).unwrap();
-    assert!(ps[3].wait_for_matched("ticks", 1, 1, WAIT));
+    assert!(ps[3].wait_for_matched("ticks", 1, 1, WAIT).is_ok());
     let la: Vec<_> = ps.iter().map(|p| p.create_log(&a, small()).unwrap()).collect();
     // The second log is created while the topic flows.
     for i in 0..50u64 {

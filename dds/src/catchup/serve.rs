@@ -44,14 +44,15 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
     }
     let mut entries = Vec::new();
     let mut used = 0;
-    let oldest = g.store.front().map(|e| e.seq).unwrap_or(g.next_seq);
-    if from < oldest.min(seam.seq) {
+    let oldest = g.store.front_seq().unwrap_or(g.next_seq);
+    // A keyed history has holes (per-instance limits) that a log must not have.
+    if from < oldest.min(seam.seq) || (topic.keyed && from < seam.seq) {
         if let Some(path) = &topic.log_path {
             drop(g);
             return read_log(path, from, seam.seq, budget);
         }
     }
-    for e in g.store.iter().filter(|e| e.seq >= from && e.seq < seam.seq) {
+    for e in g.store.range(from, seam.seq) {
         if used > 0 && used + e.bytes.len() > budget {
             break;
         }

@@ -55,9 +55,9 @@ pub use log::{ClientLog, ClientTail};
 pub use writer::ClientWriter;
 
 use crate::qos::{Level, Qos};
+use crate::queue::ReaderCore;
 use crate::reader::{DataReader, Owner};
 use crate::sample::{self, Codec, WriterId};
-use crate::sink::ReaderCore;
 use crate::{DdsError, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -301,7 +301,7 @@ impl DomainClient {
         let h = self.h();
         h.check()?;
         let id = self.endpoint_id()?;
-        let core = Arc::new(ReaderCore::new(id, &qos));
+        let core = Arc::new(ReaderCore::new(id, &qos, topic.codec.key.is_some(), None));
         // The slot exists before the call: the history comes as pushes, maybe
         // before the reply.
         let slot = ReaderSlot {
@@ -335,7 +335,7 @@ impl DomainClient {
             }
         }
         let owner = Box::new(ClientOwner { c: self.0.clone(), topic: topic.name.clone() });
-        Ok(DataReader { owner, core, codec: topic.codec.clone() })
+        Ok(DataReader { owner, core, codec: topic.codec.clone(), deadline: qos.deadline })
     }
 
     /// A writer offering `qos.level` (at most the topic's level).

@@ -3,6 +3,7 @@
 
 use super::wire::{Call, Reply};
 use super::{Guard, Handle};
+use crate::instance::{prefix, Kind, PREFIX};
 use crate::qos::Level;
 use crate::sample::Codec;
 use crate::sample::WriterId;
@@ -129,9 +130,37 @@ impl<T> ClientWriter<T> {
     /// Writes one sample; returns its sequence number. Waits while
     /// [`super::ClientConfig::max_unacked`] samples wait for their acknowledgement.
     pub fn write(&self, sample: &T) -> Result<u64, DdsError> {
+        self.send(sample, Kind::Data)
+    }
+
+    /// Disposes the instance `sample`'s key names (see
+    /// [`crate::DataWriter::dispose`]). Keyed topics only.
+    pub fn dispose(&self, sample: &T) -> Result<u64, DdsError> {
+        self.send(sample, Kind::Dispose)
+    }
+
+    /// Unregisters this writer from the instance `sample`'s key names (see
+    /// [`crate::DataWriter::unregister`]). Keyed topics only.
+    pub fn unregister(&self, sample: &T) -> Result<u64, DdsError> {
+        self.send(sample, Kind::Unregister)
+    }
+
+    fn send(&self, sample: &T, kind: Kind) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
         (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
-        self.write_bytes(&buf)
+        if self.codec.key.is_none() {
+            if kind != Kind::Data {
+                return Err(DdsError::NotKeyed(self.slot.topic.clone()));
+            }
+            return self.write_bytes(&buf);
+        }
+        let h = self.codec.instance_of(sample)?;
+        let mut keyed = Vec::with_capacity(PREFIX + buf.len());
+        for w in prefix(h, kind) {
+            keyed.extend_from_slice(&w.to_le_bytes());
+        }
+        keyed.extend_from_slice(&buf);
+        self.write_bytes(&keyed)
     }
 
     fn write_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
@@ -143,10 +172,10 @@ impl<T> ClientWriter<T> {
         let (mut st, room) = self.wait(h.cfg.request_timeout, |st| st.unacked.len() < max);
         h.check()?;
         if !room {
-            return Err(DdsError::NotApplied(format!(
-                "no acknowledgement from the member within {:?}",
-                h.cfg.request_timeout
-            )));
+            return Err(DdsError::TimedOut {
+                what: format!("room among {max} unacknowledged samples (the member's acknowledgements)"),
+                waited: h.cfg.request_timeout,
+            });
         }
         st.next_seq += 1;
         let seq = st.next_seq;

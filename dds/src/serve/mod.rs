@@ -81,7 +81,7 @@ impl Serve {
                 // Live samples from here on are pushed; the history before is the
                 // client's to fetch in pages (`Call::History`), at its pace.
                 let live = g.next_seq;
-                let oldest = g.store.front().map_or(live, |e| e.seq);
+                let oldest = g.store.front_seq().unwrap_or(live);
                 // A new reader starts at the oldest sample held (as a member's does); a resuming
                 // one where it stopped, and what is no longer held is lost to it.
                 let from = if keeps { from.unwrap_or(oldest).min(live) } else { live };
@@ -151,12 +151,12 @@ impl Serve {
                     .map(|r| r.level);
                 let level = level.ok_or("the reader is gone")?;
                 let g = lock(&state.inner);
-                let oldest = g.store.front().map_or(g.next_seq, |e| e.seq);
+                let oldest = g.store.front_seq().unwrap_or(g.next_seq);
                 let lost = oldest.min(to).saturating_sub(from);
                 let mut entries = Vec::new();
                 let mut used = 0;
                 let mut next = to;
-                for e in g.store.iter().filter(|e| e.seq >= from && e.seq < to) {
+                for e in g.store.range(from, to) {
                     if used > 0 && used + e.bytes.len() > self.page {
                         next = e.seq;
                         break;

@@ -160,14 +160,9 @@ mod tests {
     use views::view::ViewId;
 
     fn info(client: Option<u64>, id: u32, seq: u64) -> SampleInfo {
-        SampleInfo {
-            writer: WriterId { node: NodeId(1), id, client },
-            seq,
-            source_timestamp: std::time::UNIX_EPOCH,
-            view: ViewId(1),
-            topic_seq: 0,
-            from_history: false,
-        }
+        let (mut i, _) = crate::sample::info_of(|_| 0, NodeId(1), ViewId(1), 0, false);
+        (i.writer, i.seq) = (WriterId { node: NodeId(1), id, client }, seq);
+        i
     }
 
     #[test]

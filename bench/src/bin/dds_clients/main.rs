@@ -126,7 +126,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     });
     p.serve_clients(&topic, true).map_err(|e| e.to_string())?;
     let writer = if id == 0 { Some(p.create_writer(&topic, topic.qos()).map_err(|e| e.to_string())?) } else { None };
-    if !p.wait_for_matched("feed", 1, N, Duration::from_secs(60)) {
+    if p.wait_for_matched("feed", 1, N, Duration::from_secs(60)).is_err() {
         return Err("the topic did not get its endpoints".into());
     }
     println!("JOINED");

@@ -216,7 +216,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
 
 /// Waits until the topic has `readers` readers and `writers` writers in the view.
 fn wait_for_endpoints(p: &DomainParticipant, topic: &str, readers: usize, writers: usize) -> Result<(), String> {
-    if p.wait_for_matched(topic, writers, readers, Duration::from_secs(120)) {
+    if p.wait_for_matched(topic, writers, readers, Duration::from_secs(120)).is_ok() {
         Ok(())
     } else {
         Err(format!("topic {topic} did not get {readers} readers and {writers} writers"))

@@ -1,0 +1,221 @@
+//! A [`DomainParticipant`]'s calls: topics, writers, readers, matching, logs.
+
+use crate::instance::Keyed;
+use crate::qos::Qos;
+use crate::table::{Edit, Endpoint, TopicTable};
+use crate::{filter, logs, sample, topic, DataReader, DataWriter, DdsError, DomainParticipant, Matched, Topic};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::time::Duration;
+
+impl DomainParticipant {
+    /// The topic `name` with serde sample type `T` (postcard on the wire): creates
+    /// it with `qos`, or checks that the domain has it with this type and QoS.
+    pub fn topic<T: Serialize + DeserializeOwned>(&self, name: &str, qos: Qos) -> Result<Topic<T>, DdsError> {
+        self.0.make_topic(name, qos, sample::serde_codec::<T>())
+    }
+
+    /// Like [`DomainParticipant::topic`] for a `bytemuck::Pod` type, sent as its
+    /// bytes (no serialization; loans and in-place reads).
+    pub fn pod_topic<T: bytemuck::Pod>(&self, name: &str, qos: Qos) -> Result<Topic<T>, DdsError> {
+        self.0.make_topic(name, qos, sample::pod_codec::<T>())
+    }
+
+    /// The topic `name` as the domain has it, if it has it with this serde type.
+    pub fn find_topic<T: Serialize + DeserializeOwned>(&self, name: &str) -> Result<Topic<T>, DdsError> {
+        self.0.find(name, sample::serde_codec::<T>())
+    }
+
+    /// [`DomainParticipant::find_topic`] for a Pod type.
+    pub fn find_pod_topic<T: bytemuck::Pod>(&self, name: &str) -> Result<Topic<T>, DdsError> {
+        self.0.find(name, sample::pod_codec::<T>())
+    }
+
+    /// [`DomainParticipant::find_topic`], waiting up to `within` for another
+    /// participant to create it (woken by view changes, no polling).
+    pub fn find_topic_within<T: Serialize + DeserializeOwned>(
+        &self,
+        name: &str,
+        within: Duration,
+    ) -> Result<Topic<T>, DdsError> {
+        self.0.find_within(name, sample::serde_codec::<T>(), within)
+    }
+
+    /// A keyed topic (see [`instance`]): its samples are instances by
+    /// [`Keyed::key`], with history per instance. Creates it with `qos`, or checks
+    /// that the domain has it with this type and QoS.
+    pub fn keyed_topic<T: Serialize + DeserializeOwned + Keyed>(
+        &self,
+        name: &str,
+        qos: Qos,
+    ) -> Result<Topic<T>, DdsError> {
+        self.0.make_topic(name, qos, sample::keyed_codec::<T>())
+    }
+
+    /// The keyed topic `name` as the domain has it, if it has it with this type.
+    pub fn find_keyed_topic<T: Serialize + DeserializeOwned + Keyed>(&self, name: &str) -> Result<Topic<T>, DdsError> {
+        self.0.find(name, sample::keyed_codec::<T>())
+    }
+
+    /// A keyed Pod topic: bytes `key` of each sample name its instance.
+    pub fn keyed_pod_topic<T: bytemuck::Pod>(
+        &self,
+        name: &str,
+        qos: Qos,
+        key: std::ops::Range<usize>,
+    ) -> Result<Topic<T>, DdsError> {
+        let codec = sample::keyed_pod_codec::<T>(key).map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        self.0.make_topic(name, qos, codec)
+    }
+
+    /// A writer offering `qos.level` (at most the topic's level). Returns once the
+    /// domain's view has it as a sender.
+    pub fn create_writer<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataWriter<T>, DdsError> {
+        if qos.level > topic.qos.level {
+            return Err(DdsError::Qos(format!(
+                "a writer cannot offer {:?} on topic `{}` of level {:?}",
+                qos.level, topic.name, topic.qos.level
+            )));
+        }
+        qos.validate_writer().map_err(DdsError::Qos)?;
+        let p = &self.0;
+        let state = p.state_of(&topic.name, topic.qos, topic.codec.key.is_some())?;
+        let id = p.endpoint_id()?;
+        lock(&state.inner).writers.insert(id, topic::WriterStatus { level: qos.level, ..Default::default() });
+        let w = DataWriter::new(p.clone(), state, id, qos, topic.codec.clone());
+        p.add_endpoint(&topic.name, true, id, qos.level)?;
+        Ok(w)
+    }
+
+    /// A reader requesting `qos.level`, keeping `qos.history` untaken. It first gets
+    /// the history this participant holds (Volatile/Logged), or catches up from the
+    /// other members if it is new in the topic. Returns once the domain's view has it.
+    pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
+        self.0.reader(topic, qos, None)
+    }
+
+    /// A reader that receives only the samples `filter` passes (a content filter:
+    /// the other samples are dropped at this participant before they are queued,
+    /// so its history limits count passing samples only; state changes of
+    /// instances always pass). `filter` runs on the delivery thread: keep it short.
+    pub fn create_reader_filtered<T: 'static>(
+        &self,
+        topic: &Topic<T>,
+        qos: Qos,
+        filter: impl Fn(&T) -> bool + Send + Sync + 'static,
+    ) -> Result<DataReader<T>, DdsError> {
+        self.0.reader(topic, qos, Some(filter::by_closure(&topic.codec, filter)))
+    }
+
+    /// Lists this member's proxy reader of `topic` (and, with `writers`, its
+    /// proxy writer) for the clients it serves (see [`client`]) now, in a view
+    /// change, so that clients' readers (and writers) on it cost none later.
+    /// Without this, the first client reader or writer of the topic at this member
+    /// makes the change. A proxy writer makes this member a sender of the topic,
+    /// which costs the topic's order a little while it has nothing to send (null
+    /// sends): list it only where clients write.
+    pub fn serve_clients<T>(&self, topic: &Topic<T>, writers: bool) -> Result<(), DdsError> {
+        let table = self.0.table()?;
+        let entry = table
+            .topic(&topic.name)
+            .cloned()
+            .ok_or_else(|| DdsError::Topic { topic: topic.name.clone(), why: "no such topic".into() })?;
+        if writers {
+            self.0.proxy(&entry, true)?;
+        }
+        self.0.proxy(&entry, false)?;
+        Ok(())
+    }
+
+    /// How many writers and readers topic `name` has: the endpoints of the current
+    /// view's members, and those of the clients they serve (each member that lists
+    /// a proxy endpoint on the topic is asked how many, over the control plane; one
+    /// that does not answer within a second counts none). `None` if the domain has
+    /// no such topic (or this participant stopped).
+    pub fn matched(&self, name: &str) -> Option<Matched> {
+        let view = self.0.group.view()?;
+        let table = TopicTable::decode(view.layout().bytes()).ok()?;
+        let t = table.topic(name)?;
+        let member = |n: u32| view.members().iter().any(|m| m.0 == n);
+        let live = |list: &[Endpoint]| list.iter().filter(|e| e.id != sample::PROXY && member(e.node)).count();
+        let mut m = Matched { writers: live(&t.writers), readers: live(&t.readers), ..Matched::default() };
+        let mut proxies: Vec<u32> = t
+            .writers
+            .iter()
+            .chain(&t.readers)
+            .filter(|e| e.id == sample::PROXY && member(e.node))
+            .map(|e| e.node)
+            .collect();
+        proxies.sort_unstable();
+        proxies.dedup();
+        for node in proxies {
+            let (w, r) = self.0.client_endpoints(NodeId(node), name);
+            m.client_writers += w;
+            m.client_readers += r;
+        }
+        m.writers += m.client_writers;
+        m.readers += m.client_readers;
+        Some(m)
+    }
+
+    /// Waits up to `within` until topic `name` has at least `writers` writers and
+    /// `readers` readers (see [`DomainParticipant::matched`]); returns the counts.
+    /// Woken by view changes (members' endpoints); clients' endpoints, which
+    /// change no view, are counted again every 100 ms.
+    pub fn wait_for_matched(
+        &self,
+        name: &str,
+        writers: usize,
+        readers: usize,
+        within: Duration,
+    ) -> Result<Matched, DdsError> {
+        let deadline = std::time::Instant::now() + within;
+        loop {
+            let now = self.matched(name);
+            if let Some(m) = now.filter(|m| m.writers >= writers && m.readers >= readers) {
+                return Ok(m);
+            }
+            if let Some(why) = self.0.group.stopped() {
+                return Err(DdsError::Stopped(why));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                let have =
+                    now.map_or("no such topic".into(), |m| format!("{} writers, {} readers", m.writers, m.readers));
+                return Err(DdsError::TimedOut {
+                    what: format!("topic `{name}` to have {writers} writers and {readers} readers (it has {have})"),
+                    waited: within,
+                });
+            }
+            let seen = self.0.group.view().map(|v| v.id());
+            self.0.group.wait_for_view(left.min(Duration::from_millis(100)), |v| Some(v.id()) != seen);
+        }
+    }
+
+    /// The replicated log `name` (see [`logs`]): creates it with `qos` (a change of
+    /// the domain's table, a view change), or checks that the domain has it with
+    /// this QoS; returns once this participant runs its member of it.
+    pub fn create_log(&self, name: &str, qos: logs::LogQos) -> Result<logs::ReplicatedLog, DdsError> {
+        qos.validate().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        let view = self.0.edit(&Edit::CreateLog { name: name.into(), qos }, name)?;
+        self.0.log_handle(name, &view)
+    }
+
+    /// The replicated log `name` as the domain has it (an error if it has none).
+    pub fn find_log(&self, name: &str) -> Result<logs::ReplicatedLog, DdsError> {
+        let view = self.0.group.view().ok_or_else(|| DdsError::Stopped("this participant stopped".into()))?;
+        self.0.log_handle(name, &view)
+    }
+
+    /// Leaves the domain gracefully (a view change removes this participant once
+    /// everything it is owed is delivered); waits up to `within`.
+    pub fn leave(&self, within: Duration) -> Result<(), DdsError> {
+        if self.0.group.leave(within) {
+            Ok(())
+        } else {
+            Err(DdsError::TimedOut { what: "the domain to let this participant leave".into(), waited: within })
+        }
+    }
+}

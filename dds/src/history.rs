@@ -1,0 +1,252 @@
+//! A topic's history at one member (Volatile and Logged): the last samples, kept
+//! per instance for a keyed topic, and the samples a late joiner still needs.
+//!
+//! A late joiner asks for the history before the view it joined in (its seam), but
+//! the topic goes on delivering while it asks; each new sample may push an older
+//! one out. So when a view brings a new member into the topic, the seam is
+//! *pinned*: until the pin expires, samples before it that the history drops are
+//! kept aside, and a late joiner gets exactly the history as it stood at the seam
+//! (the last `n` of each instance under `KeepLast(n)`).
+
+use crate::instance::{InstanceHandle, PREFIX};
+use crate::qos::{History as Policy, Qos};
+use crate::sink::Src;
+use crate::topic::Entry;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// The history of one topic at one member.
+#[derive(Debug)]
+pub(crate) struct History {
+    /// Per instance (keyed topics): the most kept of one instance.
+    per_instance: usize,
+    /// The most kept in all.
+    total: usize,
+    keyed: bool,
+    lifespan: Option<Duration>,
+    /// Unkeyed topics: in order.
+    flat: VecDeque<Entry>,
+    /// Keyed topics: by topic sequence number, and each instance's, oldest first.
+    by_seq: BTreeMap<u64, Entry>,
+    per: HashMap<InstanceHandle, VecDeque<u64>>,
+    /// Seams late joiners may still ask about (seq, until when), and the samples
+    /// before the latest one that the history dropped since it was pinned.
+    pins: Vec<(u64, Instant)>,
+    pinned: BTreeMap<u64, Entry>,
+}
+
+impl History {
+    pub(crate) fn new(qos: &Qos, keyed: bool) -> History {
+        let (per_instance, total) = match (qos.history, keyed) {
+            (Policy::KeepLast(n), true) => (n.max(1) as usize, qos.max_samples.max(1) as usize),
+            (Policy::KeepAll, true) => (usize::MAX, qos.max_samples.max(1) as usize),
+            (_, false) => (usize::MAX, qos.keep()),
+        };
+        History {
+            per_instance,
+            total,
+            keyed,
+            lifespan: qos.lifespan,
+            flat: VecDeque::new(),
+            by_seq: BTreeMap::new(),
+            per: HashMap::new(),
+            pins: Vec::new(),
+            pinned: BTreeMap::new(),
+        }
+    }
+
+    /// The instance of a keyed sample's bytes (`NIL` if they hold no prefix: the
+    /// readers reject such a sample; the history keeps it with the unkeyed ones).
+    fn instance_of(bytes: &[u8]) -> InstanceHandle {
+        let src = Src::Bytes(bytes);
+        let at = src.header_len();
+        if bytes.len() < at + PREFIX {
+            return InstanceHandle::NIL;
+        }
+        InstanceHandle(src.word(at / 8))
+    }
+
+    /// A buffer to copy the next sample into: the oldest entry's, when the history
+    /// is full and no seam is pinned (no allocation in the steady state).
+    pub(crate) fn spare(&mut self) -> Vec<u8> {
+        if !self.keyed && self.pins.is_empty() && self.flat.len() >= self.total {
+            if let Some(e) = self.flat.pop_front() {
+                return e.bytes;
+            }
+        }
+        Vec::new()
+    }
+
+    /// Adds the newest sample; drops what the policy no longer keeps.
+    pub(crate) fn push(&mut self, e: Entry) {
+        let seq = e.seq;
+        if !self.keyed {
+            self.flat.push_back(e);
+            while self.flat.len() > self.total {
+                if let Some(old) = self.flat.pop_front() {
+                    self.dropped(old);
+                }
+            }
+            return;
+        }
+        let h = History::instance_of(&e.bytes);
+        self.by_seq.insert(seq, e);
+        let mine = self.per.entry(h).or_default();
+        mine.push_back(seq);
+        let mut out = Vec::new();
+        if mine.len() > self.per_instance {
+            out.extend(mine.pop_front());
+        }
+        while self.by_seq.len() - out.len() > self.total {
+            let Some((&oldest, _)) = self.by_seq.iter().find(|(s, _)| !out.contains(s)) else { break };
+            out.push(oldest);
+        }
+        for s in out {
+            if let Some(old) = self.by_seq.remove(&s) {
+                let hi = History::instance_of(&old.bytes);
+                if let Some(q) = self.per.get_mut(&hi) {
+                    q.retain(|x| *x != s);
+                    if q.is_empty() {
+                        self.per.remove(&hi);
+                    }
+                }
+                self.dropped(old);
+            }
+        }
+    }
+
+    /// An entry the policy dropped: kept aside if a pinned seam still needs it.
+    fn dropped(&mut self, e: Entry) {
+        let now = Instant::now();
+        self.pins.retain(|(_, until)| *until > now);
+        if self.pins.is_empty() {
+            self.pinned.clear();
+        } else if self.pins.iter().any(|(seam, _)| e.seq < *seam) {
+            self.pinned.insert(e.seq, e);
+        }
+    }
+
+    /// A view that brings a new member into the topic starts at `seq`: keep what
+    /// stands before it for `for_how_long` (the late joiner's catch-up).
+    pub(crate) fn pin(&mut self, seq: u64, for_how_long: Duration) {
+        let now = Instant::now();
+        self.pins.retain(|(_, until)| *until > now);
+        self.pins.push((seq, now + for_how_long));
+    }
+
+    /// The oldest sequence number held (pinned ones included).
+    pub(crate) fn front_seq(&self) -> Option<u64> {
+        let kept = if self.keyed { self.by_seq.keys().next().copied() } else { self.flat.front().map(|e| e.seq) };
+        match (kept, self.pinned.keys().next().copied()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The entries with `from <= seq < to`, in order (pinned ones included), that
+    /// have not outlived the topic's lifespan.
+    pub(crate) fn range(&self, from: u64, to: u64) -> Vec<&Entry> {
+        let mut out: Vec<&Entry> = if self.keyed {
+            self.by_seq.range(from..to.max(from)).map(|(_, e)| e).collect()
+        } else {
+            self.flat.iter().filter(|e| e.seq >= from && e.seq < to).collect()
+        };
+        if !self.pinned.is_empty() {
+            out.extend(self.pinned.range(from..to.max(from)).map(|(_, e)| e));
+            out.sort_by_key(|e| e.seq);
+            out.dedup_by_key(|e| e.seq);
+        }
+        if let Some(life) = self.lifespan {
+            out.retain(|e| !expired(e, life));
+        }
+        out
+    }
+
+    /// Every entry held (not the pinned ones), in order.
+    pub(crate) fn all(&self) -> Vec<&Entry> {
+        let mut out = self.range(0, u64::MAX);
+        if !self.pinned.is_empty() {
+            out.retain(|e| !self.pinned.contains_key(&e.seq) || self.holds(e.seq));
+        }
+        out
+    }
+
+    fn holds(&self, seq: u64) -> bool {
+        if self.keyed {
+            self.by_seq.contains_key(&seq)
+        } else {
+            self.flat.iter().any(|e| e.seq == seq)
+        }
+    }
+
+    /// The instances it holds samples of.
+    #[cfg(test)]
+    fn instances(&self) -> usize {
+        if self.keyed {
+            self.per.len()
+        } else {
+            usize::from(!self.flat.is_empty())
+        }
+    }
+}
+
+/// True if the entry's source timestamp is more than `life` ago.
+pub(crate) fn expired(e: &Entry, life: Duration) -> bool {
+    let (info, _) = e.info(true);
+    info.source_timestamp.elapsed().is_ok_and(|age| age > life)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::instance::{prefix, Kind};
+    use crate::qos::History as Policy;
+    use views::view::ViewId;
+
+    fn entry(seq: u64, instance: u64) -> Entry {
+        let mut bytes = crate::sample::header(1, seq + 1, std::time::SystemTime::now())
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect::<Vec<u8>>();
+        for w in prefix(InstanceHandle(instance), Kind::Data) {
+            bytes.extend(w.to_le_bytes());
+        }
+        Entry { seq, view: ViewId(1), node: 0, bytes }
+    }
+
+    fn seqs(h: &History, from: u64, to: u64) -> Vec<u64> {
+        h.range(from, to).iter().map(|e| e.seq).collect()
+    }
+
+    #[test]
+    fn keyed_history_keeps_the_last_n_of_every_instance() {
+        let mut h = History::new(&Qos::volatile(Policy::KeepLast(2)), true);
+        for (seq, inst) in [(0, 1), (1, 2), (2, 1), (3, 1), (4, 3), (5, 1)] {
+            h.push(entry(seq, inst));
+        }
+        assert_eq!(seqs(&h, 0, 99), vec![1, 3, 4, 5], "instance 1 keeps 3 and 5; 2 and 3 keep theirs");
+        assert_eq!(h.instances(), 3);
+        assert_eq!(h.front_seq(), Some(1));
+    }
+
+    #[test]
+    fn a_pinned_seam_keeps_what_stood_before_it() {
+        let mut h = History::new(&Qos::volatile(Policy::KeepLast(3)), false);
+        for seq in 0..5 {
+            let spare = h.spare();
+            let mut e = entry(seq, 1);
+            if !spare.is_empty() {
+                assert!(spare.capacity() >= e.bytes.len());
+            }
+            e.bytes.extend_from_slice(&[]);
+            h.push(e);
+        }
+        assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4]);
+        h.pin(5, Duration::from_secs(60));
+        for seq in 5..9 {
+            h.push(entry(seq, 1));
+        }
+        assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the last three before the seam, though the history moved on");
+        assert_eq!(h.all().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
+    }
+}

@@ -1,0 +1,275 @@
+//! A participant's internals: table edits, topic states, endpoints, and the
+//! group's callbacks (delivery, view start, rejoin).
+
+use crate::qos::{Level, Qos};
+use crate::queue::{FilterFn, ReaderCore};
+use crate::sample::Codec;
+use crate::table::{self, Edit, Endpoint, TopicTable};
+use crate::topic::TopicState;
+use crate::{catchup, instance, reader, sample, DataReader, DdsError, Participant, Shared, Topic};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use views::group::InPlaceBatch;
+use views::layout::EditError;
+use views::view::View;
+
+impl Participant {
+    pub(crate) fn edit(&self, e: &Edit, what: &str) -> Result<View, DdsError> {
+        self.group.edit_layout(&e.encode(), self.cfg.setup_timeout).map_err(|err| match err {
+            EditError::Invalid(why) => DdsError::Topic { topic: what.into(), why },
+            EditError::TooLarge(n) => {
+                DdsError::Topic { topic: what.into(), why: format!("the topic table would take {n} bytes") }
+            }
+            other => DdsError::NotApplied(other.to_string()),
+        })
+    }
+
+    pub(crate) fn make_topic<T>(&self, name: &str, qos: Qos, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
+        self.create_topic(name, &codec.type_name, qos)?;
+        Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
+    }
+
+    /// Creates topic `name`, or checks that the domain has it with this type and QoS.
+    pub(crate) fn create_topic(&self, name: &str, type_name: &str, qos: Qos) -> Result<(), DdsError> {
+        qos.validate_topic().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        self.edit(&Edit::CreateTopic { name: name.into(), type_name: type_name.into(), qos }, name)?;
+        Ok(())
+    }
+
+    /// This member's state of topic `entry`, with its proxy writer (or reader) for
+    /// the clients it serves listed in the table (an edit, the first time).
+    pub(crate) fn proxy(&self, entry: &table::TopicEntry, writer: bool) -> Result<Arc<TopicState>, DdsError> {
+        let state = self.state_of(&entry.name, entry.qos, instance::is_keyed(&entry.type_name))?;
+        lock(&state.inner).clients.proxied = true;
+        let table = self.table()?;
+        let list = table.topic(&entry.name).map(|t| if writer { &t.writers } else { &t.readers });
+        if !list.is_some_and(|l| l.iter().any(|e| e.node == self.shared.me().0 && e.id == sample::PROXY)) {
+            // The proxy writer offers the topic's level (each client sample carries its
+            // writer's own); the proxy reader requests the least, so it takes everything.
+            let level = if writer { entry.qos.level } else { Level::Unordered };
+            self.add_endpoint(&entry.name, writer, sample::PROXY, level)?;
+        }
+        Ok(state)
+    }
+
+    /// The domain's table in the current view.
+    pub(crate) fn table(&self) -> Result<TopicTable, DdsError> {
+        let view = self.group.view().ok_or_else(|| DdsError::Stopped("this participant stopped".into()))?;
+        TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)
+    }
+
+    /// [`Participant::find`], waiting up to `within` for the topic to appear.
+    pub(crate) fn find_within<T>(&self, name: &str, codec: Codec<T>, within: Duration) -> Result<Topic<T>, DdsError> {
+        let has = |v: &View| TopicTable::decode(v.layout().bytes()).is_ok_and(|t| t.topic(name).is_some());
+        if !self.group.wait_for_view(within, has) {
+            if let Some(why) = self.group.stopped() {
+                return Err(DdsError::Stopped(why));
+            }
+            return Err(DdsError::TimedOut { what: format!("topic `{name}` to be created"), waited: within });
+        }
+        self.find(name, codec)
+    }
+
+    pub(crate) fn find<T>(&self, name: &str, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
+        let table = self.table()?;
+        let entry =
+            table.topic(name).ok_or_else(|| DdsError::Topic { topic: name.into(), why: "no such topic".into() })?;
+        if entry.type_name != codec.type_name {
+            return Err(DdsError::Topic {
+                topic: name.into(),
+                why: format!("the domain has type `{}`, this is `{}`", entry.type_name, codec.type_name),
+            });
+        }
+        Ok(Topic { name: name.into(), qos: entry.qos, codec, _t: PhantomData })
+    }
+
+    /// How many client writers and readers `node` serves on topic `name` (0, 0 if
+    /// it does not answer).
+    pub(crate) fn client_endpoints(&self, node: NodeId, name: &str) -> (usize, usize) {
+        if node == self.shared.me() {
+            return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).clients.counts());
+        }
+        let ask = catchup::Ask::ClientEndpoints { topic: name.into() };
+        let Ok(body) = postcard::to_stdvec(&ask) else { return (0, 0) };
+        match self.group.request(node, &body, Duration::from_secs(1)).map(|b| postcard::from_bytes(&b)) {
+            Ok(Ok(catchup::Answer::Endpoints { writers, readers })) => (writers as usize, readers as usize),
+            _ => (0, 0),
+        }
+    }
+
+    pub(crate) fn endpoint_id(&self) -> Result<u32, DdsError> {
+        let id = self.next_endpoint.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
+        if id >= sample::MAX_WRITERS {
+            return Err(DdsError::Qos(format!("at most {} writers and readers per participant", sample::MAX_WRITERS)));
+        }
+        Ok(id)
+    }
+
+    /// A reader of `topic` (see [`crate::DomainParticipant::create_reader`]).
+    pub(crate) fn reader<T>(
+        self: &Arc<Self>,
+        topic: &Topic<T>,
+        qos: Qos,
+        filter: Option<FilterFn>,
+    ) -> Result<DataReader<T>, DdsError> {
+        qos.validate_reader().map_err(DdsError::Qos)?;
+        let keyed = topic.codec.key.is_some();
+        let state = self.state_of(&topic.name, topic.qos, keyed)?;
+        let id = self.endpoint_id()?;
+        let core = Arc::new(ReaderCore::new(id, &qos, keyed, filter));
+        state.add_reader(core.clone());
+        let owner = Box::new(reader::MemberOwner { p: self.clone(), topic: state });
+        let r = DataReader { owner, core, codec: topic.codec.clone(), deadline: qos.deadline };
+        self.add_endpoint(&topic.name, false, id, qos.level)?;
+        Ok(r)
+    }
+
+    /// This participant's state of topic `name` (opening its log for Logged).
+    pub(crate) fn state_of(&self, name: &str, qos: Qos, keyed: bool) -> Result<Arc<TopicState>, DdsError> {
+        let mut topics = lock(&self.shared.topics);
+        if let Some(s) = topics.get(name) {
+            return Ok(s.clone());
+        }
+        let log = (qos.level == Level::Logged).then(|| (self.log_path(name), self.cfg.fsync));
+        let s = Arc::new(TopicState::open(name, qos, keyed, self.shared.me(), log)?);
+        topics.insert(name.into(), s.clone());
+        Ok(s)
+    }
+
+    /// `<log_dir>/<domain>/<topic, made file-safe>-<hash>.<node>.log`.
+    pub(crate) fn log_path(&self, topic: &str) -> PathBuf {
+        let safe: String = topic.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+        let hash = sst::hash::digest(topic.as_bytes()) & 0xffff_ffff;
+        self.cfg.log_dir.join(&self.cfg.group.name).join(format!("{safe}-{hash:08x}.{}.log", self.shared.me().0))
+    }
+
+    pub(crate) fn add_endpoint(&self, topic: &str, writer: bool, id: u32, level: Level) -> Result<(), DdsError> {
+        let endpoint = Endpoint { node: self.shared.me().0, id, level };
+        let e = Edit::AddEndpoint { topic: topic.into(), incarnation: self.incarnation, writer, endpoint };
+        if let Err(err) = self.edit(&e, topic) {
+            self.forget(topic, writer, id);
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Removes an endpoint from the topic state (and the domain's table).
+    pub(crate) fn remove_endpoint(&self, topic: &str, writer: bool, id: u32) {
+        self.forget(topic, writer, id);
+        if self.group.stopped().is_some() {
+            return;
+        }
+        let e = Edit::RemoveEndpoint { topic: topic.into(), writer, node: self.shared.me().0, id };
+        if let Err(err) = self.group.edit_layout(&e.encode(), Duration::from_secs(2)) {
+            tracing::warn!(topic, id, %err, "could not remove an endpoint from the topic table");
+        }
+    }
+
+    fn forget(&self, topic: &str, writer: bool, id: u32) {
+        if let Some(s) = lock(&self.shared.topics).get(topic) {
+            let mut g = lock(&s.inner);
+            if writer {
+                g.writers.remove(&id);
+            } else {
+                g.readers.retain(|r| r.id != id);
+            }
+            if g.writers.is_empty() && g.readers.is_empty() && !g.clients.proxied {
+                // Out of the topic: the next entry catches up on what it missed.
+                g.last_view = None;
+            }
+        }
+    }
+}
+
+/// This participant was removed from the domain and is back: every topic catches
+/// up on what it missed at its next view, and the endpoints are listed again if
+/// the table lost them (a thread of its own: this runs while the view is being
+/// installed, and the edits need the next view).
+pub(crate) fn rejoined(shared: &Arc<Shared>) {
+    for t in lock(&shared.topics).values() {
+        t.rejoined();
+    }
+    shared.logs.rejoined();
+    let Some(p) = shared.participant.get().cloned() else { return };
+    let spawned = std::thread::Builder::new().name("dds-rejoined".into()).spawn(move || {
+        if let Some(p) = p.upgrade() {
+            p.announce_again();
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(%e, "no thread to list this participant's endpoints again");
+    }
+}
+
+impl Drop for Participant {
+    fn drop(&mut self) {
+        // Before the group goes: the logs' workers stop while it still runs.
+        self.shared.logs.stop("the participant is gone");
+    }
+}
+
+impl Participant {
+    /// Lists this participant and its endpoints in the domain's table again where
+    /// the table lacks them (each edit is a no-op where it has them).
+    fn announce_again(&self) {
+        let mut edits = vec![Edit::Hello { node: self.shared.me().0, incarnation: self.incarnation }];
+        for (name, t) in lock(&self.shared.topics).iter() {
+            let g = lock(&t.inner);
+            let me = self.shared.me().0;
+            let mut add = |writer, id, level| {
+                let endpoint = Endpoint { node: me, id, level };
+                edits.push(Edit::AddEndpoint { topic: name.clone(), incarnation: self.incarnation, writer, endpoint });
+            };
+            for (id, w) in &g.writers {
+                add(true, *id, w.level);
+            }
+            for r in &g.readers {
+                add(false, r.id, r.level);
+            }
+        }
+        for e in edits {
+            if let Err(err) = self.edit(&e, "participant") {
+                tracing::warn!(%err, "could not list an endpoint again after a rejoin");
+            }
+        }
+    }
+}
+
+type DeliverFn = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
+
+/// The delivery callback of subgroup `k` of `view`: its topic's state, if this
+/// participant has one (else the samples go to nobody; an endpoint of a dead
+/// incarnation of this node, removed by the `Hello` edit).
+pub(crate) fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<DeliverFn> {
+    let table = TopicTable::decode(view.layout().bytes()).ok()?;
+    let (ti, spec) = table.subgroups(view).into_iter().nth(k)?;
+    let entry = &table.topics[ti];
+    let state = lock(&shared.topics).get(&entry.name).cloned()?;
+    let vid = view.id();
+    if let Some(others) = state.enter_view(vid, entry, &spec.members) {
+        let (sh, st) = (shared.clone(), state.clone());
+        let spawned = std::thread::Builder::new()
+            .name(format!("dds-catch-up-{}", entry.name.chars().take(16).collect::<String>()))
+            .spawn(move || catchup::run(sh, st, vid, others));
+        if let Err(e) = spawned {
+            state.finish_catch_up(Vec::new(), None, Some(format!("no thread for the catch-up: {e}")));
+        }
+    }
+    Some(Box::new(move |b: &InPlaceBatch<'_>| state.deliver_batch(vid, b)))
+}
+
+/// A view starts: every topic this participant has learns which writers are
+/// alive (see [`TopicState::view_started`]).
+pub(crate) fn view_started(shared: &Shared, view: &View) {
+    let Ok(table) = TopicTable::decode(view.layout().bytes()) else { return };
+    let topics: Vec<Arc<TopicState>> = lock(&shared.topics).values().cloned().collect();
+    for t in topics {
+        if let Some(entry) = table.topic(&t.name) {
+            t.view_started(entry, view.members());
+        }
+    }
+}

@@ -1,0 +1,443 @@
+//! Where delivery puts a topic's samples for each local reader: the type-erased
+//! side of a [`crate::DataReader`] (a listener, or a bounded queue), with the
+//! reader's view of every instance (its state, its writers, its last sample). The
+//! topic (or a client's pump) feeds it; the typed reader drains it.
+
+use crate::instance::{parse_prefix, InstanceHandle, InstanceState, Kind, SampleState, StateMask, ViewState, PREFIX};
+use crate::qos::{History, Level, Qos};
+use crate::sample::{SampleInfo, WriterId};
+use crate::sink::Src;
+use crate::status::ReaderStatus;
+use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use sst::sync::lock;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::time::{Duration, Instant, SystemTime};
+
+/// A queued sample: its info and payload (the serialized sample, without header
+/// or keyed prefix).
+#[derive(Debug, Clone)]
+pub(crate) struct Raw {
+    pub(crate) info: SampleInfo,
+    pub(crate) payload: Arc<[u8]>,
+    pub(crate) read: bool,
+}
+
+/// A listener: the sample's info, its bytes, and where its payload starts in them.
+pub(crate) type InPlaceFn = Box<dyn FnMut(&SampleInfo, &Src<'_>, usize) + Send>;
+/// A content filter over a sample's payload.
+pub(crate) type FilterFn = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
+
+/// What a reader knows of one instance.
+#[derive(Debug)]
+struct Inst {
+    state: InstanceState,
+    /// No sample of it returned yet (since it came alive).
+    new: bool,
+    /// Writers that wrote it and did not unregister it, by [`WriterId::key`].
+    writers: Vec<(u64, u32, bool)>,
+    queued: usize,
+    /// Its last sample (what a state change without data shows).
+    last: Option<(SampleInfo, Arc<[u8]>)>,
+    /// When its last sample arrived, and deadline periods counted since.
+    last_at: Instant,
+    missed: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    pub(crate) samples: VecDeque<Raw>,
+    pub(crate) status: ReaderStatus,
+    instances: HashMap<InstanceHandle, Inst>,
+}
+
+/// Who waits on a reader besides `wait`: WaitSets and async tasks.
+pub(crate) enum Watcher {
+    Set(Weak<crate::waitset::Signal>),
+    Task(std::task::Waker),
+}
+
+/// The type-erased side of a reader that delivery feeds.
+pub(crate) struct ReaderCore {
+    pub(crate) id: u32,
+    pub(crate) level: Level,
+    keyed: bool,
+    per_instance: usize,
+    total: usize,
+    lifespan: Option<Duration>,
+    deadline: Option<Duration>,
+    filter: Option<FilterFn>,
+    pub(crate) q: Mutex<Queue>,
+    pub(crate) cond: Condvar,
+    pub(crate) listener: Mutex<Option<InPlaceFn>>,
+    /// Samples handed to a listener (counted apart: no queue lock per sample).
+    pub(crate) taken_by_listener: AtomicU64,
+    watchers: Mutex<Vec<Watcher>>,
+    n_watchers: AtomicUsize,
+}
+
+impl std::fmt::Debug for ReaderCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderCore").field("id", &self.id).field("level", &self.level).finish_non_exhaustive()
+    }
+}
+
+impl ReaderCore {
+    pub(crate) fn new(id: u32, qos: &Qos, keyed: bool, filter: Option<FilterFn>) -> ReaderCore {
+        let (per_instance, total) = match (qos.history, keyed) {
+            (History::KeepLast(n), true) => (n.max(1) as usize, qos.max_samples.max(1) as usize),
+            (History::KeepAll, true) => (usize::MAX, qos.max_samples.max(1) as usize),
+            (_, false) => (usize::MAX, qos.keep()),
+        };
+        ReaderCore {
+            id,
+            level: qos.level,
+            keyed,
+            per_instance,
+            total,
+            lifespan: qos.lifespan,
+            deadline: qos.deadline,
+            filter,
+            q: Mutex::new(Queue::default()),
+            cond: Condvar::new(),
+            listener: Mutex::new(None),
+            taken_by_listener: AtomicU64::new(0),
+            watchers: Mutex::new(Vec::new()),
+            n_watchers: AtomicUsize::new(0),
+        }
+    }
+
+    /// A sample for this reader: to its listener, or into its queue.
+    pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
+        let mut info = *info;
+        let mut at = src.header_len();
+        let mut kind = Kind::Data;
+        if self.keyed {
+            let parsed = if src.payload_len() < PREFIX {
+                Err(format!("a {}-byte sample of a keyed topic has no instance prefix", src.payload_len()))
+            } else {
+                parse_prefix(src.word(at / 8), src.word(at / 8 + 1))
+            };
+            match parsed {
+                Ok((h, k)) => (info.instance, kind) = (h, k),
+                Err(why) => return self.reject(format!("sample {} of {}: {why}", info.seq, info.writer)),
+            }
+            at += PREFIX;
+            info.valid_data = kind == Kind::Data;
+        }
+        let tracked = self.keyed || self.deadline.is_some() || self.filter.is_some();
+        if !tracked {
+            if let Some(f) = lock(&self.listener).as_mut() {
+                // The fast path: no copy, no queue lock.
+                self.taken_by_listener.fetch_add(1, Ordering::Relaxed);
+                f(&info, &src, at);
+                return;
+            }
+        }
+        let mut payload = vec![0u8; src.len() - at];
+        src.read_at(at, &mut payload);
+        if kind == Kind::Data && self.filter.as_ref().is_some_and(|f| !f(&payload)) {
+            lock(&self.q).status.filtered += 1;
+            return;
+        }
+        let payload: Arc<[u8]> = payload.into();
+        let mut q = lock(&self.q);
+        q.status.received += 1;
+        info.instance_state = q.note(&info, kind, &payload);
+        if let Some(f) = lock(&self.listener).as_mut() {
+            drop(q);
+            f(&info, &Src::Bytes(&payload), 0);
+            return;
+        }
+        self.push(&mut q, Raw { info, payload, read: false });
+        drop(q);
+        self.notify();
+    }
+
+    /// Queues `raw`, dropping the oldest past the history's limits.
+    fn push(&self, q: &mut Queue, raw: Raw) {
+        let h = raw.info.instance;
+        q.samples.push_back(raw);
+        let queued = q.instances.get_mut(&h).map_or(0, |i| {
+            i.queued += 1;
+            i.queued
+        });
+        if queued > self.per_instance {
+            if let Some(pos) = q.samples.iter().position(|r| r.info.instance == h) {
+                q.samples.remove(pos);
+                q.dequeued(h);
+                q.status.lost += 1;
+            }
+        }
+        while q.samples.len() > self.total {
+            if let Some(r) = q.samples.pop_front() {
+                q.dequeued(r.info.instance);
+                q.status.lost += 1;
+            }
+        }
+    }
+
+    /// Wakes whoever waits on this reader.
+    pub(crate) fn notify(&self) {
+        self.cond.notify_all();
+        if self.n_watchers.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut ws = lock(&self.watchers);
+        let mut tasks = Vec::new();
+        ws.retain(|x| match x {
+            Watcher::Set(s) => s.upgrade().map(|s| s.notify()).is_some(),
+            // A task is woken once: it registers again when it polls.
+            Watcher::Task(t) => {
+                tasks.push(t.clone());
+                false
+            }
+        });
+        self.n_watchers.store(ws.len(), Ordering::Release);
+        drop(ws);
+        for t in tasks {
+            t.wake();
+        }
+    }
+
+    /// Registers a WaitSet or a task to wake at the next sample or status change.
+    pub(crate) fn watch(&self, w: Watcher) {
+        let mut ws = lock(&self.watchers);
+        if let Watcher::Task(t) = &w {
+            if ws.iter().any(|x| matches!(x, Watcher::Task(o) if o.will_wake(t))) {
+                return;
+            }
+        }
+        ws.push(w);
+        self.n_watchers.store(ws.len(), Ordering::Release);
+    }
+
+    /// Takes or reads up to `max` queued samples that `mask` (and `instance`, if
+    /// given) wants, in delivery order, with their states filled in; a read
+    /// leaves them queued and marks them read.
+    pub(crate) fn collect(
+        &self,
+        max: usize,
+        mask: StateMask,
+        instance: Option<InstanceHandle>,
+        take: bool,
+    ) -> Vec<Raw> {
+        let mut q = lock(&self.q);
+        if let Some(life) = self.lifespan {
+            q.expire(life);
+        }
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < q.samples.len() && out.len() < max {
+            let r = &q.samples[i];
+            if instance.is_some_and(|h| h != r.info.instance) {
+                i += 1;
+                continue;
+            }
+            let (vs, is) = q.instances.get(&r.info.instance).map_or((ViewState::New, InstanceState::Alive), |x| {
+                (if x.new { ViewState::New } else { ViewState::NotNew }, x.state)
+            });
+            let ss = if r.read { SampleState::Read } else { SampleState::NotRead };
+            if !mask.matches(ss, vs, is) {
+                i += 1;
+                continue;
+            }
+            let mut info = r.info;
+            (info.sample_state, info.view_state, info.instance_state) = (ss, vs, is);
+            if take {
+                let Some(r) = q.samples.remove(i) else { break };
+                q.dequeued(r.info.instance);
+                out.push(Raw { info, payload: r.payload, read: true });
+            } else {
+                q.samples[i].read = true;
+                out.push(Raw { info, payload: q.samples[i].payload.clone(), read: true });
+                i += 1;
+            }
+        }
+        for r in &out {
+            if let Some(x) = q.instances.get_mut(&r.info.instance) {
+                x.new = false;
+            }
+        }
+        out
+    }
+
+    /// True if a queued sample is one `mask` wants.
+    pub(crate) fn any(&self, mask: StateMask) -> bool {
+        let q = lock(&self.q);
+        if mask == StateMask::ANY {
+            return !q.samples.is_empty();
+        }
+        q.samples.iter().any(|r| {
+            let (vs, is) = q.instances.get(&r.info.instance).map_or((ViewState::New, InstanceState::Alive), |x| {
+                (if x.new { ViewState::New } else { ViewState::NotNew }, x.state)
+            });
+            mask.matches(if r.read { SampleState::Read } else { SampleState::NotRead }, vs, is)
+        })
+    }
+
+    /// The reader's statuses now (deadlines counted up to now).
+    pub(crate) fn status(&self) -> ReaderStatus {
+        let mut q = lock(&self.q);
+        if let Some(period) = self.deadline {
+            q.count_deadlines(period);
+        }
+        q.status.instances = q.instances.len();
+        q.status.clone()
+    }
+
+    /// The state of instance `h`, if this reader knows it.
+    pub(crate) fn instance_state(&self, h: InstanceHandle) -> Option<InstanceState> {
+        lock(&self.q).instances.get(&h).map(|i| i.state)
+    }
+
+    /// The writers alive now (members' writers listed in the table, by
+    /// [`WriterId::key`]) and how many stopped being alive since the last view (their
+    /// participant left): instances whose every writer is gone have no writers.
+    /// With `tell`, a reader of a keyed topic that had a sample of such an
+    /// instance gets a sample telling so (`valid_data` false); unkeyed topics
+    /// change the state only.
+    pub(crate) fn writers_now(&self, alive: &[(u64, u32, bool)], lost: usize, tell: bool) {
+        let mut q = lock(&self.q);
+        let live = &mut q.status.liveliness;
+        if live.alive_count != alive.len() as u64 || lost > 0 {
+            live.alive_count = alive.len() as u64;
+            live.not_alive_count += lost as u64;
+            live.changes += 1;
+        }
+        let mut notices = Vec::new();
+        for (h, inst) in q.instances.iter_mut() {
+            let before = inst.writers.len();
+            inst.writers.retain(|w| w.2 || alive.contains(w));
+            if inst.writers.len() < before && inst.writers.is_empty() && inst.state == InstanceState::Alive {
+                inst.state = InstanceState::NoWriters;
+                if let Some((info, payload)) = inst.last.as_ref().filter(|_| tell && self.keyed) {
+                    let mut info = *info;
+                    (info.valid_data, info.instance, info.instance_state) = (false, *h, InstanceState::NoWriters);
+                    info.source_timestamp = SystemTime::now();
+                    notices.push(Raw { info, payload: payload.clone(), read: false });
+                }
+            }
+        }
+        if notices.is_empty() {
+            drop(q);
+            self.notify();
+            return;
+        }
+        notices.sort_by_key(|r| r.info.topic_seq);
+        let listening = lock(&self.listener).is_some();
+        if listening {
+            drop(q);
+            if let Some(f) = lock(&self.listener).as_mut() {
+                for r in &notices {
+                    f(&r.info, &Src::Bytes(&r.payload), 0);
+                }
+            }
+        } else {
+            for r in notices {
+                self.push(&mut q, r);
+            }
+            drop(q);
+        }
+        self.notify();
+    }
+
+    /// `n` samples of the topic's order will never reach this reader.
+    pub(crate) fn missed(&self, n: u64) {
+        lock(&self.q).status.lost += n;
+        self.notify();
+    }
+
+    pub(crate) fn reject(&self, why: String) {
+        let mut q = lock(&self.q);
+        q.status.rejected += 1;
+        q.status.last_rejected = Some(why);
+        drop(q);
+        self.notify();
+    }
+
+    /// A writer whose sample this reader does not get: its offer is below the
+    /// request (a client's writer, whose level its samples carry).
+    pub(crate) fn note_incompatible(&self, w: WriterId, level: Level) {
+        lock(&self.q).status.incompatible.add(w, level);
+    }
+
+    pub(crate) fn set_incompatible(&self, bad: Vec<(WriterId, Level)>) {
+        lock(&self.q).status.incompatible.update(bad);
+    }
+}
+
+impl Queue {
+    /// Notes a sample's effect on its instance; returns the instance's state.
+    fn note(&mut self, info: &SampleInfo, kind: Kind, payload: &Arc<[u8]>) -> InstanceState {
+        let now = Instant::now();
+        let inst = self.instances.entry(info.instance).or_insert_with(|| Inst {
+            state: InstanceState::Alive,
+            new: true,
+            writers: Vec::new(),
+            queued: 0,
+            last: None,
+            last_at: now,
+            missed: 0,
+        });
+        let w = info.writer.key();
+        match kind {
+            Kind::Data => {
+                if inst.state != InstanceState::Alive {
+                    inst.state = InstanceState::Alive;
+                    inst.new = true;
+                }
+                if !inst.writers.contains(&w) {
+                    inst.writers.push(w);
+                }
+                inst.last = Some((*info, payload.clone()));
+                inst.last_at = now;
+                inst.missed = 0;
+            }
+            Kind::Dispose => inst.state = InstanceState::Disposed,
+            Kind::Unregister => {
+                inst.writers.retain(|x| *x != w);
+                if inst.writers.is_empty() && inst.state == InstanceState::Alive {
+                    inst.state = InstanceState::NoWriters;
+                }
+            }
+        }
+        inst.state
+    }
+
+    fn dequeued(&mut self, h: InstanceHandle) {
+        if let Some(i) = self.instances.get_mut(&h) {
+            i.queued = i.queued.saturating_sub(1);
+        }
+    }
+
+    /// Drops queued samples older than `life`.
+    fn expire(&mut self, life: Duration) {
+        let before = self.samples.len();
+        let mut gone = Vec::new();
+        self.samples.retain(|r| {
+            let old = r.info.source_timestamp.elapsed().is_ok_and(|age| age > life);
+            if old {
+                gone.push(r.info.instance);
+            }
+            !old
+        });
+        for h in gone {
+            self.dequeued(h);
+        }
+        self.status.expired += (before - self.samples.len()) as u64;
+    }
+
+    /// Counts the deadline periods alive instances missed up to now.
+    fn count_deadlines(&mut self, period: Duration) {
+        let now = Instant::now();
+        for (h, inst) in self.instances.iter_mut().filter(|(_, i)| i.state == InstanceState::Alive) {
+            let periods = (now.duration_since(inst.last_at).as_nanos() / period.as_nanos().max(1)) as u64;
+            if periods > inst.missed {
+                self.status.deadline_missed.total_count += periods - inst.missed;
+                self.status.deadline_missed.last_instance = *h;
+                inst.missed = periods;
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The statuses of readers and writers: counters a caller reads
+//! ([`ReaderStatus`]), and what DDS calls communication statuses (incompatible
+//! QoS, deadlines missed, liveliness changed).
+
+use crate::instance::InstanceHandle;
+use crate::qos::Level;
+use crate::sample::WriterId;
+use std::collections::HashSet;
+
+/// A reader's counters.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReaderStatus {
+    /// Samples that reached this reader (live and history).
+    pub received: u64,
+    /// Samples dropped because the queue held its history's limit untaken (the
+    /// oldest go first; per instance for a keyed topic under `KeepLast`), and
+    /// samples of the topic's order this reader never got: those delivered while
+    /// its participant was out of the domain (removed, then rejoined; see
+    /// `views::config::Config::rejoin`) that the other members' history no longer
+    /// held (an Ordered topic keeps none).
+    pub lost: u64,
+    /// Samples that could not be decoded or stored, and other failures (history
+    /// not received, log write failed).
+    pub rejected: u64,
+    /// Why the last one was rejected.
+    pub last_rejected: Option<String>,
+    /// Samples its content filter did not pass (see
+    /// [`crate::DomainParticipant::create_reader_filtered`]).
+    pub filtered: u64,
+    /// Samples that outlived their lifespan ([`crate::Qos::lifespan`]) untaken.
+    pub expired: u64,
+    /// Writers whose offer does not meet this reader's request.
+    pub incompatible: IncompatibleQos,
+    /// Instances that went longer than the reader's deadline without a sample.
+    pub deadline_missed: DeadlineMissed,
+    /// The topic's writers, alive or not, as membership tells.
+    pub liveliness: Liveliness,
+    /// Instances this reader knows (alive or not).
+    pub instances: usize,
+}
+
+/// Deadlines missed (requested by a reader, or offered by a writer): each whole
+/// period an alive instance went without a sample counts one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeadlineMissed {
+    /// Periods missed so far, over every instance.
+    pub total_count: u64,
+    /// The instance that missed last.
+    pub last_instance: InstanceHandle,
+}
+
+/// The liveliness of a topic's writers at a reader. A writer is alive while its
+/// participant is a member of the domain's view and the writer is listed in the
+/// domain's table; one whose participant left or was removed becomes not alive
+/// (a dropped writer just leaves).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Liveliness {
+    /// Writers of members alive now (clients' writers not counted).
+    pub alive_count: u64,
+    /// Writers that stopped being alive because their participant left the view.
+    pub not_alive_count: u64,
+    /// How many times these counts changed.
+    pub changes: u64,
+}
+
+/// Writers (for a reader) or readers (for a writer) whose QoS does not match: the
+/// requested level is above the offered one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IncompatibleQos {
+    /// Distinct incompatible peers seen so far.
+    pub total_count: u64,
+    /// The incompatible peers of the current view, with their level.
+    pub current: Vec<(WriterId, Level)>,
+    seen: HashSet<WriterId>,
+}
+
+impl IncompatibleQos {
+    /// Notes one incompatible peer (a client writer seen by its sample).
+    pub(crate) fn add(&mut self, id: WriterId, level: Level) {
+        if self.seen.insert(id) {
+            self.total_count += 1;
+        }
+        if !self.current.iter().any(|(w, _)| *w == id) {
+            self.current.push((id, level));
+        }
+    }
+
+    pub(crate) fn update(&mut self, bad: Vec<(WriterId, Level)>) {
+        for (id, _) in &bad {
+            if self.seen.insert(*id) {
+                self.total_count += 1;
+            }
+        }
+        self.current = bad;
+    }
+}
+
+/// The endpoints a topic has: the current members' and their clients'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Matched {
+    /// Writers (clients' included).
+    pub writers: usize,
+    /// Readers (clients' included).
+    pub readers: usize,
+    /// Of the writers, those of clients.
+    pub client_writers: usize,
+    /// Of the readers, those of clients.
+    pub client_readers: usize,
+}
