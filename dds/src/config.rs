@@ -27,8 +27,9 @@ use views::config::{Config, ConfigError};
 pub struct DdsConfig {
     /// The domain's group (its `name` is the domain).
     pub group: Config,
-    /// Where Logged topics keep their files (default: `spindle-dds` in the system's
-    /// temporary directory). One file per topic and node.
+    /// Where Logged topics and replicated logs keep their files (default:
+    /// [`default_data_dir`], which survives reboots; never the temporary
+    /// directory). One file per topic and node.
     pub log_dir: PathBuf,
     /// When a Logged topic's appends reach the disk (default: every 64 samples).
     pub fsync: Fsync,
@@ -53,12 +54,30 @@ struct Section {
     client_buffer_bytes: Option<usize>,
 }
 
+/// Where durable files go unless configured: `$SPINDLE_DATA_DIR` if set, else
+/// `$XDG_DATA_HOME/spindle/dds`, else `$HOME/.local/share/spindle/dds`, else
+/// `spindle-data/dds` under the working directory. Never the temporary directory,
+/// which a reboot may empty.
+pub fn default_data_dir() -> PathBuf {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = var("SPINDLE_DATA_DIR") {
+        return d;
+    }
+    if let Some(d) = var("XDG_DATA_HOME") {
+        return d.join("spindle").join("dds");
+    }
+    if let Some(h) = var("HOME") {
+        return h.join(".local").join("share").join("spindle").join("dds");
+    }
+    PathBuf::from("spindle-data").join("dds")
+}
+
 impl DdsConfig {
     /// The defaults over a group configuration.
     pub fn new(group: Config) -> DdsConfig {
         DdsConfig {
             group,
-            log_dir: std::env::temp_dir().join("spindle-dds"),
+            log_dir: default_data_dir(),
             fsync: Fsync::Every(64),
             setup_timeout: Duration::from_secs(30),
             catch_up_timeout: Duration::from_secs(30),
@@ -115,5 +134,15 @@ pub fn parse_fsync(s: &str) -> Result<Fsync, String> {
             Some(Ok(n)) if n > 0 => Ok(Fsync::Every(n)),
             _ => Err(format!("is `{s}`; expected always, never or every:N (N > 0)")),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn durable_files_never_default_to_the_temporary_directory() {
+        let d = super::default_data_dir();
+        assert!(!d.starts_with(std::env::temp_dir()), "{}", d.display());
+        assert!(d.ends_with("dds") || std::env::var_os("SPINDLE_DATA_DIR").is_some(), "{}", d.display());
     }
 }

@@ -109,6 +109,20 @@ impl DomainParticipant {
         self.0.reader(topic, qos, Some(filter::by_closure(&topic.codec, filter)))
     }
 
+    /// A reader that receives only the samples the filter expression `expr`
+    /// passes (see [`filter`]: `"celsius > 30 AND room <> 'attic'"`), for serde
+    /// types. A field the type does not have, or a literal of the wrong kind, is
+    /// [`DdsError::Filter`].
+    pub fn create_reader_where<T: Serialize + DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        topic: &Topic<T>,
+        qos: Qos,
+        expr: &str,
+    ) -> Result<DataReader<T>, DdsError> {
+        let e = filter::Expr::parse::<T>(expr).map_err(|why| DdsError::Filter { expr: expr.into(), why })?;
+        self.create_reader_filtered(topic, qos, move |t| e.matches(t))
+    }
+
     /// Lists this member's proxy reader of `topic` (and, with `writers`, its
     /// proxy writer) for the clients it serves (see [`client`]) now, in a view
     /// change, so that clients' readers (and writers) on it cost none later.

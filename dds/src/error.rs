@@ -64,6 +64,15 @@ pub enum DdsError {
         /// The instance.
         instance: crate::instance::InstanceHandle,
     },
+    /// A content filter expression that does not parse, or names a field the
+    /// topic's type does not have (see [`crate::filter`]).
+    #[error("filter `{expr}`: {why}")]
+    Filter {
+        /// The expression.
+        expr: String,
+        /// Why.
+        why: String,
+    },
     /// An instance call on a topic that has no key.
     #[error("topic `{0}` is not keyed: instances need a keyed topic")]
     NotKeyed(String),

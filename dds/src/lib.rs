@@ -6,7 +6,7 @@ pub mod client;
 pub mod config;
 mod domain;
 mod error;
-mod filter;
+pub mod filter;
 mod history;
 pub mod instance;
 pub mod log;
@@ -78,6 +78,8 @@ pub(crate) struct Participant {
     cfg: DdsConfig,
     incarnation: u64,
     next_endpoint: AtomicU32,
+    /// Numbers of dropped endpoints, free again once the domain's table lost them.
+    free_endpoints: Mutex<Vec<u32>>,
 }
 
 /// A member of a domain (see the crate docs). Cheap to clone; the domain membership
@@ -171,7 +173,14 @@ impl DomainParticipant {
         let _ = shared.me.set(group.node());
         let _ = shared.group.set(Arc::downgrade(&group));
         shared.logs.attach_all(&group);
-        let p = Participant { group, shared, cfg, incarnation: incarnation(), next_endpoint: AtomicU32::new(0) };
+        let p = Participant {
+            group,
+            shared,
+            cfg,
+            incarnation: incarnation(),
+            next_endpoint: AtomicU32::new(0),
+            free_endpoints: Mutex::new(Vec::new()),
+        };
         p.edit(&Edit::Hello { node: p.shared.me().0, incarnation: p.incarnation }, "participant")?;
         let p = Arc::new(p);
         let _ = p.shared.participant.set(Arc::downgrade(&p));

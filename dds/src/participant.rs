@@ -101,7 +101,13 @@ impl Participant {
         }
     }
 
+    /// A number for a new endpoint: the lowest a dropped one freed, or a new one.
     pub(crate) fn endpoint_id(&self) -> Result<u32, DdsError> {
+        let mut free = lock(&self.free_endpoints);
+        if let Some((i, _)) = free.iter().enumerate().min_by_key(|(_, id)| **id) {
+            return Ok(free.swap_remove(i));
+        }
+        drop(free);
         let id = self.next_endpoint.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
         if id >= sample::MAX_WRITERS {
             return Err(DdsError::Qos(format!("at most {} writers and readers per participant", sample::MAX_WRITERS)));
@@ -164,8 +170,10 @@ impl Participant {
             return;
         }
         let e = Edit::RemoveEndpoint { topic: topic.into(), writer, node: self.shared.me().0, id };
-        if let Err(err) = self.group.edit_layout(&e.encode(), Duration::from_secs(2)) {
-            tracing::warn!(topic, id, %err, "could not remove an endpoint from the topic table");
+        match self.group.edit_layout(&e.encode(), Duration::from_secs(2)) {
+            // Out of the table (its samples all delivered before): the number is free.
+            Ok(_) => lock(&self.free_endpoints).push(id),
+            Err(err) => tracing::warn!(topic, id, %err, "could not remove an endpoint from the topic table"),
         }
     }
 

@@ -318,6 +318,11 @@ impl<T: Send + 'static> DataReader<T> {
     pub fn topic_name(&self) -> &str {
         self.owner.topic_name()
     }
+
+    /// The reader's number in its participant (or client).
+    pub fn id(&self) -> u32 {
+        self.core.id
+    }
 }
 
 impl<T: Keyed + Send + 'static> DataReader<T> {

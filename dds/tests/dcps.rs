@@ -121,6 +121,39 @@ fn a_filtered_reader_queues_only_matching_samples_and_its_history_counts_those()
     assert_eq!(got, vec![37, 38, 39], "the last three matching ones: history counts matching samples");
     let st = hot.status();
     assert_eq!((st.filtered, st.lost), (31, 6));
+
+    // The same by an expression over the type's fields.
+    let cold = ps[1].create_reader_where(&t1, Qos::ordered(), "celsius < 2 OR sensor = 39").unwrap();
+    for i in 0..40 {
+        w.write(&Reading { sensor: i, celsius: i as f32 }).unwrap();
+    }
+    let got: Vec<u32> = cold.take_n(3, WAIT).into_iter().map(|s| s.data.sensor).collect();
+    assert_eq!(got, vec![0, 1, 39]);
+    for bad in ["kelvin > 3", "celsius > 'hot'", "celsius >", "(sensor = 1"] {
+        match ps[1].create_reader_where(&t1, Qos::ordered(), bad) {
+            Err(DdsError::Filter { expr, .. }) => assert_eq!(expr, bad),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn endpoint_numbers_are_reused_after_their_endpoint_is_gone() {
+    let name = format!("ddsi{}", std::process::id());
+    let ps = domain(&name, 1, Transport::Shm);
+    let t = ps[0].topic::<u32>("i", Qos::ordered()).unwrap();
+    let a = ps[0].create_writer(&t, t.qos()).unwrap();
+    let b = ps[0].create_reader(&t, t.qos()).unwrap();
+    let (ida, idb) = (a.id(), b.id());
+    drop(b);
+    drop(a);
+    let c = ps[0].create_writer(&t, t.qos()).unwrap();
+    let d = ps[0].create_writer(&t, t.qos()).unwrap();
+    assert_eq!((c.id(), d.id()), (ida, idb), "the lowest free numbers first");
+    let e = ps[0].create_reader(&t, t.qos()).unwrap();
+    c.write(&5).unwrap();
+    let got = e.take_n(1, WAIT);
+    assert_eq!((got[0].data, got[0].info.writer.id, got[0].info.seq), (5, ida, 1));
 }
 
 #[test]

@@ -199,3 +199,38 @@ fn instances_lose_their_writers_when_the_writer_goes_at_the_same_point_everywher
         assert!(!got[0].info.valid_data);
     }
 }
+
+#[test]
+fn clients_write_and_read_instances_through_members() {
+    use dds::{ClientConfig, DomainClient};
+    let name = format!("ddskc{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let t0 = ps[0].keyed_topic::<Shape>("kc", Qos::volatile(History::KeepLast(1))).unwrap();
+    let member = ps[0].create_reader(&t0, Qos::volatile(History::KeepAll)).unwrap();
+    let connect = |p: &dds::DomainParticipant| {
+        let mut cfg = ClientConfig::new(vec![p.group().listen_addr()]);
+        cfg.failover_timeout = WAIT;
+        DomainClient::connect(cfg).unwrap()
+    };
+    let (cw, cr) = (connect(&ps[0]), connect(&ps[1]));
+    let tw = cw.keyed_topic::<Shape>("kc", Qos::volatile(History::KeepLast(1))).unwrap();
+    let w = cw.create_writer(&tw, tw.qos()).unwrap();
+    for i in 0..3 {
+        w.write(&shape("red", i)).unwrap();
+        w.write(&shape("blue", i)).unwrap();
+    }
+    w.dispose(&shape("blue", 0)).unwrap();
+    assert!(w.wait_for_delivery(WAIT));
+    let got = member.take_n(7, WAIT);
+    assert_eq!(xs(&got, "red"), vec![0, 1, 2]);
+    let blue = member.instance_of(&shape("blue", 0)).unwrap();
+    assert_eq!(member.instance_state(blue).unwrap(), InstanceState::Disposed);
+    // A client reader that comes late gets the last sample of each instance.
+    let tr = cr.find_keyed_topic::<Shape>("kc").unwrap();
+    let r = cr.create_reader(&tr, Qos::volatile(History::KeepAll)).unwrap();
+    let late = r.take_n(2, WAIT);
+    assert_eq!(xs(&late, "red"), vec![2]);
+    assert!(late.iter().any(|s| s.data.colour == "blue" && !s.info.valid_data));
+    assert_eq!(r.instance_state(blue).unwrap(), InstanceState::Disposed);
+    assert!(matches!(cw.topic::<Shape>("kc", Qos::ordered()), Err(DdsError::Topic { .. })));
+}

@@ -262,6 +262,23 @@ impl DomainClient {
         self.open(name, None, sample::serde_codec::<T>())
     }
 
+    /// A keyed topic (see [`crate::DomainParticipant::keyed_topic`]).
+    pub fn keyed_topic<T: Serialize + DeserializeOwned + crate::Keyed>(
+        &self,
+        name: &str,
+        qos: Qos,
+    ) -> Result<Topic<T>, DdsError> {
+        self.open(name, Some(qos), sample::keyed_codec::<T>())
+    }
+
+    /// The keyed topic `name` as the domain has it, if it has it with this type.
+    pub fn find_keyed_topic<T: Serialize + DeserializeOwned + crate::Keyed>(
+        &self,
+        name: &str,
+    ) -> Result<Topic<T>, DdsError> {
+        self.open(name, None, sample::keyed_codec::<T>())
+    }
+
     /// [`DomainClient::find_topic`] for a Pod type.
     pub fn find_pod_topic<T: bytemuck::Pod>(&self, name: &str) -> Result<Topic<T>, DdsError> {
         self.open(name, None, sample::pod_codec::<T>())
