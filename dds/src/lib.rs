@@ -24,7 +24,7 @@ mod topic;
 pub mod waitset;
 pub mod writer;
 
-pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient};
+pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient, DomainInfo};
 pub use error::DdsError;
 pub use instance::{InstanceHandle, InstanceState, Keyed, SampleState, StateMask, ViewState};
 pub use qos::Qos;

@@ -322,6 +322,23 @@ pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> 
     })
 }
 
+/// A codec of raw bytes for a topic of type `type_name` (see
+/// [`crate::DomainClient::raw_topic`]).
+pub(crate) fn raw_codec(type_name: &str) -> Codec<Vec<u8>> {
+    Codec {
+        encode: |t, out| {
+            out.clear();
+            out.extend_from_slice(t);
+            Ok(())
+        },
+        decode: |b| Ok(b.to_vec()),
+        type_name: type_name.into(),
+        pod: false,
+        key: crate::instance::is_keyed(type_name)
+            .then(|| -> KeyFn<Vec<u8>> { Arc::new(|_| Err("a raw sample has no key to name its instance".into())) }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

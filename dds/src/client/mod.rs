@@ -58,6 +58,7 @@ use crate::qos::{Level, Qos};
 use crate::queue::ReaderCore;
 use crate::reader::{DataReader, Owner};
 use crate::sample::{self, Codec, WriterId};
+use crate::table::TopicTable;
 use crate::{DdsError, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -284,6 +285,38 @@ impl DomainClient {
         self.open(name, None, sample::pod_codec::<T>())
     }
 
+    /// Topic `name` with its samples as raw bytes (the serialized sample; a keyed
+    /// topic's without its instance prefix), whatever its type: for tools that do
+    /// not know the type ([`Topic::type_name`] says what it is). Reading only: a
+    /// raw writer on a keyed topic fails each write.
+    pub fn raw_topic(&self, name: &str) -> Result<Topic<Vec<u8>>, DdsError> {
+        let h = self.h();
+        h.check()?;
+        let call = Call::Topic { name: name.into(), type_name: String::new(), qos: None };
+        match h.call(&call) {
+            Ok(Reply::Topic { type_name, qos }) => {
+                let codec = sample::raw_codec(&type_name);
+                lock(&h.topics).insert(name.into(), (type_name, qos));
+                Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
+            }
+            Ok(other) => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+            Err(DdsError::NotApplied(why)) => Err(DdsError::Topic { topic: name.into(), why }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The domain as the member sees it: its view and topic table.
+    pub fn domain(&self) -> Result<DomainInfo, DdsError> {
+        match self.h().call(&Call::Domain)? {
+            Reply::Domain { view, members, table } => Ok(DomainInfo {
+                view: views::view::ViewId(view),
+                members: members.into_iter().map(NodeId).collect(),
+                table: TopicTable::decode(&table).map_err(DdsError::NotApplied)?,
+            }),
+            other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+        }
+    }
+
     fn open<T>(&self, name: &str, qos: Option<Qos>, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
         let h = self.h();
         h.check()?;
@@ -388,6 +421,17 @@ impl DomainClient {
             other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
         }
     }
+}
+
+/// The domain as a member sees it (see [`DomainClient::domain`]).
+#[derive(Debug, Clone)]
+pub struct DomainInfo {
+    /// The view.
+    pub view: views::view::ViewId,
+    /// Its members.
+    pub members: Vec<NodeId>,
+    /// Its topics, their endpoints, and the replicated logs.
+    pub table: TopicTable,
 }
 
 /// A client's reader (keeps the client alive).

@@ -32,6 +32,8 @@ pub(crate) enum Call {
     },
     /// The committed records of log `log` from `from` on, about `max` bytes.
     LogRead { log: String, from: u64, max: u32 },
+    /// The domain's view and topic table, as the member has them.
+    Domain,
 }
 
 /// A member's answer to a request.
@@ -75,6 +77,12 @@ pub(crate) enum Reply {
     LogRecords(Vec<(u64, serde_bytes::ByteBuf)>),
     /// A log read that failed.
     LogFailed(LogFailure),
+    /// The view (id, members) and its topic table (encoded).
+    Domain {
+        view: u64,
+        members: Vec<u32>,
+        table: serde_bytes::ByteBuf,
+    },
 }
 
 /// Why a log read failed, as a client tells the cases apart.
@@ -168,6 +176,9 @@ mod tests {
         assert!(decode::<Call>(&[c.encode(), vec![0]].concat()).is_err());
         let c = Call::LogRead { log: "orders".into(), from: 7, max: 1 << 20 };
         assert_eq!(decode::<Call>(&c.encode()), Ok(c));
+        assert_eq!(decode::<Call>(&Call::Domain.encode()), Ok(Call::Domain));
+        let d = Reply::Domain { view: 3, members: vec![0, 2], table: serde_bytes::ByteBuf::from(vec![0, 0, 0]) };
+        assert_eq!(decode::<Reply>(&d.encode()), Ok(d));
         for r in [
             Reply::LogRecords(vec![(7, serde_bytes::ByteBuf::from(b"x".to_vec()))]),
             Reply::LogFailed(LogFailure::Gap(3)),

@@ -192,6 +192,14 @@ impl Serve {
             }
             Call::Write { .. } => Err("a write is a post, not a request".into()),
             Call::LogRead { log, from, max } => Ok(self.log_read(&p, &log, from, max)),
+            Call::Domain => {
+                let view = p.group.view().ok_or("the member stopped")?;
+                Ok(Reply::Domain {
+                    view: view.id().0,
+                    members: view.members().iter().map(|m| m.0).collect(),
+                    table: serde_bytes::ByteBuf::from(view.layout().bytes().to_vec()),
+                })
+            }
         }
     }
 
