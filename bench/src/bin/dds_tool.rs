@@ -133,7 +133,9 @@ fn show(type_name: &str, bytes: &[u8]) -> String {
 fn echo(client: &DomainClient, topic: &str, count: Option<u64>, within: Option<Duration>) -> Result<(), String> {
     let t = client.raw_topic(topic).map_err(|e| e.to_string())?;
     let level = t.qos().level;
-    let r = client.create_reader(&t, Qos { level, ..Qos::default() }.history(History::KeepAll)).map_err(|e| e.to_string())?;
+    let r = client
+        .create_reader(&t, Qos { level, ..Qos::default() }.history(History::KeepAll))
+        .map_err(|e| e.to_string())?;
     eprintln!("echo {topic}: type {}, {}", t.type_name(), level.name());
     let start = Instant::now();
     let mut n = 0u64;
