@@ -43,7 +43,7 @@ fn a_late_subscriber_sees_every_colour_then_their_disposal() {
     assert!(ok1 && ok2 && ok3, "{out1}\n{out2}\n{out3}");
     for colour in ["red", "green", "blue"] {
         assert!(out3.contains(&format!("{colour} Disposed")), "{colour} disposed: {out3}");
-        let last = out3.lines().filter(|l| l.trim_start().starts_with(&format!("{colour} at"))).last();
+        let last = out3.lines().rfind(|l| l.trim_start().starts_with(&format!("{colour} at")));
         assert!(last.is_some_and(|l| l.contains("(5 from history)")), "{colour}: the last 5 came first: {out3}");
     }
 }
