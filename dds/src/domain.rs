@@ -43,7 +43,7 @@ impl DomainParticipant {
         self.0.find_within(name, sample::serde_codec::<T>(), within)
     }
 
-    /// A keyed topic (see [`instance`]): its samples are instances by
+    /// A keyed topic (see [`crate::instance`]): its samples are instances by
     /// [`Keyed::key`], with history per instance. Creates it with `qos`, or checks
     /// that the domain has it with this type and QoS.
     pub fn keyed_topic<T: Serialize + DeserializeOwned + Keyed>(
@@ -124,7 +124,7 @@ impl DomainParticipant {
     }
 
     /// Lists this member's proxy reader of `topic` (and, with `writers`, its
-    /// proxy writer) for the clients it serves (see [`client`]) now, in a view
+    /// proxy writer) for the clients it serves (see [`crate::client`]) now, in a view
     /// change, so that clients' readers (and writers) on it cost none later.
     /// Without this, the first client reader or writer of the topic at this member
     /// makes the change. A proxy writer makes this member a sender of the topic,

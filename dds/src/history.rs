@@ -8,11 +8,11 @@
 //! kept aside, and a late joiner gets exactly the history as it stood at the seam
 //! (the last `n` of each instance under `KeepLast(n)`).
 
-use crate::instance::{InstanceHandle, PREFIX};
+use crate::instance::{HandleMap, InstanceHandle, PREFIX};
 use crate::qos::{History as Policy, Qos};
 use crate::sink::Src;
 use crate::topic::Entry;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// The history of one topic at one member.
@@ -28,11 +28,12 @@ pub(crate) struct History {
     flat: VecDeque<Entry>,
     /// Keyed topics: by topic sequence number, and each instance's, oldest first.
     by_seq: BTreeMap<u64, Entry>,
-    per: HashMap<InstanceHandle, VecDeque<u64>>,
+    per: HandleMap<VecDeque<u64>>,
     /// Seams late joiners may still ask about (seq, until when), and the samples
-    /// before the latest one that the history dropped since it was pinned.
+    /// before one that the history dropped since it was pinned, each with the
+    /// sequence number of the sample whose arrival dropped it.
     pins: Vec<(u64, Instant)>,
-    pinned: BTreeMap<u64, Entry>,
+    pinned: BTreeMap<u64, (Entry, u64)>,
 }
 
 impl History {
@@ -49,7 +50,7 @@ impl History {
             lifespan: qos.lifespan,
             flat: VecDeque::new(),
             by_seq: BTreeMap::new(),
-            per: HashMap::new(),
+            per: HandleMap::default(),
             pins: Vec::new(),
             pinned: BTreeMap::new(),
         }
@@ -84,7 +85,7 @@ impl History {
             self.flat.push_back(e);
             while self.flat.len() > self.total {
                 if let Some(old) = self.flat.pop_front() {
-                    self.dropped(old);
+                    self.dropped(old, seq);
                 }
             }
             return;
@@ -110,19 +111,20 @@ impl History {
                         self.per.remove(&hi);
                     }
                 }
-                self.dropped(old);
+                self.dropped(old, seq);
             }
         }
     }
 
-    /// An entry the policy dropped: kept aside if a pinned seam still needs it.
-    fn dropped(&mut self, e: Entry) {
+    /// An entry the policy dropped when sample `by` came: kept aside if a pinned
+    /// seam still needs it (it stood in the history at that seam).
+    fn dropped(&mut self, e: Entry, by: u64) {
         let now = Instant::now();
         self.pins.retain(|(_, until)| *until > now);
         if self.pins.is_empty() {
             self.pinned.clear();
-        } else if self.pins.iter().any(|(seam, _)| e.seq < *seam) {
-            self.pinned.insert(e.seq, e);
+        } else if self.pins.iter().any(|(seam, _)| e.seq < *seam && by >= *seam) {
+            self.pinned.insert(e.seq, (e, by));
         }
     }
 
@@ -138,13 +140,15 @@ impl History {
     pub(crate) fn front_seq(&self) -> Option<u64> {
         let kept = if self.keyed { self.by_seq.keys().next().copied() } else { self.flat.front().map(|e| e.seq) };
         match (kept, self.pinned.keys().next().copied()) {
+            // (A pinned entry is older than every kept one of its instance.)
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// The entries with `from <= seq < to`, in order (pinned ones included), that
-    /// have not outlived the topic's lifespan.
+    /// The entries with `from <= seq < to` that stood in the history when sample
+    /// `to` came (pinned ones included), in order, that have not outlived the
+    /// topic's lifespan.
     pub(crate) fn range(&self, from: u64, to: u64) -> Vec<&Entry> {
         let mut out: Vec<&Entry> = if self.keyed {
             self.by_seq.range(from..to.max(from)).map(|(_, e)| e).collect()
@@ -152,7 +156,7 @@ impl History {
             self.flat.iter().filter(|e| e.seq >= from && e.seq < to).collect()
         };
         if !self.pinned.is_empty() {
-            out.extend(self.pinned.range(from..to.max(from)).map(|(_, e)| e));
+            out.extend(self.pinned.range(from..to.max(from)).filter(|(_, (_, by))| *by >= to).map(|(_, (e, _))| e));
             out.sort_by_key(|e| e.seq);
             out.dedup_by_key(|e| e.seq);
         }
@@ -164,19 +168,8 @@ impl History {
 
     /// Every entry held (not the pinned ones), in order.
     pub(crate) fn all(&self) -> Vec<&Entry> {
-        let mut out = self.range(0, u64::MAX);
-        if !self.pinned.is_empty() {
-            out.retain(|e| !self.pinned.contains_key(&e.seq) || self.holds(e.seq));
-        }
-        out
-    }
-
-    fn holds(&self, seq: u64) -> bool {
-        if self.keyed {
-            self.by_seq.contains_key(&seq)
-        } else {
-            self.flat.iter().any(|e| e.seq == seq)
-        }
+        // No sample arrives at u64::MAX: no pinned entry is in.
+        self.range(0, u64::MAX)
     }
 
     /// The instances it holds samples of.
@@ -248,5 +241,13 @@ mod tests {
         }
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the last three before the seam, though the history moved on");
         assert_eq!(h.all().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
+        // A second joiner, later: it gets the history as it stood at its own seam,
+        // not what the first seam kept aside.
+        h.pin(9, Duration::from_secs(60));
+        for seq in 9..11 {
+            h.push(entry(seq, 1));
+        }
+        assert_eq!(seqs(&h, 0, 9), vec![6, 7, 8]);
+        assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the first seam's view is unchanged");
     }
 }

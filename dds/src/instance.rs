@@ -155,6 +155,29 @@ impl StateMask {
     }
 }
 
+/// Hashes an [`InstanceHandle`] as itself: it is a digest already (the maps of
+/// instances skip a second hash per sample).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct HandleHasher(u64);
+
+impl std::hash::Hasher for HandleHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by instance handle.
+pub(crate) type HandleMap<V> =
+    std::collections::HashMap<InstanceHandle, V, std::hash::BuildHasherDefault<HandleHasher>>;
+
 /// What a keyed sample says about its instance.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {

@@ -3,14 +3,16 @@
 //! reader's view of every instance (its state, its writers, its last sample). The
 //! topic (or a client's pump) feeds it; the typed reader drains it.
 
-use crate::instance::{parse_prefix, InstanceHandle, InstanceState, Kind, SampleState, StateMask, ViewState, PREFIX};
+use crate::instance::{
+    parse_prefix, HandleMap, InstanceHandle, InstanceState, Kind, SampleState, StateMask, ViewState, PREFIX,
+};
 use crate::qos::{History, Level, Qos};
 use crate::sample::{SampleInfo, WriterId};
 use crate::sink::Src;
 use crate::status::ReaderStatus;
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -48,7 +50,7 @@ struct Inst {
 pub(crate) struct Queue {
     pub(crate) samples: VecDeque<Raw>,
     pub(crate) status: ReaderStatus,
-    instances: HashMap<InstanceHandle, Inst>,
+    instances: HandleMap<Inst>,
 }
 
 /// Who waits on a reader besides `wait`: WaitSets and async tasks.
@@ -74,6 +76,9 @@ pub(crate) struct ReaderCore {
     pub(crate) taken_by_listener: AtomicU64,
     watchers: Mutex<Vec<Watcher>>,
     n_watchers: AtomicUsize,
+    /// Threads in [`ReaderCore::wait_nonempty`] (a notify is a system call: only
+    /// when one waits).
+    sleepers: AtomicUsize,
 }
 
 impl std::fmt::Debug for ReaderCore {
@@ -104,6 +109,7 @@ impl ReaderCore {
             taken_by_listener: AtomicU64::new(0),
             watchers: Mutex::new(Vec::new()),
             n_watchers: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
         }
     }
 
@@ -134,13 +140,23 @@ impl ReaderCore {
                 return;
             }
         }
-        let mut payload = vec![0u8; src.len() - at];
-        src.read_at(at, &mut payload);
-        if kind == Kind::Data && self.filter.as_ref().is_some_and(|f| !f(&payload)) {
+        // Small samples are copied out on the stack, then once into their shared
+        // buffer (one allocation per sample).
+        let len = src.len() - at;
+        let mut small = [0u8; 256];
+        let mut large = Vec::new();
+        let buf: &mut [u8] = if len <= small.len() {
+            &mut small[..len]
+        } else {
+            large.resize(len, 0);
+            &mut large
+        };
+        src.read_at(at, buf);
+        if kind == Kind::Data && self.filter.as_ref().is_some_and(|f| !f(buf)) {
             lock(&self.q).status.filtered += 1;
             return;
         }
-        let payload: Arc<[u8]> = payload.into();
+        let payload: Arc<[u8]> = Arc::from(&*buf);
         let mut q = lock(&self.q);
         q.status.received += 1;
         info.instance_state = q.note(&info, kind, &payload);
@@ -179,7 +195,11 @@ impl ReaderCore {
 
     /// Wakes whoever waits on this reader.
     pub(crate) fn notify(&self) {
-        self.cond.notify_all();
+        // A sleeper counts itself under the queue's lock before it sleeps, and
+        // every change to the queue is made under that lock before this runs.
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            self.cond.notify_all();
+        }
         if self.n_watchers.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -198,6 +218,22 @@ impl ReaderCore {
         for t in tasks {
             t.wake();
         }
+    }
+
+    /// Waits up to `timeout` until a sample is queued; true if one is.
+    pub(crate) fn wait_nonempty(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut q = lock(&self.q);
+        while q.samples.is_empty() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
+            q = self.cond.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
+        }
+        true
     }
 
     /// Registers a WaitSet or a task to wake at the next sample or status change.

@@ -212,16 +212,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// Waits up to `timeout` until a sample is waiting; true if one is. Sleeps,
     /// never spins.
     pub fn wait(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut q = lock(&self.core.q);
-        while q.samples.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            q = self.core.cond.wait_timeout(q, left).unwrap_or_else(|p| p.into_inner()).0;
-        }
-        true
+        self.core.wait_nonempty(timeout)
     }
 
     /// Waits up to `timeout` until `n` samples in all were taken; returns them:

@@ -178,8 +178,8 @@ pub(crate) fn info_of(
     (info, level)
 }
 
-/// A keyed type's key of a sample, as bytes (what names its instance).
-pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<Vec<u8>, String> + Send + Sync>;
+/// A keyed type's instance of a sample (the digest of its key's bytes).
+pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<InstanceHandle, String> + Send + Sync>;
 
 /// How a topic's samples become bytes and back.
 pub(crate) struct Codec<T> {
@@ -215,7 +215,7 @@ impl<T> Codec<T> {
     pub(crate) fn instance_of(&self, sample: &T) -> Result<InstanceHandle, crate::DdsError> {
         match &self.key {
             None => Ok(InstanceHandle::NIL),
-            Some(k) => Ok(InstanceHandle::of_key_bytes(&k(sample).map_err(crate::DdsError::Encode)?)),
+            Some(k) => k(sample).map_err(crate::DdsError::Encode),
         }
     }
 }
@@ -285,7 +285,9 @@ pub(crate) fn serde_codec<T: Serialize + DeserializeOwned>() -> Codec<T> {
 pub(crate) fn keyed_codec<T: Serialize + DeserializeOwned + Keyed>() -> Codec<T> {
     Codec {
         type_name: serde_type_name::<T>(true),
-        key: Some(Arc::new(|t: &T| postcard::to_stdvec(&t.key()).map_err(|e| e.to_string()))),
+        key: Some(Arc::new(|t: &T| {
+            postcard::to_stdvec(&t.key()).map(|k| InstanceHandle::of_key_bytes(&k)).map_err(|e| e.to_string())
+        })),
         ..serde_codec::<T>()
     }
 }
@@ -317,7 +319,7 @@ pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> 
     let name = format!("pod{KEYED_MARK}:{}:{size}:{}..{}", short_name::<T>(), key.start, key.end);
     Ok(Codec {
         type_name: name,
-        key: Some(Arc::new(move |t: &T| Ok(bytemuck::bytes_of(t)[key.clone()].to_vec()))),
+        key: Some(Arc::new(move |t: &T| Ok(InstanceHandle::of_key_bytes(&bytemuck::bytes_of(t)[key.clone()])))),
         ..pod_codec::<T>()
     })
 }

@@ -169,13 +169,18 @@ fn instances_lose_their_writers_when_the_writer_goes_at_the_same_point_everywher
         assert!(poll_until(WAIT, Duration::from_millis(5), || r.status().received == 4));
         assert_eq!(r.status().liveliness.alive_count, 2);
     }
-    drop(leaves);
+    // Node 0 leaves with its writer still open: membership, not the writer's end,
+    // takes it out.
     assert!(ps[0].leave(WAIT).is_ok());
+    drop(leaves);
+    stays.write(&shape("kept", 2)).unwrap();
     let gone = readers[0].instance_of(&shape("gone", 0)).unwrap();
+    let mut seen = Vec::new();
     for r in &readers {
-        assert!(poll_until(WAIT, Duration::from_millis(5), || r.instance_state(gone).ok()
-            == Some(InstanceState::NoWriters)));
-        let got = r.take();
+        let got = r.take_n(6, WAIT);
+        // What each reader got, in its order: the same at both.
+        seen.push(got.iter().map(|s| (s.data.colour.clone(), s.data.x, s.info.valid_data)).collect::<Vec<_>>());
+        assert_eq!(r.instance_state(gone).unwrap(), InstanceState::NoWriters);
         let notices: Vec<&Sample<Shape>> = got.iter().filter(|s| !s.info.valid_data).collect();
         assert_eq!(notices.len(), 1, "only `gone` lost every writer: {got:?}");
         assert_eq!(notices[0].data.colour, "gone");
@@ -185,9 +190,11 @@ fn instances_lose_their_writers_when_the_writer_goes_at_the_same_point_everywher
         assert_eq!(r.instance_state(kept).unwrap(), InstanceState::Alive);
         assert_eq!(r.instance_state(both).unwrap(), InstanceState::Alive, "node 1 still writes it");
         assert_eq!(r.status().liveliness.alive_count, 1);
+        assert_eq!(r.status().liveliness.not_alive_count, 1, "node 0's writer left with its participant");
     }
-    // The notice came at the same point of the order at both readers: after the
-    // four samples, before anything written later.
+    assert_eq!(seen[0], seen[1], "the notice came at the same point of the order at both readers");
+    let notice = seen[0].iter().position(|s| !s.2).unwrap();
+    assert_eq!((notice, seen[0].len()), (4, 6), "after the four samples, before the one written after: {:?}", seen[0]);
     stays.unregister(&shape("both", 0)).unwrap();
     assert!(stays.wait_for_delivery(WAIT));
     let both = readers[0].instance_of(&shape("both", 0)).unwrap();
