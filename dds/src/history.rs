@@ -9,11 +9,52 @@
 //! (the last `n` of each instance under `KeepLast(n)`).
 
 use crate::instance::{HandleMap, InstanceHandle, PREFIX};
+use crate::qos::Level;
 use crate::qos::{History as Policy, Qos};
+use crate::sample::{info_of, SampleInfo, HEADER};
 use crate::sink::Src;
-use crate::topic::Entry;
+use sst::transport::NodeId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
+use views::view::ViewId;
+
+/// A sample kept in history: where it stands in the topic's order and its bytes
+/// (header and payload).
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) view: ViewId,
+    pub(crate) node: u32,
+    pub(crate) bytes: Vec<u8>,
+}
+
+impl Entry {
+    /// The 16 bytes in front of the sample in its log record: view, node, zero.
+    pub(crate) fn record_head(&self) -> [u8; 16] {
+        let mut h = [0u8; 16];
+        h[..8].copy_from_slice(&self.view.0.to_le_bytes());
+        h[8..12].copy_from_slice(&self.node.to_le_bytes());
+        h
+    }
+
+    /// Decodes log record `seq`.
+    pub(crate) fn from_record(seq: u64, r: &[u8]) -> Result<Entry, String> {
+        if r.len() < 16 + HEADER || !Src::Bytes(&r[16..]).has_header() {
+            return Err(format!("log record {seq} of {} bytes is too short for a sample", r.len()));
+        }
+        let view = ViewId(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")));
+        let node = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
+        Ok(Entry { seq, view, node, bytes: r[16..].to_vec() })
+    }
+
+    /// Its info, and for a client's sample the level its writer offered. (Entries
+    /// hold at least a whole header: delivery, the log and catch-up check that.)
+    pub(crate) fn info(&self, from_history: bool) -> (SampleInfo, Option<Level>) {
+        let src = Src::Bytes(&self.bytes);
+        let (info, level) = info_of(|i| src.word(i), NodeId(self.node), self.view, self.seq, from_history);
+        (info, level.map(Level::from_wire))
+    }
+}
 
 /// The history of one topic at one member.
 #[derive(Debug)]

@@ -53,9 +53,23 @@ pub(crate) struct Queue {
     instances: HandleMap<Inst>,
 }
 
+/// What a WaitSet sleeps on: a counter bumped by every change it may care about.
+#[derive(Debug, Default)]
+pub(crate) struct Signal {
+    pub(crate) gen: Mutex<u64>,
+    pub(crate) cond: Condvar,
+}
+
+impl Signal {
+    pub(crate) fn notify(&self) {
+        *lock(&self.gen) += 1;
+        self.cond.notify_all();
+    }
+}
+
 /// Who waits on a reader besides `wait`: WaitSets and async tasks.
 pub(crate) enum Watcher {
-    Set(Weak<crate::waitset::Signal>),
+    Set(Weak<Signal>),
     Task(std::task::Waker),
 }
 

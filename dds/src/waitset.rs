@@ -26,26 +26,12 @@
 //! ```
 
 use crate::instance::StateMask;
-use crate::queue::{ReaderCore, Watcher};
+use crate::queue::{ReaderCore, Signal, Watcher};
 use crate::status::ReaderStatus;
 use sst::sync::atomic::{AtomicBool, Ordering};
 use sst::sync::lock;
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
-
-/// What a WaitSet sleeps on: a counter bumped by every change it may care about.
-#[derive(Debug, Default)]
-pub(crate) struct Signal {
-    gen: Mutex<u64>,
-    cond: Condvar,
-}
-
-impl Signal {
-    pub(crate) fn notify(&self) {
-        *lock(&self.gen) += 1;
-        self.cond.notify_all();
-    }
-}
 
 /// A condition's test and how it wakes a WaitSet.
 trait Cond: Send + Sync {
