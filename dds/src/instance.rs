@@ -12,7 +12,8 @@
 //!
 //! ```text
 //!   word 0: the instance handle
-//!   word 1: the kind (0 data, 1 dispose, 2 unregister)
+//!   word 1: the kind (0 data, 1 dispose, 2 unregister; 3 dispose and
+//!           4 unregister by key alone, whose payload is the serialized key)
 //! ```
 //!
 //! Each reader tracks each instance's state: alive while it has writers and is not
@@ -184,6 +185,18 @@ pub(crate) enum Kind {
     Data = 0,
     Dispose = 1,
     Unregister = 2,
+    /// A disposal by key alone: the payload is the serialized key; readers show
+    /// their last sample of the instance.
+    DisposeKey = 3,
+    /// An unregistration by key alone (as [`Kind::DisposeKey`]).
+    UnregisterKey = 4,
+}
+
+impl Kind {
+    /// True if the payload is the key alone, not a sample.
+    pub(crate) fn key_only(self) -> bool {
+        matches!(self, Kind::DisposeKey | Kind::UnregisterKey)
+    }
 }
 
 /// Bytes of a keyed sample's prefix.
@@ -200,6 +213,8 @@ pub(crate) fn parse_prefix(w0: u64, w1: u64) -> Result<(InstanceHandle, Kind), S
         0 => Kind::Data,
         1 => Kind::Dispose,
         2 => Kind::Unregister,
+        3 => Kind::DisposeKey,
+        4 => Kind::UnregisterKey,
         k => return Err(format!("unknown keyed sample kind {k}")),
     };
     if w0 == 0 {
@@ -224,11 +239,11 @@ mod tests {
     fn prefixes_round_trip_and_bad_ones_are_refused() {
         let h = InstanceHandle::of_key(&"red".to_string()).unwrap();
         assert_ne!(h, InstanceHandle::NIL);
-        for k in [Kind::Data, Kind::Dispose, Kind::Unregister] {
+        for k in [Kind::Data, Kind::Dispose, Kind::Unregister, Kind::DisposeKey, Kind::UnregisterKey] {
             let [a, b] = prefix(h, k);
             assert_eq!(parse_prefix(a, b).unwrap(), (h, k));
         }
-        assert!(parse_prefix(h.0, 3).unwrap_err().contains("kind 3"));
+        assert!(parse_prefix(h.0, 5).unwrap_err().contains("kind 5"));
         assert!(parse_prefix(0, 0).is_err());
         assert_ne!(h, InstanceHandle::of_key(&"blue".to_string()).unwrap());
     }

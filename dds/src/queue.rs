@@ -174,6 +174,19 @@ impl ReaderCore {
         let mut q = lock(&self.q);
         q.status.received += 1;
         info.instance_state = q.note(&info, kind, &payload);
+        let mut payload = payload;
+        if kind.key_only() {
+            // A change by key: shown with this reader's last sample of the instance,
+            // or, if it never had one, as the state alone (no sample).
+            match q.instances.get(&info.instance).and_then(|i| i.last.as_ref()) {
+                Some((_, last)) => payload = last.clone(),
+                None => {
+                    drop(q);
+                    self.notify();
+                    return;
+                }
+            }
+        }
         if let Some(f) = lock(&self.listener).as_mut() {
             drop(q);
             f(&info, &Src::Bytes(&payload), 0);
@@ -444,8 +457,8 @@ impl Queue {
                 inst.last_at = now;
                 inst.missed = 0;
             }
-            Kind::Dispose => inst.state = InstanceState::Disposed,
-            Kind::Unregister => {
+            Kind::Dispose | Kind::DisposeKey => inst.state = InstanceState::Disposed,
+            Kind::Unregister | Kind::UnregisterKey => {
                 inst.writers.retain(|x| *x != w);
                 if inst.writers.is_empty() && inst.state == InstanceState::Alive {
                     inst.state = InstanceState::NoWriters;

@@ -2,7 +2,7 @@
 //! behind a 16-byte header (and, on a keyed topic, the instance prefix); loans
 //! for Pod topics; disposals; bounded and non-blocking writes.
 
-use crate::instance::{prefix, InstanceHandle, Kind, PREFIX};
+use crate::instance::{prefix, InstanceHandle, Keyed, Kind, PREFIX};
 use crate::qos::{Level, Qos, DEFAULT_MAX_BLOCKING};
 use crate::sample::{header, Codec, HEADER};
 use crate::status::DeadlineMissed;
@@ -242,6 +242,46 @@ impl<T> DataWriter<T> {
     pub fn level(&self) -> Level {
         self.level
     }
+}
+
+impl<T: Keyed> DataWriter<T> {
+    /// Disposes the instance with `key` (no sample needed): readers show the
+    /// disposal with their last sample of the instance (`valid_data` false), or
+    /// only change its state if they never had one. Topics keyed by
+    /// [`Keyed::key`] ([`crate::DomainParticipant::keyed_topic`]) only.
+    pub fn dispose_key(&self, key: &T::Key) -> Result<u64, DdsError> {
+        self.send_key(key, Kind::DisposeKey)
+    }
+
+    /// Unregisters this writer from the instance with `key` (as
+    /// [`DataWriter::dispose_key`]).
+    pub fn unregister_key(&self, key: &T::Key) -> Result<u64, DdsError> {
+        self.send_key(key, Kind::UnregisterKey)
+    }
+
+    fn send_key(&self, key: &T::Key, kind: Kind) -> Result<u64, DdsError> {
+        let bytes = key_bytes::<T>(&self.codec, &self.topic.name, key)?;
+        let h = InstanceHandle::of_key_bytes(&bytes);
+        let [p0, p1] = prefix(h, kind);
+        let seq = self.send_built(PREFIX + bytes.len(), self.waits(), |s| {
+            s.write_word(0, p0);
+            s.write_word(1, p1);
+            s.write(PREFIX, &bytes);
+        })?;
+        self.noted(h);
+        Ok(seq)
+    }
+}
+
+/// The serialized `key` of topic `topic`, if it is keyed by [`Keyed::key`].
+pub(crate) fn key_bytes<T: Keyed>(codec: &Codec<T>, topic: &str, key: &T::Key) -> Result<Vec<u8>, DdsError> {
+    if codec.key.is_none() {
+        return Err(DdsError::NotKeyed(topic.into()));
+    }
+    if codec.pod {
+        return Err(DdsError::Qos(format!("topic `{topic}` is keyed by bytes of its samples: dispose by a sample")));
+    }
+    postcard::to_stdvec(key).map_err(|e| DdsError::Encode(e.to_string()))
 }
 
 impl<T: bytemuck::Pod> DataWriter<T> {

@@ -80,6 +80,21 @@ fn a_late_joiner_gets_the_last_n_of_every_instance_and_disposals() {
     assert_eq!(xs(&all, "red"), (0..10).collect::<Vec<_>>());
     assert_eq!(all.iter().filter(|s| s.info.instance == blue).count(), 4);
 
+    // Dispose by key alone: readers show it with their last sample of red.
+    w.dispose_key(&"red".to_string()).unwrap();
+    let by_key = late.take_n(1, WAIT);
+    assert_eq!((by_key[0].data.x, by_key[0].info.valid_data), (9, false), "red's last sample stands for it");
+    assert_eq!(by_key[0].info.instance_state, InstanceState::Disposed);
+    // One this reader never saw changes the state only (no sample to show).
+    w.write(&shape("mauve", 1)).unwrap();
+    w.dispose_key(&"teal".to_string()).unwrap();
+    assert_eq!(xs(&late.take_n(2, Duration::from_millis(300)), "mauve"), vec![1], "no sample for teal");
+    let teal = late.instance_of(&shape("teal", 0)).unwrap();
+    assert_eq!(late.instance_state(teal).unwrap(), InstanceState::Disposed);
+    let plain = ps[0].topic::<Shape>("plain shapes", Qos::ordered()).unwrap();
+    let pw = ps[0].create_writer(&plain, plain.qos()).unwrap();
+    assert!(matches!(pw.dispose_key(&"red".to_string()), Err(DdsError::NotKeyed(_))));
+
     // A disposed instance written again is alive and new again.
     w.write(&shape("blue", 4)).unwrap();
     let again = late.take_n(1, WAIT);
@@ -239,5 +254,9 @@ fn clients_write_and_read_instances_through_members() {
     assert_eq!(xs(&late, "red"), vec![2]);
     assert!(late.iter().any(|s| s.data.colour == "blue" && !s.info.valid_data));
     assert_eq!(r.instance_state(blue).unwrap(), InstanceState::Disposed);
+    w.dispose_key(&"red".to_string()).unwrap();
+    let red = r.take_n(1, WAIT);
+    assert_eq!((red[0].data.x, red[0].info.valid_data), (2, false));
+    assert_eq!(red[0].info.instance_state, InstanceState::Disposed);
     assert!(matches!(cw.topic::<Shape>("kc", Qos::ordered()), Err(DdsError::Topic { .. })));
 }

@@ -145,6 +145,15 @@ impl<T> ClientWriter<T> {
         self.send(sample, Kind::Unregister)
     }
 
+    fn send_prefixed(&self, h: crate::InstanceHandle, kind: Kind, body: &[u8]) -> Result<u64, DdsError> {
+        let mut keyed = Vec::with_capacity(PREFIX + body.len());
+        for w in prefix(h, kind) {
+            keyed.extend_from_slice(&w.to_le_bytes());
+        }
+        keyed.extend_from_slice(body);
+        self.write_bytes(&keyed)
+    }
+
     fn send(&self, sample: &T, kind: Kind) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
         (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
@@ -155,12 +164,7 @@ impl<T> ClientWriter<T> {
             return self.write_bytes(&buf);
         }
         let h = self.codec.instance_of(sample)?;
-        let mut keyed = Vec::with_capacity(PREFIX + buf.len());
-        for w in prefix(h, kind) {
-            keyed.extend_from_slice(&w.to_le_bytes());
-        }
-        keyed.extend_from_slice(&buf);
-        self.write_bytes(&keyed)
+        self.send_prefixed(h, kind, &buf)
     }
 
     fn write_bytes(&self, payload: &[u8]) -> Result<u64, DdsError> {
@@ -243,6 +247,21 @@ impl<T> ClientWriter<T> {
     /// The level it offers.
     pub fn level(&self) -> Level {
         self.slot.level
+    }
+}
+
+impl<T: crate::Keyed> ClientWriter<T> {
+    /// Disposes the instance with `key` (see [`crate::DataWriter::dispose_key`]).
+    pub fn dispose_key(&self, key: &T::Key) -> Result<u64, DdsError> {
+        let bytes = crate::writer::key_bytes::<T>(&self.codec, &self.slot.topic, key)?;
+        self.send_prefixed(crate::InstanceHandle::of_key_bytes(&bytes), Kind::DisposeKey, &bytes)
+    }
+
+    /// Unregisters this writer from the instance with `key` (see
+    /// [`crate::DataWriter::unregister_key`]).
+    pub fn unregister_key(&self, key: &T::Key) -> Result<u64, DdsError> {
+        let bytes = crate::writer::key_bytes::<T>(&self.codec, &self.slot.topic, key)?;
+        self.send_prefixed(crate::InstanceHandle::of_key_bytes(&bytes), Kind::UnregisterKey, &bytes)
     }
 }
 
