@@ -177,13 +177,13 @@ impl History {
         self.pins.push((seq, now + for_how_long));
     }
 
-    /// The oldest sequence number held (pinned ones included).
+    /// The oldest sequence number held (not the pinned ones, which only the late
+    /// joiners of their seams get: a reader that starts here is owed the rest).
     pub(crate) fn front_seq(&self) -> Option<u64> {
-        let kept = if self.keyed { self.by_seq.keys().next().copied() } else { self.flat.front().map(|e| e.seq) };
-        match (kept, self.pinned.keys().next().copied()) {
-            // (A pinned entry is older than every kept one of its instance.)
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        if self.keyed {
+            self.by_seq.keys().next().copied()
+        } else {
+            self.flat.front().map(|e| e.seq)
         }
     }
 
@@ -281,6 +281,7 @@ mod tests {
             h.push(entry(seq, 1));
         }
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the last three before the seam, though the history moved on");
+        assert_eq!(h.front_seq(), Some(6), "what a reader starting now can have");
         assert_eq!(h.all().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
         // A second joiner, later: it gets the history as it stood at its own seam,
         // not what the first seam kept aside.
