@@ -173,7 +173,7 @@ impl ReaderCore {
         let payload: Arc<[u8]> = Arc::from(&*buf);
         let mut q = lock(&self.q);
         q.status.received += 1;
-        info.instance_state = q.note(&info, kind, &payload);
+        info.instance_state = q.note(&info, kind, self.keyed.then_some(&payload));
         let mut payload = payload;
         if kind.key_only() {
             // A change by key: shown with this reader's last sample of the instance,
@@ -297,10 +297,7 @@ impl ReaderCore {
                 i += 1;
                 continue;
             }
-            let (vs, is) = q.instances.get(&r.info.instance).map_or((ViewState::New, InstanceState::Alive), |x| {
-                (if x.new { ViewState::New } else { ViewState::NotNew }, x.state)
-            });
-            let ss = if r.read { SampleState::Read } else { SampleState::NotRead };
+            let (ss, vs, is) = q.states(r);
             if !mask.matches(ss, vs, is) {
                 i += 1;
                 continue;
@@ -332,10 +329,8 @@ impl ReaderCore {
             return !q.samples.is_empty();
         }
         q.samples.iter().any(|r| {
-            let (vs, is) = q.instances.get(&r.info.instance).map_or((ViewState::New, InstanceState::Alive), |x| {
-                (if x.new { ViewState::New } else { ViewState::NotNew }, x.state)
-            });
-            mask.matches(if r.read { SampleState::Read } else { SampleState::NotRead }, vs, is)
+            let (ss, vs, is) = q.states(r);
+            mask.matches(ss, vs, is)
         })
     }
 
@@ -431,8 +426,19 @@ impl ReaderCore {
 }
 
 impl Queue {
+    /// A queued sample's states now: its own, and its instance's at this reader.
+    fn states(&self, r: &Raw) -> (SampleState, ViewState, InstanceState) {
+        let ss = if r.read { SampleState::Read } else { SampleState::NotRead };
+        match self.instances.get(&r.info.instance) {
+            Some(x) => (ss, if x.new { ViewState::New } else { ViewState::NotNew }, x.state),
+            None => (ss, ViewState::New, InstanceState::Alive),
+        }
+    }
+
     /// Notes a sample's effect on its instance; returns the instance's state.
-    fn note(&mut self, info: &SampleInfo, kind: Kind, payload: &Arc<[u8]>) -> InstanceState {
+    /// `payload` is kept as the instance's last sample (keyed readers only: only
+    /// they show one for a change without data).
+    fn note(&mut self, info: &SampleInfo, kind: Kind, payload: Option<&Arc<[u8]>>) -> InstanceState {
         let now = Instant::now();
         let inst = self.instances.entry(info.instance).or_insert_with(|| Inst {
             state: InstanceState::Alive,
@@ -453,7 +459,9 @@ impl Queue {
                 if !inst.writers.contains(&w) {
                     inst.writers.push(w);
                 }
-                inst.last = Some((*info, payload.clone()));
+                if let Some(p) = payload {
+                    inst.last = Some((*info, p.clone()));
+                }
                 inst.last_at = now;
                 inst.missed = 0;
             }

@@ -115,11 +115,16 @@ impl<T> DataWriter<T> {
             return self.send_bytes(&buf, wait);
         }
         let h = self.codec.instance_of(sample)?;
+        self.send_keyed(h, kind, &buf, wait)
+    }
+
+    /// Sends `body` behind a keyed prefix naming instance `h` and `kind`.
+    fn send_keyed(&self, h: InstanceHandle, kind: Kind, body: &[u8], wait: Wait) -> Result<u64, DdsError> {
         let [p0, p1] = prefix(h, kind);
-        let seq = self.send_built(PREFIX + buf.len(), wait, |s| {
+        let seq = self.send_built(PREFIX + body.len(), wait, |s| {
             s.write_word(0, p0);
             s.write_word(1, p1);
-            s.write(PREFIX, &buf);
+            s.write(PREFIX, body);
         })?;
         self.noted(h);
         Ok(seq)
@@ -261,15 +266,7 @@ impl<T: Keyed> DataWriter<T> {
 
     fn send_key(&self, key: &T::Key, kind: Kind) -> Result<u64, DdsError> {
         let bytes = key_bytes::<T>(&self.codec, &self.topic.name, key)?;
-        let h = InstanceHandle::of_key_bytes(&bytes);
-        let [p0, p1] = prefix(h, kind);
-        let seq = self.send_built(PREFIX + bytes.len(), self.waits(), |s| {
-            s.write_word(0, p0);
-            s.write_word(1, p1);
-            s.write(PREFIX, &bytes);
-        })?;
-        self.noted(h);
-        Ok(seq)
+        self.send_keyed(InstanceHandle::of_key_bytes(&bytes), kind, &bytes, self.waits())
     }
 }
 

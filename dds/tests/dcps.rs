@@ -10,7 +10,7 @@ use dds::waitset::{GuardCondition, StatusKind, WaitSet};
 use dds::{DdsError, Sample};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicBool, Ordering};
+use sst::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use testkit::poll_until;
