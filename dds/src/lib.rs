@@ -30,7 +30,7 @@ pub use instance::{InstanceHandle, InstanceState, Keyed, SampleState, StateMask,
 pub use qos::Qos;
 pub use reader::{DataReader, ReaderStatus, SampleRef};
 pub use sample::{Sample, SampleInfo, WriterId};
-pub use status::{IncompatibleQos, Matched};
+pub use status::{IncompatibleQos, InstanceCounts, Matched};
 pub use waitset::WaitSet;
 pub use writer::{DataWriter, Loan, SampleSlot};
 

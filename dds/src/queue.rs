@@ -9,7 +9,7 @@ use crate::instance::{
 use crate::qos::{History, Level, Qos};
 use crate::sample::{SampleInfo, WriterId};
 use crate::sink::Src;
-use crate::status::ReaderStatus;
+use crate::status::{InstanceCounts, ReaderStatus};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
 use std::collections::VecDeque;
@@ -44,6 +44,7 @@ struct Inst {
     /// When its last sample arrived, and deadline periods counted since.
     last_at: Instant,
     missed: u64,
+    counts: InstanceCounts,
 }
 
 #[derive(Debug, Default)]
@@ -206,16 +207,14 @@ impl ReaderCore {
             i.queued
         });
         if queued > self.per_instance {
-            if let Some(pos) = q.samples.iter().position(|r| r.info.instance == h) {
-                q.samples.remove(pos);
-                q.dequeued(h);
-                q.status.lost += 1;
+            let oldest = q.samples.iter().position(|r| r.info.instance == h);
+            if let Some(r) = oldest.and_then(|pos| q.samples.remove(pos)) {
+                q.replaced(&r);
             }
         }
         while q.samples.len() > self.total {
             if let Some(r) = q.samples.pop_front() {
-                q.dequeued(r.info.instance);
-                q.status.lost += 1;
+                q.replaced(&r);
             }
         }
     }
@@ -349,6 +348,11 @@ impl ReaderCore {
         lock(&self.q).instances.get(&h).map(|i| i.state)
     }
 
+    /// What this reader counted of instance `h`, if it knows it.
+    pub(crate) fn instance_counts(&self, h: InstanceHandle) -> Option<InstanceCounts> {
+        lock(&self.q).instances.get(&h).map(|i| i.counts)
+    }
+
     /// The writers alive now (members' writers listed in the table, by
     /// [`WriterId::key`]) and how many stopped being alive since the last view (their
     /// participant left): instances whose every writer is gone have no writers.
@@ -372,6 +376,7 @@ impl ReaderCore {
                 if let Some((info, payload)) = inst.last.as_ref().filter(|_| tell && self.keyed) {
                     let mut info = *info;
                     (info.valid_data, info.instance, info.instance_state) = (false, *h, InstanceState::NoWriters);
+                    info.from_history = false;
                     info.source_timestamp = SystemTime::now();
                     notices.push(Raw { info, payload: payload.clone(), read: false });
                 }
@@ -448,7 +453,10 @@ impl Queue {
             last: None,
             last_at: now,
             missed: 0,
+            counts: InstanceCounts::default(),
         });
+        inst.counts.received += 1;
+        inst.counts.from_history += u64::from(info.from_history);
         let w = info.writer.key();
         match kind {
             Kind::Data => {
@@ -474,6 +482,16 @@ impl Queue {
             }
         }
         inst.state
+    }
+
+    /// `r` left the queue untaken, replaced by a newer sample.
+    fn replaced(&mut self, r: &Raw) {
+        self.dequeued(r.info.instance);
+        self.status.lost += 1;
+        if let Some(i) = self.instances.get_mut(&r.info.instance) {
+            i.counts.lost += 1;
+            i.counts.history_lost += u64::from(r.info.from_history);
+        }
     }
 
     fn dequeued(&mut self, h: InstanceHandle) {

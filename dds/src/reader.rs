@@ -9,7 +9,7 @@ use crate::sink::Src;
 pub use crate::status::{DeadlineMissed, Liveliness, ReaderStatus};
 use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
-use crate::{DdsError, IncompatibleQos, Participant};
+use crate::{DdsError, IncompatibleQos, InstanceCounts, Participant};
 use sst::sync::lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -201,6 +201,15 @@ impl<T: Send + 'static> DataReader<T> {
     /// The state of an instance this reader had a sample of.
     pub fn instance_state(&self, instance: InstanceHandle) -> Result<InstanceState, DdsError> {
         self.known(instance)
+    }
+
+    /// What this reader counted of an instance it had a sample of: samples
+    /// received, from the history, and replaced untaken (see [`InstanceCounts`]
+    /// for what a late joiner's `KeepLast(n)` keeps across its seam).
+    pub fn instance_counts(&self, instance: InstanceHandle) -> Result<InstanceCounts, DdsError> {
+        self.core
+            .instance_counts(instance)
+            .ok_or_else(|| DdsError::UnknownInstance { topic: self.topic_name().into(), instance })
     }
 
     /// The instance of `sample` (its key's handle; `NIL` on an unkeyed topic),

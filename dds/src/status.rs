@@ -39,6 +39,28 @@ pub struct ReaderStatus {
     pub instances: usize,
 }
 
+/// What one reader counted of one instance (see
+/// [`crate::DataReader::instance_counts`]). A late joiner's reader gets the history
+/// and the live samples as one sequence in the topic's order, and its `KeepLast(n)`
+/// keeps the last n of the instance across that seam: a live sample that arrives
+/// before the history was taken replaces the oldest history sample, which then
+/// counts in `lost` and `history_lost`. So `from_history - history_lost` history
+/// samples are handed out, and never more than n.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InstanceCounts {
+    /// Samples of the instance that reached this reader (live and history,
+    /// disposals and unregistrations included).
+    pub received: u64,
+    /// Of those, samples of the history it got as a late joiner
+    /// ([`crate::SampleInfo::from_history`]).
+    pub from_history: u64,
+    /// Samples of the instance dropped from the queue untaken: replaced under
+    /// its history's limit, or the oldest of all past `max_samples`.
+    pub lost: u64,
+    /// Of those, samples from the history.
+    pub history_lost: u64,
+}
+
 /// Deadlines missed (requested by a reader, or offered by a writer): each whole
 /// period an alive instance went without a sample counts one.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
