@@ -108,6 +108,11 @@ pub(crate) struct TopicState {
     /// (both change under `inner`'s lock).
     pub(crate) delivered: Condvar,
     pub(crate) waiters: sst::sync::atomic::AtomicUsize,
+    /// Signalled (under `inner`'s lock) when a view starts here and when a late
+    /// join ends: a late joiner's request for the history of a view this node has
+    /// not begun yet waits on it, and so does a client reader's start at a member
+    /// still catching up.
+    pub(crate) entered: Condvar,
     /// Statuses readable from listeners, which run under `inner`: their own locks.
     /// Why the last catch-up failed, if it did.
     pub(crate) catch_up_failed: Mutex<Option<String>>,
@@ -181,6 +186,7 @@ impl TopicState {
             inner: Mutex::new(inner),
             delivered: Condvar::new(),
             waiters: sst::sync::atomic::AtomicUsize::new(0),
+            entered: Condvar::new(),
             catch_up_failed: Mutex::new(None),
             writer_incompatible: Mutex::new(HashMap::new()),
             pick: sst::sync::atomic::AtomicU64::new(0),
@@ -231,6 +237,7 @@ impl TopicState {
         if g.seams.len() > SEAMS {
             g.seams.pop_front();
         }
+        self.entered.notify_all();
         for w in &entry.writers {
             match g.writer_levels.iter_mut().find(|(k, _)| *k == (w.node, w.id)) {
                 Some(x) => x.1 = w.level,
@@ -453,6 +460,7 @@ impl TopicState {
             g.clients.flush();
             return;
         };
+        self.entered.notify_all();
         if let (Some(from), Some(seam)) = (c.rejoined_at, seam) {
             let missed = seam.saturating_sub(from).saturating_sub(got);
             if missed > 0 {
@@ -481,3 +489,6 @@ impl TopicState {
         g.clients.flush();
     }
 }
+
+#[cfg(test)]
+mod seam_tests;

@@ -30,11 +30,25 @@ fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) ->
     Ok(())
 }
 
-/// Fetches every page from `from` to the seam from `to`, checked.
-fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u64), String> {
+/// Fetches every page from `from` to the seam from `to`, checked, starting with
+/// `first` if the first page is in already. A member answers `NotYet` only after
+/// waiting for the view itself, so asking again at once does not spin; the
+/// deadline bounds the asking.
+fn fetch_all(
+    shared: &Shared,
+    to: NodeId,
+    mut f: Fetch,
+    mut first: Option<Answer>,
+    deadline: Instant,
+) -> Result<(Vec<Entry>, u64), String> {
     let mut out: Vec<Entry> = Vec::new();
     loop {
-        match ask(shared, to, &f)? {
+        let answer = match first.take() {
+            Some(a) => a,
+            None if Instant::now() >= deadline => return Err(format!("{to}: no history in time")),
+            None => ask(shared, to, &f)?,
+        };
+        match answer {
             Answer::Entries { seam, entries, more } => {
                 check(&mut out, f.from, seam, entries).map_err(|e| format!("{to}: {e}"))?;
                 match out.last() {
@@ -42,7 +56,7 @@ fn fetch_all(shared: &Shared, to: NodeId, mut f: Fetch) -> Result<(Vec<Entry>, u
                     _ => return Ok((out, seam)),
                 }
             }
-            Answer::NotYet => std::thread::sleep(Duration::from_millis(20)),
+            Answer::NotYet => {}
             Answer::New { .. } => return Err(format!("{to} is new as well")),
             Answer::Error(e) => return Err(format!("{to}: {e}")),
             Answer::Endpoints { .. } => return Err(format!("{to}: not an answer to a fetch")),
@@ -64,7 +78,9 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
         let mut still = Vec::new();
         for c in pending {
             match ask(&shared, c, &fetch(false)) {
-                Ok(Answer::Entries { .. }) => match fetch_all(&shared, c, fetch(false)) {
+                // The first page is in: go on from it (one round trip for a
+                // history that fits in a page).
+                Ok(a @ Answer::Entries { .. }) => match fetch_all(&shared, c, fetch(false), Some(a), deadline) {
                     Ok((entries, seam)) => {
                         tracing::info!(topic = %topic.name, view = view.0, from = c.0, entries = entries.len(), seam, "caught up");
                         topic.finish_catch_up(entries, Some(seam), None);
@@ -79,10 +95,8 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
                 Err(e) => errors.push(e),
             }
         }
+        // Those that answered NotYet waited for the view first: ask again at once.
         pending = still;
-        if !pending.is_empty() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
     if !pending.is_empty() {
         errors.push(format!("no answer from {pending:?} in time"));
@@ -91,7 +105,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
     // source (the lowest id among equals); if that is this node's, it is all there is.
     news.sort_by_key(|(seam, n)| (std::cmp::Reverse(*seam), n.0));
     if let Some(&(seam, c)) = news.first().filter(|(seam, _)| *seam > from) {
-        match fetch_all(&shared, c, fetch(true)) {
+        match fetch_all(&shared, c, fetch(true), None, deadline) {
             Ok((entries, s)) => {
                 topic.finish_catch_up(entries, Some(s.max(seam)), None);
                 return;

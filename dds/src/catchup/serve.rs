@@ -5,20 +5,29 @@ use super::wire::{Answer, Ask, WireEntry};
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
 use sst::sync::lock;
+use std::time::{Duration, Instant};
 use views::view::ViewId;
 
 /// Bytes of history per answer (well under the control plane's frame limit).
 const PAGE: usize = 2 << 20;
+/// How long a request for a view that has not begun here waits for it before
+/// answering `NotYet` (well under the asker's request timeout).
+pub(crate) const VIEW_WAIT: Duration = Duration::from_secs(2);
 
 /// Answers a request body (the participant's `on_request` handler): history, or
 /// how many clients' endpoints this member serves on a topic.
 pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
     let a = match postcard::from_bytes::<Ask>(body) {
         Err(e) => Answer::Error(format!("bad request: {e}")),
-        Ok(Ask::Fetch(f)) => match lock(&shared.topics).get(&f.topic).cloned() {
-            None => Answer::Error(format!("no topic `{}` here", f.topic)),
-            Some(t) => history(&t, f.view, f.from, f.any, PAGE),
-        },
+        Ok(Ask::Fetch(f)) => {
+            // Not under the topics' lock: the wait for the view below needs the view
+            // to be installed, which takes that lock.
+            let topic = lock(&shared.topics).get(&f.topic).cloned();
+            match topic {
+                None => Answer::Error(format!("no topic `{}` here", f.topic)),
+                Some(t) => history(&t, f.view, f.from, f.any, PAGE, VIEW_WAIT),
+            }
+        }
         Ok(Ask::ClientEndpoints { topic }) => {
             let (writers, readers) =
                 lock(&shared.topics).get(&topic).map_or((0, 0), |t| lock(&t.inner).clients.counts());
@@ -29,15 +38,24 @@ pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
 }
 
 /// The history before the start of view `view`, from `from` on, at most
-/// `budget` bytes (see [`super`]).
-pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, budget: usize) -> Answer {
-    let g = lock(&topic.inner);
-    let Some(seam) = g.seams.iter().find(|s| s.view == view).copied() else {
-        return if g.last_view.map_or(true, |v| v < view) {
-            Answer::NotYet
-        } else {
-            Answer::Error(format!("view {} is too old to serve", view.0))
-        };
+/// `budget` bytes (see [`super`]). If `view` has not begun here, waits up to
+/// `wait` for it (the joiner's members install a view at about the same time),
+/// then answers `NotYet`.
+pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, budget: usize, wait: Duration) -> Answer {
+    let until = Instant::now() + wait;
+    let mut g = lock(&topic.inner);
+    let seam = loop {
+        if let Some(s) = g.seams.iter().find(|s| s.view == view) {
+            break *s;
+        }
+        if g.last_view.is_some_and(|v| v >= view) {
+            return Answer::Error(format!("view {} is too old to serve", view.0));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Answer::NotYet;
+        }
+        g = topic.entered.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
     };
     if !seam.complete && !any {
         return Answer::New { seam: seam.seq };
@@ -115,5 +133,34 @@ mod tests {
         let unknown = postcard::to_stdvec(&Ask::Fetch(fetch)).unwrap();
         let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
         assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
+    }
+
+    #[test]
+    fn a_request_for_a_view_not_begun_here_waits_for_it() {
+        use crate::qos::{History, Qos};
+        use std::sync::Arc;
+        let qos = Qos::volatile(History::KeepLast(5));
+        let entry = crate::table::TopicEntry {
+            name: "t".into(),
+            type_name: "u64".into(),
+            qos,
+            writers: Vec::new(),
+            readers: Vec::new(),
+        };
+        let t = Arc::new(TopicState::open("t", qos, false, NodeId(0), None).unwrap());
+        assert_eq!(t.enter_view(ViewId(1), &entry, &[NodeId(0)]), None, "alone: nothing to catch up");
+        let asker = {
+            let t = t.clone();
+            std::thread::spawn(move || history(&t, ViewId(2), 0, false, PAGE, Duration::from_secs(60)))
+        };
+        // The request is (almost always) waiting by now; either way the answer is
+        // the seam of view 2 once it begins, never NotYet.
+        std::thread::sleep(Duration::from_millis(50));
+        t.enter_view(ViewId(2), &entry, &[NodeId(0), NodeId(1)]);
+        assert_eq!(asker.join().unwrap(), Answer::Entries { seam: 0, entries: Vec::new(), more: false });
+        let none = history(&t, ViewId(3), 0, false, PAGE, Duration::from_millis(20));
+        assert_eq!(none, Answer::NotYet, "a view that does not begin in time");
+        let old = history(&t, ViewId(0), 0, false, PAGE, Duration::from_secs(60));
+        assert!(matches!(old, Answer::Error(_)), "a view before this node's first is never waited for: {old:?}");
     }
 }

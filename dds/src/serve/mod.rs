@@ -227,11 +227,13 @@ impl Serve {
     /// history, which a client reader's start or resume is served from.
     fn wait_for_history(&self, state: &TopicState) -> Result<(), String> {
         let deadline = Instant::now() + self.shared.catch_up_timeout;
-        while lock(&state.inner).catching_up.is_some() {
-            if Instant::now() >= deadline {
+        let mut g = lock(&state.inner);
+        while g.catching_up.is_some() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
                 return Err("this member is still catching up on the topic".into());
             }
-            std::thread::sleep(Duration::from_millis(5));
+            g = state.entered.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
         }
         Ok(())
     }
