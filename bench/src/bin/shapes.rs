@@ -10,9 +10,12 @@
 //!
 //! The topic `Square` is keyed by colour and Volatile with the last 5 samples of
 //! each instance kept: a subscriber that starts late first gets the last 5 of
-//! every colour (marked `history`). A publisher that ends (`--seconds`, or
-//! Ctrl-C... it then just leaves) disposes its shapes first: the subscriber shows
-//! them `Disposed`. Kill one with `kill -9` instead and its shapes go to
+//! every colour (marked `history`), and its own KeepLast(5) keeps the last 5 of
+//! history and live samples together, so a live sample that arrives before it
+//! took the history replaces the oldest (counted `replaced`). A publisher that
+//! ends (Enter, or `--seconds`; Ctrl-C just leaves) disposes its shapes first:
+//! the subscriber shows them `Disposed`. A subscriber that ends (Enter, or
+//! `--seconds`) prints what it counted of each colour. Kill one with `kill -9` instead and its shapes go to
 //! `NoWriters` once the domain removes it. `--filter 'x < 100'` subscribes only to
 //! the left half (a content filter over the type's fields).
 #![forbid(unsafe_code)]
@@ -43,7 +46,8 @@ struct Args {
     /// Join the domain through this participant (leave out to start it).
     #[arg(long)]
     contact: Option<SocketAddr>,
-    /// Stop after this many seconds (a publisher disposes its shapes first).
+    /// Stop after this many seconds, or at Enter (a publisher disposes its shapes
+    /// first).
     #[arg(long, default_value_t = 60.0)]
     seconds: f64,
     /// Milliseconds between moves (publisher).
@@ -96,15 +100,42 @@ fn run(args: &Args) -> Result<(), String> {
     println!("participant {} at {}", p.node(), p.group().listen_addr());
     let qos = Qos::volatile(History::KeepLast(5));
     let topic = p.keyed_topic::<Shape>("Square", qos).map_err(|e| e.to_string())?;
-    let until = Instant::now() + Duration::from_secs_f64(args.seconds);
+    let stop = Stop::new(Instant::now() + Duration::from_secs_f64(args.seconds));
     if args.role == "pub" {
-        publish(&p, &topic, args, until)
+        publish(&p, &topic, args, &stop)
     } else {
-        subscribe(&p, &topic, args, until)
+        subscribe(&p, &topic, args, &stop)
     }
 }
 
-fn publish(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, until: Instant) -> Result<(), String> {
+/// When to stop: at a deadline, or when a line comes on standard input (Enter in
+/// a terminal; the end of input alone does not stop, so `</dev/null` runs on).
+struct Stop {
+    until: Instant,
+    lines: std::sync::mpsc::Receiver<()>,
+}
+
+impl Stop {
+    fn new(until: Instant) -> Stop {
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            while std::io::stdin().read_line(&mut line).is_ok_and(|n| n > 0) {
+                if tx.send(()).is_err() {
+                    return;
+                }
+                line.clear();
+            }
+        });
+        Stop { until, lines }
+    }
+
+    fn now(&self) -> bool {
+        Instant::now() >= self.until || self.lines.try_recv().is_ok()
+    }
+}
+
+fn publish(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
     if args.colours.is_empty() {
         return Err("name the colours to publish: `pub red,green`".into());
     }
@@ -116,7 +147,7 @@ fn publish(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, until:
         .map(|(i, c)| (Shape { colour: c.clone(), x: 20 + 40 * i as i32, y: 30 * i as i32, size: 30 }, 7, 5))
         .collect();
     let mut n = 0u64;
-    while Instant::now() < until {
+    while !stop.now() {
         for (s, dx, dy) in shapes.iter_mut() {
             (s.x, *dx) = bounce(s.x, *dx);
             (s.y, *dy) = bounce(s.y, *dy);
@@ -163,7 +194,7 @@ struct Row {
     state: Option<InstanceState>,
 }
 
-fn subscribe(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, until: Instant) -> Result<(), String> {
+fn subscribe(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
     let qos = Qos::volatile(History::KeepLast(5));
     let r = match &args.filter {
         Some(f) => p.create_reader_where(topic, qos, f),
@@ -172,7 +203,7 @@ fn subscribe(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, unti
     .map_err(|e| e.to_string())?;
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
     let mut shown = Instant::now();
-    while Instant::now() < until {
+    while !stop.now() {
         for s in r.take_n(256, Duration::from_millis(100)) {
             let row = rows.entry(s.data.colour.clone()).or_default();
             if s.info.valid_data {
@@ -198,6 +229,16 @@ fn subscribe(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, unti
             }
             println!("--");
         }
+    }
+    // What the reader counted: history samples received, and of those how many a
+    // live sample replaced before they were taken (KeepLast(5) across the seam).
+    for (colour, row) in &rows {
+        let h = r.lookup_instance(colour).map_err(|e| e.to_string())?;
+        let c = h.map(|h| r.instance_counts(h)).transpose().map_err(|e| e.to_string())?.unwrap_or_default();
+        println!(
+            "counted {colour}: {} from history ({} taken, {} replaced), {} lost in all",
+            c.from_history, row.history, c.history_lost, c.lost
+        );
     }
     Ok(())
 }

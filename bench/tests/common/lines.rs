@@ -1,0 +1,88 @@
+//! A child process the test talks to by lines: what it prints (stdout and stderr)
+//! comes through a channel, lines go to its standard input, and every wait for a
+//! line is bounded. Killed on drop.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+/// A running child and the lines it printed so far.
+pub struct LineChild {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    /// Every line seen so far, in order (for failure messages and final checks).
+    pub seen: Vec<String>,
+}
+
+impl LineChild {
+    /// Starts `cmd` with its stdio piped.
+    pub fn start(mut cmd: Command) -> LineChild {
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn");
+        let (tx, lines) = channel();
+        let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        let tx2 = tx.clone();
+        std::thread::spawn(move || BufReader::new(out).lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
+        std::thread::spawn(move || BufReader::new(err).lines().map_while(Result::ok).try_for_each(|l| tx2.send(l)));
+        LineChild { stdin: child.stdin.take(), child, lines, seen: Vec::new() }
+    }
+
+    /// Sends one line to the child's standard input.
+    pub fn tell(&mut self, line: &str) {
+        if let Some(s) = self.stdin.as_mut() {
+            let _ = writeln!(s, "{line}");
+        }
+    }
+
+    /// Waits up to `within` for a line that `want` accepts; returns it, or panics
+    /// with everything the child printed.
+    pub fn expect(&mut self, what: &str, within: Duration, want: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + within;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    if want(&l) {
+                        return l;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no line {what} within {within:?}; the child printed:\n{}", self.seen.join("\n"));
+    }
+
+    /// Waits up to `within` for the child to exit; true if it exited with success.
+    /// The lines it printed are all in `seen` afterwards.
+    pub fn finish(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        let status = loop {
+            if let Some(s) = self.child.try_wait().expect("wait") {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        // The pipes close once it is gone: take the rest of its lines.
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            self.seen.push(l);
+        }
+        status.is_some_and(|s| s.success())
+    }
+}
+
+impl Drop for LineChild {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
