@@ -6,12 +6,9 @@
 //! disposed when that publisher ends. Every step waits for what a process prints,
 //! with a generous deadline, never for a time.
 
-#[path = "common/lines.rs"]
-mod lines;
-
-use lines::LineChild;
 use std::process::Command;
 use std::time::Duration;
+use testkit::LineChild;
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -8,9 +8,11 @@
 //! terminal 3:  cargo run --release -p dds --example sensors -- subscribe
 //! ```
 //!
-//! Nothing to choose: participants find the domain on the local network (UDP
-//! multicast discovery of its name), the domain gives the ids, the OS the ports;
-//! each prints its control address. `--id`, `--port` and `--contact` choose by hand.
+//! Nothing to choose, on one host or across the hosts of a LAN: participants find
+//! the domain on the local network (UDP multicast discovery of its name), the
+//! domain gives the ids, the OS the ports, and each listens on the address of the
+//! interface its default route leaves by (127.0.0.1 on a host with no route); each
+//! prints its control address. `--ip`, `--id`, `--port` and `--contact` choose by hand.
 //! Stall a subscriber (Ctrl-Z, `fg` a few seconds later): the domain removes it, it
 //! rejoins by itself and prints the readings it missed from the history, no gap.
 //!
@@ -53,8 +55,12 @@ struct Args {
     /// and left out the domain gives one.
     #[arg(long)]
     id: Option<u32>,
-    /// Control port on 127.0.0.1 (the data port is the next one); members only.
-    /// Left out: the OS picks.
+    /// The address this member listens on and the others reach it at (left out:
+    /// the default route's interface, or 127.0.0.1 where there is none).
+    #[arg(long)]
+    ip: Option<std::net::Ipv4Addr>,
+    /// Control port (the data port is the next one); members only. Left out: the
+    /// OS picks.
     #[arg(long)]
     port: Option<u16>,
     /// Take part as a client of the members in `--contact`, outside the group.
@@ -102,7 +108,8 @@ fn run(args: &Args) -> Result<(), String> {
     }
     let port = args.port.unwrap_or(0);
     let id = args.id.unwrap_or(views::config::AUTO_ID);
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+    let ip = args.ip.or_else(views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let mut b = Config::builder(id, SocketAddr::from((ip, port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));

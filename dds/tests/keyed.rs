@@ -90,7 +90,9 @@ fn a_late_joiner_gets_the_last_n_of_every_instance_and_disposals() {
     w.dispose_key(&"teal".to_string()).unwrap();
     assert_eq!(xs(&late.take_n(1, WAIT), "mauve"), vec![1]);
     let teal = late.instance_of(&shape("teal", 0)).unwrap();
-    assert!(poll_until(WAIT, Duration::from_millis(5), || late.instance_state(teal).ok() == Some(InstanceState::Disposed)));
+    assert!(
+        poll_until(WAIT, Duration::from_millis(5), || late.instance_state(teal).ok() == Some(InstanceState::Disposed))
+    );
     assert!(late.take().is_empty(), "no sample for teal: its state changed alone");
     let plain = ps[0].topic::<Shape>("plain shapes", Qos::ordered()).unwrap();
     let pw = ps[0].create_writer(&plain, plain.qos()).unwrap();

@@ -3,13 +3,16 @@
 
 mod children;
 mod kind;
+mod lines;
 mod local;
 mod net;
+pub mod netns;
 mod os;
 mod temp;
 
 pub use children::{child_transport, is_child, wait_for_parent, ChildSet, ClusterError};
 pub use kind::TransportKind;
+pub use lines::LineChild;
 pub use local::{local_group, unique_group, LocalGroup};
 pub use net::{free_control_addr, free_ports};
 pub use os::{catch_interrupts, cpu_time, die_with_parent, interrupted, pause_process, CpuClock};

@@ -4,10 +4,13 @@
 //! terminals 1, 2 and 3:  cargo run --release -p views --example counter
 //! ```
 //!
-//! The same command three times: the first finds no group of its name on the local
-//! network (UDP multicast discovery, half a second) and starts it as n0; the others
-//! find it and join, with ids the group gives and ports the OS picks. `--id N`,
-//! `--port P` and `--contact ADDR` choose by hand instead (a contact skips discovery).
+//! The same command three times, on one host or on several hosts of a LAN: the
+//! first finds no group of its name on the local network (UDP multicast discovery,
+//! half a second) and starts it as n0; the others find it and join, with ids the
+//! group gives and ports the OS picks. Each member listens on, and tells the others,
+//! the address of the interface its default route leaves by (127.0.0.1 on a host
+//! with no route). `--ip A`, `--id N`, `--port P` and `--contact ADDR` choose by
+//! hand instead (a contact skips discovery).
 //!
 //! Stall a member (Ctrl-Z, then `fg` after a few seconds): the others remove it,
 //! and when it runs again it joins again by itself and gets the counter.
@@ -32,7 +35,11 @@ struct Args {
     /// gives one.
     #[arg(long)]
     id: Option<u32>,
-    /// Control port on 127.0.0.1 (the data port is the next one); 0: the OS picks.
+    /// The address this member listens on and the others reach it at (left out:
+    /// the default route's interface, or 127.0.0.1 where there is none).
+    #[arg(long)]
+    ip: Option<std::net::Ipv4Addr>,
+    /// Control port (the data port is the next one); 0: the OS picks.
     #[arg(long, default_value_t = 0)]
     port: u16,
     /// Join through this member (left out: discovery finds the group, or this
@@ -57,7 +64,8 @@ fn main() {
 
 fn run(args: &Args) -> Result<(), String> {
     let id = args.id.unwrap_or(views::config::AUTO_ID);
-    let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], args.port)))
+    let ip = args.ip.or_else(views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let mut b = Config::builder(id, SocketAddr::from((ip, args.port)))
         .name(&args.name)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .max_msg(1024)

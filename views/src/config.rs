@@ -43,6 +43,24 @@ pub enum Transport {
     Rdma,
 }
 
+/// The IPv4 address other hosts reach this one at: the source address of the
+/// route to a host off every local network, which is the address of the
+/// interface the default route leaves by. `None` where there is no such route
+/// (loopback only) or the host's only route is loopback.
+///
+/// The kernel chooses it when a UDP socket is connected; nothing is sent (a UDP
+/// connect only records the peer). The peer is 203.0.113.1, reserved for
+/// documentation (TEST-NET-3, RFC 5737), so normally on no local network: the
+/// route to it is the default route.
+pub fn reachable_ipv4() -> Option<std::net::Ipv4Addr> {
+    let s = std::net::UdpSocket::bind((std::net::Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    s.connect((std::net::Ipv4Addr::new(203, 0, 113, 1), 9)).ok()?;
+    match s.local_addr().ok()? {
+        SocketAddr::V4(a) if !a.ip().is_unspecified() && !a.ip().is_loopback() => Some(*a.ip()),
+        _ => None,
+    }
+}
+
 /// One node's configuration (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -227,6 +245,16 @@ impl Config {
     /// 127.0.0.1, and no contact (discovery finds the group, or it starts one).
     pub fn local() -> ConfigBuilder {
         Config::builder(AUTO_ID, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// A builder for a member that others on its network reach with nothing
+    /// chosen by hand: as [`Config::local`], but on the address of the interface
+    /// the default route leaves by ([`reachable_ipv4`]), so the same command forms
+    /// one group on one host or across the hosts of a LAN. A host with no route
+    /// but loopback gets 127.0.0.1.
+    pub fn network() -> ConfigBuilder {
+        let ip = reachable_ipv4().unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+        Config::builder(AUTO_ID, SocketAddr::from((ip, 0)))
     }
 
     /// A builder with the defaults, for configuration in code.

@@ -8,26 +8,29 @@ use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
 /// A running child and the lines it printed so far.
+#[derive(Debug)]
 pub struct LineChild {
     child: Child,
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     /// Every line seen so far, in order (for failure messages and final checks).
     pub seen: Vec<String>,
+    /// Where the next [`LineChild::expect`] starts looking in `seen`.
+    next: usize,
 }
 
 impl LineChild {
     /// Starts `cmd` with its stdio piped.
     pub fn start(mut cmd: Command) -> LineChild {
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn");
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
         let (tx, lines) = channel();
         let out = child.stdout.take().expect("stdout");
         let err = child.stderr.take().expect("stderr");
         let tx2 = tx.clone();
         std::thread::spawn(move || BufReader::new(out).lines().map_while(Result::ok).try_for_each(|l| tx.send(l)));
         std::thread::spawn(move || BufReader::new(err).lines().map_while(Result::ok).try_for_each(|l| tx2.send(l)));
-        LineChild { stdin: child.stdin.take(), child, lines, seen: Vec::new() }
+        LineChild { stdin: child.stdin.take(), child, lines, seen: Vec::new(), next: 0 }
     }
 
     /// Sends one line to the child's standard input.
@@ -37,18 +40,21 @@ impl LineChild {
         }
     }
 
-    /// Waits up to `within` for a line that `want` accepts; returns it, or panics
-    /// with everything the child printed.
+    /// Waits up to `within` for a line that `want` accepts, after the line the
+    /// last `expect` returned (lines printed meanwhile count); returns it, or
+    /// panics with everything the child printed.
     pub fn expect(&mut self, what: &str, within: Duration, want: impl Fn(&str) -> bool) -> String {
         let deadline = Instant::now() + within;
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) => {
-                    self.seen.push(l.clone());
-                    if want(&l) {
-                        return l;
-                    }
+        loop {
+            while self.next < self.seen.len() {
+                self.next += 1;
+                if want(&self.seen[self.next - 1]) {
+                    return self.seen[self.next - 1].clone();
                 }
+            }
+            let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+            match self.lines.recv_timeout(left) {
+                Ok(l) => self.seen.push(l),
                 Err(_) => break,
             }
         }
