@@ -96,6 +96,7 @@ fn run(args: &Args) -> Result<(), String> {
             let members: Vec<String> = v.members().iter().map(|n| n.to_string()).collect();
             println!("== view {}: members {} ==", v.id().0, members.join(", "));
         })
+        .on_removed(|r| println!("out of the group: {r}"))
         .on_rejoin(|why| println!("removed ({why}); taken back into the group"))
         .state(
             0,

@@ -65,6 +65,8 @@ pub enum StopReason {
         live: usize,
         /// Members of the view.
         members: usize,
+        /// The members it suspects (lost), in view order.
+        lost: Vec<NodeId>,
     },
     /// The others suspect it, or a committed view removed it.
     Removed,

@@ -36,7 +36,7 @@ impl Engine {
         }
         let live = self.live().count();
         if self.majority && 2 * live <= self.n() {
-            return Err(StopReason::Minority { live, members: self.n() });
+            return Err(StopReason::Minority { live, members: self.n(), lost: self.ranks(self.susp) });
         }
         Ok(())
     }

@@ -56,7 +56,10 @@ fn one_failure_of_two_members_stops_the_survivor_as_a_minority() {
     n.engines[0].suspect(NodeId(1));
     let out = n.step(0, &[]);
     assert_eq!(disconnects(&out), vec![NodeId(1)], "the suspected node is cut off first");
-    assert!(matches!(out.last(), Some(Action::Stop(StopReason::Minority { live: 1, members: 2 }))), "{out:?}");
+    assert!(
+        matches!(out.last(), Some(Action::Stop(StopReason::Minority { live: 1, members: 2, ref lost })) if *lost == [NodeId(1)]),
+        "{out:?}"
+    );
     assert!(n.engines[0].is_done());
     // With the rule off the survivor goes on alone: it proposes, holds and commits
     // its own proposal and installs in one step.

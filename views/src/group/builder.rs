@@ -160,6 +160,19 @@ impl GroupBuilder {
         self
     }
 
+    /// Called at once when this node's view ends without it while it runs: it
+    /// could not reach a majority of the view's members ([`super::Removal::NoMajority`]:
+    /// which members it lost, and how many must be back), or the others removed it.
+    /// With [`crate::config::Config::rejoin`] on (the default) it then works on
+    /// getting back, and [`GroupBuilder::on_rejoin`] runs when it is; meanwhile
+    /// [`Group::removal`] says the same, and sends fail with
+    /// [`super::SendError::NoMajority`] after a lost majority. Runs on the thread
+    /// that installs views; it must not call into the [`Group`].
+    pub fn on_removed(mut self, f: impl Fn(&super::Removal) + Send + Sync + 'static) -> Self {
+        self.hooks.on_removed = Some(Box::new(f));
+        self
+    }
+
     /// Called when this node wedges its view for a change (a failure, a join, a
     /// leave or a layout edit is under way), before it tells the other members
     /// that it wedged: everything it posted to a peer before the call reaches that

@@ -50,6 +50,11 @@ pub enum SendError {
     /// Fatal for this node: it is no longer a member.
     #[error("this node stopped: {0}")]
     Stopped(String),
+    /// This node lost the majority of its view and is out of it until enough of
+    /// the members it lost are back (it works on that by itself): says which, and
+    /// what would let it go on. Retry later, or tell the user.
+    #[error("{0}")]
+    NoMajority(super::NoMajority),
     /// Retry: the window (or arena) stayed full for this long
     /// ([`super::Group::send_where_within`]'s bound on waiting for room).
     #[error("no room to send within {0:?}: the receivers are behind")]

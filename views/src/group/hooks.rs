@@ -17,6 +17,7 @@ pub(super) type SetState = Box<dyn Fn(&[u8]) + Send + Sync>;
 pub(crate) type RequestFn = Box<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 /// Told that this node was removed (why) and is about to run a view again.
 pub(super) type RejoinFn = Box<dyn Fn(&str) + Send + Sync>;
+pub(super) type RemovedFn = Box<dyn Fn(&super::Removal) + Send + Sync>;
 /// Told, on the predicate thread, that this node wedged `view` for a change.
 pub(crate) type WedgeFn = Arc<dyn Fn(&View) + Send + Sync>;
 /// A per-batch in-place delivery callback (see [`super::GroupBuilder::deliver_by`]).
@@ -51,6 +52,7 @@ pub(crate) struct Hooks {
     pub(super) on_request: Option<RequestFn>,
     pub(super) client_handler: Option<Arc<dyn super::ClientHandler>>,
     pub(super) on_rejoin: Option<RejoinFn>,
+    pub(super) on_removed: Option<RemovedFn>,
     pub(super) on_wedge: Option<WedgeFn>,
 }
 
@@ -106,6 +108,13 @@ impl Hooks {
     /// starts (its state already set).
     pub(crate) fn rejoined(&self, why: &str) {
         if let Some(f) = &self.on_rejoin {
+            f(why);
+        }
+    }
+
+    /// At a running node whose view ended without it (before it works on getting back).
+    pub(crate) fn removed(&self, why: &super::Removal) {
+        if let Some(f) = &self.on_removed {
             f(why);
         }
     }

@@ -30,8 +30,23 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
                 }
             }
             Ok(Event::Stop(why)) => {
+                let view = sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
+                let removal = view.and_then(|v| match &why {
+                    StopReason::Minority { lost, .. } => Some(super::Removal::NoMajority(super::NoMajority {
+                        view: v.id(),
+                        members: v.members().to_vec(),
+                        lost: lost.clone(),
+                    })),
+                    StopReason::Removed => Some(super::Removal::Removed { view: v.id() }),
+                    _ => None,
+                });
+                if let Some(r) = &removal {
+                    tracing::warn!(%r, "out of the view");
+                    inner.status.set_removal(Some(r.clone()));
+                    inner.hooks.removed(r);
+                }
                 let text = match why {
-                    StopReason::Minority { live, members } => format!(
+                    StopReason::Minority { live, members, .. } => format!(
                         "only {live} of {members} members are reachable: a minority must not go on (majority rule)"
                     ),
                     StopReason::Removed => "removed from the group by the others".into(),

@@ -54,6 +54,7 @@ mod hooks;
 mod install;
 mod metrics;
 mod rejoin;
+mod removal;
 mod send;
 mod status;
 
@@ -78,6 +79,7 @@ pub use deliver::{Delivery, InPlace, InPlaceBatch};
 pub use error::{RequestError, SendError, StartError};
 pub use hooks::{BatchCallback, DeliverFactory, StateHook};
 pub use metrics::Metrics;
+pub use removal::{NoMajority, Removal};
 pub use send::SubgroupHandle;
 
 /// Region ids from here up are the application's ([`GroupBuilder::regions`]); the
@@ -219,6 +221,14 @@ impl Group {
     /// stopped). Sends wait meanwhile, up to the send timeout.
     pub fn rejoining(&self) -> Option<String> {
         self.inner.status.rejoining()
+    }
+
+    /// Why this node is out of its group's view while it runs (it lost its
+    /// majority, or the others removed it), until it is back; `None` while it runs
+    /// a view. Sends fail with [`SendError::NoMajority`] meanwhile if it lost its
+    /// majority (and wait, up to the send timeout, if it was removed).
+    pub fn removal(&self) -> Option<Removal> {
+        self.inner.status.removal()
     }
 
     /// Why this node stopped, if it did.

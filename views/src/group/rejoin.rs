@@ -123,6 +123,7 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
                     inner.counters.rejoined(began.elapsed());
                     *sst::sync::write(&inner.current) = Some(epoch);
                     inner.status.set_rejoining(None);
+                    inner.status.set_removal(None);
                     tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
                     inner.status.bump();
                     inner.hooks.view_started(&view, &transport);

@@ -88,6 +88,13 @@ impl Group {
             let mut full = None;
             {
                 let cur = sst::sync::read(&self.inner.current);
+                if cur.is_none() {
+                    // Out of the view for lack of a majority: say so now, not after
+                    // the send timeout (a removed node waits: it is back soon).
+                    if let Some(super::Removal::NoMajority(m)) = self.inner.status.removal() {
+                        return Err(SendError::NoMajority(m));
+                    }
+                }
                 if let Some(e) = cur.as_ref() {
                     k = pick(&e.view);
                     let here = k.map(|k| (k, e.specs.get(k), e.sub(k)));

@@ -18,6 +18,8 @@ pub(crate) struct Status {
     shutdown: AtomicBool,
     /// Why this node was removed, while it is joining the group again.
     rejoining: Mutex<Option<String>>,
+    /// The same, typed.
+    removal: Mutex<Option<super::Removal>>,
 }
 
 impl Status {
@@ -63,6 +65,16 @@ impl Status {
     /// Why this node was removed, while it is joining again.
     pub(crate) fn rejoining(&self) -> Option<String> {
         lock(&self.rejoining).clone()
+    }
+
+    /// This node is out of its view for `why` (`None`: it is back).
+    pub(crate) fn set_removal(&self, why: Option<super::Removal>) {
+        *lock(&self.removal) = why;
+    }
+
+    /// Why this node is out of its view, while it is.
+    pub(crate) fn removal(&self) -> Option<super::Removal> {
+        lock(&self.removal).clone()
     }
 
     /// The application asked this node to shut down: its threads end.

@@ -198,6 +198,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
                             stop.store(true, Ordering::Release);
                             return Err(e.to_string());
                         }
+                        // Out of the view (no majority): sends fail at once until
+                        // it is back; try again shortly rather than spin.
+                        Err(views::group::SendError::NoMajority(_)) => std::thread::sleep(Duration::from_millis(10)),
                         Err(_) => {}
                     }
                 }
