@@ -61,6 +61,12 @@ impl LineChild {
         panic!("no line {what} within {within:?}; the child printed:\n{}", self.seen.join("\n"));
     }
 
+    /// Kills the child (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     /// Waits up to `within` for the child to exit; true if it exited with success.
     /// The lines it printed are all in `seen` afterwards.
     pub fn finish(&mut self, within: Duration) -> bool {

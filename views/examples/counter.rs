@@ -15,6 +15,12 @@
 //! Stall a member (Ctrl-Z, then `fg` after a few seconds): the others remove it,
 //! and when it runs again it joins again by itself and gets the counter.
 //!
+//! With `--state-dir DIR` (a directory per member) a member keeps who it is: `kill
+//! -9` one of two and the survivor says at once that it lost its majority and
+//! waits; start the killed one again with the same command and the two are one
+//! group again, with the counter. Without it, a member started again is a new one,
+//! and it refuses to start a second group beside a stranded one.
+//!
 //! Type a number to add it to the counter everywhere, any other line to say it to
 //! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
 //! it) and watch the others install a view without it. A member that joins later
@@ -49,6 +55,11 @@ struct Args {
     /// Data-plane transport.
     #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
     transport: String,
+    /// A directory of this member's own where it keeps its id and last view, so
+    /// that started again it comes back as itself (and can restore a group that
+    /// lost its majority).
+    #[arg(long)]
+    state_dir: Option<std::path::PathBuf>,
     /// Group name (members of one group use the same).
     #[arg(long, default_value = "counter")]
     name: String,
@@ -72,6 +83,9 @@ fn run(args: &Args) -> Result<(), String> {
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
     if let Some(c) = args.contact {
         b = b.contact(c);
+    }
+    if let Some(d) = &args.state_dir {
+        b = b.state_dir(d);
     }
     let cfg = b.build().map_err(|e| e.to_string())?;
     let counter = Arc::new(Mutex::new(0i64));

@@ -133,6 +133,14 @@ pub struct Config {
     /// for good, as a crashed member would.
     #[serde(default = "defaults::yes")]
     pub rejoin: bool,
+    /// A directory of this member's own (one member per directory) where it keeps
+    /// who it is: its node id and the last view it installed. A member started
+    /// again on it with no node id takes that id back, and if the group it left
+    /// lost its majority meanwhile, it restores the group with the members that
+    /// are still there (see `views::group::restart`). Absent: nothing is kept, and
+    /// a restarted member is a new one.
+    #[serde(default)]
+    pub state_dir: Option<std::path::PathBuf>,
     /// `rdma`: the device's name (`ibv_devices`); the first device if absent.
     #[serde(default)]
     pub rdma_device: Option<String>,
@@ -276,6 +284,7 @@ impl Config {
             spin_us: defaults::spin_us(),
             majority: defaults::majority(),
             rejoin: defaults::yes(),
+            state_dir: None,
             rdma_device: None,
             rdma_port: defaults::rdma_port(),
             gid_index: 0,
@@ -416,6 +425,11 @@ impl ConfigBuilder {
     /// Rejoin after a removal while alive (on by default; see [`Config::rejoin`]).
     pub fn rejoin(mut self, on: bool) -> Self {
         self.0.rejoin = on;
+        self
+    }
+    /// Sets [`Config::state_dir`].
+    pub fn state_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.0.state_dir = Some(dir.into());
         self
     }
     /// Checks and returns the configuration.

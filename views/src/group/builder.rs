@@ -259,6 +259,14 @@ impl GroupBuilder {
             }
         }
         let mut cfg = self.cfg.clone();
+        // A member started again on its state directory takes its id back.
+        let stored = match &cfg.state_dir {
+            Some(dir) => super::restart::load(dir, &cfg.name)?,
+            None => None,
+        };
+        if let (Some(s), AUTO_ID) = (&stored, cfg.node_id) {
+            cfg.node_id = s.node;
+        }
         let (listener, data_listener) = bind(&mut cfg)?;
         if cfg.transport == crate::config::Transport::Shm {
             // Files of members that were killed (or interrupted) before they could
@@ -273,6 +281,12 @@ impl GroupBuilder {
             cfg.contact = match discovery::look(&cfg, wait) {
                 Ok(discovery::Found::Member(a) | discovery::Found::Starter(a)) => Some(a),
                 Ok(discovery::Found::Nothing) => None,
+                // A member of the stranded view restores it through a stranded
+                // member (see `restart`); anyone else would split the group.
+                Ok(discovery::Found::Stranded { at, view }) => match &stored {
+                    Some(_) => Some(at),
+                    None => return Err(StartError::Stranded { name: cfg.name.clone(), view }),
+                },
                 Err(e) => {
                     return Err(StartError::Setup(format!(
                         "discovery: {e} (give a contact, or set discovery = false to start a group alone)"
@@ -319,6 +333,7 @@ impl GroupBuilder {
             setup_timeout: self.setup_timeout,
             send_timeout: self.send_timeout,
             data_listener,
+            restore: super::restart::Restore::default(),
         });
         let server = {
             let inner = inner.clone();
@@ -359,6 +374,7 @@ impl GroupBuilder {
         };
         let transport = epoch.transport.clone();
         *sst::sync::write(&inner.current) = Some(epoch);
+        super::restart::remember(&inner, &first);
         inner.hooks.view_started(&first, &transport);
         let manager = {
             let inner = inner.clone();

@@ -108,6 +108,14 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     };
     let cur = sst::sync::read(&inner.current);
     let Some(epoch) = cur.as_ref() else {
+        // Stranded: a member of the view it lost the majority of is back (see
+        // `restart`); the restart takes it in once enough are.
+        if let Some(super::Removal::NoMajority(m)) = inner.status.removal() {
+            if m.lost.contains(&NodeId(member.node)) {
+                inner.restore.came_back(NodeId(member.node));
+                return refuse(&mut stream, "restoring the group with the members back; retry".into());
+            }
+        }
         return refuse(&mut stream, "this member is between views; retry".into());
     };
     // A joiner without an id gets one no member of the group ever had.

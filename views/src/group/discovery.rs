@@ -6,7 +6,10 @@
 //! - a **query**, sent every 100 ms by a node that has no contact and looks for its
 //!   group (it carries the node's control address);
 //! - a **here**, sent by every running member that hears a query for its group (at
-//!   most one per 50 ms per member), carrying that member's control address.
+//!   most one per 50 ms per member), carrying that member's control address;
+//! - a **stranded**, sent instead by a member that lost the majority of its view
+//!   (it carries that view's id): the group exists but waits for lost members to
+//!   come back (see `super::restart`); a looker must not start a second one.
 //!
 //! A looker that hears a *here* of its name joins through that member. If none
 //! comes within the wait ([`crate::config::Config::discovery_wait_ms`]), the
@@ -30,6 +33,7 @@ const MAGIC: &[u8; 4] = b"SPDI";
 const VERSION: u8 = 1;
 const QUERY: u8 = 1;
 const HERE: u8 = 2;
+const STRANDED: u8 = 3;
 const HEADER: usize = 23;
 /// How often a looker asks.
 const QUERY_EVERY: Duration = Duration::from_millis(100);
@@ -81,7 +85,7 @@ impl Beacon {
             return Err(format!("version {}", b[4]));
         }
         let kind = b[5];
-        if kind != QUERY && kind != HERE {
+        if kind != QUERY && kind != HERE && kind != STRANDED {
             return Err(format!("kind {kind}"));
         }
         let port = u16::from_le_bytes([b[6], b[7]]);
@@ -144,6 +148,14 @@ pub(crate) enum Found {
     /// No running member, and another looker with a lower address: it starts the
     /// group; join through it.
     Starter(SocketAddr),
+    /// No running member, but a stranded one (it lost the majority of `view`):
+    /// only a member of that view may join through it (see `super::restart`).
+    Stranded {
+        /// The stranded member's control address.
+        at: SocketAddr,
+        /// The view it lost the majority of.
+        view: u64,
+    },
     /// Nothing: start the group.
     Nothing,
 }
@@ -156,6 +168,7 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
     let deadline = Instant::now() + wait;
     let mut next_query = Instant::now();
     let mut lowest = me;
+    let mut stranded = None;
     let mut buf = [0u8; 512];
     while Instant::now() < deadline {
         if Instant::now() >= next_query {
@@ -169,8 +182,12 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
         }
         match b.kind {
             HERE => return Ok(Found::Member(SocketAddr::V4(b.control))),
+            STRANDED => stranded = Some(Found::Stranded { at: SocketAddr::V4(b.control), view: b.view }),
             _ => lowest = lowest.min(b.control),
         }
+    }
+    if let Some(s) = stranded {
+        return Ok(s);
     }
     Ok(if lowest == me { Found::Nothing } else { Found::Starter(SocketAddr::V4(lowest)) })
 }
@@ -218,13 +235,19 @@ pub(crate) fn serve(inner: Arc<Inner>) {
         if last_answer.is_some_and(|t| t.elapsed() < ANSWER_EVERY) {
             continue; // rate limit: the looker asks again in 100 ms
         }
-        // Only a member that runs a view answers (not one between views or rejoining).
-        let Some(view) = sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone()) else { continue };
+        // A member that runs a view answers here; one that lost its majority
+        // answers stranded (not one between views or rejoining otherwise).
+        let running = sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
+        let (kind, view, members) = match (running, inner.status.removal()) {
+            (Some(v), _) => (HERE, v.id().0, v.members().len()),
+            (None, Some(super::Removal::NoMajority(m))) => (STRANDED, m.view.0, m.members.len()),
+            (None, _) => continue,
+        };
         let here = Beacon {
-            kind: HERE,
+            kind,
             control: me,
-            view: view.id().0,
-            members: view.members().len().min(u16::MAX as usize) as u16,
+            view,
+            members: members.min(u16::MAX as usize) as u16,
             name: inner.cfg.name.clone(),
         };
         if sock.send_to(&here.encode(), group).is_ok() {

@@ -26,6 +26,23 @@ pub enum StartError {
     /// The first view's runtime could not be set up.
     #[error("setup: {0}")]
     Setup(String),
+    /// The state directory ([`crate::config::Config::state_dir`]) could not be used.
+    #[error(transparent)]
+    StateDir(#[from] super::restart::StateDirError),
+    /// Discovery found the group, but stranded: its members lost the majority of
+    /// view `view` and wait for enough of the lost ones to come back. A new member
+    /// cannot restore it (only members of that view, started again on their state
+    /// directories, can); starting a second group of the name would split it.
+    #[error(
+        "group `{name}` is stranded: its members lost the majority of view {view}; start one of its lost \
+         members again on its state directory, or start this member under another name"
+    )]
+    Stranded {
+        /// The group's name.
+        name: String,
+        /// The view its members lost the majority of.
+        view: u64,
+    },
 }
 
 /// Why a send did not happen.

@@ -43,6 +43,9 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
                 if let Some(r) = &removal {
                     tracing::warn!(%r, "out of the view");
                     inner.status.set_removal(Some(r.clone()));
+                    // No send goes into the ended view once the application heard:
+                    // those that follow fail with the reason.
+                    inner.freeze_current();
                     inner.hooks.removed(r);
                 }
                 let text = match why {
@@ -148,6 +151,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     *cur = Some(epoch);
     drop(cur);
     tracing::info!(node = %me, view = next.view.id().0, members = ?next.view.members(), "view installed");
+    super::restart::remember(inner, &next.view);
     inner.status.bump();
     inner.hooks.view_started(&next.view, &transport);
     Ok(())

@@ -55,6 +55,7 @@ mod install;
 mod metrics;
 mod rejoin;
 mod removal;
+pub mod restart;
 mod send;
 mod status;
 
@@ -129,6 +130,8 @@ pub(crate) struct Inner {
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).
     pub(crate) data_listener: Option<DataListener>,
+    /// Members of the last view that came back while this node was stranded.
+    pub(crate) restore: restart::Restore,
 }
 
 impl Inner {

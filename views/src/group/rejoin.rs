@@ -71,7 +71,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     inner.status.set_rejoining(Some(why.to_string()));
     inner.clients.close_all();
     inner.freeze_current();
+    let mut last = None;
     if let Some(mut old) = sst::sync::write(&inner.current).take() {
+        last = Some(old.view.clone());
         // The view is over for this node (no more deliveries): as at any view's
         // end, the application reads what it needs from its regions.
         inner.hooks.view_ended(&old.view, &old.transport);
@@ -99,6 +101,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
                 return Err(format!("no thread to join the group again: {e}"));
             }
             let answer = loop {
+                if let Some(done) = restart_if_back(inner, last.as_ref(), tx) {
+                    return done;
+                }
                 match done_rx.recv_timeout(Duration::from_millis(100)) {
                     Ok(a) => break a,
                     Err(RecvTimeoutError::Timeout) if inner.status.is_shut_down() => {
@@ -124,6 +129,8 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
                     *sst::sync::write(&inner.current) = Some(epoch);
                     inner.status.set_rejoining(None);
                     inner.status.set_removal(None);
+                    inner.restore.clear();
+                    super::restart::remember(inner, &view);
                     tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
                     inner.status.bump();
                     inner.hooks.view_started(&view, &transport);
@@ -137,8 +144,42 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             if inner.status.is_shut_down() {
                 return Err("shut down while joining the group again".into());
             }
+            if let Some(done) = restart_if_back(inner, last.as_ref(), tx) {
+                return done;
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
         pause = (pause * 2).min(Duration::from_secs(2));
+    }
+}
+
+/// A stranded node (it lost the majority of `last`) whose lost members came back
+/// far enough for a majority of `last` restarts the group (see `restart`): view
+/// `last + 1` with itself, its state kept; the members back join it next.
+/// `None` while it is not (yet) time.
+fn restart_if_back(inner: &Arc<Inner>, last: Option<&View>, tx: &Sender<Event>) -> Option<Result<(), String>> {
+    let last = last?;
+    let me = NodeId(inner.cfg.node_id);
+    if !matches!(inner.status.removal(), Some(super::Removal::NoMajority(_))) || !inner.restore.has_majority(me, last) {
+        return None;
+    }
+    let view = super::restart::restart_view(me, last);
+    match Epoch::start(inner, view.clone(), &[], tx.clone()) {
+        Ok(epoch) => {
+            let transport = epoch.transport.clone();
+            *sst::sync::write(&inner.current) = Some(epoch);
+            inner.status.set_rejoining(None);
+            inner.status.set_removal(None);
+            inner.restore.clear();
+            super::restart::remember(inner, &view);
+            tracing::warn!(view = view.id().0, "members of the lost view are back: the group goes on");
+            inner.status.bump();
+            inner.hooks.view_started(&view, &transport);
+            Some(Ok(()))
+        }
+        Err(e) => {
+            tracing::warn!(%e, "could not restart the group; trying again");
+            None
+        }
     }
 }

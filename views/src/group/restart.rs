@@ -1,0 +1,190 @@
+//! A member that comes back finds its group, also when the group lost its majority
+//! meanwhile (Derecho's restart from persistent state, in its simplest form).
+//!
+//! With [`crate::config::Config::state_dir`] a member keeps, in a file of its own,
+//! its node id and the last view it installed (written at every install). Started
+//! again on that directory with no node id, it takes its id back, so ids never
+//! collide and the others know it.
+//!
+//! A member that lost the majority of its view (a survivor of two, or of three when
+//! two failed) is *stranded*: it installs nothing, but it answers discovery with a
+//! `stranded` beacon (its last view) and keeps the view's members and its state. A
+//! restarted member of that view that finds no running group joins through the
+//! stranded one, claiming its id. The stranded member counts the members of its
+//! last view that came back; once it and they are a strict majority of that view,
+//! it starts view `v + 1` with itself alone, carrying its state, and takes them in
+//! as joiners (each gets the state) in the views after. A majority of the last view
+//! is what makes this safe: two such majorities cannot both exist, so two groups of
+//! one name cannot both go on.
+//!
+//! A new member (no state directory) that hears only stranded beacons does not
+//! start a second group: it fails to start, saying which view is stranded and what
+//! brings it back.
+
+use super::Inner;
+use crate::view::{View, ViewId};
+use serde::{Deserialize, Serialize};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The file's format version.
+const VERSION: u8 = 1;
+const FILE: &str = "member";
+
+/// What a member keeps of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Stored {
+    version: u8,
+    pub(crate) group: String,
+    pub(crate) node: u32,
+    pub(crate) view: u64,
+    pub(crate) members: Vec<u32>,
+}
+
+/// Why a state directory could not be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateDirError {
+    /// The file could not be read or written.
+    #[error("state directory {path}: {why}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        why: String,
+    },
+    /// The file is not one this version wrote (damaged, or from elsewhere).
+    #[error("state directory {0}: the member file is damaged or of another version")]
+    Damaged(PathBuf),
+    /// The directory is a member of another group.
+    #[error("state directory {path} belongs to group `{group}`")]
+    OtherGroup {
+        /// The file.
+        path: PathBuf,
+        /// The group it names.
+        group: String,
+    },
+}
+
+fn io(path: &Path, e: std::io::Error) -> StateDirError {
+    StateDirError::Io { path: path.to_path_buf(), why: e.to_string() }
+}
+
+/// What `dir` holds of a member of `group`, if anything.
+pub(crate) fn load(dir: &Path, group: &str) -> Result<Option<Stored>, StateDirError> {
+    let path = dir.join(FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(&path, e)),
+    };
+    let s: Stored = postcard::from_bytes(&bytes).map_err(|_| StateDirError::Damaged(path.clone()))?;
+    if s.version != VERSION || s.node >= sst::transport::MAX_NODE_ID || !s.members.contains(&s.node) {
+        return Err(StateDirError::Damaged(path));
+    }
+    if s.group != group {
+        return Err(StateDirError::OtherGroup { path, group: s.group });
+    }
+    Ok(Some(s))
+}
+
+/// Keeps `me` and `view` in `dir` (a new file renamed over the old one: a crash
+/// leaves one or the other whole).
+pub(crate) fn store(dir: &Path, group: &str, me: NodeId, view: &View) -> Result<(), StateDirError> {
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    let s = Stored {
+        version: VERSION,
+        group: group.into(),
+        node: me.0,
+        view: view.id().0,
+        members: view.members().iter().map(|n| n.0).collect(),
+    };
+    let bytes = postcard::to_stdvec(&s).map_err(|_| StateDirError::Damaged(dir.join(FILE)))?;
+    let (tmp, path) = (dir.join(format!("{FILE}.new")), dir.join(FILE));
+    std::fs::write(&tmp, bytes).map_err(|e| io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))
+}
+
+/// Keeps the view this member just installed, if it has a state directory (a
+/// failure is logged: the group goes on, only a later restart loses its identity).
+pub(crate) fn remember(inner: &Inner, view: &View) {
+    if let Some(dir) = &inner.cfg.state_dir {
+        if let Err(e) = store(dir, &inner.cfg.name, NodeId(inner.cfg.node_id), view) {
+            tracing::warn!(%e, "could not keep this member's view");
+        }
+    }
+}
+
+/// A stranded member's view of its restart: the members of its last view that
+/// came back and asked to be taken in.
+#[derive(Debug, Default)]
+pub(crate) struct Restore {
+    back: Mutex<Vec<NodeId>>,
+}
+
+impl Restore {
+    /// Member `who` of the stranded view asked to be taken back.
+    pub(crate) fn came_back(&self, who: NodeId) {
+        let mut b = lock(&self.back);
+        if !b.contains(&who) {
+            b.push(who);
+        }
+    }
+
+    /// True once `me` and the members that came back are a strict majority of
+    /// `last` (a view whose majority `me` lost).
+    pub(crate) fn has_majority(&self, me: NodeId, last: &View) -> bool {
+        let b = lock(&self.back);
+        let here = last.members().iter().filter(|m| **m == me || b.contains(m)).count();
+        last.is_majority(here)
+    }
+
+    /// Forgets who came back (the group runs again).
+    pub(crate) fn clear(&self) {
+        lock(&self.back).clear();
+    }
+}
+
+/// The view a stranded member restarts the group with: `last`'s next, itself
+/// alone, with `last`'s layout and id counter.
+pub(crate) fn restart_view(me: NodeId, last: &View) -> View {
+    View::with_id(ViewId(last.id().0 + 1), vec![me]).with_layout(last.layout().clone()).with_next_node(last.next_node())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_file_round_trips_and_bad_ones_are_refused() {
+        let dir = std::env::temp_dir().join(format!("spindle-restart-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(load(&dir, "g"), Ok(None), "nothing kept yet");
+        let view = View::with_id(ViewId(4), vec![NodeId(0), NodeId(3)]);
+        store(&dir, "g", NodeId(3), &view).unwrap();
+        let s = load(&dir, "g").unwrap().unwrap();
+        assert_eq!((s.node, s.view, s.members.clone()), (3, 4, vec![0, 3]));
+        assert!(matches!(load(&dir, "h"), Err(StateDirError::OtherGroup { .. })));
+        std::fs::write(dir.join(FILE), b"\x07garbage").unwrap();
+        assert!(matches!(load(&dir, "g"), Err(StateDirError::Damaged(_))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_restart_needs_a_strict_majority_of_the_last_view() {
+        let last = View::with_id(ViewId(2), (0..3).map(NodeId).collect());
+        let r = Restore::default();
+        assert!(!r.has_majority(NodeId(0), &last), "one of three");
+        r.came_back(NodeId(5));
+        assert!(!r.has_majority(NodeId(0), &last), "not a member of that view");
+        r.came_back(NodeId(2));
+        assert!(r.has_majority(NodeId(0), &last), "two of three");
+        let two = View::with_id(ViewId(1), vec![NodeId(0), NodeId(1)]);
+        let r = Restore::default();
+        r.came_back(NodeId(1));
+        assert!(r.has_majority(NodeId(0), &two), "both of two");
+        let v = restart_view(NodeId(0), &two);
+        assert_eq!((v.id(), v.members()), (ViewId(2), &[NodeId(0)][..]));
+    }
+}

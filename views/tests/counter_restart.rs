@@ -1,0 +1,73 @@
+//! The shipped `counter` demo, two members on one host (loopback, shm) each with
+//! its own `--state-dir`: `kill -9` of either, and the survivor says at once that it
+//! lost its majority; the killed one started again with the same command comes back
+//! as itself, gets the counter, and the two are one group again.
+
+use std::process::Command;
+use std::time::Duration;
+use testkit::{LineChild, TempDirs};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The demo's binary: `cargo test` builds a package's examples beside its tests.
+fn counter() -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
+    let path = dir.join("examples").join("counter");
+    assert!(path.exists(), "{} is missing: `cargo test -p views` builds it", path.display());
+    path
+}
+
+fn start(name: &str, dir: &std::path::Path) -> LineChild {
+    let mut c = Command::new(counter());
+    c.args(["--ip", "127.0.0.1", "--name", name, "--state-dir"]).arg(dir);
+    LineChild::start(c)
+}
+
+fn view_of_two(l: &str) -> bool {
+    l.starts_with("== view ") && (l.contains("members n0, n1 ==") || l.contains("members n1, n0 =="))
+}
+
+fn kill_and_restart(victim: usize) {
+    let name = format!("cr{}v{victim}", std::process::id());
+    let dirs = TempDirs::new(&name, 2);
+    let mut m = vec![start(&name, &dirs[0])];
+    m[0].expect("running", WAIT, |l| l.contains("running"));
+    m.push(start(&name, &dirs[1]));
+    for h in m.iter_mut() {
+        if !h.seen.iter().any(|l| view_of_two(l)) {
+            h.expect("of a view of both", WAIT, view_of_two);
+        }
+    }
+    m[0].tell("5");
+    for h in m.iter_mut() {
+        h.expect("counter 5", WAIT, |l| l.ends_with("counter = 5"));
+    }
+    let survivor = 1 - victim;
+    m[victim].kill();
+    let lost = format!("n{victim} unreachable");
+    let said = m[survivor].expect("of the lost majority", WAIT, |l| l.starts_with("out of the group:"));
+    assert!(said.contains(&lost), "{said}");
+    m[survivor].tell("1");
+    m[survivor].expect("the send refused", WAIT, |l| l.contains("not sent: lost the majority"));
+    m[victim] = start(&name, &dirs[victim]);
+    m[victim].expect("the counter as state", WAIT, |l| l == "received state: counter = 5");
+    m[victim].expect("running as itself", WAIT, |l| l.starts_with(&format!("n{victim} at ")));
+    // The restarted one printed its view before its "running" line.
+    assert!(m[victim].seen.iter().any(|l| view_of_two(l)), "{:?}", m[victim].seen);
+    m[survivor].expect("of a view of both again", WAIT, view_of_two);
+    m[victim].tell("2");
+    for h in m.iter_mut() {
+        h.expect("counter 7", WAIT, |l| l.ends_with("counter = 7"));
+    }
+}
+
+#[test]
+fn the_second_member_killed_and_started_again_rejoins_its_group() {
+    kill_and_restart(1);
+}
+
+#[test]
+fn the_first_member_killed_and_started_again_rejoins_its_group() {
+    kill_and_restart(0);
+}

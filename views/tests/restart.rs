@@ -1,0 +1,107 @@
+//! Members that come back find their group: started again on their state
+//! directories (no id, no contact: discovery), the members a stranded survivor lost
+//! restore the group with its state; a new member that finds only a stranded group
+//! refuses to start a second one. Members are threads over shm on loopback.
+
+use sst::transport::NodeId;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use testkit::TempDirs;
+use views::config::{Transport, AUTO_ID};
+use views::group::{Group, GroupBuilder, StartError};
+
+mod common;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A member with a counter as its state (what joiners get), on `dir` if given.
+fn member(name: &str, id: u32, dir: Option<&Path>, contact: Option<std::net::SocketAddr>) -> (Group, Arc<Mutex<u64>>) {
+    let counter = Arc::new(Mutex::new(0u64));
+    let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
+    let mut b = common::member_config(name, id, contact, Transport::Shm);
+    if let Some(d) = dir {
+        b = b.state_dir(d);
+    }
+    let g = GroupBuilder::new(b.build().unwrap())
+        .on_deliver(0, move |d| *c1.lock().unwrap() += u64::from(d.data[0]))
+        .state(
+            0,
+            move || c2.lock().unwrap().to_le_bytes().to_vec(),
+            move |b| {
+                *c3.lock().unwrap() = u64::from_le_bytes(b.try_into().expect("8 bytes"));
+            },
+        )
+        .start()
+        .unwrap_or_else(|e| panic!("member {id}: {e}"));
+    (g, counter)
+}
+
+fn members(g: &Group) -> Vec<u32> {
+    g.members().iter().map(|n| n.0).collect()
+}
+
+fn stranded(g: &Group) -> bool {
+    testkit::poll_until(WAIT, Duration::from_millis(10), || {
+        matches!(g.removal(), Some(views::group::Removal::NoMajority(_)))
+    })
+}
+
+#[test]
+fn a_member_of_two_started_again_restores_the_group_with_its_state() {
+    let name = format!("rs2{}", std::process::id());
+    let dirs = TempDirs::new(&name, 2);
+    let (g0, c0) = member(&name, AUTO_ID, Some(&dirs[0]), None);
+    let (g1, _) = member(&name, AUTO_ID, Some(&dirs[1]), None);
+    assert!(g0.wait_for_members(2, WAIT));
+    assert_eq!((g0.node(), g1.node()), (NodeId(0), NodeId(1)));
+    g1.send(0, &[7]).unwrap();
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || *c0.lock().unwrap() == 7));
+    // Node 1 fails: node 0 alone is no majority of two.
+    g1.shutdown();
+    drop(g1);
+    assert!(stranded(&g0), "node 0 is stranded: {:?}", g0.removal());
+    // Node 1 started again the same way, on its directory: it is node 1 again, and
+    // the group goes on with both and the counter.
+    let (g1, c1) = member(&name, AUTO_ID, Some(&dirs[1]), None);
+    assert_eq!(g1.node(), NodeId(1), "its id back from its directory");
+    assert!(g1.wait_for_members(2, WAIT) && g0.wait_for_members(2, WAIT));
+    assert_eq!((members(&g0), members(&g1)), (vec![0, 1], vec![0, 1]));
+    assert_eq!(*c1.lock().unwrap(), 7, "the state came from node 0");
+    assert_eq!(g0.removal(), None);
+    g0.send(0, &[1]).unwrap();
+    let both = || *c0.lock().unwrap() == 8 && *c1.lock().unwrap() == 8;
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), both), "one group delivers to both");
+}
+
+#[test]
+fn two_of_three_killed_and_started_again_one_by_one_make_one_group() {
+    let name = format!("rs3{}", std::process::id());
+    let dirs = TempDirs::new(&name, 3);
+    let (g0, c0) = member(&name, AUTO_ID, Some(&dirs[0]), None);
+    let (g1, _) = member(&name, AUTO_ID, Some(&dirs[1]), None);
+    let (g2, _) = member(&name, AUTO_ID, Some(&dirs[2]), None);
+    assert!(g0.wait_for_members(3, WAIT));
+    g2.send(0, &[5]).unwrap();
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || *c0.lock().unwrap() == 5));
+    g1.shutdown();
+    g2.shutdown();
+    drop((g1, g2));
+    assert!(stranded(&g0));
+    // A new member (no state directory) must not start a second group meanwhile.
+    let fresh = GroupBuilder::new(common::member_config(&name, AUTO_ID, None, Transport::Shm).build().unwrap())
+        .on_deliver(0, |_| {})
+        .start();
+    assert!(matches!(fresh, Err(StartError::Stranded { .. })), "{fresh:?}");
+    let (g1, c1) = member(&name, AUTO_ID, Some(&dirs[1]), None);
+    assert!(g1.wait_for_members(2, WAIT));
+    assert_eq!(*c1.lock().unwrap(), 5);
+    let (g2, c2) = member(&name, AUTO_ID, Some(&dirs[2]), None);
+    assert_eq!(g2.node(), NodeId(2));
+    assert!(g0.wait_for_members(3, WAIT) && g2.wait_for_members(3, WAIT));
+    assert_eq!(members(&g2), vec![0, 1, 2]);
+    assert_eq!(*c2.lock().unwrap(), 5);
+    g2.send(0, &[2]).unwrap();
+    let all = || [&c0, &c1, &c2].iter().all(|c| *c.lock().unwrap() == 7);
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), all));
+}
