@@ -29,8 +29,15 @@
 //!   when something there waits for it (a read, a sync, a snapshot): its store
 //!   is as passive as its copy of the log, and the CPU goes to the primary.
 //!
+//! - A member that does not hold the log (the log keeps `replicas` copies; a
+//!   fourth member of a three-replica log, say, or one that joined later) applies
+//!   the committed log as it reads it in pages from the replicas, from its own
+//!   applied point on: a member added to a running store gets every update before
+//!   its join this way, then follows the log, and serves puts and reads.
+//!
 //! Not done: state transfer to a member whose store is older than the log's trim
-//! point (it reports [`StoreError::Behind`]).
+//! point (a checkpoint of another member's store, then the log after it): it
+//! reports [`StoreError::Behind`].
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -464,11 +471,27 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     }
 }
 
+/// Where the applier reads the committed log: its own copy (a replica's tailing
+/// reader), or pages asked of the replicas (a member that does not hold the log,
+/// such as one that joined after the log's replicas were chosen).
+enum Source {
+    Copy(tailwind::service::Tail),
+    Pages,
+}
+
+/// How long a member that reads pages waits before asking again when the log had
+/// nothing new (it has no copy to wait on; asked of a replica, bounded).
+const PAGE_POLL: Duration = Duration::from_millis(20);
+
 /// The applier: follows the committed log and applies it in batches (with
 /// [`Apply::Lazy`] at a member that is not the primary, only while a waiter
 /// needs more).
 fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
-    let mut tail = s.log.subscribe(Lsn(*lock(&s.applied)));
+    let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
+    let fail = |why: String| {
+        *lock(&s.error) = Some(why);
+        s.applied_cv.notify_all();
+    };
     while !s.stop.load(Ordering::SeqCst) {
         if s.lazy && !s.log.is_primary() {
             let a = lock(&s.applied);
@@ -479,25 +502,48 @@ fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
             }
         }
         let mut recs = Vec::new();
-        match tail.next_within(Duration::from_millis(50)) {
-            None => continue,
-            Some(Err(ReadError::NotReplica)) => {
-                // Not holding the log (now): look again later, from where we are.
-                std::thread::sleep(Duration::from_millis(100));
-                tail = s.log.subscribe(Lsn(*lock(&s.applied)));
-                continue;
+        match &mut src {
+            Source::Copy(tail) => {
+                match tail.next_within(Duration::from_millis(50)) {
+                    None => continue,
+                    Some(Err(ReadError::NotReplica)) => {
+                        // Not holding the log (now): read it from the replicas.
+                        src = Source::Pages;
+                        continue;
+                    }
+                    Some(Err(e)) => return fail(e.to_string()),
+                    Some(Ok(r)) => recs.push(r),
+                }
+                while recs.len() < 4096 {
+                    match tail.next_within(Duration::ZERO) {
+                        Some(Ok(r)) => recs.push(r),
+                        _ => break,
+                    }
+                }
             }
-            Some(Err(e)) => {
-                *lock(&s.error) = Some(e.to_string());
-                s.applied_cv.notify_all();
-                return;
-            }
-            Some(Ok(r)) => recs.push(r),
-        }
-        while recs.len() < 4096 {
-            match tail.next_within(Duration::ZERO) {
-                Some(Ok(r)) => recs.push(r),
-                _ => break,
+            Source::Pages => {
+                let from = *lock(&s.applied);
+                if s.log.committed().is_some() {
+                    // It holds the log now (a new replica): follow its own copy.
+                    src = Source::Copy(s.log.subscribe(Lsn(from)));
+                    continue;
+                }
+                match s.log.read_page(Lsn(from), 1 << 20, Duration::from_secs(2)) {
+                    Ok(page) if page.is_empty() => {
+                        std::thread::sleep(PAGE_POLL);
+                        continue;
+                    }
+                    Ok(page) => recs = page,
+                    Err(ReadError::Gap(floor)) => {
+                        return fail(StoreError::Behind { applied: from, floor: floor.0 }.to_string());
+                    }
+                    Err(e) => {
+                        // No replica answered (a failover, say): ask again shortly.
+                        tracing::debug!(%e, "no page of the log yet");
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                }
             }
         }
         let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
@@ -514,9 +560,7 @@ fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         }
         b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
         if let Err(e) = b.commit() {
-            *lock(&s.error) = Some(format!("the store: {e}"));
-            s.applied_cv.notify_all();
-            return;
+            return fail(format!("the store: {e}"));
         }
         *lock(&s.applied) = next;
         s.applied_cv.notify_all();

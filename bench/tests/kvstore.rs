@@ -14,9 +14,19 @@ use views::config::{Config, Transport};
 const WAIT: Duration = Duration::from_secs(30);
 
 fn log(name: &str, id: u32, contact: Option<std::net::SocketAddr>, dir: &std::path::Path) -> Arc<TailwindLog> {
+    log_over(name, id, contact, dir, Transport::Shm)
+}
+
+fn log_over(
+    name: &str,
+    id: u32,
+    contact: Option<std::net::SocketAddr>,
+    dir: &std::path::Path,
+    t: Transport,
+) -> Arc<TailwindLog> {
     let mut b = Config::builder(id, testkit::free_control_addr())
         .name(name)
-        .transport(Transport::Shm)
+        .transport(t)
         .timeouts(Duration::from_millis(50), Duration::from_millis(500));
     if let Some(c) = contact {
         b = b.contact(c);
@@ -138,5 +148,74 @@ fn failover(apply: Apply) {
     for i in survivors {
         drop(stores[i].take());
     }
+    drop(logs);
+}
+
+/// A fourth member (the log keeps three copies: it holds none) joins while puts
+/// stream at the primary: its store gets every update from before its join by
+/// reading the log from the replicas, then follows it; puts and reads at it work,
+/// and the primary serves through the join.
+#[test]
+fn a_member_added_to_a_running_store_gets_every_update_and_serves_on_shm() {
+    joiner_serves(Transport::Shm);
+}
+
+#[test]
+fn a_member_added_to_a_running_store_gets_every_update_and_serves_on_tcp() {
+    joiner_serves(Transport::Tcp);
+}
+
+fn joiner_serves(t: Transport) {
+    let log = |name: &str, id, contact, dir: &std::path::Path| log_over(name, id, contact, dir, t);
+    let name = format!("kvj{}{}", std::process::id(), t as u8);
+    let dirs = testkit::TempDirs::new(&name, 4);
+    let l0 = log(&name, 0, None, &dirs[0]);
+    let contact = l0.group().listen_addr();
+    let mut logs = vec![l0];
+    for i in 1..3 {
+        logs.push(log(&name, i, Some(contact), &dirs[i as usize]));
+    }
+    assert!(logs[0].group().wait_for_members(3, WAIT));
+    assert!(logs[0].wait_for_primary(WAIT).is_some());
+    let primary: Kv = Store::open(&dirs[0].join("store"), logs[0].clone()).unwrap();
+    let acked = Arc::new(Mutex::new(BTreeMap::new()));
+    let joiner = std::thread::scope(|sc| {
+        let (a, p) = (acked.clone(), &primary);
+        sc.spawn(move || {
+            for i in 0..2000u32 {
+                let (k, v) = (format!("key/{i:05}").into_bytes(), format!("value {i}").into_bytes());
+                // A put that fails while the view changes is tried again (a tagged
+                // retry lands once); each must go through within the deadline.
+                let deadline = std::time::Instant::now() + WAIT;
+                loop {
+                    match p.put(&k, &v) {
+                        Ok(_) => break,
+                        Err(e) if std::time::Instant::now() < deadline => {
+                            eprintln!("put {i} again: {e}");
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                        Err(e) => panic!("put {i}: {e}"),
+                    }
+                }
+                a.lock().unwrap().insert(k, v);
+            }
+        });
+        // The fourth member joins once a quarter of the puts are in.
+        assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || acked.lock().unwrap().len() >= 500));
+        let l3 = log(&name, 3, Some(contact), &dirs[3]);
+        assert!(l3.committed().is_none(), "the fourth member holds no copy of the log");
+        let s3: Kv = Store::open(&dirs[3].join("store"), l3.clone()).unwrap();
+        (l3, s3)
+    });
+    let (l3, s3) = joiner;
+    let mut want = acked.lock().unwrap().clone();
+    assert_eq!(want.len(), 2000);
+    s3.put(b"joiner/own", b"yes").unwrap();
+    want.insert(b"joiner/own".to_vec(), b"yes".to_vec());
+    assert_eq!(s3.get(b"key/00000").unwrap(), Some(b"value 0".to_vec()), "from before its join");
+    assert_eq!(contents(&s3), want, "the joiner holds every key");
+    assert_eq!(contents(&primary), want, "and so does the primary");
+    drop((s3, primary));
+    drop(l3);
     drop(logs);
 }
