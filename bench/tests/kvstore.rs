@@ -13,10 +13,6 @@ use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn log(name: &str, id: u32, contact: Option<std::net::SocketAddr>, dir: &std::path::Path) -> Arc<TailwindLog> {
-    log_over(name, id, contact, dir, Transport::Shm)
-}
-
 fn log_over(
     name: &str,
     id: u32,
@@ -38,6 +34,19 @@ fn log_over(
 
 type Kv = Store<TailwindLog>;
 
+/// Members 0-2 of a log in `dirs`, with a primary.
+fn three_logs(name: &str, dirs: &[std::path::PathBuf], t: Transport) -> Vec<Arc<TailwindLog>> {
+    let l0 = log_over(name, 0, None, &dirs[0], t);
+    let contact = l0.group().listen_addr();
+    let mut logs = vec![l0];
+    for i in 1..3 {
+        logs.push(log_over(name, i, Some(contact), &dirs[i as usize], t));
+    }
+    assert!(logs[0].group().wait_for_members(3, WAIT));
+    assert!(logs[0].wait_for_primary(WAIT).is_some());
+    logs
+}
+
 fn contents(s: &Kv) -> BTreeMap<Vec<u8>, Vec<u8>> {
     s.sync().unwrap();
     s.scan(b"", usize::MAX).unwrap().into_iter().collect()
@@ -56,14 +65,7 @@ fn a_store_with_lazy_backups_keeps_every_acknowledged_put_through_a_failover() {
 fn failover(apply: Apply) {
     let name = format!("kvs{}{}", std::process::id(), apply as u8);
     let dirs = testkit::TempDirs::new(&name, 3);
-    let l0 = log(&name, 0, None, &dirs[0]);
-    let contact = l0.group().listen_addr();
-    let mut logs = vec![l0];
-    for i in 1..3 {
-        logs.push(log(&name, i, Some(contact), &dirs[i as usize]));
-    }
-    assert!(logs[0].group().wait_for_members(3, WAIT));
-    assert!(logs[0].wait_for_primary(WAIT).is_some());
+    let logs = three_logs(&name, &dirs, Transport::Shm);
     let mut stores: Vec<Option<Kv>> =
         (0..3).map(|i| Some(Store::open_with(&dirs[i].join("store"), logs[i].clone(), apply).unwrap())).collect();
     let s = |i: usize| stores[i].as_ref().unwrap();
@@ -166,17 +168,10 @@ fn a_member_added_to_a_running_store_gets_every_update_and_serves_on_tcp() {
 }
 
 fn joiner_serves(t: Transport) {
-    let log = |name: &str, id, contact, dir: &std::path::Path| log_over(name, id, contact, dir, t);
     let name = format!("kvj{}{}", std::process::id(), t as u8);
     let dirs = testkit::TempDirs::new(&name, 4);
-    let l0 = log(&name, 0, None, &dirs[0]);
-    let contact = l0.group().listen_addr();
-    let mut logs = vec![l0];
-    for i in 1..3 {
-        logs.push(log(&name, i, Some(contact), &dirs[i as usize]));
-    }
-    assert!(logs[0].group().wait_for_members(3, WAIT));
-    assert!(logs[0].wait_for_primary(WAIT).is_some());
+    let logs = three_logs(&name, &dirs, t);
+    let contact = logs[0].group().listen_addr();
     let primary: Kv = Store::open(&dirs[0].join("store"), logs[0].clone()).unwrap();
     let acked = Arc::new(Mutex::new(BTreeMap::new()));
     let joiner = std::thread::scope(|sc| {
@@ -202,7 +197,7 @@ fn joiner_serves(t: Transport) {
         });
         // The fourth member joins once a quarter of the puts are in.
         assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || acked.lock().unwrap().len() >= 500));
-        let l3 = log(&name, 3, Some(contact), &dirs[3]);
+        let l3 = log_over(&name, 3, Some(contact), &dirs[3], t);
         assert!(l3.committed().is_none(), "the fourth member holds no copy of the log");
         let s3: Kv = Store::open(&dirs[3].join("store"), l3.clone()).unwrap();
         (l3, s3)

@@ -14,15 +14,6 @@ use testkit::LineChild;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The demo's binary: `cargo test` builds a package's examples beside its tests.
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
-    let path = dir.join("examples").join(name);
-    assert!(path.exists(), "{} is missing: `cargo test -p dds` builds it", path.display());
-    path
-}
-
 #[test]
 fn the_sensors_demo_forms_one_domain_across_hosts_with_no_flags() {
     let tag = format!("ls{}", std::process::id() % 100_000);
@@ -31,7 +22,7 @@ fn the_sensors_demo_forms_one_domain_across_hosts_with_no_flags() {
         return;
     }
     let net = Net::create_lan(&tag, 3).expect("namespaces");
-    let bin = example("sensors");
+    let bin = testkit::example_binary("sensors");
     let start = |i: usize, role: &str| {
         let mut c = command_in(&net.ns(i), &bin);
         c.args([role, "--domain", &tag, "--transport", "tcp", "--period-ms", "50"]);

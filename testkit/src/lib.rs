@@ -34,3 +34,14 @@ pub fn poll_until(within: Duration, step: Duration, mut f: impl FnMut() -> bool)
         std::thread::sleep(step);
     }
 }
+
+/// The path of example `name` of the package under test: `cargo test` builds a
+/// package's examples beside its tests (`target/<profile>/examples`). Panics,
+/// saying how to build it, if it is not there.
+pub fn example_binary(name: &str) -> std::path::PathBuf {
+    let exe = std::env::current_exe().expect("the test's path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("the test runs from target/<profile>/deps");
+    let path = dir.join("examples").join(name);
+    assert!(path.exists(), "{} is missing: `cargo test` of its package builds it", path.display());
+    path
+}

@@ -9,17 +9,8 @@ use testkit::{LineChild, TempDirs};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The demo's binary: `cargo test` builds a package's examples beside its tests.
-fn counter() -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
-    let path = dir.join("examples").join("counter");
-    assert!(path.exists(), "{} is missing: `cargo test -p views` builds it", path.display());
-    path
-}
-
 fn start(name: &str, dir: &std::path::Path) -> LineChild {
-    let mut c = Command::new(counter());
+    let mut c = Command::new(testkit::example_binary("counter"));
     c.args(["--ip", "127.0.0.1", "--name", name, "--state-dir"]).arg(dir);
     LineChild::start(c)
 }

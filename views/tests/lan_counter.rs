@@ -15,15 +15,6 @@ use testkit::LineChild;
 const N: usize = 4;
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The demo's binary: `cargo test` builds a package's examples beside its tests.
-fn example(name: &str) -> std::path::PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>");
-    let path = dir.join("examples").join(name);
-    assert!(path.exists(), "{} is missing: `cargo test -p views` builds it", path.display());
-    path
-}
-
 /// A view line of the demo with `n` members: `== view K: members n0, n1 ==`.
 fn view_of(l: &str, n: usize) -> bool {
     l.starts_with("== view ") && l.split("members ").nth(1).is_some_and(|m| m.split(", ").count() == n)
@@ -37,7 +28,7 @@ fn the_counter_demo_forms_one_group_across_hosts_with_no_flags() {
         return;
     }
     let net = Net::create_lan(&tag, N).expect("namespaces");
-    let bin = example("counter");
+    let bin = testkit::example_binary("counter");
     let mut hosts: Vec<LineChild> = (0..N)
         .map(|i| {
             let mut c = command_in(&net.ns(i), &bin);
