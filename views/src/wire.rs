@@ -168,6 +168,16 @@ pub enum Message {
         #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
+    /// A member started again on its state directory asks to join, saying the
+    /// last view it installed: a running group takes it as any joiner; a member
+    /// stranded in a view no later than that counts it towards restoring the
+    /// group (see `views::group::restart`).
+    RestoreRequest {
+        /// The joiner, with its kept node id.
+        member: MemberInfo,
+        /// The last view it installed.
+        last_view: u64,
+    },
 }
 
 /// Subgroups a client may subscribe to are numbered below this.
@@ -336,6 +346,7 @@ mod tests {
     fn samples() -> Vec<Message> {
         vec![
             Message::JoinRequest { member: member(4) },
+            Message::RestoreRequest { member: member(4), last_view: 9 },
             Message::Redirect { leader: "127.0.0.1:7000".parse().unwrap() },
             Message::JoinAccepted {
                 view: ViewMsg {

@@ -301,7 +301,8 @@ impl GroupBuilder {
         // node that starts a group is 0); so it joins before anything takes its id.
         let join = |cfg: &Config, me: u32, contact| {
             let deadline = Instant::now() + Duration::from_secs(120);
-            control::join(member_info(NodeId(me), cfg.listen), contact, deadline, cfg.failure_timeout() * 3)
+            let last_view = stored.as_ref().map(|s| s.view);
+            control::join(member_info(NodeId(me), cfg.listen), contact, deadline, cfg.failure_timeout() * 3, last_view)
                 .map_err(StartError::Join)
         };
         let mut welcome = None;

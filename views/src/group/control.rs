@@ -83,8 +83,9 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     stream.set_read_timeout(Some(SERVER_IDLE)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let msg = read_frame(&mut stream).map_err(|e| e.to_string())?;
-    let member = match msg {
-        Message::JoinRequest { member } => member,
+    let (member, last_view) = match msg {
+        Message::JoinRequest { member } => (member, None),
+        Message::RestoreRequest { member, last_view } => (member, Some(last_view)),
         Message::Request { id, body } => return answer_request(inner, stream, id, &body),
         Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
         _ => {
@@ -110,7 +111,15 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     let Some(epoch) = cur.as_ref() else {
         // Stranded: a member of the view it lost the majority of is back (see
         // `restart`); the restart takes it in once enough are.
-        if let Some(super::Removal::NoMajority(m)) = inner.status.removal() {
+        if let (Some(super::Removal::NoMajority(m)), Some(last)) = (inner.status.removal(), last_view) {
+            if last > m.view.0 {
+                // It installed a later view than this one: the group went on
+                // without this member, whose view is stale; it must not restart.
+                return refuse(
+                    &mut stream,
+                    format!("this member is stranded in view {}, older than your view {last}", m.view.0),
+                );
+            }
             if m.lost.contains(&NodeId(member.node)) {
                 inner.restore.came_back(NodeId(member.node));
                 return refuse(&mut stream, "restoring the group with the members back; retry".into());
@@ -263,17 +272,20 @@ pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>);
 /// Asks `contact` (following redirects) to add this node; waits for the view. An
 /// id the group still counts as a member is refused for `duplicate_grace` (a process
 /// restarted with its id before the group noticed the old one fail), then given up.
+/// `last_view`: the last view this node installed, if it kept one (a member
+/// started again on its state directory: see `super::restart`).
 pub(crate) fn join(
     me: MemberInfo,
     contact: SocketAddr,
     deadline: Instant,
     duplicate_grace: Duration,
+    last_view: Option<u64>,
 ) -> Result<Welcome, String> {
     let mut target = contact;
     let mut last_err = String::from("no answer");
     let mut duplicate_since: Option<Instant> = None;
     while Instant::now() < deadline {
-        match ask(&me, target) {
+        match ask(&me, target, last_view) {
             Ok(Answer::Welcome(w)) => return Ok(w),
             Ok(Answer::Redirect(l)) => {
                 target = l;
@@ -301,10 +313,14 @@ enum Answer {
     Refused(String),
 }
 
-fn ask(me: &MemberInfo, target: SocketAddr) -> Result<Answer, String> {
+fn ask(me: &MemberInfo, target: SocketAddr, last_view: Option<u64>) -> Result<Answer, String> {
     let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(2)).map_err(|e| format!("{target}: {e}"))?;
     s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    send(&mut s, &Message::JoinRequest { member: me.clone() }).map_err(|e| e.to_string())?;
+    let request = match last_view {
+        Some(v) => Message::RestoreRequest { member: me.clone(), last_view: v },
+        None => Message::JoinRequest { member: me.clone() },
+    };
+    send(&mut s, &request).map_err(|e| e.to_string())?;
     // A view change (and the state) may take a while.
     s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
     let view = match read_frame(&mut s).map_err(|e| e.to_string())? {

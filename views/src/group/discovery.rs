@@ -182,7 +182,11 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
         }
         match b.kind {
             HERE => return Ok(Found::Member(SocketAddr::V4(b.control))),
-            STRANDED => stranded = Some(Found::Stranded { at: SocketAddr::V4(b.control), view: b.view }),
+            // The one stranded in the latest view (see `super::restart`).
+            STRANDED if !matches!(stranded, Some(Found::Stranded { view, .. }) if view >= b.view) => {
+                stranded = Some(Found::Stranded { at: SocketAddr::V4(b.control), view: b.view })
+            }
+            STRANDED => {}
             _ => lowest = lowest.min(b.control),
         }
     }

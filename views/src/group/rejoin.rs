@@ -95,7 +95,7 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             let (done_tx, done_rx) = channel();
             let me = me.clone();
             let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
-                let _ = done_tx.send(control::join(me, contact, Instant::now() + attempt, attempt));
+                let _ = done_tx.send(control::join(me, contact, Instant::now() + attempt, attempt, None));
             });
             if let Err(e) = spawned {
                 return Err(format!("no thread to join the group again: {e}"));

@@ -10,8 +10,10 @@
 //! two failed) is *stranded*: it installs nothing, but it answers discovery with a
 //! `stranded` beacon (its last view) and keeps the view's members and its state. A
 //! restarted member of that view that finds no running group joins through the
-//! stranded one, claiming its id. The stranded member counts the members of its
-//! last view that came back; once it and they are a strict majority of that view,
+//! stranded one (the one stranded in the latest view, if several answer),
+//! claiming its id and naming the last view it installed. A stranded member whose
+//! view is older than that is stale (the group went on without it) and refuses.
+//! Otherwise it counts the members of its last view that came back; once it and they are a strict majority of that view,
 //! it starts view `v + 1` with itself alone, carrying its state, and takes them in
 //! as joiners (each gets the state) in the views after. A majority of the last view
 //! is what makes this safe: two such majorities cannot both exist, so two groups of
