@@ -214,3 +214,47 @@ fn joiner_serves(t: Transport) {
     drop(l3);
     drop(logs);
 }
+
+/// A fourth member joins after the log was trimmed past every record it would
+/// need: it takes a checkpoint of another member's store, then follows the log,
+/// and holds every key (the deleted one gone), takes puts and answers reads.
+#[test]
+fn a_member_added_after_a_trim_takes_a_checkpoint_of_the_store() {
+    let name = format!("kvc{}", std::process::id());
+    let dirs = testkit::TempDirs::new(&name, 4);
+    let logs = three_logs(&name, &dirs, Transport::Shm);
+    let stores: Vec<Kv> = (0..3).map(|i| Store::open(&dirs[i].join("store"), logs[i].clone()).unwrap()).collect();
+    let mut want = BTreeMap::new();
+    // Enough for several checkpoint pages (about 1 MiB each).
+    for i in 0..3000u32 {
+        let (k, v) = (format!("key/{i:05}").into_bytes(), vec![b'a' + (i % 26) as u8; 1000]);
+        stores[0].put(&k, &v).unwrap();
+        want.insert(k, v);
+    }
+    stores[0].del(b"key/00042").unwrap();
+    want.remove(b"key/00042".as_slice());
+    for s in &stores {
+        s.sync().unwrap();
+    }
+    for s in &stores {
+        s.snapshot().unwrap();
+    }
+    for s in &stores {
+        s.sync().unwrap();
+    }
+    let point = stores[0].trim_log().unwrap().expect("every member took a snapshot");
+    // Record 0 is gone: the joiner, which needs the log from 0, must take a checkpoint.
+    assert!(point.0 > 0, "{point:?}");
+    let l3 = log_over(&name, 3, Some(logs[0].group().listen_addr()), &dirs[3], Transport::Shm);
+    let s3: Kv = Store::open(&dirs[3].join("store"), l3.clone()).unwrap();
+    s3.put(b"joiner/own", b"yes").unwrap();
+    want.insert(b"joiner/own".to_vec(), b"yes".to_vec());
+    assert_eq!(s3.get(b"key/00000").unwrap().map(|v| v.len()), Some(1000), "from the checkpoint");
+    assert_eq!(s3.get(b"key/00042").unwrap(), None, "a deleted key stays deleted");
+    assert_eq!(contents(&s3), want, "the joiner holds every key");
+    assert!(s3.applied().0 > point.0, "it applied the log after the checkpoint");
+    drop(s3);
+    drop(l3);
+    drop(stores);
+    drop(logs);
+}

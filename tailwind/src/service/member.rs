@@ -31,11 +31,17 @@ pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
     r
 }
 
+/// An application's request handler (see [`LogService::serve_app`]): a request
+/// body in, the answer out.
+pub(super) type AppFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
+
 /// One member of one replicated log (see the module docs).
 pub struct LogService {
     pub(super) shared: Arc<Shared>,
     /// Tailing readers kept between pages ([`LogService::read_page`]).
     pub(super) pages: Mutex<Vec<Tail>>,
+    /// The application's request handler ([`LogService::serve_app`]).
+    pub(super) app: Mutex<Option<AppFn>>,
     worker: Mutex<Option<JoinHandle<()>>>,
     syncer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -86,7 +92,13 @@ impl LogService {
             publishing: Default::default(),
         });
         node::lock(&shared.st).pending = pending;
-        Ok(LogService { shared, pages: Mutex::default(), worker: Mutex::new(None), syncer: Mutex::new(None) })
+        Ok(LogService {
+            shared,
+            pages: Mutex::default(),
+            app: Mutex::default(),
+            worker: Mutex::new(None),
+            syncer: Mutex::new(None),
+        })
     }
 
     /// The regions the log takes in every view's transport: its buffers, then
@@ -145,6 +157,9 @@ impl LogService {
 
     /// Answers a request frame of this log (see [`super::wire`]).
     pub fn answer(&self, body: &[u8]) -> Vec<u8> {
+        if let Some(answer) = self.answer_app(body) {
+            return answer;
+        }
         let log = self.shared.cfg.log;
         let reply = match wire::decode::<wire::Msg>(log, body) {
             Err(why) => wire::Reply::Failed(why),

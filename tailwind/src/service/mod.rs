@@ -72,6 +72,7 @@
 //! # Ok(()) }
 //! ```
 
+mod app;
 mod member;
 mod metrics;
 mod node;
@@ -80,6 +81,7 @@ mod recover;
 pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
+pub use app::{AppError, APP};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
 pub use node::{ReadError, ReadFrom, Tail, TailStream, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};

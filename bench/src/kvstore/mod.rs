@@ -35,9 +35,10 @@
 //!   applied point on: a member added to a running store gets every update before
 //!   its join this way, then follows the log, and serves puts and reads.
 //!
-//! Not done: state transfer to a member whose store is older than the log's trim
-//! point (a checkpoint of another member's store, then the log after it): it
-//! reports [`StoreError::Behind`].
+//! - A store older than the log's trim point (a member that joined after a trim,
+//!   or one away that long) first takes a checkpoint of another member's store,
+//!   streamed in pages, then applies the log after it (`transfer`); only if no
+//!   member can give one does it report [`StoreError::Behind`].
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -49,7 +50,11 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tailwind::service::{LogService, Lsn, ReadError};
+use tailwind::service::{LogService, Lsn};
+
+mod apply;
+mod transfer;
+use apply::apply_loop;
 
 /// Committer threads, each with one append batch in flight.
 const COMMITTERS: usize = 2;
@@ -203,6 +208,8 @@ struct Inner<L> {
     error: Mutex<Option<String>>,
     stop: AtomicBool,
     timeout: Duration,
+    /// Checkpoints this member serves to stores older than the log's trim point.
+    sessions: transfer::Sessions,
 }
 
 /// A member's replicated store (see the module docs).
@@ -228,10 +235,8 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             Some(_) => return Err(StoreError::Store("a damaged applied counter".into())),
             None => 0,
         };
-        let floor = log.trimmed().0;
-        if applied < floor {
-            return Err(StoreError::Behind { applied, floor });
-        }
+        // A store older than the log's trim point takes a checkpoint of another
+        // member's first: its applier does, told by the log (see `transfer`).
         let timeout = log.config().append_timeout;
         let inner = Arc::new(Inner {
             log,
@@ -250,6 +255,13 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             error: Mutex::new(None),
             stop: AtomicBool::new(false),
             timeout,
+            sessions: transfer::Sessions::default(),
+        });
+        // Checkpoints for the others (weak: the log must not keep the store alive).
+        let weak = Arc::downgrade(&inner);
+        inner.log.serve_app(move |body| match weak.upgrade() {
+            Some(s) => transfer::serve(&s, body),
+            None => Vec::new(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(store_err)
@@ -468,102 +480,6 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                 }
             }
         }
-    }
-}
-
-/// Where the applier reads the committed log: its own copy (a replica's tailing
-/// reader), or pages asked of the replicas (a member that does not hold the log,
-/// such as one that joined after the log's replicas were chosen).
-enum Source {
-    Copy(tailwind::service::Tail),
-    Pages,
-}
-
-/// How long a member that reads pages waits before asking again when the log had
-/// nothing new (it has no copy to wait on; asked of a replica, bounded).
-const PAGE_POLL: Duration = Duration::from_millis(20);
-
-/// The applier: follows the committed log and applies it in batches (with
-/// [`Apply::Lazy`] at a member that is not the primary, only while a waiter
-/// needs more).
-fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
-    let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
-    let fail = |why: String| {
-        *lock(&s.error) = Some(why);
-        s.applied_cv.notify_all();
-    };
-    while !s.stop.load(Ordering::SeqCst) {
-        if s.lazy && !s.log.is_primary() {
-            let a = lock(&s.applied);
-            if *a >= s.demand.load(Ordering::SeqCst) {
-                // Looks again every 50 ms (it may become the primary meanwhile).
-                drop(s.demand_cv.wait_timeout(a, Duration::from_millis(50)));
-                continue;
-            }
-        }
-        let mut recs = Vec::new();
-        match &mut src {
-            Source::Copy(tail) => {
-                match tail.next_within(Duration::from_millis(50)) {
-                    None => continue,
-                    Some(Err(ReadError::NotReplica)) => {
-                        // Not holding the log (now): read it from the replicas.
-                        src = Source::Pages;
-                        continue;
-                    }
-                    Some(Err(e)) => return fail(e.to_string()),
-                    Some(Ok(r)) => recs.push(r),
-                }
-                while recs.len() < 4096 {
-                    match tail.next_within(Duration::ZERO) {
-                        Some(Ok(r)) => recs.push(r),
-                        _ => break,
-                    }
-                }
-            }
-            Source::Pages => {
-                let from = *lock(&s.applied);
-                if s.log.committed().is_some() {
-                    // It holds the log now (a new replica): follow its own copy.
-                    src = Source::Copy(s.log.subscribe(Lsn(from)));
-                    continue;
-                }
-                match s.log.read_page(Lsn(from), 1 << 20, Duration::from_secs(2)) {
-                    Ok(page) if page.is_empty() => {
-                        std::thread::sleep(PAGE_POLL);
-                        continue;
-                    }
-                    Ok(page) => recs = page,
-                    Err(ReadError::Gap(floor)) => {
-                        return fail(StoreError::Behind { applied: from, floor: floor.0 }.to_string());
-                    }
-                    Err(e) => {
-                        // No replica answered (a failover, say): ask again shortly.
-                        tracing::debug!(%e, "no page of the log yet");
-                        std::thread::sleep(Duration::from_millis(100));
-                        continue;
-                    }
-                }
-            }
-        }
-        let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
-        let mut b = s.db.batch();
-        for (_, rec) in &recs {
-            match Update::decode(rec) {
-                Some(Update::Put(k, v)) => b.insert(&s.kv, k, v),
-                Some(Update::Del(k)) => b.remove(&s.kv, k),
-                Some(Update::Marker { node, applied }) => {
-                    lock(&s.markers).insert(node, applied);
-                }
-                None => tracing::warn!("a log record that is not an update: skipped"),
-            }
-        }
-        b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
-        if let Err(e) = b.commit() {
-            return fail(format!("the store: {e}"));
-        }
-        *lock(&s.applied) = next;
-        s.applied_cv.notify_all();
     }
 }
 

@@ -1,0 +1,134 @@
+//! The applier: follows the committed log and applies it to the store, from its
+//! own copy of the log or, at a member without one, from pages it asks of the
+//! replicas; a store older than the log's trim point first takes a checkpoint of
+//! another member's store ([`super::transfer`]).
+
+use super::{Inner, StoreError, Update, APPLIED};
+use sst::sync::atomic::Ordering;
+use sst::sync::lock;
+use std::ops::Deref;
+use std::time::Duration;
+use tailwind::service::{LogService, Lsn, ReadError};
+
+/// Where the applier reads the committed log: its own copy (a replica's tailing
+/// reader), or pages asked of the replicas (a member that does not hold the log,
+/// such as one that joined after the log's replicas were chosen).
+enum Source {
+    Copy(tailwind::service::Tail),
+    Pages,
+}
+
+/// How long a member that reads pages waits before asking again when the log had
+/// nothing new (it has no copy to wait on; asked of a replica, bounded).
+const PAGE_POLL: Duration = Duration::from_millis(20);
+
+/// The applier: follows the committed log and applies it in batches (with
+/// [`Apply::Lazy`] at a member that is not the primary, only while a waiter
+/// needs more).
+pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
+    let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
+    let fail = |why: String| {
+        *lock(&s.error) = Some(why);
+        s.applied_cv.notify_all();
+    };
+    while !s.stop.load(Ordering::SeqCst) {
+        if s.lazy && !s.log.is_primary() {
+            let a = lock(&s.applied);
+            if *a >= s.demand.load(Ordering::SeqCst) {
+                // Looks again every 50 ms (it may become the primary meanwhile).
+                drop(s.demand_cv.wait_timeout(a, Duration::from_millis(50)));
+                continue;
+            }
+        }
+        let mut recs = Vec::new();
+        match &mut src {
+            Source::Copy(tail) => {
+                match tail.next_within(Duration::from_millis(50)) {
+                    None => continue,
+                    Some(Err(ReadError::NotReplica)) => {
+                        // Not holding the log (now): read it from the replicas.
+                        src = Source::Pages;
+                        continue;
+                    }
+                    Some(Err(ReadError::Gap(floor))) => match catch_up(s, floor.0) {
+                        Ok(a) => {
+                            src = Source::Copy(s.log.subscribe(Lsn(a)));
+                            continue;
+                        }
+                        Err(e) => return fail(e),
+                    },
+                    Some(Err(e)) => return fail(e.to_string()),
+                    Some(Ok(r)) => recs.push(r),
+                }
+                while recs.len() < 4096 {
+                    match tail.next_within(Duration::ZERO) {
+                        Some(Ok(r)) => recs.push(r),
+                        _ => break,
+                    }
+                }
+            }
+            Source::Pages => {
+                let from = *lock(&s.applied);
+                if s.log.committed().is_some() {
+                    // It holds the log now (a new replica): follow its own copy.
+                    src = Source::Copy(s.log.subscribe(Lsn(from)));
+                    continue;
+                }
+                match s.log.read_page(Lsn(from), 1 << 20, Duration::from_secs(2)) {
+                    Ok(page) if page.is_empty() => {
+                        std::thread::sleep(PAGE_POLL);
+                        continue;
+                    }
+                    Ok(page) => recs = page,
+                    Err(ReadError::Gap(floor)) => {
+                        if let Err(e) = catch_up(s, floor.0) {
+                            return fail(e);
+                        }
+                        continue;
+                    }
+                    Err(e) => {
+                        // No replica answered (a failover, say): ask again shortly.
+                        tracing::debug!(%e, "no page of the log yet");
+                        std::thread::sleep(Duration::from_millis(100));
+                        continue;
+                    }
+                }
+            }
+        }
+        let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
+        let mut b = s.db.batch();
+        for (_, rec) in &recs {
+            match Update::decode(rec) {
+                Some(Update::Put(k, v)) => b.insert(&s.kv, k, v),
+                Some(Update::Del(k)) => b.remove(&s.kv, k),
+                Some(Update::Marker { node, applied }) => {
+                    lock(&s.markers).insert(node, applied);
+                }
+                None => tracing::warn!("a log record that is not an update: skipped"),
+            }
+        }
+        b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
+        if let Err(e) = b.commit() {
+            return fail(format!("the store: {e}"));
+        }
+        *lock(&s.applied) = next;
+        s.applied_cv.notify_all();
+    }
+}
+
+/// The log no longer holds the records this store needs (it starts at `floor`):
+/// takes a checkpoint of another member's store ([`super::transfer`]); returns the
+/// record it reaches, now applied here.
+fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, String> {
+    let applied = *lock(&s.applied);
+    tracing::warn!(applied, floor, "this store is older than the log: taking a checkpoint of another member's");
+    match super::transfer::fetch(s, floor) {
+        Ok(a) => {
+            *lock(&s.applied) = a;
+            s.applied_cv.notify_all();
+            tracing::info!(applied = a, "checkpoint taken");
+            Ok(a)
+        }
+        Err(why) => Err(format!("{}; no checkpoint: {why}", StoreError::Behind { applied, floor })),
+    }
+}

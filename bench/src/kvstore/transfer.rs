@@ -1,0 +1,197 @@
+//! State transfer to a store older than the log's trim point (a member that joined
+//! after the log was trimmed, or one that was away that long): a checkpoint of
+//! another member's store, then the log after it.
+//!
+//! The asking member's applier, told by the log that the records it needs are
+//! gone ([`tailwind::service::ReadError::Gap`]), asks the log's members in turn
+//! (the primary first) for a checkpoint over the log's application requests
+//! ([`tailwind::service::LogService::ask_app`]). The member asked takes a snapshot
+//! of its store (its keys and the record its state reaches, read together) and
+//! serves it in pages of about 1 MiB, in key order, each page naming the key to go
+//! on after; it keeps the snapshot between pages (at most 8 sessions, each for
+//! 60 s since its last page). The asking member empties its store, writes the
+//! pages as they come, and with the last one records the snapshot's record number
+//! as applied: a crash midway leaves its old number, so the transfer starts over.
+//! Then its applier reads the log from there on. Pages are network input: checked
+//! for order and for the same snapshot throughout.
+
+use super::{Inner, APPLIED};
+use fjall::Readable;
+use serde::{Deserialize, Serialize};
+use sst::sync::lock;
+use sst::transport::NodeId;
+use std::ops::{Bound, Deref};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tailwind::service::LogService;
+
+/// Bytes of pairs per page (under the control plane's frame limit).
+const PAGE: usize = 1 << 20;
+/// How long a member keeps a checkpoint between pages.
+const KEEP: Duration = Duration::from_secs(60);
+/// Checkpoints a member serves at once (the oldest goes first).
+const SESSIONS: usize = 8;
+/// How long the asker waits for a page.
+const ASK_WITHIN: Duration = Duration::from_secs(10);
+
+/// A request for the next page of checkpoint `session`, after key `after` (none:
+/// the first page, which opens the session).
+#[derive(Debug, Serialize, Deserialize)]
+struct Ask {
+    session: u64,
+    after: Option<Vec<u8>>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+enum Answer {
+    /// Pairs in key order; `applied` is the record the checkpoint reaches.
+    Page {
+        applied: u64,
+        pairs: Vec<(Vec<u8>, Vec<u8>)>,
+        done: bool,
+    },
+    Refused(String),
+}
+
+/// A member's open checkpoints.
+#[derive(Default)]
+pub(super) struct Sessions {
+    open: Mutex<Vec<Session>>,
+}
+
+struct Session {
+    id: u64,
+    snapshot: fjall::Snapshot,
+    applied: u64,
+    used: Instant,
+}
+
+fn encode(a: &Answer) -> Vec<u8> {
+    postcard::to_stdvec(a).unwrap_or_default()
+}
+
+/// Answers a checkpoint request (the store's application-request handler).
+pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) -> Vec<u8> {
+    let ask: Ask = match postcard::from_bytes(body) {
+        Ok(a) => a,
+        Err(e) => return encode(&Answer::Refused(format!("bad checkpoint request: {e}"))),
+    };
+    let mut open = lock(&s.sessions.open);
+    open.retain(|x| x.used.elapsed() < KEEP);
+    let at = match (open.iter().position(|x| x.id == ask.session), &ask.after) {
+        (Some(i), _) => i,
+        (None, Some(_)) => return encode(&Answer::Refused("no such checkpoint (expired?): start again".into())),
+        (None, None) => {
+            let snapshot = s.db.snapshot();
+            let applied = match snapshot.get(&s.meta, APPLIED) {
+                Ok(Some(v)) if v.len() == 8 => u64::from_le_bytes(v[..].try_into().expect("8 bytes")),
+                Ok(_) => 0,
+                Err(e) => return encode(&Answer::Refused(format!("the store: {e}"))),
+            };
+            if open.len() >= SESSIONS {
+                open.remove(0);
+            }
+            open.push(Session { id: ask.session, snapshot, applied, used: Instant::now() });
+            open.len() - 1
+        }
+    };
+    let session = &mut open[at];
+    session.used = Instant::now();
+    let iter = match &ask.after {
+        Some(k) => session.snapshot.range::<&[u8], _>(&s.kv, (Bound::Excluded(k.as_slice()), Bound::Unbounded)),
+        None => session.snapshot.iter(&s.kv),
+    };
+    let (mut pairs, mut bytes, mut done) = (Vec::new(), 0, true);
+    for guard in iter {
+        if bytes >= PAGE {
+            done = false;
+            break;
+        }
+        match guard.into_inner() {
+            Ok((k, v)) => {
+                bytes += k.len() + v.len() + 8;
+                pairs.push((k.to_vec(), v.to_vec()));
+            }
+            Err(e) => return encode(&Answer::Refused(format!("the store: {e}"))),
+        }
+    }
+    let applied = session.applied;
+    if done {
+        open.remove(at);
+    }
+    encode(&Answer::Page { applied, pairs, done })
+}
+
+/// Replaces this store's contents with a checkpoint of another member's that
+/// reaches at least record `floor`; returns the record it reaches (now applied).
+pub(super) fn fetch<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, String> {
+    let me = s.log.node();
+    let mut why = String::from("the log has no other member");
+    for m in s.log.members().into_iter().filter(|m| *m != me) {
+        match fetch_from(s, m, floor) {
+            Ok(applied) => return Ok(applied),
+            Err(e) => why = format!("{m}: {e}"),
+        }
+    }
+    Err(why)
+}
+
+fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: u64) -> Result<u64, String> {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let session = (u64::from(s.log.node().0) << 32) | u64::from(nanos);
+    let mut after: Option<Vec<u8>> = None;
+    let mut applied = None;
+    loop {
+        let body = postcard::to_stdvec(&Ask { session, after: after.clone() }).map_err(|e| e.to_string())?;
+        let reply = s.log.ask_app(from, &body, ASK_WITHIN).map_err(|e| e.to_string())?;
+        let (a, pairs, done) = match postcard::from_bytes::<Answer>(&reply) {
+            Ok(Answer::Page { applied, pairs, done }) => (applied, pairs, done),
+            Ok(Answer::Refused(why)) => return Err(why),
+            Err(e) => return Err(format!("a bad checkpoint page: {e}")),
+        };
+        match applied {
+            None if a < floor => return Err(format!("its checkpoint reaches record {a}, the log starts at {floor}")),
+            None => {
+                clear(s)?;
+                applied = Some(a);
+            }
+            Some(x) if x != a => return Err("the checkpoint changed between pages".into()),
+            Some(_) => {}
+        }
+        let in_order = pairs.windows(2).all(|w| w[0].0 < w[1].0)
+            && pairs.first().map_or(true, |(k, _)| after.as_ref().map_or(true, |last| k > last));
+        if !in_order {
+            return Err("a checkpoint page out of key order".into());
+        }
+        let mut b = s.db.batch();
+        for (k, v) in &pairs {
+            b.insert(&s.kv, k.as_slice(), v.as_slice());
+        }
+        if done {
+            b.insert(&s.meta, APPLIED, a.to_le_bytes().to_vec());
+        }
+        b.commit().map_err(|e| format!("the store: {e}"))?;
+        if done {
+            return Ok(a);
+        }
+        after = match pairs.last() {
+            Some((k, _)) => Some(k.clone()),
+            None => return Err("an empty checkpoint page that is not the last".into()),
+        };
+    }
+}
+
+/// Removes every key of this store (before a checkpoint is written into it).
+fn clear<L: Deref<Target = LogService>>(s: &Inner<L>) -> Result<(), String> {
+    loop {
+        let keys: Vec<Vec<u8>> = s.kv.iter().take(4096).filter_map(|g| g.key().ok().map(|k| k.to_vec())).collect();
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let mut b = s.db.batch();
+        for k in &keys {
+            b.remove(&s.kv, k.as_slice());
+        }
+        b.commit().map_err(|e| format!("the store: {e}"))?;
+    }
+}
