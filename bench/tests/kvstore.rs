@@ -258,3 +258,41 @@ fn a_member_added_after_a_trim_takes_a_checkpoint_of_the_store() {
     drop(stores);
     drop(logs);
 }
+
+/// Connections that say nothing, held at every member's control and data ports
+/// while a fourth member joins over tcp: the join, the puts at the primary and the
+/// joiner's reads all go through.
+#[test]
+fn idle_hostile_connections_do_not_stall_a_join_over_tcp() {
+    let name = format!("kvh{}", std::process::id());
+    let dirs = testkit::TempDirs::new(&name, 4);
+    let logs = three_logs(&name, &dirs, Transport::Tcp);
+    let primary: Kv = Store::open(&dirs[0].join("store"), logs[0].clone()).unwrap();
+    for i in 0..200u32 {
+        primary.put(format!("k{i}").as_bytes(), b"v").unwrap();
+    }
+    let mut held = Vec::new();
+    for l in &logs {
+        let a = l.group().listen_addr();
+        for port in [a.port(), a.port() + 1] {
+            for _ in 0..4 {
+                if let Ok(c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                    held.push(c);
+                }
+            }
+        }
+    }
+    assert!(!held.is_empty());
+    let l3 = log_over(&name, 3, Some(logs[0].group().listen_addr()), &dirs[3], Transport::Tcp);
+    let s3: Kv = Store::open(&dirs[3].join("store"), l3.clone()).unwrap();
+    primary.put(b"after", b"join").unwrap();
+    s3.sync().unwrap();
+    assert_eq!(s3.get(b"after").unwrap(), Some(b"join".to_vec()), "a put at the primary, read at the joiner");
+    let all = contents(&primary);
+    assert_eq!(all.len(), 201);
+    assert_eq!(contents(&s3), all, "the joiner holds every key");
+    drop(held);
+    drop((s3, primary));
+    drop(l3);
+    drop(logs);
+}

@@ -32,7 +32,9 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         s.applied_cv.notify_all();
     };
     while !s.stop.load(Ordering::SeqCst) {
-        if s.lazy && !s.log.is_primary() {
+        // Lazy applies at a replica other than the primary; a member without a
+        // copy reads pages as they come (it has nothing to be passive about).
+        if s.lazy && !s.log.is_primary() && s.log.committed().is_some() {
             let a = lock(&s.applied);
             if *a >= s.demand.load(Ordering::SeqCst) {
                 // Looks again every 50 ms (it may become the primary meanwhile).
@@ -76,6 +78,11 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                 }
                 match s.log.read_page(Lsn(from), 1 << 20, Duration::from_secs(2)) {
                     Ok(page) if page.is_empty() => {
+                        {
+                            let _a = lock(&s.applied);
+                            s.page_ends.fetch_add(1, Ordering::SeqCst);
+                            s.applied_cv.notify_all();
+                        }
                         std::thread::sleep(PAGE_POLL);
                         continue;
                     }

@@ -210,6 +210,9 @@ struct Inner<L> {
     timeout: Duration,
     /// Checkpoints this member serves to stores older than the log's trim point.
     sessions: transfer::Sessions,
+    /// At a member without a copy of the log: how many times its applier found
+    /// nothing more committed (a page came back empty); `sync` waits on it.
+    page_ends: AtomicU64,
 }
 
 /// A member's replicated store (see the module docs).
@@ -256,6 +259,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             stop: AtomicBool::new(false),
             timeout,
             sessions: transfer::Sessions::default(),
+            page_ends: AtomicU64::new(0),
         });
         // Checkpoints for the others (weak: the log must not keep the store alive).
         let weak = Arc::downgrade(&inner);
@@ -351,8 +355,35 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
         if self.inner.log.wait_for_primary(self.inner.timeout).is_none() {
             return Err(StoreError::Log(tailwind::service::AppendError::Unavailable("no primary".into())));
         }
-        let c = self.inner.log.committed().map_or(0, |l| l.0);
-        self.wait_applied(c, self.inner.timeout)
+        match self.inner.log.committed() {
+            Some(c) => self.wait_applied(c.0, self.inner.timeout),
+            None => self.wait_page_end(),
+        }
+    }
+
+    /// At a member without a copy of the log: waits until its applier found the
+    /// end of the committed log with a page asked for after this call (the second
+    /// empty page from now: the first may have been asked before).
+    fn wait_page_end(&self) -> Result<(), StoreError> {
+        let deadline = Instant::now() + self.inner.timeout;
+        let mut a = lock(&self.inner.applied);
+        let want = self.inner.page_ends.load(Ordering::SeqCst) + 2;
+        while self.inner.page_ends.load(Ordering::SeqCst) < want {
+            if let Some(e) = lock(&self.inner.error).clone() {
+                return Err(StoreError::Apply(e));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(StoreError::NotApplied(Lsn(a.saturating_sub(1))));
+            }
+            a = self
+                .inner
+                .applied_cv
+                .wait_timeout(a, left.min(Duration::from_millis(50)))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+        Ok(())
     }
 
     /// The value of `key` in this member's store.

@@ -82,6 +82,11 @@ impl Listener {
     }
 
     /// Accepts the peers with higher ids until all came or the deadline passed.
+    /// Accepts the links of the peers with higher ids. Each accepted connection's
+    /// hello is read on a short-lived thread of its own (at most
+    /// [`HELLO_READERS`] at once), so a connection that says nothing (a port
+    /// scan, a hostile client) costs its thread up to the read timeout, never the
+    /// setup's time.
     fn accept_higher(
         &self,
         cfg: &TcpConfig,
@@ -93,17 +98,38 @@ impl Listener {
         // Each peer waited for, with when the probe last asked about it.
         let mut waiting: Vec<(NodeId, Instant)> =
             ids.iter().filter(|id| **id > cfg.me).map(|id| (*id, Instant::now())).collect();
+        let (tx, hellos) = std::sync::mpsc::channel();
+        let mut reading = 0usize;
         self.listener.set_nonblocking(true).map_err(SetupError::io("listener nonblocking"))?;
         while !waiting.is_empty() {
+            while let Ok((from, read)) = hellos.try_recv() {
+                reading -= 1;
+                match read {
+                    Ok((id, stream, theirs)) if waiting.iter().any(|(w, _)| *w == id) => {
+                        waiting.retain(|(w, _)| *w != id);
+                        links.push((id, stream, theirs));
+                    }
+                    Ok((id, _, _)) => tracing::warn!(node = %cfg.me, %from, %id, "refused a second link of a peer"),
+                    Err(why) => tracing::warn!(node = %cfg.me, %from, %why, "refused a connection"),
+                }
+            }
+            if waiting.is_empty() {
+                break;
+            }
             match self.listener.accept() {
+                Ok((stream, from)) if reading >= HELLO_READERS => {
+                    drop(stream);
+                    tracing::warn!(node = %cfg.me, %from, "too many connections saying nothing: refused one");
+                }
                 Ok((stream, from)) => {
+                    let (tx, hello) = (tx.clone(), hello.clone());
                     let ids: Vec<NodeId> = waiting.iter().map(|(id, _)| *id).collect();
-                    match accept_peer(stream, hello, &ids, deadline) {
-                        Ok((id, stream, theirs)) => {
-                            waiting.retain(|(w, _)| *w != id);
-                            links.push((id, stream, theirs));
-                        }
-                        Err(why) => tracing::warn!(node = %cfg.me, %from, %why, "refused a connection"),
+                    let spawned = std::thread::Builder::new().name("sst-tcp-hello".into()).spawn(move || {
+                        let _ = tx.send((from, accept_peer(stream, &hello, &ids, deadline)));
+                    });
+                    match spawned {
+                        Ok(_) => reading += 1,
+                        Err(e) => tracing::warn!(node = %cfg.me, %from, %e, "no thread to read a hello: refused"),
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -134,6 +160,9 @@ impl Listener {
         Ok(links)
     }
 }
+
+/// Hellos read at once during a setup (connections past it are refused).
+const HELLO_READERS: usize = 64;
 
 fn set_deadline(stream: &TcpStream, deadline: Instant) -> std::io::Result<()> {
     let left =
