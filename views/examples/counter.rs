@@ -15,11 +15,13 @@
 //! Stall a member (Ctrl-Z, then `fg` after a few seconds): the others remove it,
 //! and when it runs again it joins again by itself and gets the counter.
 //!
-//! With `--state-dir DIR` (a directory per member) a member keeps who it is: `kill
-//! -9` one of two and the survivor says at once that it lost its majority and
-//! waits; start the killed one again with the same command and the two are one
-//! group again, with the counter. Without it, a member started again is a new one,
-//! and it refuses to start a second group beside a stranded one.
+//! Each member keeps who it is (its id and last view) in a state directory: the
+//! first free `slot-N` under `~/.local/share/spindle/counter/<name>` (or
+//! `$SPINDLE_DATA_DIR/counter/<name>`), or `--state-dir DIR`. `kill -9` one of two
+//! and the survivor says at once that it lost its majority and waits; start the
+//! killed one again with the same command (it finds its slot free) and the two are
+//! one group again, with the counter. A new member does not start a second group
+//! beside a stranded one.
 //!
 //! Type a number to add it to the counter everywhere, any other line to say it to
 //! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
@@ -32,7 +34,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use views::config::{Config, Transport};
-use views::group::GroupBuilder;
+use views::group::{restart, GroupBuilder};
 
 #[derive(Parser, Debug)]
 #[command(about = "A replicated counter over a spindle group")]
@@ -57,7 +59,7 @@ struct Args {
     transport: String,
     /// A directory of this member's own where it keeps its id and last view, so
     /// that started again it comes back as itself (and can restore a group that
-    /// lost its majority).
+    /// lost its majority). Left out: the first free slot under the data directory.
     #[arg(long)]
     state_dir: Option<std::path::PathBuf>,
     /// Group name (members of one group use the same).
@@ -84,9 +86,11 @@ fn run(args: &Args) -> Result<(), String> {
     if let Some(c) = args.contact {
         b = b.contact(c);
     }
-    if let Some(d) = &args.state_dir {
-        b = b.state_dir(d);
-    }
+    let slot = match &args.state_dir {
+        Some(d) => d.clone(),
+        None => restart::claim_slot(&restart::default_state_base("counter", &args.name)).map_err(|e| e.to_string())?,
+    };
+    b = b.state_dir(&slot);
     let cfg = b.build().map_err(|e| e.to_string())?;
     let counter = Arc::new(Mutex::new(0i64));
     let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
@@ -135,6 +139,7 @@ fn run(args: &Args) -> Result<(), String> {
         if line == "leave" {
             let ok = group.leave(Duration::from_secs(30));
             println!("n{me}: {}", if ok { "left the group" } else { "could not leave in time" });
+            restart::release_slot(&slot);
             return Ok(());
         }
         let msg = match line.parse::<i64>() {
@@ -148,5 +153,6 @@ fn run(args: &Args) -> Result<(), String> {
             }
         }
     }
+    restart::release_slot(&slot);
     Ok(())
 }

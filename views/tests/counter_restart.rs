@@ -1,7 +1,8 @@
-//! The shipped `counter` demo, two members on one host (loopback, shm) each with
-//! its own `--state-dir`: `kill -9` of either, and the survivor says at once that it
-//! lost its majority; the killed one started again with the same command comes back
-//! as itself, gets the counter, and the two are one group again.
+//! The shipped `counter` demo, two members on one host (loopback, shm) started with
+//! the same command (each claims a state slot under the data directory, here a
+//! temporary one): `kill -9` of either, and the survivor says at once that it lost
+//! its majority; the killed one started again with the same command finds its slot
+//! free, comes back as itself, gets the counter, and the two are one group again.
 
 use std::process::Command;
 use std::time::Duration;
@@ -9,9 +10,9 @@ use testkit::{LineChild, TempDirs};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn start(name: &str, dir: &std::path::Path) -> LineChild {
+fn start(name: &str, data: &std::path::Path) -> LineChild {
     let mut c = Command::new(testkit::example_binary("counter"));
-    c.args(["--ip", "127.0.0.1", "--name", name, "--state-dir"]).arg(dir);
+    c.args(["--ip", "127.0.0.1", "--name", name]).env("SPINDLE_DATA_DIR", data);
     LineChild::start(c)
 }
 
@@ -21,10 +22,11 @@ fn view_of_two(l: &str) -> bool {
 
 fn kill_and_restart(victim: usize) {
     let name = format!("cr{}v{victim}", std::process::id());
-    let dirs = TempDirs::new(&name, 2);
-    let mut m = vec![start(&name, &dirs[0])];
+    let data = TempDirs::new(&name, 1);
+    let data = &data[0];
+    let mut m = vec![start(&name, data)];
     m[0].expect("running", WAIT, |l| l.contains("running"));
-    m.push(start(&name, &dirs[1]));
+    m.push(start(&name, data));
     for h in m.iter_mut() {
         if !h.seen.iter().any(|l| view_of_two(l)) {
             h.expect("of a view of both", WAIT, view_of_two);
@@ -41,7 +43,7 @@ fn kill_and_restart(victim: usize) {
     assert!(said.contains(&lost), "{said}");
     m[survivor].tell("1");
     m[survivor].expect("the send refused", WAIT, |l| l.contains("not sent: lost the majority"));
-    m[victim] = start(&name, &dirs[victim]);
+    m[victim] = start(&name, data);
     m[victim].expect("the counter as state", WAIT, |l| l == "received state: counter = 5");
     m[victim].expect("running as itself", WAIT, |l| l.starts_with(&format!("n{victim} at ")));
     // The restarted one printed its view before its "running" line.

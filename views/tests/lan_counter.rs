@@ -28,11 +28,13 @@ fn the_counter_demo_forms_one_group_across_hosts_with_no_flags() {
         return;
     }
     let net = Net::create_lan(&tag, N).expect("namespaces");
+    // Each host's data directory (where the demo keeps its members' state).
+    let data = testkit::TempDirs::new(&tag, N);
     let bin = testkit::example_binary("counter");
     let mut hosts: Vec<LineChild> = (0..N)
         .map(|i| {
             let mut c = command_in(&net.ns(i), &bin);
-            c.args(["--name", &tag, "--transport", "tcp"]);
+            c.args(["--name", &tag, "--transport", "tcp"]).env("SPINDLE_DATA_DIR", &data[i]);
             LineChild::start(c)
         })
         .collect();

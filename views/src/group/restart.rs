@@ -118,6 +118,65 @@ pub(crate) fn remember(inner: &Inner, view: &View) {
     }
 }
 
+/// Where a program keeps its members' state directories unless told: in
+/// `$SPINDLE_DATA_DIR/<program>/<group>`, else under `$XDG_DATA_HOME/spindle`, else
+/// `$HOME/.local/share/spindle`, else `spindle-data` in the working directory
+/// (never the temporary directory, which a reboot may empty).
+pub fn default_state_base(program: &str, group: &str) -> PathBuf {
+    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let root = var("SPINDLE_DATA_DIR")
+        .or_else(|| var("XDG_DATA_HOME").map(|d| d.join("spindle")))
+        .or_else(|| var("HOME").map(|h| h.join(".local").join("share").join("spindle")))
+        .unwrap_or_else(|| PathBuf::from("spindle-data"));
+    root.join(program).join(group)
+}
+
+/// Claims a state directory under `base` for this process, for programs that run
+/// several members per host with one command (a demo in three terminals): the
+/// first `slot-N` that no live process holds. A member killed and started again
+/// with the same command finds its own slot free again (its process is gone) and
+/// comes back as itself; two members running at once never share one. The claim
+/// is a `lock` file holding the process id, made with an exclusive create; a lock
+/// of a process that no longer runs (`/proc/<pid>` is gone) is taken over.
+pub fn claim_slot(base: &Path) -> Result<PathBuf, StateDirError> {
+    let me = std::process::id();
+    for n in 0..1024 {
+        let slot = base.join(format!("slot-{n}"));
+        std::fs::create_dir_all(&slot).map_err(|e| io(&slot, e))?;
+        let lock = slot.join("lock");
+        for _ in 0..2 {
+            match std::fs::OpenOptions::new().write(true).create_new(true).open(&lock) {
+                Ok(mut f) => {
+                    use std::io::Write;
+                    f.write_all(me.to_string().as_bytes()).map_err(|e| io(&lock, e))?;
+                    return Ok(slot);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&lock).ok().and_then(|s| s.trim().parse::<u32>().ok());
+                    let alive = holder.is_some_and(|p| Path::new(&format!("/proc/{p}")).exists());
+                    if alive {
+                        break; // the next slot
+                    }
+                    // A dead holder's lock: moved aside by one claimer only (a rename
+                    // is atomic), then the exclusive create is tried again.
+                    let _ = std::fs::rename(&lock, slot.join(format!("lock.stale.{me}")));
+                    let _ = std::fs::remove_file(slot.join(format!("lock.stale.{me}")));
+                }
+                Err(e) => return Err(io(&lock, e)),
+            }
+        }
+    }
+    Err(StateDirError::Io { path: base.to_path_buf(), why: "every slot is held".into() })
+}
+
+/// Gives a claimed slot back (its lock file), if this process holds it.
+pub fn release_slot(slot: &Path) {
+    let lock = slot.join("lock");
+    if std::fs::read_to_string(&lock).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(std::process::id()) {
+        let _ = std::fs::remove_file(lock);
+    }
+}
+
 /// A stranded member's view of its restart: the members of its last view that
 /// came back and asked to be taken in.
 #[derive(Debug, Default)]
@@ -171,6 +230,21 @@ mod tests {
         std::fs::write(dir.join(FILE), b"\x07garbage").unwrap();
         assert!(matches!(load(&dir, "g"), Err(StateDirError::Damaged(_))));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn slots_are_claimed_once_and_a_dead_holder_s_is_taken_over() {
+        let base = std::env::temp_dir().join(format!("spindle-slots-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let a = claim_slot(&base).unwrap();
+        let b = claim_slot(&base).unwrap();
+        assert_ne!(a, b, "a live holder's slot is not given twice");
+        // A holder that no longer runs (no process has id u32::MAX - 1).
+        std::fs::write(a.join("lock"), format!("{}", u32::MAX - 1)).unwrap();
+        assert_eq!(claim_slot(&base).unwrap(), a, "a dead holder's slot is taken over");
+        release_slot(&b);
+        assert_eq!(claim_slot(&base).unwrap(), b, "a released slot is free");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
