@@ -180,6 +180,24 @@ impl Update {
     }
 }
 
+/// Why a wait for the applier ended without what it waited for.
+enum WaitFailed {
+    /// The applier failed.
+    Applier(StoreError),
+    /// The deadline passed with this many records applied.
+    Timeout(u64),
+}
+
+impl WaitFailed {
+    /// The applier's error, or `timeout`'s for a timeout.
+    fn or_timeout(self, timeout: impl FnOnce(u64) -> StoreError) -> StoreError {
+        match self {
+            WaitFailed::Applier(e) => e,
+            WaitFailed::Timeout(a) => timeout(a),
+        }
+    }
+}
+
 struct Pending {
     rec: Vec<u8>,
     done: Sender<Result<Lsn, StoreError>>,
@@ -323,27 +341,14 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
 
     /// Waits (up to `within`) until this store applied every record before `next`.
     pub fn wait_applied(&self, next: u64, within: Duration) -> Result<(), StoreError> {
-        let deadline = Instant::now() + within;
-        let mut a = lock(&self.inner.applied);
-        if self.inner.lazy && *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
-            self.inner.demand_cv.notify_all();
-        }
-        while *a < next {
-            if let Some(e) = lock(&self.inner.error).clone() {
-                return Err(StoreError::Apply(e));
+        {
+            let a = lock(&self.inner.applied);
+            if self.inner.lazy && *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
+                self.inner.demand_cv.notify_all();
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(StoreError::NotApplied(Lsn(next.saturating_sub(1))));
-            }
-            a = self
-                .inner
-                .applied_cv
-                .wait_timeout(a, left.min(Duration::from_millis(50)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
         }
-        Ok(())
+        self.wait_applier(within, |a| a >= next)
+            .map_err(|w| w.or_timeout(|_| StoreError::NotApplied(Lsn(next.saturating_sub(1)))))
     }
 
     /// Waits until this store applied everything the log had committed when
@@ -357,24 +362,31 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
         }
         match self.inner.log.committed() {
             Some(c) => self.wait_applied(c.0, self.inner.timeout),
-            None => self.wait_page_end(),
+            None => {
+                // Without a copy of the log: until the applier finds its end with a
+                // page asked for after this call (the second empty page from now:
+                // the first may have been asked before).
+                let want = self.inner.page_ends.load(Ordering::SeqCst) + 2;
+                let ends = &self.inner.page_ends;
+                self.wait_applier(self.inner.timeout, |_| ends.load(Ordering::SeqCst) >= want)
+                    .map_err(|w| w.or_timeout(|a| StoreError::NotApplied(Lsn(a.saturating_sub(1)))))
+            }
         }
     }
 
-    /// At a member without a copy of the log: waits until its applier found the
-    /// end of the committed log with a page asked for after this call (the second
-    /// empty page from now: the first may have been asked before).
-    fn wait_page_end(&self) -> Result<(), StoreError> {
-        let deadline = Instant::now() + self.inner.timeout;
+    /// Waits (up to `within`, woken by the applier) until `done(applied)` holds.
+    /// An applier that failed is [`StoreError::Apply`]; a timeout is `Err` with
+    /// the applied count, for the caller's error.
+    fn wait_applier(&self, within: Duration, done: impl Fn(u64) -> bool) -> Result<(), WaitFailed> {
+        let deadline = Instant::now() + within;
         let mut a = lock(&self.inner.applied);
-        let want = self.inner.page_ends.load(Ordering::SeqCst) + 2;
-        while self.inner.page_ends.load(Ordering::SeqCst) < want {
+        while !done(*a) {
             if let Some(e) = lock(&self.inner.error).clone() {
-                return Err(StoreError::Apply(e));
+                return Err(WaitFailed::Applier(StoreError::Apply(e)));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(StoreError::NotApplied(Lsn(a.saturating_sub(1))));
+                return Err(WaitFailed::Timeout(*a));
             }
             a = self
                 .inner
