@@ -3,21 +3,19 @@
 //! directory going on from its store, then the primary killed and the survivors
 //! answering with every acknowledged update and taking new ones (shm and tcp).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::time::{Duration, Instant};
+use testkit::LineChild;
 
 /// The `kv` program (cargo builds a package's binaries for its integration tests).
 fn kv_exe() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_kv"))
 }
 
-struct Member {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-}
+const WAIT: Duration = Duration::from_secs(30);
+
+/// A `kv` member process, talked to by lines (killed on drop).
+struct Member(LineChild);
 
 impl Member {
     fn start(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str) -> Member {
@@ -28,54 +26,25 @@ impl Member {
     fn start_on(id: u32, port: u16, contact: Option<u16>, transport: &str, name: &str, fresh: bool) -> Member {
         let mut cmd = Command::new(kv_exe());
         cmd.args(["--id", &id.to_string(), "--listen", &format!("127.0.0.1:{port}"), "--transport", transport])
-            .args(["--name", name])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .args(["--name", name]);
         if let Some(c) = contact {
             cmd.args(["--contact", &format!("127.0.0.1:{c}")]);
         }
         if fresh {
             cmd.arg("--fresh");
         }
-        let mut child = cmd.spawn().expect("spawn kv");
-        let stdin = child.stdin.take().unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    return;
-                }
-            }
-        });
-        Member { child, stdin, lines }
+        Member(LineChild::start(cmd))
     }
 
     /// Sends a command and waits (bounded) for a line containing `want`.
     fn ask(&mut self, cmd: &str, want: &str) -> String {
-        writeln!(self.stdin, "{cmd}").unwrap();
+        self.0.tell(cmd);
         self.expect(want)
     }
 
+    /// Waits (bounded) for a line containing `want`, after the last one taken.
     fn expect(&mut self, want: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut seen = Vec::new();
-        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
-            match self.lines.recv_timeout(left) {
-                Ok(l) if l.contains(want) => return l,
-                Ok(l) => seen.push(l),
-                Err(_) => break,
-            }
-        }
-        panic!("no line with {want:?}; got {seen:?}");
-    }
-}
-
-impl Drop for Member {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.expect(&format!("with {want:?}"), WAIT, |l| l.contains(want))
     }
 }
 
@@ -83,11 +52,11 @@ fn demo(transport: &str) {
     let ports = testkit::free_ports(3).unwrap();
     let name = format!("kvt{}{transport}", std::process::id());
     let mut m0 = Member::start(0, ports[0], None, transport, &name);
-    m0.expect("up");
+    m0.expect(" up; ");
     let mut m1 = Member::start(1, ports[1], Some(ports[0]), transport, &name);
-    m1.expect("up");
+    m1.expect(" up; ");
     let mut m2 = Member::start(2, ports[2], Some(ports[0]), transport, &name);
-    m2.expect("up");
+    m2.expect(" up; ");
     // Wait until the third member is in the log's view.
     let deadline = Instant::now() + Duration::from_secs(30);
     while !m0.ask("status", "member 0:").contains("[NodeId(0), NodeId(1), NodeId(2)], primary Some(NodeId(0))") {
@@ -105,7 +74,7 @@ fn demo(transport: &str) {
     m0.ask("put size large", "ok (record 3)");
     let port = testkit::free_ports(1).unwrap()[0];
     let mut m2 = Member::start_on(2, port, Some(ports[0]), transport, &name, false);
-    let up = m2.expect("up");
+    let up = m2.expect(" up; ");
     assert!(!up.contains("applied up to record 0;"), "the store kept what it applied: {up}");
     assert_eq!(m2.ask("get size", "size ="), "size = large");
     assert_eq!(m2.ask("get colour", "colour ="), "colour = blue");

@@ -12,7 +12,7 @@ use views::view::ViewId;
 const PAGE: usize = 2 << 20;
 /// How long a request for a view that has not begun here waits for it before
 /// answering `NotYet` (well under the asker's request timeout).
-pub(crate) const VIEW_WAIT: Duration = Duration::from_secs(2);
+const VIEW_WAIT: Duration = Duration::from_secs(2);
 
 /// Answers a request body (the participant's `on_request` handler): history, or
 /// how many clients' endpoints this member serves on a topic.

@@ -168,7 +168,8 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
     let deadline = Instant::now() + wait;
     let mut next_query = Instant::now();
     let mut lowest = me;
-    let mut stranded = None;
+    // The member stranded in the latest view, if any answered so (see `super::restart`).
+    let mut stranded: Option<(SocketAddr, u64)> = None;
     let mut buf = [0u8; 512];
     while Instant::now() < deadline {
         if Instant::now() >= next_query {
@@ -182,16 +183,15 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
         }
         match b.kind {
             HERE => return Ok(Found::Member(SocketAddr::V4(b.control))),
-            // The one stranded in the latest view (see `super::restart`).
-            STRANDED if !matches!(stranded, Some(Found::Stranded { view, .. }) if view >= b.view) => {
-                stranded = Some(Found::Stranded { at: SocketAddr::V4(b.control), view: b.view })
+            STRANDED if stranded.map_or(true, |(_, v)| b.view > v) => {
+                stranded = Some((SocketAddr::V4(b.control), b.view))
             }
             STRANDED => {}
             _ => lowest = lowest.min(b.control),
         }
     }
-    if let Some(s) = stranded {
-        return Ok(s);
+    if let Some((at, view)) = stranded {
+        return Ok(Found::Stranded { at, view });
     }
     Ok(if lowest == me { Found::Nothing } else { Found::Starter(SocketAddr::V4(lowest)) })
 }

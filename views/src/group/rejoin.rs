@@ -124,16 +124,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             inner.hooks.rejoined(why);
             match Epoch::start(inner, view.clone(), &[], tx.clone()) {
                 Ok(epoch) => {
-                    let transport = epoch.transport.clone();
                     inner.counters.rejoined(began.elapsed());
-                    *sst::sync::write(&inner.current) = Some(epoch);
-                    inner.status.set_rejoining(None);
-                    inner.status.set_removal(None);
-                    inner.restore.clear();
-                    super::restart::remember(inner, &view);
                     tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
-                    inner.status.bump();
-                    inner.hooks.view_started(&view, &transport);
+                    back_in(inner, epoch, &view);
                     return Ok(());
                 }
                 Err(e) => tracing::warn!(%e, "the view that took this node back could not start; trying again"),
@@ -166,15 +159,8 @@ fn restart_if_back(inner: &Arc<Inner>, last: Option<&View>, tx: &Sender<Event>) 
     let view = super::restart::restart_view(me, last);
     match Epoch::start(inner, view.clone(), &[], tx.clone()) {
         Ok(epoch) => {
-            let transport = epoch.transport.clone();
-            *sst::sync::write(&inner.current) = Some(epoch);
-            inner.status.set_rejoining(None);
-            inner.status.set_removal(None);
-            inner.restore.clear();
-            super::restart::remember(inner, &view);
             tracing::warn!(view = view.id().0, "members of the lost view are back: the group goes on");
-            inner.status.bump();
-            inner.hooks.view_started(&view, &transport);
+            back_in(inner, epoch, &view);
             Some(Ok(()))
         }
         Err(e) => {
@@ -182,4 +168,18 @@ fn restart_if_back(inner: &Arc<Inner>, last: Option<&View>, tx: &Sender<Event>) 
             None
         }
     }
+}
+
+/// This node runs `view` again (taken back, or restarting the group): its epoch
+/// becomes current, it is no longer out of the view, and the view is kept and
+/// announced.
+fn back_in(inner: &Arc<Inner>, epoch: Epoch, view: &View) {
+    let transport = epoch.transport.clone();
+    *sst::sync::write(&inner.current) = Some(epoch);
+    inner.status.set_rejoining(None);
+    inner.status.set_removal(None);
+    inner.restore.clear();
+    super::restart::remember(inner, view);
+    inner.status.bump();
+    inner.hooks.view_started(view, &transport);
 }
