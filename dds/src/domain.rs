@@ -3,7 +3,7 @@
 use crate::instance::Keyed;
 use crate::qos::Qos;
 use crate::table::{Edit, Endpoint, TopicTable};
-use crate::{filter, logs, sample, topic, DataReader, DataWriter, DdsError, DomainParticipant, Matched, Topic};
+use crate::{filter, logs, sample, DataReader, DataWriter, DdsError, DomainParticipant, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sst::sync::lock;
@@ -83,7 +83,7 @@ impl DomainParticipant {
         let p = &self.0;
         let state = p.state_of(&topic.name, topic.qos, topic.codec.key.is_some())?;
         let id = p.endpoint_id()?;
-        lock(&state.inner).writers.insert(id, topic::WriterStatus { level: qos.level, ..Default::default() });
+        lock(&state.inner).engine.add_writer(id, qos.level);
         let w = DataWriter::new(p.clone(), state, id, qos, topic.codec.clone());
         p.add_endpoint(&topic.name, true, id, qos.level)?;
         Ok(w)

@@ -15,12 +15,12 @@ use crate::sample::{info_of, SampleInfo, HEADER};
 use crate::sink::Src;
 use sst::transport::NodeId;
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 use views::view::ViewId;
 
 /// A sample kept in history: where it stands in the topic's order and its bytes
 /// (header and payload).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) seq: u64,
     pub(crate) view: ViewId,
@@ -119,14 +119,14 @@ impl History {
         Vec::new()
     }
 
-    /// Adds the newest sample; drops what the policy no longer keeps.
-    pub(crate) fn push(&mut self, e: Entry) {
+    /// Adds the newest sample at `now`; drops what the policy no longer keeps.
+    pub(crate) fn push(&mut self, e: Entry, now: Instant) {
         let seq = e.seq;
         if !self.keyed {
             self.flat.push_back(e);
             while self.flat.len() > self.total {
                 if let Some(old) = self.flat.pop_front() {
-                    self.dropped(old, seq);
+                    self.dropped(old, seq, now);
                 }
             }
             return;
@@ -152,15 +152,14 @@ impl History {
                         self.per.remove(&hi);
                     }
                 }
-                self.dropped(old, seq);
+                self.dropped(old, seq, now);
             }
         }
     }
 
     /// An entry the policy dropped when sample `by` came: kept aside if a pinned
     /// seam still needs it (it stood in the history at that seam).
-    fn dropped(&mut self, e: Entry, by: u64) {
-        let now = Instant::now();
+    fn dropped(&mut self, e: Entry, by: u64, now: Instant) {
         self.pins.retain(|(_, until)| *until > now);
         if self.pins.is_empty() {
             self.pinned.clear();
@@ -170,9 +169,8 @@ impl History {
     }
 
     /// A view that brings a new member into the topic starts at `seq`: keep what
-    /// stands before it for `for_how_long` (the late joiner's catch-up).
-    pub(crate) fn pin(&mut self, seq: u64, for_how_long: Duration) {
-        let now = Instant::now();
+    /// stands before it for `for_how_long` from `now` (the late joiner's catch-up).
+    pub(crate) fn pin(&mut self, seq: u64, for_how_long: Duration, now: Instant) {
         self.pins.retain(|(_, until)| *until > now);
         self.pins.push((seq, now + for_how_long));
     }
@@ -189,8 +187,8 @@ impl History {
 
     /// The entries with `from <= seq < to` that stood in the history when sample
     /// `to` came (pinned ones included), in order, that have not outlived the
-    /// topic's lifespan.
-    pub(crate) fn range(&self, from: u64, to: u64) -> Vec<&Entry> {
+    /// topic's lifespan at wall-clock time `wall`.
+    pub(crate) fn range(&self, from: u64, to: u64, wall: SystemTime) -> Vec<&Entry> {
         let mut out: Vec<&Entry> = if self.keyed {
             self.by_seq.range(from..to.max(from)).map(|(_, e)| e).collect()
         } else {
@@ -202,15 +200,9 @@ impl History {
             out.dedup_by_key(|e| e.seq);
         }
         if let Some(life) = self.lifespan {
-            out.retain(|e| !expired(e, life));
+            out.retain(|e| !expired(e, life, wall));
         }
         out
-    }
-
-    /// Every entry held (not the pinned ones), in order.
-    pub(crate) fn all(&self) -> Vec<&Entry> {
-        // No sample arrives at u64::MAX: no pinned entry is in.
-        self.range(0, u64::MAX)
     }
 
     /// The instances it holds samples of.
@@ -224,10 +216,10 @@ impl History {
     }
 }
 
-/// True if the entry's source timestamp is more than `life` ago.
-pub(crate) fn expired(e: &Entry, life: Duration) -> bool {
+/// True if the entry's source timestamp is more than `life` before `wall`.
+fn expired(e: &Entry, life: Duration, wall: SystemTime) -> bool {
     let (info, _) = e.info(true);
-    info.source_timestamp.elapsed().is_ok_and(|age| age > life)
+    wall.duration_since(info.source_timestamp).is_ok_and(|age| age > life)
 }
 
 #[cfg(test)]
@@ -249,14 +241,14 @@ mod tests {
     }
 
     fn seqs(h: &History, from: u64, to: u64) -> Vec<u64> {
-        h.range(from, to).iter().map(|e| e.seq).collect()
+        h.range(from, to, SystemTime::now()).iter().map(|e| e.seq).collect()
     }
 
     #[test]
     fn keyed_history_keeps_the_last_n_of_every_instance() {
         let mut h = History::new(&Qos::volatile(Policy::KeepLast(2)), true);
         for (seq, inst) in [(0, 1), (1, 2), (2, 1), (3, 1), (4, 3), (5, 1)] {
-            h.push(entry(seq, inst));
+            h.push(entry(seq, inst), Instant::now());
         }
         assert_eq!(seqs(&h, 0, 99), vec![1, 3, 4, 5], "instance 1 keeps 3 and 5; 2 and 3 keep theirs");
         assert_eq!(h.instances(), 3);
@@ -273,21 +265,21 @@ mod tests {
                 assert!(spare.capacity() >= e.bytes.len());
             }
             e.bytes.extend_from_slice(&[]);
-            h.push(e);
+            h.push(e, Instant::now());
         }
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4]);
-        h.pin(5, Duration::from_secs(60));
+        h.pin(5, Duration::from_secs(60), Instant::now());
         for seq in 5..9 {
-            h.push(entry(seq, 1));
+            h.push(entry(seq, 1), Instant::now());
         }
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the last three before the seam, though the history moved on");
         assert_eq!(h.front_seq(), Some(6), "what a reader starting now can have");
-        assert_eq!(h.all().iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
+        assert_eq!(h.range(0, u64::MAX, SystemTime::now()).iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
         // A second joiner, later: it gets the history as it stood at its own seam,
         // not what the first seam kept aside.
-        h.pin(9, Duration::from_secs(60));
+        h.pin(9, Duration::from_secs(60), Instant::now());
         for seq in 9..11 {
-            h.push(entry(seq, 1));
+            h.push(entry(seq, 1), Instant::now());
         }
         assert_eq!(seqs(&h, 0, 9), vec![6, 7, 8]);
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the first seam's view is unchanged");

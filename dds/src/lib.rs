@@ -5,6 +5,7 @@ pub mod catchup;
 pub mod client;
 pub mod config;
 mod domain;
+mod engine;
 mod error;
 pub mod filter;
 mod history;

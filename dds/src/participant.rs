@@ -44,7 +44,7 @@ impl Participant {
     /// the clients it serves listed in the table (an edit, the first time).
     pub(crate) fn proxy(&self, entry: &table::TopicEntry, writer: bool) -> Result<Arc<TopicState>, DdsError> {
         let state = self.state_of(&entry.name, entry.qos, instance::is_keyed(&entry.type_name))?;
-        lock(&state.inner).clients.proxied = true;
+        lock(&state.inner).engine.set_proxied();
         let table = self.table()?;
         let list = table.topic(&entry.name).map(|t| if writer { &t.writers } else { &t.readers });
         if !list.is_some_and(|l| l.iter().any(|e| e.node == self.shared.me().0 && e.id == sample::PROXY)) {
@@ -91,7 +91,7 @@ impl Participant {
     /// it does not answer).
     pub(crate) fn client_endpoints(&self, node: NodeId, name: &str) -> (usize, usize) {
         if node == self.shared.me() {
-            return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).clients.counts());
+            return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).engine.client_counts());
         }
         let ask = catchup::Ask::ClientEndpoints { topic: name.into() };
         let Ok(body) = postcard::to_stdvec(&ask) else { return (0, 0) };
@@ -179,16 +179,14 @@ impl Participant {
 
     fn forget(&self, topic: &str, writer: bool, id: u32) {
         if let Some(s) = lock(&self.shared.topics).get(topic) {
-            let mut g = lock(&s.inner);
+            let e = &mut lock(&s.inner).engine;
             if writer {
-                g.writers.remove(&id);
+                e.remove_writer(id);
             } else {
-                g.readers.retain(|r| r.id != id);
+                e.remove_readers(|r| r.id == id);
             }
-            if g.writers.is_empty() && g.readers.is_empty() && !g.clients.proxied {
-                // Out of the topic: the next entry catches up on what it missed.
-                g.last_view = None;
-            }
+            // Out of the topic: the next entry catches up on what it missed.
+            e.leave_if_idle();
         }
     }
 }
@@ -232,10 +230,10 @@ impl Participant {
                 let endpoint = Endpoint { node: me, id, level };
                 edits.push(Edit::AddEndpoint { topic: name.clone(), incarnation: self.incarnation, writer, endpoint });
             };
-            for (id, w) in &g.writers {
-                add(true, *id, w.level);
+            for (id, level) in g.engine.writers() {
+                add(true, id, level);
             }
-            for r in &g.readers {
+            for r in g.engine.readers() {
                 add(false, r.id, r.level);
             }
         }

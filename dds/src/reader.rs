@@ -115,7 +115,7 @@ impl Owner for MemberOwner {
         lock(&self.topic.catch_up_failed).clone()
     }
     fn close(&self, core: &Arc<ReaderCore>) {
-        lock(&self.topic.inner).readers.retain(|r| !Arc::ptr_eq(r, core));
+        lock(&self.topic.inner).engine.remove_readers(|r| Arc::ptr_eq(&r.handle, core));
         self.p.remove_endpoint(&self.topic.name, false, core.id);
     }
 }

@@ -222,7 +222,7 @@ impl<T> DataWriter<T> {
         let last = self.seq.load(Ordering::Relaxed);
         let mut g = lock(&self.topic.inner);
         loop {
-            if g.writers.get(&self.id).map_or(true, |w| w.delivered >= last) {
+            if g.engine.delivered(self.id).map_or(true, |d| d >= last) {
                 return true;
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -389,7 +389,7 @@ impl<T> Drop for DataWriter<T> {
         if self.p.group.stopped().is_none() {
             self.wait_for_delivery(Duration::from_secs(5));
         }
-        lock(&self.topic.inner).writers.remove(&self.id);
+        lock(&self.topic.inner).engine.remove_writer(self.id);
         self.p.remove_endpoint(&self.topic.name, true, self.id);
     }
 }

@@ -69,7 +69,7 @@ fn fetch_all(
 /// history could not be had by the deadline.
 pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, candidates: Vec<NodeId>) {
     let deadline = Instant::now() + shared.catch_up_timeout;
-    let from = lock(&topic.inner).next_seq;
+    let from = lock(&topic.inner).engine.next_seq();
     let fetch = |any| Fetch { topic: topic.name.clone(), view, from, any };
     let mut pending = candidates;
     let mut news: Vec<(u64, NodeId)> = Vec::new();

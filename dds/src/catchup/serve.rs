@@ -2,6 +2,7 @@
 //! or, for what memory no longer holds, from the topic's log.
 
 use super::wire::{Answer, Ask, WireEntry};
+use crate::engine::{Now, Served};
 use crate::topic::{Entry, TopicState};
 use crate::Shared;
 use sst::sync::lock;
@@ -30,7 +31,7 @@ pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
         }
         Ok(Ask::ClientEndpoints { topic }) => {
             let (writers, readers) =
-                lock(&shared.topics).get(&topic).map_or((0, 0), |t| lock(&t.inner).clients.counts());
+                lock(&shared.topics).get(&topic).map_or((0, 0), |t| lock(&t.inner).engine.client_counts());
             Answer::Endpoints { writers: writers as u64, readers: readers as u64 }
         }
     };
@@ -44,12 +45,11 @@ pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
 pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, budget: usize, wait: Duration) -> Answer {
     let until = Instant::now() + wait;
     let mut g = lock(&topic.inner);
-    let seam = loop {
-        if let Some(s) = g.seams.iter().find(|s| s.view == view) {
-            break *s;
-        }
-        if g.last_view.is_some_and(|v| v >= view) {
-            return Answer::Error(format!("view {} is too old to serve", view.0));
+    let has_log = topic.log_path.is_some();
+    let served = loop {
+        match g.engine.serve(view, from, any, budget, has_log, Now::real()) {
+            Served::NotBegun => {}
+            other => break other,
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -57,28 +57,21 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
         }
         g = topic.entered.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
     };
-    if !seam.complete && !any {
-        return Answer::New { seam: seam.seq };
+    drop(g);
+    match served {
+        Served::NotBegun => Answer::NotYet,
+        Served::TooOld => Answer::Error(format!("view {} is too old to serve", view.0)),
+        Served::New { seam } => Answer::New { seam },
+        Served::FromLog { seam } => match &topic.log_path {
+            Some(path) => read_log(path, from, seam, budget),
+            None => Answer::Error("no log here".into()),
+        },
+        Served::Entries { seam, entries, more } => Answer::Entries {
+            seam,
+            entries: entries.into_iter().map(|e| WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes }).collect(),
+            more,
+        },
     }
-    let mut entries = Vec::new();
-    let mut used = 0;
-    let oldest = g.store.front_seq().unwrap_or(g.next_seq);
-    // A keyed history has holes (per-instance limits) that a log must not have.
-    if from < oldest.min(seam.seq) || (topic.keyed && from < seam.seq) {
-        if let Some(path) = &topic.log_path {
-            drop(g);
-            return read_log(path, from, seam.seq, budget);
-        }
-    }
-    for e in g.store.range(from, seam.seq) {
-        if used > 0 && used + e.bytes.len() > budget {
-            break;
-        }
-        used += e.bytes.len();
-        entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes.clone() });
-    }
-    let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
-    Answer::Entries { seam: seam.seq, entries, more }
 }
 
 /// Entries `from..seam` read from the log file (older than the memory holds).

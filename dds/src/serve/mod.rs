@@ -10,8 +10,7 @@ pub(crate) mod relay;
 
 use crate::client::wire::{decode, Call, LogFailure, Push, Reply};
 use crate::client::MAX_ENDPOINTS;
-use relay::ClientReader;
-
+use crate::engine::Now;
 use crate::qos::Level;
 use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
@@ -76,26 +75,13 @@ impl Serve {
                 }
                 let state = p.proxy(&entry, false).map_err(|e| e.to_string())?;
                 self.wait_for_history(&state)?;
-                let mut g = lock(&state.inner);
-                let keeps = state.qos.level >= Level::Volatile;
                 // Live samples from here on are pushed; the history before is the
                 // client's to fetch in pages (`Call::History`), at its pace.
-                let live = g.next_seq;
-                let oldest = g.store.front_seq().unwrap_or(live);
-                // A new reader starts at the oldest sample held (as a member's does); a resuming
-                // one where it stopped, and what is no longer held is lost to it.
-                let from = if keeps { from.unwrap_or(oldest).min(live) } else { live };
-                let lost = oldest.min(live).saturating_sub(from);
-                let history = (from.max(oldest), live);
-                g.clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == reader));
-                g.clients.readers.push(ClientReader {
-                    session: s.clone(),
-                    reader,
-                    level,
-                    from: live,
-                    picks: Vec::new(),
-                });
-                drop(g);
+                let start = {
+                    let mut g = lock(&state.inner);
+                    g.out.attach(s);
+                    g.engine.add_client_reader(s.id(), reader, level, from)
+                };
                 let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
                 let incompatible = entry
                     .writers
@@ -105,7 +91,7 @@ impl Serve {
                     .map(|w| (w.node, w.id, w.level))
                     .collect();
                 lock(&self.sessions).entry(s.id()).or_default().readers.insert(reader, state);
-                Ok(Reply::Reader { lost, incompatible, history })
+                Ok(Reply::Reader { lost: start.lost, incompatible, history: start.history })
             }
             Call::Writer { topic, writer, level } => {
                 let entry = entry_of(&topic)?;
@@ -130,10 +116,12 @@ impl Serve {
                     .map(|r| (r.node, r.id, None, r.level))
                     .collect();
                 let mut g = lock(&state.inner);
-                g.clients.add_writer(s, writer, level);
+                g.out.attach(s);
+                g.engine.add_client_writer(s.id(), writer, level);
                 let me = self.shared.me().0;
-                incompatible.extend(g.clients.readers_above(level).into_iter().map(|(c, r, l)| (me, r, Some(c), l)));
+                let above = g.engine.client_readers_above(level);
                 drop(g);
+                incompatible.extend(above.into_iter().map(|(c, r, l)| (me, r, Some(c), l)));
                 lock(&self.sessions).entry(s.id()).or_default().writers.insert(writer, (state, level));
                 Ok(Reply::Writer { incompatible })
             }
@@ -143,41 +131,21 @@ impl Serve {
                     .and_then(|e| e.readers.get(&reader).cloned())
                     .filter(|t| t.name == topic)
                     .ok_or_else(|| format!("no reader {reader} of `{topic}` in this session"))?;
-                let level = lock(&state.inner)
-                    .clients
-                    .readers
-                    .iter()
-                    .find(|r| r.session.id() == s.id() && r.reader == reader)
-                    .map(|r| r.level);
-                let level = level.ok_or("the reader is gone")?;
-                let g = lock(&state.inner);
-                let oldest = g.store.front_seq().unwrap_or(g.next_seq);
-                let lost = oldest.min(to).saturating_sub(from);
-                let mut entries = Vec::new();
-                let mut used = 0;
-                let mut next = to;
-                for e in g.store.range(from, to) {
-                    if used > 0 && used + e.bytes.len() > self.page {
-                        next = e.seq;
-                        break;
-                    }
-                    used += e.bytes.len();
-                    let (info, client_level) = e.info(true);
-                    if g.offered(&info, client_level).map_or(true, |l| l.satisfies(level)) {
-                        entries.push((e.seq, e.view.0, e.node, serde_bytes::ByteBuf::from(e.bytes.clone())));
-                    }
-                }
-                Ok(Reply::History { entries, next, lost })
+                let page = lock(&state.inner).engine.client_history(s.id(), reader, (from, to), self.page, Now::real());
+                let page = page.ok_or("the reader is gone")?;
+                let entries =
+                    page.entries.into_iter().map(|e| (e.seq, e.view.0, e.node, serde_bytes::ByteBuf::from(e.bytes))).collect();
+                Ok(Reply::History { entries, next: page.next, lost: page.lost })
             }
             Call::Close { writer, id } => {
                 let mut sessions = lock(&self.sessions);
                 let e = sessions.entry(s.id()).or_default();
                 if writer {
                     if let Some((state, _)) = e.writers.remove(&id) {
-                        lock(&state.inner).clients.remove_writer(s.id(), id);
+                        lock(&state.inner).engine.remove_client_writer(s.id(), id);
                     }
                 } else if let Some(state) = e.readers.remove(&id) {
-                    lock(&state.inner).clients.readers.retain(|r| !(r.session.id() == s.id() && r.reader == id));
+                    lock(&state.inner).engine.remove_client_reader(s.id(), id);
                 }
                 Ok(Reply::Done)
             }
@@ -228,7 +196,7 @@ impl Serve {
     fn wait_for_history(&self, state: &TopicState) -> Result<(), String> {
         let deadline = Instant::now() + self.shared.catch_up_timeout;
         let mut g = lock(&state.inner);
-        while g.catching_up.is_some() {
+        while g.engine.catching_up() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err("this member is still catching up on the topic".into());
@@ -291,7 +259,9 @@ impl ClientHandler for Serve {
         let Some(e) = lock(&self.sessions).remove(&s.id()) else { return };
         let topics = e.readers.into_values().chain(e.writers.into_values().map(|(t, _)| t));
         for t in topics {
-            lock(&t.inner).clients.forget(s.id());
+            let mut g = lock(&t.inner);
+            g.engine.forget_client(s.id());
+            g.out.detach(s.id());
         }
     }
 }

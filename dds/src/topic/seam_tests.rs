@@ -9,6 +9,7 @@ use super::*;
 use crate::instance::{prefix, InstanceHandle, Kind, StateMask};
 use crate::qos::History as Keep;
 use crate::queue::Raw;
+use crate::table::Endpoint;
 use std::time::SystemTime;
 
 const RED: InstanceHandle = InstanceHandle(11);
@@ -49,10 +50,12 @@ fn late_topic(keep: u32) -> (TopicState, Arc<ReaderCore>) {
 
 /// Live samples of `VIEW` delivered while the catch-up runs.
 fn live(t: &TopicState, samples: &[(InstanceHandle, u8)]) {
-    let mut g = lock(&t.inner);
-    for (h, n) in samples {
-        t.deliver_one(&mut g, VIEW, NodeId(0), Src::Bytes(&sample(*h, *n)));
-    }
+    t.run(|e, fx| {
+        for (h, n) in samples {
+            e.deliver(VIEW, NodeId(0), Src::Bytes(&sample(*h, *n)), Now::real(), fx);
+        }
+        e.batch_end(fx);
+    });
 }
 
 /// The last five of each colour before the seam, as node 0 serves them (the

@@ -1,0 +1,129 @@
+//! Late joins: serving the history before a seam to a joiner, and applying the
+//! history a joiner got, then the live samples that waited for it.
+
+use super::{Effects, Entry, Now, Rejection, Seam, TopicEngine};
+#[cfg(test)]
+use super::Mutation;
+use sst::transport::NodeId;
+use views::view::ViewId;
+
+/// What this node can serve a late joiner of `view` (see [`TopicEngine::serve`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Served {
+    /// The view has not begun here yet (the driver may wait for it and ask again).
+    NotBegun,
+    /// The view began before this node's first view in the topic: nothing to serve.
+    TooOld,
+    /// New in that view too; its count then.
+    New { seam: u64 },
+    /// What is asked for is older than the memory holds: read the log up to `seam`.
+    FromLog { seam: u64 },
+    /// History from the asked point on, up to the seam (`more`: a further page).
+    Entries { seam: u64, entries: Vec<Entry>, more: bool },
+}
+
+impl<R> TopicEngine<R> {
+    /// The seam of `view` here, if it began here and is still remembered.
+    pub(crate) fn seam_of(&self, view: ViewId) -> Option<Seam> {
+        self.seams.iter().find(|s| s.view == view).copied()
+    }
+
+    /// The history before the start of `view`, from `from` on, at most `budget`
+    /// bytes (at least one entry); `any` serves it even if this node was not
+    /// complete at the seam (a source among new members). `has_log`: the driver
+    /// can read the topic's log.
+    pub(crate) fn serve(&self, view: ViewId, from: u64, any: bool, budget: usize, has_log: bool, now: Now) -> Served {
+        let Some(seam) = self.seam_of(view) else {
+            return if self.last_view.is_some_and(|v| v >= view) { Served::TooOld } else { Served::NotBegun };
+        };
+        if !seam.complete && !any {
+            return Served::New { seam: seam.seq };
+        }
+        // A keyed history has holes (per-instance limits) that a log must not have.
+        if has_log && (from < self.oldest().min(seam.seq) || (self.keyed && from < seam.seq)) {
+            return Served::FromLog { seam: seam.seq };
+        }
+        let mut entries = Vec::new();
+        let mut used = 0;
+        for e in self.store.range(from, seam.seq, now.wall) {
+            if used > 0 && used + e.bytes.len() > budget {
+                break;
+            }
+            used += e.bytes.len();
+            entries.push(e.clone());
+        }
+        let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
+        Served::Entries { seam: seam.seq, entries, more }
+    }
+
+    /// Ends a late join: `entries` (the history before the seam at `seam`) first,
+    /// then the live samples that waited. `failed`: why there is no history.
+    pub(crate) fn caught_up(
+        &mut self,
+        entries: Vec<Entry>,
+        seam: Option<u64>,
+        failed: Option<String>,
+        now: Now,
+        fx: &mut impl Effects<R>,
+    ) {
+        let mut got = 0u64;
+        for e in entries {
+            if e.seq < self.next_seq {
+                continue; // held already (this node's own log)
+            }
+            got += 1;
+            if self.log_len.is_some_and(|n| n != e.seq) {
+                // A Logged member serves its whole log, so this is a gap in its answer.
+                tracing::error!(seq = e.seq, "catch-up left a gap in the log");
+                break;
+            }
+            self.next_seq = e.seq;
+            self.apply(e.view, NodeId(e.node), crate::sink::Src::Bytes(&e.bytes), true, now, fx);
+        }
+        if let Some(s) = seam {
+            self.next_seq = self.next_seq.max(s);
+            #[cfg(test)]
+            if self.mutation == Some(Mutation::SeamOffByOne) {
+                self.next_seq += 1;
+            }
+        }
+        if got > 0 {
+            // The history may name writers that left before this member came.
+            for r in &self.readers {
+                fx.writers_now(&r.handle, &self.alive, 0, false);
+            }
+        }
+        let Some(c) = self.catching_up.take() else {
+            fx.flush();
+            return;
+        };
+        fx.entered();
+        if let (Some(from), Some(seam)) = (c.rejoined_at, seam) {
+            let missed = seam.saturating_sub(from).saturating_sub(got);
+            if missed > 0 {
+                tracing::warn!(missed, "samples delivered while this participant was out are gone");
+                for r in &self.readers {
+                    fx.missed(&r.handle, missed);
+                }
+            }
+        }
+        // The seams of the view joined in and of every view begun while catching up
+        // are known now: the seam, plus the held samples of earlier views.
+        let at = self.next_seq;
+        for s in self.seams.iter_mut().filter(|s| s.view >= c.view) {
+            let before = c.buffered.iter().filter(|(v, _, _)| *v < s.view).count() as u64;
+            *s = Seam { view: s.view, seq: at + before, complete: true };
+        }
+        if let Some(why) = failed {
+            let r = Rejection::NoHistory(why.clone());
+            for reader in &self.readers {
+                fx.reject(&reader.handle, &r);
+            }
+            fx.catch_up_failed(&why);
+        }
+        for (view, sender, bytes) in c.buffered {
+            self.apply(view, sender, crate::sink::Src::Bytes(&bytes), false, now, fx);
+        }
+        fx.flush();
+    }
+}

@@ -1,0 +1,113 @@
+//! Delivered samples: numbered, deduplicated (client resends), kept in the
+//! history and the log, offered to local readers and relayed to client readers.
+
+use super::{Effects, Entry, Now, Rejection, TopicEngine};
+use crate::qos::Level;
+use crate::sample::info_of;
+use crate::sink::Src;
+use sst::transport::NodeId;
+use views::view::ViewId;
+
+impl<R> TopicEngine<R> {
+    /// A message of the topic's subgroup, delivered in view `view` from `sender`
+    /// (call [`TopicEngine::batch_end`] after the last of a batch).
+    pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
+        if !src.has_header() {
+            let why = Rejection::ShortMessage { sender, len: src.len() };
+            for r in &self.readers {
+                fx.reject(&r.handle, &why);
+            }
+            return;
+        }
+        if let Some(c) = self.catching_up.as_mut() {
+            c.buffered.push((view, sender, src.copy_all()));
+            return;
+        }
+        self.apply(view, sender, src, false, now, fx);
+    }
+
+    /// The end of a delivered batch: what it gathered for clients goes out.
+    pub(crate) fn batch_end(&mut self, fx: &mut impl Effects<R>) {
+        fx.flush();
+    }
+
+    /// The topic's log refused an append (the driver's report): the local
+    /// readers are told.
+    pub(crate) fn log_failed(&mut self, why: &str, fx: &mut impl Effects<R>) {
+        let why = Rejection::LogAppend(why.into());
+        for r in &self.readers {
+            fx.reject(&r.handle, &why);
+        }
+    }
+
+    /// Sample number `next_seq` of the topic (live, or `history` from a catch-up).
+    pub(super) fn apply(
+        &mut self,
+        view: ViewId,
+        sender: NodeId,
+        src: Src<'_>,
+        history: bool,
+        now: Now,
+        fx: &mut impl Effects<R>,
+    ) {
+        let seq = self.next_seq;
+        let (info, client_level) = info_of(|i| src.word(i), sender, view, seq, history);
+        let client_level = client_level.map(Level::from_wire);
+        // A client's sample sent again after it moved to another member, which
+        // every member drops alike (they all deliver the same order).
+        if !self.clients.note(&info) {
+            if let (true, Some(c)) = (sender == self.me, info.writer.client) {
+                fx.acked(c, info.writer.id, info.seq);
+            }
+            return;
+        }
+        self.next_seq += 1;
+        if self.keeps_history() {
+            // The oldest entry's buffer takes the new one once the history is full:
+            // one copy per sample and no allocation in the steady state.
+            let mut bytes = self.store.spare();
+            bytes.resize(src.len(), 0);
+            src.read_all(&mut bytes);
+            let e = Entry { seq, view, node: sender.0, bytes };
+            if let Some(n) = self.log_len.as_mut() {
+                fx.append(&e);
+                *n += 1;
+            }
+            self.store.push(e, now.at);
+        }
+        let level = self.offered(&info, client_level);
+        for r in &self.readers {
+            match level {
+                Some(l) if !l.satisfies(r.level) => {
+                    if info.writer.client.is_some() {
+                        fx.incompatible(&r.handle, info.writer, l); // members' writers: from the table
+                    }
+                }
+                _ => fx.offer(&r.handle, &info, src),
+            }
+        }
+        if !self.clients.readers.is_empty() {
+            self.picks.clear();
+            for r in &self.clients.readers {
+                if info.topic_seq >= r.from && level.map_or(true, |l| l.satisfies(r.level)) {
+                    self.picks.push((r.client, r.reader));
+                }
+            }
+            if !self.picks.is_empty() {
+                fx.relay(&info, src, &self.picks);
+            }
+        }
+        if sender != self.me {
+            return;
+        }
+        match info.writer.client {
+            Some(c) => fx.acked(c, info.writer.id, info.seq),
+            None => {
+                if let Some(w) = self.writers.get_mut(&info.writer.id) {
+                    w.delivered = w.delivered.max(info.seq);
+                    fx.delivered_own(info.writer.id, info.seq);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! The effects given inputs emit, asserted at the engine with no driver.
+
+use super::record::{Fx, Recorder};
+use super::*;
+use crate::qos::History as Keep;
+use crate::table::{Endpoint, TopicEntry};
+
+const A: NodeId = NodeId(0);
+const ME: NodeId = NodeId(1);
+
+fn now() -> Now {
+    Now::real()
+}
+
+/// A member's sample of writer `w`, number `seq`, with an 8-byte payload.
+fn member(w: u32, seq: u64) -> Vec<u8> {
+    let mut b: Vec<u8> = crate::sample::header(w, seq, SystemTime::now()).iter().flat_map(|x| x.to_le_bytes()).collect();
+    b.extend_from_slice(&seq.to_le_bytes());
+    b
+}
+
+/// A client's sample (client `c`, its writer `w`, offering `level`), number `seq`.
+fn client(c: u64, w: u32, level: Level, seq: u64) -> Vec<u8> {
+    let h = crate::sample::client_header(c, w, level as u8, seq, 0);
+    let mut b: Vec<u8> = h.iter().flat_map(|x| x.to_le_bytes()).collect();
+    b.extend_from_slice(&seq.to_le_bytes());
+    b
+}
+
+fn entry(qos: Qos) -> TopicEntry {
+    let w = Endpoint { node: A.0, id: 1, level: qos.level };
+    TopicEntry { name: "t".into(), type_name: "u64".into(), qos, writers: vec![w], readers: Vec::new() }
+}
+
+fn engine(qos: Qos) -> TopicEngine<u32> {
+    TopicEngine::open(qos, false, ME, qos.level.eq(&Level::Logged).then_some(&[][..]), now()).unwrap()
+}
+
+fn offers(fx: &[Fx]) -> Vec<(u32, u64, bool)> {
+    fx.iter()
+        .filter_map(|f| match f {
+            Fx::Offer { reader, info, .. } => Some((*reader, info.topic_seq, info.from_history)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_delivered_sample_is_logged_offered_and_counted_as_its_writers() {
+    let qos = Qos::logged(Keep::KeepLast(4));
+    let mut e = engine(qos);
+    let mut rec = Recorder::default();
+    e.add_reader(LocalReader { id: 7, level: Level::Ordered, handle: 7 }, now(), &mut rec);
+    e.add_writer(3, Level::Logged);
+    assert_eq!(e.enter_view(ViewId(1), &entry(qos), &[ME], now(), &mut rec), None, "alone: nothing to catch up");
+    rec.take();
+    e.deliver(ViewId(1), ME, Src::Bytes(&member(3, 1)), now(), &mut rec);
+    e.batch_end(&mut rec);
+    let fx = rec.take();
+    assert!(matches!(&fx[0], Fx::Append(a) if a.seq == 0 && a.node == ME.0), "{fx:?}");
+    assert_eq!(offers(&fx), vec![(7, 0, false)]);
+    assert_eq!(fx[2], Fx::DeliveredOwn { writer: 3, seq: 1 });
+    assert_eq!(fx[3], Fx::Flush);
+    assert_eq!(e.delivered(3), Some(1));
+    // Another member's sample: offered and logged, no writer of this node counted.
+    e.deliver(ViewId(1), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
+    let fx = rec.take();
+    assert_eq!(fx.len(), 2, "{fx:?}");
+    assert_eq!(offers(&fx), vec![(7, 1, false)]);
+    assert_eq!(e.next_seq(), 2);
+}
+
+#[test]
+fn a_client_resend_is_dropped_everywhere_and_acknowledged_again_by_its_sender() {
+    let mut e = engine(Qos::ordered());
+    let mut rec = Recorder::default();
+    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    let s = client(9, 0, Level::Ordered, 1);
+    e.deliver(ViewId(1), ME, Src::Bytes(&s), now(), &mut rec);
+    let fx = rec.take();
+    assert_eq!(offers(&fx), vec![(1, 0, false)]);
+    assert_eq!(fx.last(), Some(&Fx::Acked { client: 9, writer: 0, seq: 1 }));
+    // Sent again through another member after a failover: not a new sample.
+    e.deliver(ViewId(2), A, Src::Bytes(&s), now(), &mut rec);
+    assert_eq!(rec.take(), Vec::new(), "dropped silently where another member sent it");
+    e.deliver(ViewId(2), ME, Src::Bytes(&s), now(), &mut rec);
+    assert_eq!(rec.take(), vec![Fx::Acked { client: 9, writer: 0, seq: 1 }]);
+    assert_eq!(e.next_seq(), 1, "the resends take no number");
+}
+
+#[test]
+fn a_reader_whose_request_a_client_writer_does_not_meet_is_told() {
+    let mut e = engine(Qos::logged(Keep::KeepLast(1)));
+    let mut rec = Recorder::default();
+    e.add_reader(LocalReader { id: 2, level: Level::Logged, handle: 2 }, now(), &mut rec);
+    e.deliver(ViewId(1), A, Src::Bytes(&client(5, 1, Level::Unordered, 1)), now(), &mut rec);
+    let fx = rec.take();
+    assert!(offers(&fx).is_empty(), "{fx:?}");
+    assert!(fx.iter().any(|f| matches!(f, Fx::Incompatible { reader: 2, offered: Level::Unordered, .. })));
+}
+
+#[test]
+fn a_short_message_is_rejected_at_every_reader_and_takes_no_number() {
+    let mut e = engine(Qos::ordered());
+    let mut rec = Recorder::default();
+    for id in [1, 2] {
+        e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now(), &mut rec);
+    }
+    e.deliver(ViewId(1), A, Src::Bytes(&[0; 9]), now(), &mut rec);
+    let why = Rejection::ShortMessage { sender: A, len: 9 };
+    assert_eq!(rec.take(), vec![Fx::Reject { reader: 1, why: why.clone() }, Fx::Reject { reader: 2, why }]);
+    assert_eq!(e.next_seq(), 0);
+}
+
+#[test]
+fn a_late_joiner_holds_live_samples_until_the_history_lands_then_numbers_them_from_the_seam() {
+    let qos = Qos::volatile(Keep::KeepLast(8));
+    let mut e = engine(qos);
+    let mut rec = Recorder::default();
+    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    assert_eq!(e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec), Some(vec![A]));
+    assert_eq!(e.serve(ViewId(4), 0, false, 1 << 20, false, now()), Served::New { seam: 0 }, "not complete");
+    rec.take();
+    e.deliver(ViewId(4), A, Src::Bytes(&member(1, 11)), now(), &mut rec);
+    e.deliver(ViewId(4), A, Src::Bytes(&member(1, 12)), now(), &mut rec);
+    assert!(offers(&rec.take()).is_empty(), "live samples wait for the history");
+    let history: Vec<Entry> =
+        [9, 10].iter().map(|n| Entry { seq: n - 1, view: ViewId(3), node: A.0, bytes: member(1, *n) }).collect();
+    e.caught_up(history, Some(10), None, now(), &mut rec);
+    let fx = rec.take();
+    assert_eq!(offers(&fx), vec![(1, 8, true), (1, 9, true), (1, 10, false), (1, 11, false)]);
+    assert!(fx.contains(&Fx::Entered), "whoever waits for the join to end is woken");
+    assert_eq!(e.seam_of(ViewId(4)), Some(Seam { view: ViewId(4), seq: 10, complete: true }));
+    assert_eq!(e.next_seq(), 12);
+}
+
+#[test]
+fn a_late_join_without_history_is_reported_and_live_samples_still_flow() {
+    let qos = Qos::volatile(Keep::KeepLast(8));
+    let mut e = engine(qos);
+    let mut rec = Recorder::default();
+    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec);
+    e.deliver(ViewId(4), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
+    rec.take();
+    e.caught_up(Vec::new(), None, Some("no answer".into()), now(), &mut rec);
+    let fx = rec.take();
+    assert!(fx.contains(&Fx::Reject { reader: 1, why: Rejection::NoHistory("no answer".into()) }));
+    assert!(fx.contains(&Fx::CatchUpFailed("no answer".into())));
+    assert_eq!(offers(&fx), vec![(1, 0, false)]);
+}
+
+#[test]
+fn serving_a_joiner_answers_by_what_this_node_knows_of_the_view() {
+    let qos = Qos::volatile(Keep::KeepLast(8));
+    let mut e = engine(qos);
+    let mut rec = Recorder::default();
+    e.enter_view(ViewId(2), &entry(qos), &[ME], now(), &mut rec);
+    for n in 1..=5 {
+        e.deliver(ViewId(2), ME, Src::Bytes(&member(1, n)), now(), &mut rec);
+    }
+    e.enter_view(ViewId(3), &entry(qos), &[A, ME], now(), &mut rec);
+    e.deliver(ViewId(3), ME, Src::Bytes(&member(1, 6)), now(), &mut rec);
+    assert_eq!(e.serve(ViewId(9), 0, false, 1 << 20, false, now()), Served::NotBegun);
+    assert_eq!(e.serve(ViewId(1), 0, false, 1 << 20, false, now()), Served::TooOld);
+    let Served::Entries { seam, entries, more } = e.serve(ViewId(3), 1, false, 1 << 20, false, now()) else {
+        panic!("entries")
+    };
+    assert_eq!((seam, more), (5, false));
+    assert_eq!(entries.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![1, 2, 3, 4], "from 1, before the seam");
+    let Served::Entries { entries, more, .. } = e.serve(ViewId(3), 0, false, 1, false, now()) else { panic!() };
+    assert_eq!((entries.len(), more), (1, true), "a page holds one entry at least");
+    assert!(matches!(e.serve(ViewId(3), 0, false, 1, true, now()), Served::Entries { .. }), "memory holds it all");
+    let mut short = engine(Qos::volatile(Keep::KeepLast(2)));
+    short.enter_view(ViewId(2), &entry(qos), &[ME], now(), &mut rec);
+    for n in 1..=5 {
+        short.deliver(ViewId(2), ME, Src::Bytes(&member(1, n)), now(), &mut rec);
+    }
+    short.enter_view(ViewId(3), &entry(qos), &[A, ME], now(), &mut rec);
+    assert_eq!(short.serve(ViewId(3), 0, false, 1, true, now()), Served::FromLog { seam: 5 }, "what memory lacks");
+    assert!(matches!(short.serve(ViewId(3), 3, false, 1, true, now()), Served::Entries { .. }));
+}
+
+#[test]
+fn client_readers_get_what_is_delivered_from_their_start_and_their_history_in_pages() {
+    let qos = Qos::volatile(Keep::KeepLast(3));
+    let mut e = engine(qos);
+    let mut rec = Recorder::default();
+    for n in 1..=5 {
+        e.deliver(ViewId(1), A, Src::Bytes(&member(1, n)), now(), &mut rec);
+    }
+    let start = e.add_client_reader(40, 2, Level::Unordered, Some(0));
+    assert_eq!(start, ClientStart { lost: 2, history: (2, 5) }, "resumed at 0: 0 and 1 are gone");
+    let page = e.client_history(40, 2, start.history, 1 << 20, now()).unwrap();
+    assert_eq!(page.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![2, 3, 4]);
+    assert_eq!(page.next, 5);
+    assert!(e.client_history(40, 9, start.history, 1 << 20, now()).is_none(), "no such reader");
+    rec.take();
+    e.deliver(ViewId(1), A, Src::Bytes(&member(1, 6)), now(), &mut rec);
+    let fx = rec.take();
+    assert!(matches!(&fx[..], [Fx::Relay { info, to, .. }] if info.topic_seq == 5 && to == &[(40, 2)]), "{fx:?}");
+    assert_eq!(e.client_counts(), (0, 1));
+    e.forget_client(40);
+    e.deliver(ViewId(1), A, Src::Bytes(&member(1, 7)), now(), &mut rec);
+    assert!(rec.take().is_empty(), "a forgotten client gets nothing");
+}
