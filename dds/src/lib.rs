@@ -18,6 +18,8 @@ mod queue;
 pub mod reader;
 pub mod sample;
 mod serve;
+#[cfg(test)]
+mod sim;
 mod sink;
 pub mod status;
 pub mod table;

@@ -262,7 +262,7 @@ pub(crate) fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<D
             .name(format!("dds-catch-up-{}", entry.name.chars().take(16).collect::<String>()))
             .spawn(move || catchup::run(sh, st, vid, others));
         if let Err(e) = spawned {
-            state.finish_catch_up(Vec::new(), None, Some(format!("no thread for the catch-up: {e}")));
+            state.finish_catch_up(Vec::new(), None, &[], Some(format!("no thread for the catch-up: {e}")));
         }
     }
     Some(Box::new(move |b: &InPlaceBatch<'_>| state.deliver_batch(vid, b)))

@@ -7,8 +7,8 @@
 //! engine under the topic's lock ([`TopicState::run`]), and its effects are applied
 //! there to the readers' queues, the clients' outgoing frames and the log file.
 
-pub(crate) use crate::history::Entry;
 use crate::engine::{Effects, LocalReader, Now, Rejection, TopicEngine};
+pub(crate) use crate::history::Entry;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
 use crate::queue::ReaderCore;
@@ -252,8 +252,14 @@ impl TopicState {
     }
 
     /// Ends a late join (see [`TopicEngine::caught_up`]).
-    pub(crate) fn finish_catch_up(&self, entries: Vec<Entry>, seam: Option<u64>, failed: Option<String>) {
-        self.run(|e, fx| e.caught_up(entries, seam, failed, Now::real(), fx))
+    pub(crate) fn finish_catch_up(
+        &self,
+        entries: Vec<Entry>,
+        seam: Option<u64>,
+        seen: &[(u64, u32, u64)],
+        failed: Option<String>,
+    ) {
+        self.run(|e, fx| e.caught_up(entries, seam, seen, failed, Now::real(), fx))
     }
 }
 

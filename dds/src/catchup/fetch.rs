@@ -34,13 +34,20 @@ fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) ->
 /// `first` if the first page is in already. A member answers `NotYet` only after
 /// waiting for the view itself, so asking again at once does not spin; the
 /// deadline bounds the asking.
+/// A whole history: its entries, its seam, and the resend filter at the seam.
+struct Got {
+    entries: Vec<Entry>,
+    seam: u64,
+    seen: Vec<(u64, u32, u64)>,
+}
+
 fn fetch_all(
     shared: &Shared,
     to: NodeId,
     mut f: Fetch,
     mut first: Option<Answer>,
     deadline: Instant,
-) -> Result<(Vec<Entry>, u64), String> {
+) -> Result<Got, String> {
     let mut out: Vec<Entry> = Vec::new();
     loop {
         let answer = match first.take() {
@@ -49,11 +56,11 @@ fn fetch_all(
             None => ask(shared, to, &f)?,
         };
         match answer {
-            Answer::Entries { seam, entries, more } => {
+            Answer::Entries { seam, entries, more, seen } => {
                 check(&mut out, f.from, seam, entries).map_err(|e| format!("{to}: {e}"))?;
                 match out.last() {
                     Some(l) if more && l.seq + 1 > f.from => f.from = l.seq + 1,
-                    _ => return Ok((out, seam)),
+                    _ => return Ok(Got { entries: out, seam, seen }),
                 }
             }
             Answer::NotYet => {}
@@ -81,9 +88,10 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
                 // The first page is in: go on from it (one round trip for a
                 // history that fits in a page).
                 Ok(a @ Answer::Entries { .. }) => match fetch_all(&shared, c, fetch(false), Some(a), deadline) {
-                    Ok((entries, seam)) => {
-                        tracing::info!(topic = %topic.name, view = view.0, from = c.0, entries = entries.len(), seam, "caught up");
-                        topic.finish_catch_up(entries, Some(seam), None);
+                    Ok(got) => {
+                        let (entries, seam) = (got.entries.len(), got.seam);
+                        tracing::info!(topic = %topic.name, view = view.0, from = c.0, entries, seam, "caught up");
+                        topic.finish_catch_up(got.entries, Some(got.seam), &got.seen, None);
                         return;
                     }
                     Err(e) => errors.push(e),
@@ -106,8 +114,8 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
     news.sort_by_key(|(seam, n)| (std::cmp::Reverse(*seam), n.0));
     if let Some(&(seam, c)) = news.first().filter(|(seam, _)| *seam > from) {
         match fetch_all(&shared, c, fetch(true), None, deadline) {
-            Ok((entries, s)) => {
-                topic.finish_catch_up(entries, Some(s.max(seam)), None);
+            Ok(got) => {
+                topic.finish_catch_up(got.entries, Some(got.seam.max(seam)), &got.seen, None);
                 return;
             }
             Err(e) => errors.push(e),
@@ -118,7 +126,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
     if let Some(w) = &why {
         tracing::warn!(topic = %topic.name, view = view.0, why = %w, "late join without the history");
     }
-    topic.finish_catch_up(Vec::new(), None, why);
+    topic.finish_catch_up(Vec::new(), None, &[], why);
 }
 
 #[cfg(test)]

@@ -62,20 +62,24 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
         Served::NotBegun => Answer::NotYet,
         Served::TooOld => Answer::Error(format!("view {} is too old to serve", view.0)),
         Served::New { seam } => Answer::New { seam },
-        Served::FromLog { seam } => match &topic.log_path {
-            Some(path) => read_log(path, from, seam, budget),
+        Served::FromLog { seam, seen } => match &topic.log_path {
+            Some(path) => read_log(path, from, seam, seen, budget),
             None => Answer::Error("no log here".into()),
         },
-        Served::Entries { seam, entries, more } => Answer::Entries {
+        Served::Entries { seam, entries, more, seen } => Answer::Entries {
             seam,
-            entries: entries.into_iter().map(|e| WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes }).collect(),
+            entries: entries
+                .into_iter()
+                .map(|e| WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes })
+                .collect(),
             more,
+            seen,
         },
     }
 }
 
 /// Entries `from..seam` read from the log file (older than the memory holds).
-fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> Answer {
+fn read_log(path: &std::path::Path, from: u64, seam: u64, seen: Vec<(u64, u32, u64)>, budget: usize) -> Answer {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => return Answer::Error(format!("reading {}: {e}", path.display())),
@@ -96,7 +100,7 @@ fn read_log(path: &std::path::Path, from: u64, seam: u64, budget: usize) -> Answ
         }
     }
     let more = entries.last().is_some_and(|e| e.seq + 1 < seam);
-    Answer::Entries { seam, entries, more }
+    Answer::Entries { seam, entries, more, seen }
 }
 
 #[cfg(test)]
@@ -150,7 +154,10 @@ mod tests {
         // the seam of view 2 once it begins, never NotYet.
         std::thread::sleep(Duration::from_millis(50));
         t.enter_view(ViewId(2), &entry, &[NodeId(0), NodeId(1)]);
-        assert_eq!(asker.join().unwrap(), Answer::Entries { seam: 0, entries: Vec::new(), more: false });
+        assert_eq!(
+            asker.join().unwrap(),
+            Answer::Entries { seam: 0, entries: Vec::new(), more: false, seen: Vec::new() }
+        );
         let none = history(&t, ViewId(3), 0, false, PAGE, Duration::from_millis(20));
         assert_eq!(none, Answer::NotYet, "a view that does not begin in time");
         let old = history(&t, ViewId(0), 0, false, PAGE, Duration::from_secs(60));

@@ -38,8 +38,9 @@ pub(crate) enum Answer {
     NotYet,
     /// New in that view too; its count then.
     New { seam: u64 },
-    /// History from `from`, and the seam.
-    Entries { seam: u64, entries: Vec<WireEntry>, more: bool },
+    /// History from `from`, the seam, and the resend filter of client samples
+    /// there (client id, writer number, highest sample number).
+    Entries { seam: u64, entries: Vec<WireEntry>, more: bool, seen: Vec<(u64, u32, u64)> },
     /// Cannot serve.
     Error(String),
     /// The answer to [`Ask::ClientEndpoints`].

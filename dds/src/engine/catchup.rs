@@ -1,31 +1,48 @@
 //! Late joins: serving the history before a seam to a joiner, and applying the
 //! history a joiner got, then the live samples that waited for it.
 
-use super::{Effects, Entry, Now, Rejection, Seam, TopicEngine};
 #[cfg(test)]
 use super::Mutation;
+use super::{Effects, Entry, Now, Rejection, Seam, Seen, TopicEngine};
 use sst::transport::NodeId;
 use views::view::ViewId;
 
 /// What this node can serve a late joiner of `view` (see [`TopicEngine::serve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Served {
-    /// The view has not begun here yet (the driver may wait for it and ask again).
+    /// The view has not begun here yet, or this node is still catching up on an
+    /// earlier view and will know this one's seam when done (the driver may wait
+    /// for either and ask again).
     NotBegun,
     /// The view began before this node's first view in the topic: nothing to serve.
     TooOld,
     /// New in that view too; its count then.
     New { seam: u64 },
-    /// What is asked for is older than the memory holds: read the log up to `seam`.
-    FromLog { seam: u64 },
-    /// History from the asked point on, up to the seam (`more`: a further page).
-    Entries { seam: u64, entries: Vec<Entry>, more: bool },
+    /// What is asked for is older than the memory holds: read the log up to
+    /// `seam`; `seen` is the resend filter at the seam.
+    FromLog { seam: u64, seen: Seen },
+    /// History from the asked point on, up to the seam (`more`: a further page),
+    /// and the resend filter at the seam.
+    Entries { seam: u64, entries: Vec<Entry>, more: bool, seen: Seen },
 }
 
 impl<R> TopicEngine<R> {
     /// The seam of `view` here, if it began here and is still remembered.
-    pub(crate) fn seam_of(&self, view: ViewId) -> Option<Seam> {
-        self.seams.iter().find(|s| s.view == view).copied()
+    pub(crate) fn seam_of(&self, view: ViewId) -> Option<&Seam> {
+        self.seams.iter().find(|s| s.view == view)
+    }
+
+    /// Seam `i` is here now: complete. A view that brought another member while
+    /// this one caught up pinned the history where this node stood then, before
+    /// the samples it held: pin it again here, with the resend filter as it is.
+    fn seal(&mut self, i: usize, now: Now) {
+        let seq = self.next_seq;
+        let s = &mut self.seams[i];
+        (s.seq, s.complete) = (seq, true);
+        if s.joined {
+            s.seen = self.clients.seen();
+            self.pin(seq, now);
+        }
     }
 
     /// The history before the start of `view`, from `from` on, at most `budget`
@@ -37,11 +54,16 @@ impl<R> TopicEngine<R> {
             return if self.last_view.is_some_and(|v| v >= view) { Served::TooOld } else { Served::NotBegun };
         };
         if !seam.complete && !any {
+            // Still catching up since an earlier view: the seam of this one moves
+            // by the samples held meanwhile; it is known once the history is in.
+            if self.catching_up.as_ref().is_some_and(|c| c.view < view) {
+                return Served::NotBegun;
+            }
             return Served::New { seam: seam.seq };
         }
         // A keyed history has holes (per-instance limits) that a log must not have.
         if has_log && (from < self.oldest().min(seam.seq) || (self.keyed && from < seam.seq)) {
-            return Served::FromLog { seam: seam.seq };
+            return Served::FromLog { seam: seam.seq, seen: seam.seen.clone() };
         }
         let mut entries = Vec::new();
         let mut used = 0;
@@ -53,15 +75,17 @@ impl<R> TopicEngine<R> {
             entries.push(e.clone());
         }
         let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
-        Served::Entries { seam: seam.seq, entries, more }
+        Served::Entries { seam: seam.seq, entries, more, seen: seam.seen.clone() }
     }
 
-    /// Ends a late join: `entries` (the history before the seam at `seam`) first,
-    /// then the live samples that waited. `failed`: why there is no history.
+    /// Ends a late join: `entries` (the history before the seam at `seam`, and
+    /// the resend filter `seen` there) first, then the live samples that waited.
+    /// `failed`: why there is no history.
     pub(crate) fn caught_up(
         &mut self,
         entries: Vec<Entry>,
         seam: Option<u64>,
+        seen: &[(u64, u32, u64)],
         failed: Option<String>,
         now: Now,
         fx: &mut impl Effects<R>,
@@ -80,6 +104,7 @@ impl<R> TopicEngine<R> {
             self.next_seq = e.seq;
             self.apply(e.view, NodeId(e.node), crate::sink::Src::Bytes(&e.bytes), true, now, fx);
         }
+        self.clients.merge(seen);
         if let Some(s) = seam {
             self.next_seq = self.next_seq.max(s);
             #[cfg(test)]
@@ -107,13 +132,6 @@ impl<R> TopicEngine<R> {
                 }
             }
         }
-        // The seams of the view joined in and of every view begun while catching up
-        // are known now: the seam, plus the held samples of earlier views.
-        let at = self.next_seq;
-        for s in self.seams.iter_mut().filter(|s| s.view >= c.view) {
-            let before = c.buffered.iter().filter(|(v, _, _)| *v < s.view).count() as u64;
-            *s = Seam { view: s.view, seq: at + before, complete: true };
-        }
         if let Some(why) = failed {
             let r = Rejection::NoHistory(why.clone());
             for reader in &self.readers {
@@ -121,8 +139,21 @@ impl<R> TopicEngine<R> {
             }
             fx.catch_up_failed(&why);
         }
+        // The seams of the view joined in and of every view begun while catching up
+        // are known as the held samples go in: each is where the count stands when
+        // the first sample of its view comes (a client's resend among the held
+        // ones takes no number, so counting them would not do).
+        let open: Vec<usize> = (0..self.seams.len()).filter(|i| self.seams[*i].view >= c.view).collect();
+        let mut k = 0;
         for (view, sender, bytes) in c.buffered {
+            while k < open.len() && self.seams[open[k]].view <= view {
+                self.seal(open[k], now);
+                k += 1;
+            }
             self.apply(view, sender, crate::sink::Src::Bytes(&bytes), false, now, fx);
+        }
+        for i in &open[k..] {
+            self.seal(*i, now);
         }
         fx.flush();
     }

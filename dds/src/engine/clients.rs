@@ -44,6 +44,21 @@ impl Clients {
         *last = info.seq;
         true
     }
+
+    /// The resend filter as it stands.
+    pub(crate) fn seen(&self) -> super::Seen {
+        let mut v: super::Seen = self.seen.iter().map(|((c, w), s)| (*c, *w, *s)).collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Takes in another member's resend filter (a late joiner's, at its seam).
+    pub(crate) fn merge(&mut self, other: &[(u64, u32, u64)]) {
+        for (c, w, s) in other {
+            let last = self.seen.entry((*c, *w)).or_insert(0);
+            *last = (*last).max(*s);
+        }
+    }
 }
 
 /// Where a client reader starts (see [`TopicEngine::add_client_reader`]).
@@ -72,7 +87,13 @@ impl<R> TopicEngine<R> {
 
     /// Client `client`'s reader `reader` requesting `level` starts here, at
     /// `from` if it resumes (else at the oldest sample held).
-    pub(crate) fn add_client_reader(&mut self, client: u64, reader: u32, level: Level, from: Option<u64>) -> ClientStart {
+    pub(crate) fn add_client_reader(
+        &mut self,
+        client: u64,
+        reader: u32,
+        level: Level,
+        from: Option<u64>,
+    ) -> ClientStart {
         let keeps = self.keeps_history();
         let live = self.next_seq;
         let oldest = self.oldest();

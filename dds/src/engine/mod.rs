@@ -55,8 +55,12 @@ impl Now {
     }
 }
 
+/// The resend filter's state: per client writer (client id, number), the highest
+/// sample number delivered.
+pub(crate) type Seen = Vec<(u64, u32, u64)>;
+
 /// Where this node stood in the topic at the start of a view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Seam {
     pub(crate) view: ViewId,
     /// The topic's delivery count when the view began.
@@ -64,6 +68,12 @@ pub(crate) struct Seam {
     /// False while this node was still catching up then (it had not got all the
     /// history before the view yet).
     pub(crate) complete: bool,
+    /// The view brought a member new to the topic: the history is kept as it
+    /// stood at `seq` (pinned), and so is the resend filter (`seen`), which the
+    /// joiner needs: the history holds only the last samples (or none), and a
+    /// client may send again one from before.
+    pub(crate) joined: bool,
+    pub(crate) seen: Seen,
 }
 
 /// A late join in progress: live samples wait here until the history is in.
@@ -200,6 +210,8 @@ pub(crate) struct TopicEngine<R> {
 pub(crate) enum Mutation {
     /// A late joiner numbers its held live samples one past the seam.
     SeamOffByOne,
+    /// A view that brings a late joiner does not keep the history as it stood.
+    NoPin,
 }
 
 /// A record of the topic's log that does not hold a sample: its number and why.
@@ -259,6 +271,12 @@ impl<R> TopicEngine<R> {
     /// The topic's delivery count here (the next sample's `topic_seq`).
     pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq
+    }
+
+    /// Records in the topic's log (Logged topics).
+    #[cfg(test)]
+    pub(crate) fn log_len(&self) -> Option<u64> {
+        self.log_len
     }
 
     /// True while a late join waits for the history.

@@ -14,7 +14,8 @@ fn now() -> Now {
 
 /// A member's sample of writer `w`, number `seq`, with an 8-byte payload.
 fn member(w: u32, seq: u64) -> Vec<u8> {
-    let mut b: Vec<u8> = crate::sample::header(w, seq, SystemTime::now()).iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut b: Vec<u8> =
+        crate::sample::header(w, seq, SystemTime::now()).iter().flat_map(|x| x.to_le_bytes()).collect();
     b.extend_from_slice(&seq.to_le_bytes());
     b
 }
@@ -126,11 +127,14 @@ fn a_late_joiner_holds_live_samples_until_the_history_lands_then_numbers_them_fr
     assert!(offers(&rec.take()).is_empty(), "live samples wait for the history");
     let history: Vec<Entry> =
         [9, 10].iter().map(|n| Entry { seq: n - 1, view: ViewId(3), node: A.0, bytes: member(1, *n) }).collect();
-    e.caught_up(history, Some(10), None, now(), &mut rec);
+    e.caught_up(history, Some(10), &[], None, now(), &mut rec);
     let fx = rec.take();
     assert_eq!(offers(&fx), vec![(1, 8, true), (1, 9, true), (1, 10, false), (1, 11, false)]);
     assert!(fx.contains(&Fx::Entered), "whoever waits for the join to end is woken");
-    assert_eq!(e.seam_of(ViewId(4)), Some(Seam { view: ViewId(4), seq: 10, complete: true }));
+    assert_eq!(
+        e.seam_of(ViewId(4)),
+        Some(&Seam { view: ViewId(4), seq: 10, complete: true, joined: true, seen: Vec::new() })
+    );
     assert_eq!(e.next_seq(), 12);
 }
 
@@ -143,7 +147,7 @@ fn a_late_join_without_history_is_reported_and_live_samples_still_flow() {
     e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec);
     e.deliver(ViewId(4), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
     rec.take();
-    e.caught_up(Vec::new(), None, Some("no answer".into()), now(), &mut rec);
+    e.caught_up(Vec::new(), None, &[], Some("no answer".into()), now(), &mut rec);
     let fx = rec.take();
     assert!(fx.contains(&Fx::Reject { reader: 1, why: Rejection::NoHistory("no answer".into()) }));
     assert!(fx.contains(&Fx::CatchUpFailed("no answer".into())));
@@ -163,7 +167,7 @@ fn serving_a_joiner_answers_by_what_this_node_knows_of_the_view() {
     e.deliver(ViewId(3), ME, Src::Bytes(&member(1, 6)), now(), &mut rec);
     assert_eq!(e.serve(ViewId(9), 0, false, 1 << 20, false, now()), Served::NotBegun);
     assert_eq!(e.serve(ViewId(1), 0, false, 1 << 20, false, now()), Served::TooOld);
-    let Served::Entries { seam, entries, more } = e.serve(ViewId(3), 1, false, 1 << 20, false, now()) else {
+    let Served::Entries { seam, entries, more, .. } = e.serve(ViewId(3), 1, false, 1 << 20, false, now()) else {
         panic!("entries")
     };
     assert_eq!((seam, more), (5, false));
@@ -177,7 +181,11 @@ fn serving_a_joiner_answers_by_what_this_node_knows_of_the_view() {
         short.deliver(ViewId(2), ME, Src::Bytes(&member(1, n)), now(), &mut rec);
     }
     short.enter_view(ViewId(3), &entry(qos), &[A, ME], now(), &mut rec);
-    assert_eq!(short.serve(ViewId(3), 0, false, 1, true, now()), Served::FromLog { seam: 5 }, "what memory lacks");
+    assert_eq!(
+        short.serve(ViewId(3), 0, false, 1, true, now()),
+        Served::FromLog { seam: 5, seen: Vec::new() },
+        "what memory lacks"
+    );
     assert!(matches!(short.serve(ViewId(3), 3, false, 1, true, now()), Served::Entries { .. }));
 }
 

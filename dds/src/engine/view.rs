@@ -23,18 +23,22 @@ impl<R> TopicEngine<R> {
     ) -> Option<Vec<NodeId>> {
         let first = self.last_view.is_none();
         self.last_view = Some(view);
-        // A rejoined Ordered topic asks too, for where the order is now (what it
-        // missed); an Unordered one has no common numbering to ask about.
-        let rejoined = first && std::mem::take(&mut self.rejoined) && self.qos.level >= Level::Ordered;
-        let catch_up = first && (self.keeps_history() || rejoined);
+        // An Ordered topic with no history asks too, for where the order stands (a
+        // rejoined one: what it missed), so that it numbers samples as the others
+        // do; an Unordered one has no common numbering to ask about.
+        let ordered = self.qos.level >= Level::Ordered;
+        let rejoined = first && std::mem::take(&mut self.rejoined) && ordered;
+        let catch_up = first && ordered;
         let complete = self.catching_up.is_none() && !catch_up;
         let seq = self.next_seq;
-        if self.keeps_history() && members.iter().any(|m| *m != self.me && !self.subgroup.contains(m)) {
+        let joined = members.iter().any(|m| *m != self.me && !self.subgroup.contains(m));
+        if joined {
             // A late joiner asks for the history as it stands now: keep it so.
-            self.store.pin(seq, PIN_FOR, now.at);
+            self.pin(seq, now);
         }
         self.subgroup = members.to_vec();
-        self.seams.push_back(Seam { view, seq, complete });
+        let seen = if joined { self.clients.seen() } else { Vec::new() };
+        self.seams.push_back(Seam { view, seq, complete, joined, seen });
         if self.seams.len() > SEAMS {
             self.seams.pop_front();
         }
@@ -73,6 +77,17 @@ impl<R> TopicEngine<R> {
             }
         }
         None
+    }
+
+    /// Keeps the history as it stands at `seq` for a late joiner.
+    pub(super) fn pin(&mut self, seq: u64, now: Now) {
+        #[cfg(test)]
+        if self.mutation == Some(super::Mutation::NoPin) {
+            return;
+        }
+        if self.keeps_history() {
+            self.store.pin(seq, PIN_FOR, now.at);
+        }
     }
 
     /// A view starts (at every member, at the same point of the topic's order):

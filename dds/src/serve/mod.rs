@@ -133,8 +133,11 @@ impl Serve {
                     .ok_or_else(|| format!("no reader {reader} of `{topic}` in this session"))?;
                 let page = lock(&state.inner).engine.client_history(s.id(), reader, (from, to), self.page, Now::real());
                 let page = page.ok_or("the reader is gone")?;
-                let entries =
-                    page.entries.into_iter().map(|e| (e.seq, e.view.0, e.node, serde_bytes::ByteBuf::from(e.bytes))).collect();
+                let entries = page
+                    .entries
+                    .into_iter()
+                    .map(|e| (e.seq, e.view.0, e.node, serde_bytes::ByteBuf::from(e.bytes)))
+                    .collect();
                 Ok(Reply::History { entries, next: page.next, lost: page.lost })
             }
             Call::Close { writer, id } => {

@@ -86,7 +86,7 @@ fn live_samples_held_during_catch_up_replace_the_oldest_history_of_their_instanc
     // Red gets 2 live samples before the history lands, green 7, blue none.
     live(&t, &[(RED, 1), (GREEN, 1), (GREEN, 2), (RED, 2), (GREEN, 3), (GREEN, 4), (GREEN, 5), (GREEN, 6), (GREEN, 7)]);
     assert!(take_all(&r).is_empty(), "live samples wait for the history");
-    t.finish_catch_up(history(), Some(SEAM), None);
+    t.finish_catch_up(history(), Some(SEAM), &[], None);
     let got = take_all(&r);
     let (red, green, blue) = (RED.0, GREEN.0, BLUE.0);
     // History seqs: red 25 + 3i, green 26 + 3i, blue 27 + 3i (i = 0..5).
@@ -133,7 +133,7 @@ fn live_samples_held_during_catch_up_replace_the_oldest_history_of_their_instanc
 #[test]
 fn history_taken_before_the_next_live_sample_is_kept_whole() {
     let (t, r) = late_topic(5);
-    t.finish_catch_up(history(), Some(SEAM), None);
+    t.finish_catch_up(history(), Some(SEAM), &[], None);
     let got = take_all(&r);
     assert_eq!(got.len(), 15);
     assert!(got.iter().all(|r| r.info.from_history));
@@ -145,7 +145,7 @@ fn history_taken_before_the_next_live_sample_is_kept_whole() {
 #[test]
 fn a_live_sample_after_the_history_replaces_its_oldest_if_untaken() {
     let (t, r) = late_topic(5);
-    t.finish_catch_up(history(), Some(SEAM), None);
+    t.finish_catch_up(history(), Some(SEAM), &[], None);
     live(&t, &[(BLUE, 1)]);
     let got = take_all(&r);
     assert_eq!(got.iter().filter(|r| r.info.from_history).count(), 14);
@@ -166,7 +166,7 @@ fn a_reader_that_keeps_more_than_the_topic_holds_keeps_history_and_live_alike() 
     let deep_qos = Qos::volatile(Keep::KeepLast(10));
     let deep = Arc::new(ReaderCore::new(2, &deep_qos, true, None));
     t.add_reader(deep.clone());
-    t.finish_catch_up(history(), Some(SEAM), None);
+    t.finish_catch_up(history(), Some(SEAM), &[], None);
     let got = take_all(&deep);
     assert_eq!(got.len(), 17, "15 from history and 2 live, none replaced");
     assert_eq!(deep.status().lost, 0);

@@ -1,0 +1,45 @@
+//! Once nothing is being sent, every member of the view has delivered the whole
+//! order, no late join is left waiting, and every reader (members' and clients')
+//! has got the last sample. (A client that moved on an Ordered topic, which
+//! keeps no history, resumes with the live samples of its new member: what was
+//! delivered before it came is not owed to it.)
+
+use super::Breach;
+use crate::sim::world::World;
+
+const NAME: &str = "quiescence";
+
+pub(crate) fn check(w: &World) -> Result<(), Breach> {
+    let Some(last) = w.order.len().checked_sub(1).map(|l| l as u64) else { return Ok(()) };
+    for n in &w.in_view {
+        let m = &w.members[n.0 as usize];
+        let Some(e) = &m.engine else { return Err((NAME, format!("{n} is in the view and not running"))) };
+        if e.catching_up() {
+            return Err((NAME, format!("{n} is still catching up")));
+        }
+        if e.next_seq() != w.order.len() as u64 {
+            return Err((NAME, format!("{n} numbered {} samples; the order has {}", e.next_seq(), w.order.len())));
+        }
+        let r = m.readers.last().expect("every started member has a reader");
+        // A reader that came after the last sample, on a topic with no history,
+        // is owed nothing.
+        if r.offers.last().is_none() && r.start > last && !w.cfg.keeps_history() {
+            continue;
+        }
+        if r.offers.last().map(|o| o.0) != Some(last) {
+            return Err((
+                NAME,
+                format!("{n}'s reader ended at {:?}, the order at {last}", r.offers.last().map(|o| o.0)),
+            ));
+        }
+    }
+    for c in w.clients.iter().filter(|_| w.cfg.keeps_history()) {
+        if c.at.is_some() && c.offers.last().map(|o| o.0) != Some(last) {
+            return Err((
+                NAME,
+                format!("client {} ended at {:?}, the order at {last}", c.id, c.offers.last().map(|o| o.0)),
+            ));
+        }
+    }
+    Ok(())
+}
