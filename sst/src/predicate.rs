@@ -200,6 +200,20 @@ impl<S: Send + 'static> PredicateThread<S> {
         self.add(Some(Box::new(cond)), kind, None, Box::new(action))
     }
 
+    /// Registers a predicate whose condition is looked at no more often than once
+    /// per `at_most_every` while the thread is busy (a condition that costs more
+    /// than the work it watches for arrives); it is always looked at before the
+    /// thread parks, so a change never waits for a later wake-up.
+    pub fn register_paced(
+        &self,
+        kind: Kind,
+        at_most_every: Duration,
+        cond: impl FnMut(&S) -> bool + Send + 'static,
+        action: impl FnMut(&mut S, &mut Pushes) + Send + 'static,
+    ) -> PredicateId {
+        self.add(Some(Box::new(cond)), kind, Some(at_most_every), Box::new(action))
+    }
+
     /// Registers a timer: `action` runs every `period` (first at the next pass).
     pub fn every(&self, period: Duration, action: impl FnMut(&mut S, &mut Pushes) + Send + 'static) -> PredicateId {
         self.add(None, Kind::Recurrent, Some(period), Box::new(action))
@@ -289,8 +303,9 @@ impl<S> Worker<S> {
         }
     }
 
-    /// One pass; returns true if any trigger ran.
-    fn pass(&mut self, inner: &Inner<S>, now: Instant) -> bool {
+    /// One pass; returns true if any trigger ran. `force`: look at paced
+    /// conditions whether due or not (the pass before parking).
+    fn pass(&mut self, inner: &Inner<S>, now: Instant, force: bool) -> bool {
         if inner.has_incoming.load(Ordering::Acquire) {
             inner.has_incoming.store(false, Ordering::Relaxed);
             self.take_incoming(inner);
@@ -310,17 +325,16 @@ impl<S> Worker<S> {
                 }
             }
             for e in &mut self.entries {
-                let run = match (&mut e.timer, &mut e.cond) {
-                    (Some((period, due)), _) => {
-                        let d = due.get_or_insert(now);
-                        if now >= *d {
-                            *d = now + *period;
-                            true
-                        } else {
-                            false
-                        }
+                // A paced condition that is not due counts as not holding.
+                if let (Some((period, due)), Some(_)) = (&mut e.timer, &e.cond) {
+                    let d = due.get_or_insert(now);
+                    if !force && now < *d {
+                        continue;
                     }
-                    (None, Some(cond)) => {
+                    *d = now + *period;
+                }
+                let run = match (&mut e.timer, &mut e.cond) {
+                    (_, Some(cond)) => {
                         let v = cond(&st);
                         let run = match e.kind {
                             Kind::Recurrent => v,
@@ -335,6 +349,15 @@ impl<S> Worker<S> {
                         }
                         run
                     }
+                    (Some((period, due)), None) => {
+                        let d = due.get_or_insert(now);
+                        if now >= *d {
+                            *d = now + *period;
+                            true
+                        } else {
+                            false
+                        }
+                    }
                     (None, None) => false,
                 };
                 if run {
@@ -344,7 +367,7 @@ impl<S> Worker<S> {
             }
         }
         if done_once {
-            self.entries.retain(|e| !(e.kind == Kind::OneTime && e.last && e.timer.is_none()));
+            self.entries.retain(|e| !(e.kind == Kind::OneTime && e.last && e.cond.is_some()));
         }
         // The state lock is released: now post.
         let t = &inner.transport;
@@ -374,7 +397,8 @@ impl<S> Worker<S> {
     }
 
     fn next_due(&self) -> Option<Instant> {
-        self.entries.iter().filter_map(|e| e.timer.and_then(|(_, d)| d)).min()
+        // Timers only: a paced condition is looked at before parking instead.
+        self.entries.iter().filter(|e| e.cond.is_none()).filter_map(|e| e.timer.and_then(|(_, d)| d)).min()
     }
 
     fn publish(&mut self, s: &AtomicStats) {
@@ -416,7 +440,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         if tick % 4096 == 0 {
             w.publish(&inner.stats);
         }
-        if w.pass(inner, now) {
+        if w.pass(inner, now, false) {
             idle_since = None;
             continue;
         }
@@ -436,7 +460,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         }
         // Park: announce, look for work once more, then sleep until rung or due.
         let ticket = bell.prepare();
-        if inner.stop.load(Ordering::Acquire) || w.pass(inner, Instant::now()) {
+        if inner.stop.load(Ordering::Acquire) || w.pass(inner, Instant::now(), true) {
             bell.cancel(ticket);
             idle_since = None;
             continue;
@@ -509,6 +533,38 @@ mod tests {
             pt.with_state(|s| s.flag = true);
             settle(&pt);
             assert_eq!(pt.with_state(|s| s.rises), 2, "fires again on the next rise");
+        }
+    }
+
+    #[test]
+    fn a_paced_condition_waits_its_period_while_busy_and_is_looked_at_before_parking() {
+        use crate::sync::atomic::AtomicU32;
+        for spin in [Duration::ZERO, Duration::from_micros(50)] {
+            let pt = thread(spin);
+            let looks = Arc::new(AtomicU32::new(0));
+            let l = looks.clone();
+            let hour = Duration::from_secs(3600);
+            pt.register_paced(
+                Kind::Transition,
+                hour,
+                move |s: &S| {
+                    l.fetch_add(1, Ordering::Relaxed);
+                    s.flag
+                },
+                |s, _| s.rises += 1,
+            );
+            settle(&pt);
+            pt.with_state(|s| s.flag = true);
+            settle(&pt);
+            assert_eq!(pt.with_state(|s| s.rises), 1, "seen in the pass before parking, though not due");
+            // Busy: a trigger that always runs keeps the thread from parking.
+            let busy = pt.register(Kind::Recurrent, |_: &S| true, |s, _| s.ticks = s.ticks.wrapping_add(1));
+            let (before, passes) = (looks.load(Ordering::Relaxed), pt.stats().passes);
+            assert!(
+                poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.stats().passes > passes + 10_000)
+            );
+            assert!(looks.load(Ordering::Relaxed) <= before + 1, "not looked at on every busy pass");
+            pt.remove(busy);
         }
     }
 

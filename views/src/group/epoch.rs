@@ -269,11 +269,19 @@ impl Epoch {
     }
 }
 
+/// How often a busy predicate thread looks at the membership rows (see
+/// `wire_predicates`): a view change's steps wait this much more at most.
+const MEMBERSHIP_PACE: Duration = Duration::from_micros(50);
+
 fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) {
     let pt = rt.predicates();
     let (d1, d2) = (driver.clone(), driver.clone());
-    pt.register(
+    // Paced: summing the rows' control words costs more than a pass of the data
+    // path, so while messages flow it is looked at every MEMBERSHIP_PACE, and
+    // always before the thread parks.
+    pt.register_paced(
         Kind::Recurrent,
+        MEMBERSHIP_PACE,
         move |_: &()| match d1.try_lock() {
             // Everything a step waits on shows in the rows' fingerprint or comes as a
             // local input (poke); the heartbeat timer pokes during a change as a safety
