@@ -178,6 +178,17 @@ pub enum Message {
         /// The last view it installed.
         last_view: u64,
     },
+    /// A point-to-point request between members for one of the services a layer
+    /// above registered ([`crate::group::Service`]); answered by a [`Message::Reply`].
+    ServiceRequest {
+        /// Matches the reply.
+        id: u64,
+        /// The service that answers it.
+        service: u16,
+        /// The service's payload.
+        #[serde(with = "serde_bytes")]
+        body: Vec<u8>,
+    },
 }
 
 /// Subgroups a client may subscribe to are numbered below this.

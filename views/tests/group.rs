@@ -223,6 +223,33 @@ fn members_answer_point_to_point_requests() {
     assert_eq!(g1.request(id(9), b"x", WAIT), Err(views::group::RequestError::NotAMember(id(9))));
 }
 
+/// Services keep the layers' protocols apart: each request goes to its service's
+/// handler, whatever its bytes; a service a member does not serve is refused; the
+/// application's requests and a service's share a connection.
+#[test]
+fn requests_reach_the_handler_of_their_service() {
+    use views::group::Service;
+    let name = format!("gv{}", std::process::id());
+    let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
+        .on_request(|b| [b"app:", b].concat())
+        .serve(Service(7), |b| [b"seven:", b].concat())
+        .serve(Service(8), |b| [b"eight:", b].concat())
+        .start()
+        .unwrap();
+    let g1 = GroupBuilder::new(config(&name, 1, Some(g0.listen_addr()), Transport::Shm)).start().unwrap();
+    assert!(g1.wait_for_members(2, WAIT));
+    let to = sst::transport::NodeId(0);
+    for _ in 0..3 {
+        assert_eq!(g1.request_service(Service(7), to, b"x", WAIT).unwrap(), b"seven:x");
+        assert_eq!(g1.request(to, b"x", WAIT).unwrap(), b"app:x");
+        assert_eq!(g1.request_service(Service(8), to, b"x", WAIT).unwrap(), b"eight:x");
+        assert_eq!(g1.request_service(Service::APP, to, b"y", WAIT).unwrap(), b"app:y");
+    }
+    let refused = g1.request_service(Service(9), to, b"x", WAIT).unwrap_err();
+    assert!(refused.to_string().contains("service 9"), "{refused}");
+    assert_eq!(g1.request_service(Service(7), to, b"z", WAIT).unwrap(), b"seven:z", "and on after a refusal");
+}
+
 /// A member that must stop (its peer died and 1 of 2 is no majority) while its
 /// sender waits for a slot of a full window: the send returns a fatal error and the
 /// node stops; nothing hangs.

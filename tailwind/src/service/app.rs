@@ -40,7 +40,7 @@ impl LogService {
         frame.push(APP);
         frame.extend_from_slice(&self.shared.cfg.log.to_le_bytes());
         frame.extend_from_slice(body);
-        group.request(to, &frame, within).map_err(|e| AppError::Failed(to, e.to_string()))
+        group.request_service(super::wire::SERVICE, to, &frame, within).map_err(|e| AppError::Failed(to, e.to_string()))
     }
 
     /// The answer to an application frame of this log (`None`: not one).

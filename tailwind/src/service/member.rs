@@ -337,7 +337,7 @@ impl LogService {
         let within = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(100));
         let group = self.shared.group().ok_or_else(|| AppendError::Stopped("the group is gone".into()))?;
         let body = group
-            .request(to, &wire::encode(self.shared.cfg.log, &msg), within)
+            .request_service(super::wire::SERVICE, to, &wire::encode(self.shared.cfg.log, &msg), within)
             .map_err(|e| AppendError::Backup { node: to, why: format!("forwarding to the primary: {e}") })?;
         match wire::decode::<wire::Reply>(self.shared.cfg.log, &body) {
             Ok(wire::Reply::Appended(l)) if l.len() == records.len() => Ok(l.into_iter().map(Lsn).collect()),
@@ -395,7 +395,7 @@ impl LogService {
             }
             let frame = wire::encode(self.shared.cfg.log, &wire::Msg::Trim { before: before.0 });
             let reply = group
-                .request(m, &frame, self.shared.cfg.request_timeout)
+                .request_service(super::wire::SERVICE, m, &frame, self.shared.cfg.request_timeout)
                 .map_err(|e| e.to_string())
                 .and_then(|b| wire::decode::<wire::Reply>(self.shared.cfg.log, &b));
             match reply {

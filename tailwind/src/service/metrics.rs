@@ -73,7 +73,11 @@ impl LogService {
                 Some(mine)
             } else {
                 let frame = wire::encode(s.cfg.log, &wire::Msg::Committed);
-                match group.request(m, &frame, within).ok().map(|b| wire::decode::<wire::Reply>(s.cfg.log, &b)) {
+                match group
+                    .request_service(super::wire::SERVICE, m, &frame, within)
+                    .ok()
+                    .map(|b| wire::decode::<wire::Reply>(s.cfg.log, &b))
+                {
                     Some(Ok(wire::Reply::CommitPoint(c))) => c,
                     _ => None,
                 }

@@ -274,7 +274,7 @@ impl TailwindLog {
             .regions(service.regions())
             .on_view_end(move |v, _| s1.view_ends(v))
             .on_view_start(move |v, t| s2.view_starts(v, t))
-            .on_request(move |body| s3.answer(body))
+            .serve(wire::SERVICE, move |body| s3.answer(body))
             .start()?;
         let group = Arc::new(group);
         service.attach(&group)?;

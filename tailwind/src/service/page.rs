@@ -36,7 +36,7 @@ impl LogService {
                 continue;
             }
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
-            let reply = group.request(m, &msg, left).map_err(|e| e.to_string());
+            let reply = group.request_service(super::wire::SERVICE, m, &msg, left).map_err(|e| e.to_string());
             match reply.and_then(|b| wire::decode::<Reply>(self.shared.cfg.log, &b)) {
                 Ok(Reply::Records(r)) => return checked(from.0, r),
                 Ok(Reply::Gap(n)) => return Err(ReadError::Gap(Lsn(n))),

@@ -106,7 +106,12 @@ fn ask(s: &Shared, g: &Group, m: NodeId, msg: &Msg, deadline: Instant) -> Result
         } else {
             let left = deadline.saturating_duration_since(Instant::now()).min(s.cfg.request_timeout);
             let body = g
-                .request(m, &wire::encode(s.cfg.log, msg), left.max(Duration::from_millis(10)))
+                .request_service(
+                    super::wire::SERVICE,
+                    m,
+                    &wire::encode(s.cfg.log, msg),
+                    left.max(Duration::from_millis(10)),
+                )
                 .map_err(|e| format!("{m}: {e}"))?;
             wire::decode::<Reply>(s.cfg.log, &body).map_err(|e| format!("{m}: {e}"))?
         };

@@ -11,6 +11,11 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 /// The frame version (its first byte).
 pub const VERSION: u8 = 0xF2;
+
+/// The service number the log members' requests travel under on a group's control
+/// plane ([`views::group::Service`]): a host that runs other protocols on the same
+/// group registers the log service's handler for it.
+pub const SERVICE: views::group::Service = views::group::Service(2);
 /// Bytes before the postcard body: the version and the log.
 pub const HEAD: usize = 9;
 /// The most bytes of a segment one `Fetch`/`Store` page carries.

@@ -134,6 +134,21 @@ impl GroupBuilder {
         self
     }
 
+    /// Answers point-to-point requests for `service` from other members
+    /// ([`Group::request_service`](super::Group::request_service)): how the layers
+    /// above keep their protocols apart on one control plane. A second handler for
+    /// a service replaces the first; [`super::Service::APP`] is
+    /// [`GroupBuilder::on_request`]'s.
+    pub fn serve(mut self, service: super::Service, f: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> Self {
+        match service.0 {
+            0 => self.hooks.on_request = Some(Box::new(f)),
+            s => {
+                self.hooks.services.insert(s, Box::new(f));
+            }
+        }
+        self
+    }
+
     /// Serves the application's own protocol to clients (see
     /// [`super::ClientHandler`]); without one, client requests go to
     /// [`GroupBuilder::on_request`] and client posts are refused.

@@ -86,7 +86,8 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     let (member, last_view) = match msg {
         Message::JoinRequest { member } => (member, None),
         Message::RestoreRequest { member, last_view } => (member, Some(last_view)),
-        Message::Request { id, body } => return answer_request(inner, stream, id, &body),
+        Message::Request { id, body } => return answer_request(inner, stream, id, 0, &body),
+        Message::ServiceRequest { id, service, body } => return answer_request(inner, stream, id, service, &body),
         Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
         _ => {
             let _ = send(
@@ -150,21 +151,30 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     }
 }
 
-/// Runs the application's request handler and answers; more requests may follow on
-/// the same connection.
-fn answer_request(inner: &Arc<Inner>, mut stream: TcpStream, mut id: u64, body: &[u8]) -> Result<(), String> {
-    let Some(handler) = inner.hooks.request_handler() else {
-        let _ = send(&mut stream, &Message::JoinRefused { reason: "this member takes no requests".into() });
-        return Err("no request handler".into());
-    };
+/// Runs the handler of the request's service and answers; more requests may follow
+/// on the same connection.
+fn answer_request(
+    inner: &Arc<Inner>,
+    mut stream: TcpStream,
+    mut id: u64,
+    mut service: u16,
+    body: &[u8],
+) -> Result<(), String> {
     let mut body = body.to_vec();
     loop {
+        let Some(handler) = inner.hooks.service_handler(service) else {
+            let reason = format!("this member takes no requests for service {service}");
+            let _ = send(&mut stream, &Message::JoinRefused { reason });
+            return Err(format!("no handler for service {service}"));
+        };
         let reply = handler(&body);
         send(&mut stream, &Message::Reply { id, body: reply }).map_err(|e| e.to_string())?;
         match read_frame(&mut stream) {
             Ok(Message::Request { id: next, body: b }) => {
-                id = next;
-                body = b;
+                (id, service, body) = (next, 0, b);
+            }
+            Ok(Message::ServiceRequest { id: next, service: s, body: b }) => {
+                (id, service, body) = (next, s, b);
             }
             Ok(other) => return Err(format!("unexpected frame after a request: {other:?}")),
             Err(_) => return Ok(()), // closed, or idle past the read timeout
@@ -215,6 +225,7 @@ impl RequestPool {
         &self,
         to: NodeId,
         addr: SocketAddr,
+        service: u16,
         body: &[u8],
         within: Duration,
     ) -> Result<Vec<u8>, String> {
@@ -229,7 +240,11 @@ impl RequestPool {
         };
         s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
         s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
-        send(&mut s, &Message::Request { id, body: body.to_vec() }).map_err(|e| e.to_string())?;
+        let msg = match service {
+            0 => Message::Request { id, body: body.to_vec() },
+            service => Message::ServiceRequest { id, service, body: body.to_vec() },
+        };
+        send(&mut s, &msg).map_err(|e| e.to_string())?;
         let reply = match read_frame(&mut s).map_err(|e| e.to_string())? {
             Message::Reply { id: got, body } if got == id => body,
             Message::Reply { id: got, .. } => return Err(format!("reply to request {got}, expected {id}")),

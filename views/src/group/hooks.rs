@@ -50,6 +50,8 @@ pub(crate) struct Hooks {
     pub(super) on_view_start: Mutex<Option<ViewEndFn>>,
     pub(super) state: Vec<(usize, StateHook)>,
     pub(super) on_request: Option<RequestFn>,
+    /// Handlers of the layers' services, by number (see [`super::Service`]).
+    pub(super) services: HashMap<u16, RequestFn>,
     pub(super) client_handler: Option<Arc<dyn super::ClientHandler>>,
     pub(super) on_rejoin: Option<RejoinFn>,
     pub(super) on_removed: Option<RemovedFn>,
@@ -127,5 +129,13 @@ impl Hooks {
     /// The request handler, if the application gave one.
     pub(crate) fn request_handler(&self) -> Option<&RequestFn> {
         self.on_request.as_ref()
+    }
+
+    /// The handler of `service` (the application's own for [`super::Service::APP`]).
+    pub(crate) fn service_handler(&self, service: u16) -> Option<&RequestFn> {
+        match service {
+            0 => self.on_request.as_ref(),
+            s => self.services.get(&s),
+        }
     }
 }

@@ -83,6 +83,20 @@ pub use metrics::Metrics;
 pub use removal::{NoMajority, Removal};
 pub use send::SubgroupHandle;
 
+/// A protocol of a layer above on the members' point-to-point requests
+/// ([`Group::request_service`], [`GroupBuilder::serve`]): each request carries its
+/// service's number and is answered by that service's handler, so protocols that
+/// share a group never have to tell each other's bytes apart. Numbers are the
+/// layers' to pick; [`Service::APP`] is the application's own
+/// ([`Group::request`], [`GroupBuilder::on_request`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Service(pub u16);
+
+impl Service {
+    /// The application's requests.
+    pub const APP: Service = Service(0);
+}
+
 /// Region ids from here up are the application's ([`GroupBuilder::regions`]); the
 /// group's own tables use the ids below.
 pub const APP_REGIONS: u16 = 0x8000;
@@ -285,8 +299,21 @@ impl Group {
     /// outside the multicast order. One connection per member is kept open between
     /// requests (closed after 4 s idle); concurrent requests to one member open more.
     pub fn request(&self, to: NodeId, body: &[u8], within: Duration) -> Result<Vec<u8>, RequestError> {
+        self.request_service(Service::APP, to, body, within)
+    }
+
+    /// [`Group::request`] for one of the services the layers above register
+    /// ([`GroupBuilder::serve`]): the member answers with that service's handler,
+    /// or refuses if it has none.
+    pub fn request_service(
+        &self,
+        service: Service,
+        to: NodeId,
+        body: &[u8],
+        within: Duration,
+    ) -> Result<Vec<u8>, RequestError> {
         let addr = self.inner.directory.control_of(to).ok_or(RequestError::NotAMember(to))?;
-        self.inner.requests.request(to, addr, body, within).map_err(RequestError::Failed)
+        self.inner.requests.request(to, addr, service.0, body, within).map_err(RequestError::Failed)
     }
 
     /// Changes the layout document (see [`Layout::edit`]): the edit goes to the

@@ -133,7 +133,7 @@ impl Shared {
                     self.handle(Msg::Pool { view, req: req.clone() })
                 } else {
                     let frame = wire::encode(self.cfg.log, &Msg::Pool { view, req: req.clone() });
-                    match group.request(b, &frame, self.cfg.request_timeout) {
+                    match group.request_service(crate::service::wire::SERVICE, b, &frame, self.cfg.request_timeout) {
                         Ok(body) => wire::decode::<Reply>(self.cfg.log, &body).unwrap_or_else(Reply::Failed),
                         Err(e) => Reply::Failed(e.to_string()),
                     }
