@@ -25,6 +25,7 @@ pub mod status;
 pub mod table;
 mod topic;
 pub mod waitset;
+mod wire;
 pub mod writer;
 
 pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient, DomainInfo};
@@ -149,15 +150,13 @@ impl DomainParticipant {
             log_dir: cfg.log_dir.clone(),
         });
         let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
-        let (s4, s5, s6) = (shared.clone(), shared.clone(), shared.clone());
+        let (s4, s5, s6, s7) = (shared.clone(), shared.clone(), shared.clone(), shared.clone());
         let group = GroupBuilder::new(cfg.group.clone())
             .layout(DdsLayout)
             .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
             .on_rejoin(move |_| rejoined(&s3))
-            .on_request(move |body| match tailwind::service::wire::log_of(body) {
-                Some(log) => s2.logs.answer(log, body),
-                None => catchup::answer(&s2, body),
-            })
+            .serve(wire::SERVICE, move |body| catchup::answer(&s2, body))
+            .serve(tailwind::service::wire::SERVICE, move |body| s7.logs.answer(body))
             .regions_by(logs::regions)
             .on_view_start(move |v, t| {
                 let group = s4.group.get().and_then(Weak::upgrade);

@@ -94,8 +94,9 @@ impl Participant {
             return lock(&self.shared.topics).get(name).map_or((0, 0), |t| lock(&t.inner).engine.client_counts());
         }
         let ask = catchup::Ask::ClientEndpoints { topic: name.into() };
-        let Ok(body) = postcard::to_stdvec(&ask) else { return (0, 0) };
-        match self.group.request(node, &body, Duration::from_secs(1)).map(|b| postcard::from_bytes(&b)) {
+        let body = crate::wire::encode(&ask);
+        let reply = self.group.request_service(crate::wire::SERVICE, node, &body, Duration::from_secs(1));
+        match reply.map(|b| crate::wire::decode(&b)) {
             Ok(Ok(catchup::Answer::Endpoints { writers, readers })) => (writers as usize, readers as usize),
             _ => (0, 0),
         }
@@ -141,7 +142,7 @@ impl Participant {
             return Ok(s.clone());
         }
         let log = (qos.level == Level::Logged).then(|| (self.log_path(name), self.cfg.fsync));
-        let s = Arc::new(TopicState::open(name, qos, keyed, self.shared.me(), log)?);
+        let s = TopicState::open(name, qos, keyed, self.shared.me(), log)?;
         topics.insert(name.into(), s.clone());
         Ok(s)
     }

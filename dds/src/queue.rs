@@ -7,7 +7,7 @@ use crate::instance::{
     parse_prefix, HandleMap, InstanceHandle, InstanceState, Kind, SampleState, StateMask, ViewState, PREFIX,
 };
 use crate::qos::{History, Level, Qos};
-use crate::sample::{SampleInfo, WriterId};
+use crate::sample::{SampleInfo, WriterId, CLIENT_HEADER, HEADER};
 use crate::sink::Src;
 use crate::status::{InstanceCounts, ReaderStatus};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -131,11 +131,13 @@ impl ReaderCore {
     /// A sample for this reader: to its listener, or into its queue.
     pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
         let mut info = *info;
-        let mut at = src.header_len();
+        // The header's length, from what the info says of the writer (no read).
+        let mut at = if info.writer.client.is_some() { CLIENT_HEADER } else { HEADER };
         let mut kind = Kind::Data;
         if self.keyed {
-            let parsed = if src.payload_len() < PREFIX {
-                Err(format!("a {}-byte sample of a keyed topic has no instance prefix", src.payload_len()))
+            let payload_len = src.len() - at;
+            let parsed = if payload_len < PREFIX {
+                Err(format!("a {payload_len}-byte sample of a keyed topic has no instance prefix"))
             } else {
                 parse_prefix(src.word(at / 8), src.word(at / 8 + 1))
             };

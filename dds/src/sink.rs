@@ -51,7 +51,4 @@ impl Src<'_> {
             Src::Bytes(b) => out.copy_from_slice(&b[at..at + out.len()]),
         }
     }
-    pub(crate) fn payload_len(&self) -> usize {
-        self.len() - self.header_len()
-    }
 }

@@ -16,6 +16,7 @@ use crate::sample::{SampleInfo, WriterId};
 use crate::serve::relay::ClientOut;
 use crate::sink::Src;
 use crate::table::TopicEntry;
+use log_writer::{Durability, LogWriter};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
 use sst::transport::NodeId;
@@ -30,7 +31,7 @@ use views::view::ViewId;
 pub(crate) struct TopicInner {
     pub(crate) engine: TopicEngine<Arc<ReaderCore>>,
     pub(crate) out: ClientOut,
-    log: Option<SampleLog>,
+    log: Option<LogWriter>,
 }
 
 /// One topic of one participant.
@@ -39,6 +40,8 @@ pub(crate) struct TopicState {
     pub(crate) name: String,
     pub(crate) qos: Qos,
     pub(crate) log_path: Option<PathBuf>,
+    /// How far the log's records are durable (Logged topics).
+    pub(crate) durability: Option<Durability>,
     pub(crate) inner: Mutex<TopicInner>,
     /// Signalled when a local writer's sample is delivered here, if `waiters` > 0
     /// (both change under `inner`'s lock).
@@ -66,9 +69,9 @@ pub(crate) struct TopicState {
 pub(crate) struct Apply<'a> {
     t: &'a TopicState,
     out: &'a mut ClientOut,
-    log: &'a mut Option<SampleLog>,
-    /// The log refused an append (reported to the engine after the input).
-    log_failed: Option<String>,
+    log: &'a Option<LogWriter>,
+    /// Records were queued for the log writer (woken after the input).
+    appended: bool,
 }
 
 impl Effects<Arc<ReaderCore>> for Apply<'_> {
@@ -100,11 +103,12 @@ impl Effects<Arc<ReaderCore>> for Apply<'_> {
         self.out.ack(client, writer, seq);
     }
     fn append(&mut self, e: &Entry) {
-        if let Some(log) = self.log.as_mut() {
-            if let Err(err) = log.append_parts(&[&e.record_head(), &e.bytes]) {
-                tracing::error!(topic = %self.t.name, %err, "log append failed");
-                self.log_failed = Some(err.to_string());
-            }
+        if let Some(log) = self.log {
+            let mut record = Vec::with_capacity(16 + e.bytes.len());
+            record.extend_from_slice(&e.record_head());
+            record.extend_from_slice(&e.bytes);
+            log.push(record);
+            self.appended = true;
         }
     }
     fn delivered_own(&mut self, _writer: u32, _seq: u64) {
@@ -138,7 +142,7 @@ impl TopicState {
         keyed: bool,
         me: NodeId,
         log: Option<(PathBuf, Fsync)>,
-    ) -> Result<TopicState, crate::DdsError> {
+    ) -> Result<Arc<TopicState>, crate::DdsError> {
         let (mut file, mut records, mut log_path) = (None, None, None);
         if let Some((path, fsync)) = log {
             if let Some(dir) = path.parent() {
@@ -151,32 +155,44 @@ impl TopicState {
         let engine = TopicEngine::open(qos, keyed, me, records.as_deref(), Now::real()).map_err(|bad| {
             crate::log::LogError::Corrupt { path: log_path.clone().unwrap_or_default(), offset: 0, why: bad.why }
         })?;
-        Ok(TopicState {
-            name: name.into(),
-            qos,
-            log_path,
-            inner: Mutex::new(TopicInner { engine, out: ClientOut::default(), log: file }),
-            delivered: Condvar::new(),
-            waiters: AtomicUsize::new(0),
-            entered: Condvar::new(),
-            catch_up_failed: Mutex::new(None),
-            writer_incompatible: Mutex::new(HashMap::new()),
-            pick: AtomicU64::new(0),
-            own_delivered: AtomicU64::new(0),
-            room_wakers: Mutex::new(Vec::new()),
-            n_room_wakers: AtomicUsize::new(0),
-        })
+        let mut no_thread = None;
+        let t = Arc::new_cyclic(|me: &std::sync::Weak<TopicState>| {
+            let writer = file.and_then(|f| LogWriter::start(f, me.clone(), name).map_err(|e| no_thread = Some(e)).ok());
+            TopicState {
+                name: name.into(),
+                qos,
+                log_path: log_path.clone(),
+                durability: writer.as_ref().map(LogWriter::durability),
+                inner: Mutex::new(TopicInner { engine, out: ClientOut::default(), log: writer }),
+                delivered: Condvar::new(),
+                waiters: AtomicUsize::new(0),
+                entered: Condvar::new(),
+                catch_up_failed: Mutex::new(None),
+                writer_incompatible: Mutex::new(HashMap::new()),
+                pick: AtomicU64::new(0),
+                own_delivered: AtomicU64::new(0),
+                room_wakers: Mutex::new(Vec::new()),
+                n_room_wakers: AtomicUsize::new(0),
+            }
+        });
+        if let Some(source) = no_thread {
+            return Err(crate::log::LogError::Io { path: log_path.unwrap_or_default(), source }.into());
+        }
+        Ok(t)
     }
 
     /// Runs one input on the engine, under the topic's lock, and applies its
-    /// effects (a log failure goes back to the engine as an input of its own).
+    /// effects (records for the log go to its writer, which reports them durable,
+    /// or the log failed, as inputs of their own).
     pub(crate) fn run<T>(&self, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
         let mut g = lock(&self.inner);
         let TopicInner { engine, out, log } = &mut *g;
-        let mut fx = Apply { t: self, out, log, log_failed: None };
+        let mut fx = Apply { t: self, out, log, appended: false };
         let r = f(engine, &mut fx);
-        if let Some(why) = fx.log_failed.take() {
-            engine.log_failed(&why, &mut fx);
+        if fx.appended {
+            if let Some(w) = log {
+                w.kick();
+            }
         }
         for c in out.take_dead() {
             engine.forget_client(c);
@@ -263,5 +279,6 @@ impl TopicState {
     }
 }
 
+mod log_writer;
 #[cfg(test)]
 mod seam_tests;

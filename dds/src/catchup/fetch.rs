@@ -1,8 +1,8 @@
 //! The joiner's side: ask the other members for the history before the view it
 //! joined in, check every page, and hand it to the topic.
 
-use super::wire::{Answer, Ask, Fetch, WireEntry};
 use crate::topic::{Entry, TopicState};
+use crate::wire::member::{Answer, Ask, Fetch, WireEntry};
 use crate::Shared;
 use sst::sync::lock;
 use sst::transport::NodeId;
@@ -12,9 +12,10 @@ use views::view::ViewId;
 
 fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
     let group = shared.group.get().and_then(|g| g.upgrade()).ok_or("the participant is closing")?;
-    let body = postcard::to_stdvec(&Ask::Fetch(f.clone())).map_err(|e| e.to_string())?;
-    let reply = group.request(to, &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
-    postcard::from_bytes::<Answer>(&reply).map_err(|e| format!("bad answer from {to}: {e}"))
+    let body = crate::wire::encode(&Ask::Fetch(f.clone()));
+    let reply =
+        group.request_service(crate::wire::SERVICE, to, &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+    crate::wire::decode::<Answer>(&reply).map_err(|e| format!("bad answer from {to}: {e}"))
 }
 
 /// Appends a page of `entries` to `out` if each is in order after what `out` holds,

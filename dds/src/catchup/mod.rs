@@ -21,8 +21,7 @@
 
 mod fetch;
 mod serve;
-mod wire;
 
+pub(crate) use crate::wire::member::{Answer, Ask};
 pub(crate) use fetch::run;
 pub(crate) use serve::answer;
-pub(crate) use wire::{Answer, Ask};

@@ -1,9 +1,9 @@
 //! The answering member's side: the history before the start of a view, from memory
 //! or, for what memory no longer holds, from the topic's log.
 
-use super::wire::{Answer, Ask, WireEntry};
 use crate::engine::{Now, Served};
 use crate::topic::{Entry, TopicState};
+use crate::wire::member::{Answer, Ask, WireEntry};
 use crate::Shared;
 use sst::sync::lock;
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ const VIEW_WAIT: Duration = Duration::from_secs(2);
 /// Answers a request body (the participant's `on_request` handler): history, or
 /// how many clients' endpoints this member serves on a topic.
 pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
-    let a = match postcard::from_bytes::<Ask>(body) {
+    let a = match crate::wire::decode::<Ask>(body) {
         Err(e) => Answer::Error(format!("bad request: {e}")),
         Ok(Ask::Fetch(f)) => {
             // Not under the topics' lock: the wait for the view below needs the view
@@ -35,7 +35,7 @@ pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
             Answer::Endpoints { writers: writers as u64, readers: readers as u64 }
         }
     };
-    postcard::to_stdvec(&a).unwrap_or_default()
+    crate::wire::encode(&a)
 }
 
 /// The history before the start of view `view`, from `from` on, at most
@@ -62,9 +62,11 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
         Served::NotBegun => Answer::NotYet,
         Served::TooOld => Answer::Error(format!("view {} is too old to serve", view.0)),
         Served::New { seam } => Answer::New { seam },
-        Served::FromLog { seam, seen } => match &topic.log_path {
-            Some(path) => read_log(path, from, seam, seen, budget),
-            None => Answer::Error("no log here".into()),
+        Served::FromLog { seam, seen } => match (&topic.log_path, &topic.durability) {
+            // The log's writer may still be appending what came before the seam.
+            (Some(path), Some(d)) if d.wait(seam, wait) => read_log(path, from, seam, seen, budget),
+            (Some(_), Some(_)) => Answer::NotYet,
+            _ => Answer::Error("no log here".into()),
         },
         Served::Entries { seam, entries, more, seen } => Answer::Entries {
             seam,
@@ -123,19 +125,18 @@ mod tests {
             log_dir: std::env::temp_dir(),
         };
         for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
-            let a: Answer = postcard::from_bytes(&answer(&shared, body)).unwrap();
+            let a: Answer = crate::wire::decode(&answer(&shared, body)).unwrap();
             assert!(matches!(a, Answer::Error(_)), "{a:?}");
         }
-        let fetch = super::super::wire::Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false };
-        let unknown = postcard::to_stdvec(&Ask::Fetch(fetch)).unwrap();
-        let a: Answer = postcard::from_bytes(&answer(&shared, &unknown)).unwrap();
+        let fetch = crate::wire::member::Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false };
+        let unknown = crate::wire::encode(&Ask::Fetch(fetch));
+        let a: Answer = crate::wire::decode(&answer(&shared, &unknown)).unwrap();
         assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
     }
 
     #[test]
     fn a_request_for_a_view_not_begun_here_waits_for_it() {
         use crate::qos::{History, Qos};
-        use std::sync::Arc;
         let qos = Qos::volatile(History::KeepLast(5));
         let entry = crate::table::TopicEntry {
             name: "t".into(),
@@ -144,7 +145,7 @@ mod tests {
             writers: Vec::new(),
             readers: Vec::new(),
         };
-        let t = Arc::new(TopicState::open("t", qos, false, NodeId(0), None).unwrap());
+        let t = TopicState::open("t", qos, false, NodeId(0), None).unwrap();
         assert_eq!(t.enter_view(ViewId(1), &entry, &[NodeId(0)]), None, "alone: nothing to catch up");
         let asker = {
             let t = t.clone();

@@ -19,8 +19,8 @@
 //! # Ok(()) }
 //! ```
 
-use super::wire::{Call, LogFailure, Reply};
 use super::DomainClient;
+use crate::wire::client::{Call, LogFailure, Reply};
 use crate::DdsError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

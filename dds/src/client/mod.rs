@@ -48,7 +48,6 @@
 
 mod log;
 mod pump;
-pub(crate) mod wire;
 mod writer;
 
 pub use log::{ClientLog, ClientTail};
@@ -59,6 +58,7 @@ use crate::queue::ReaderCore;
 use crate::reader::{DataReader, Owner};
 use crate::sample::{self, Codec, WriterId};
 use crate::table::TopicTable;
+use crate::wire::client::{self as wire, Call, Reply};
 use crate::{DdsError, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -71,7 +71,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use views::client::{Client, ClientError};
-use wire::{Call, Reply};
 use writer::WriterSlot;
 
 /// Readers and writers one client may have at once (its member refuses more).

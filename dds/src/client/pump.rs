@@ -2,10 +2,10 @@
 //! and gap checks a move needs), acknowledgements to their writers, and the move
 //! to another member when the session ends (see [`super`]).
 
-use super::wire::{decode, Call, PushRef, Reply};
 use super::{Handle, ReaderSlot};
 use crate::sample::info_of;
 use crate::sink::Src;
+use crate::wire::client::{decode, Call, PushRef, Reply};
 use crate::DdsError;
 use sst::sync::atomic::Ordering;
 use sst::sync::lock;

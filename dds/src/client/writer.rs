@@ -1,12 +1,12 @@
 //! A client's writer: samples go to the member as posts and wait, kept, until the
 //! member acknowledges them; after a move they are sent again (see [`super`]).
 
-use super::wire::{Call, Reply};
 use super::{Guard, Handle};
 use crate::instance::{prefix, Kind, PREFIX};
 use crate::qos::Level;
 use crate::sample::Codec;
 use crate::sample::WriterId;
+use crate::wire::client::{Call, Reply};
 use crate::{DdsError, IncompatibleQos};
 use sst::sync::lock;
 use sst::transport::NodeId;

@@ -1,9 +1,9 @@
 //! Delivered samples: numbered, deduplicated (client resends), kept in the
 //! history and the log, offered to local readers and relayed to client readers.
 
-use super::{Effects, Entry, Now, Rejection, TopicEngine};
+use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
-use crate::sample::info_of;
+use crate::sample::{header_len, info_of, HEADER};
 use crate::sink::Src;
 use sst::transport::NodeId;
 use views::view::ViewId;
@@ -12,7 +12,9 @@ impl<R> TopicEngine<R> {
     /// A message of the topic's subgroup, delivered in view `view` from `sender`
     /// (call [`TopicEngine::batch_end`] after the last of a batch).
     pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
-        if !src.has_header() {
+        // Word 0 tells the header's length; the header is read once, here.
+        let w0 = if src.len() >= HEADER { src.word(0) } else { 0 };
+        if src.len() < HEADER || src.len() < header_len(w0) {
             let why = Rejection::ShortMessage { sender, len: src.len() };
             for r in &self.readers {
                 fx.reject(&r.handle, &why);
@@ -23,7 +25,7 @@ impl<R> TopicEngine<R> {
             c.buffered.push((view, sender, src.copy_all()));
             return;
         }
-        self.apply(view, sender, src, false, now, fx);
+        self.apply_read(view, sender, src, w0, false, now, fx);
     }
 
     /// The end of a delivered batch: what it gathered for clients goes out.
@@ -40,7 +42,8 @@ impl<R> TopicEngine<R> {
         }
     }
 
-    /// Sample number `next_seq` of the topic (live, or `history` from a catch-up).
+    /// Sample number `next_seq` of the topic (live, or `history` from a catch-up);
+    /// its bytes hold a whole header.
     pub(super) fn apply(
         &mut self,
         view: ViewId,
@@ -50,14 +53,31 @@ impl<R> TopicEngine<R> {
         now: Now,
         fx: &mut impl Effects<R>,
     ) {
+        self.apply_read(view, sender, src, src.word(0), history, now, fx)
+    }
+
+    /// [`TopicEngine::apply`] with the header's first word read already.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_read(
+        &mut self,
+        view: ViewId,
+        sender: NodeId,
+        src: Src<'_>,
+        w0: u64,
+        history: bool,
+        now: Now,
+        fx: &mut impl Effects<R>,
+    ) {
         let seq = self.next_seq;
-        let (info, client_level) = info_of(|i| src.word(i), sender, view, seq, history);
+        let (info, client_level) = info_of(|i| if i == 0 { w0 } else { src.word(i) }, sender, view, seq, history);
         let client_level = client_level.map(Level::from_wire);
         // A client's sample sent again after it moved to another member, which
         // every member drops alike (they all deliver the same order).
         if !self.clients.note(&info) {
             if let (true, Some(c)) = (sender == self.me, info.writer.client) {
-                fx.acked(c, info.writer.id, info.seq);
+                // Its first copy may not be durable yet: acknowledged with what is
+                // in the log now.
+                self.ack(Ack::Client { client: c, writer: info.writer.id, seq: info.seq }, fx);
             }
             return;
         }
@@ -101,13 +121,52 @@ impl<R> TopicEngine<R> {
             return;
         }
         match info.writer.client {
-            Some(c) => fx.acked(c, info.writer.id, info.seq),
-            None => {
-                if let Some(w) = self.writers.get_mut(&info.writer.id) {
-                    w.delivered = w.delivered.max(info.seq);
-                    fx.delivered_own(info.writer.id, info.seq);
+            Some(c) => self.ack(Ack::Client { client: c, writer: info.writer.id, seq: info.seq }, fx),
+            None => self.ack(Ack::Own { writer: info.writer.id, seq: info.seq }, fx),
+        }
+    }
+
+    /// A write of this member's (its own writer's or a client's) is delivered: on
+    /// a Logged topic it is acknowledged once every record appended so far is
+    /// durable ([`TopicEngine::durable`]), else now.
+    fn ack(&mut self, a: Ack, fx: &mut impl Effects<R>) {
+        #[cfg(test)]
+        if self.mutation == Some(super::Mutation::AckEarly) {
+            return self.emit(a, fx);
+        }
+        match self.log_len {
+            Some(n) if n > self.durable => self.unacked.push_back((n, a)),
+            _ => self.emit(a, fx),
+        }
+    }
+
+    fn emit(&mut self, a: Ack, fx: &mut impl Effects<R>) {
+        match a {
+            Ack::Client { client, writer, seq } => fx.acked(client, writer, seq),
+            Ack::Own { writer, seq } => {
+                if let Some(w) = self.writers.get_mut(&writer) {
+                    w.delivered = w.delivered.max(seq);
+                    fx.delivered_own(writer, seq);
                 }
             }
+        }
+    }
+
+    /// The log's driver reports the first `n` records durable: the writes they
+    /// hold are acknowledged.
+    pub(crate) fn durable(&mut self, n: u64, fx: &mut impl Effects<R>) {
+        self.durable = self.durable.max(n);
+        let mut any = false;
+        while let Some(&(upto, a)) = self.unacked.front() {
+            if upto > self.durable {
+                break;
+            }
+            self.unacked.pop_front();
+            self.emit(a, fx);
+            any = true;
+        }
+        if any {
+            fx.flush();
         }
     }
 }

@@ -85,6 +85,13 @@ struct CatchUp {
     rejoined_at: Option<u64>,
 }
 
+/// A write this member sent, to acknowledge: its own writer's, or a client's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    Own { writer: u32, seq: u64 },
+    Client { client: u64, writer: u32, seq: u64 },
+}
+
 /// A local writer's state the topic tracks.
 #[derive(Debug)]
 struct WriterStatus {
@@ -174,8 +181,12 @@ pub(crate) struct TopicEngine<R> {
     me: NodeId,
     next_seq: u64,
     store: History,
-    /// Records in the topic's log (Logged topics).
+    /// Records in the topic's log (Logged topics): appended, and known durable.
     log_len: Option<u64>,
+    durable: u64,
+    /// Writes of this member delivered and waiting for the log to hold every
+    /// record up to the first number (Logged topics).
+    unacked: VecDeque<(u64, Ack)>,
     readers: Vec<LocalReader<R>>,
     /// Local writers by number (a B-tree: a few comparisons, no hashing per sample).
     writers: BTreeMap<u32, WriterStatus>,
@@ -212,6 +223,8 @@ pub(crate) enum Mutation {
     SeamOffByOne,
     /// A view that brings a late joiner does not keep the history as it stood.
     NoPin,
+    /// A Logged topic acknowledges a write before its log holds it.
+    AckEarly,
 }
 
 /// A record of the topic's log that does not hold a sample: its number and why.
@@ -238,6 +251,8 @@ impl<R> TopicEngine<R> {
             next_seq: 0,
             store: History::new(&qos, keyed),
             log_len: None,
+            durable: 0,
+            unacked: VecDeque::new(),
             readers: Vec::new(),
             writers: BTreeMap::new(),
             writer_levels: Vec::new(),
@@ -260,6 +275,7 @@ impl<R> TopicEngine<R> {
             }
             e.next_seq = records.len() as u64;
             e.log_len = Some(records.len() as u64);
+            e.durable = records.len() as u64;
         }
         Ok(e)
     }

@@ -59,9 +59,11 @@ fn a_delivered_sample_is_logged_offered_and_counted_as_its_writers() {
     e.batch_end(&mut rec);
     let fx = rec.take();
     assert!(matches!(&fx[0], Fx::Append(a) if a.seq == 0 && a.node == ME.0), "{fx:?}");
-    assert_eq!(offers(&fx), vec![(7, 0, false)]);
-    assert_eq!(fx[2], Fx::DeliveredOwn { writer: 3, seq: 1 });
-    assert_eq!(fx[3], Fx::Flush);
+    assert_eq!(offers(&fx), vec![(7, 0, false)], "readers get it at once");
+    assert_eq!(fx[2], Fx::Flush);
+    assert_eq!(e.delivered(3), Some(0), "not acknowledged before the log holds it");
+    e.durable(1, &mut rec);
+    assert_eq!(rec.take(), vec![Fx::DeliveredOwn { writer: 3, seq: 1 }, Fx::Flush]);
     assert_eq!(e.delivered(3), Some(1));
     // Another member's sample: offered and logged, no writer of this node counted.
     e.deliver(ViewId(1), A, Src::Bytes(&member(1, 1)), now(), &mut rec);

@@ -171,10 +171,13 @@ impl Logs {
         }
     }
 
-    /// Answers a log frame (`wire::log_of(body) == Some(log)`); a log this member
-    /// runs no member of yet (it has not started the view that lists it) is asked
-    /// again.
-    pub(crate) fn answer(&self, log: u64, body: &[u8]) -> Vec<u8> {
+    /// Answers a request of the logs' service (its frame names its log); a log
+    /// this member runs no member of yet (it has not started the view that lists
+    /// it) is asked again.
+    pub(crate) fn answer(&self, body: &[u8]) -> Vec<u8> {
+        let Some(log) = wire::log_of(body) else {
+            return wire::encode(0, &wire::Reply::Failed("a frame too short for a log frame's header".into()));
+        };
         let s = lock(&self.list).iter().find(|(e, _)| e.number == log).map(|(_, s)| s.clone());
         match s {
             Some(s) => s.answer(body),

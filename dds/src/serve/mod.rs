@@ -8,13 +8,13 @@
 
 pub(crate) mod relay;
 
-use crate::client::wire::{decode, Call, LogFailure, Push, Reply};
 use crate::client::MAX_ENDPOINTS;
 use crate::engine::Now;
 use crate::qos::Level;
 use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
 use crate::topic::TopicState;
+use crate::wire::client::{decode, Call, LogFailure, Push, Reply};
 use crate::{Participant, Shared};
 use sst::sync::lock;
 use std::collections::HashMap;
@@ -243,7 +243,7 @@ impl Serve {
 
 impl ClientHandler for Serve {
     fn request(&self, s: &ClientSession, body: &[u8]) -> Vec<u8> {
-        let reply = match decode::<Call>(body) {
+        let reply = match decode::<Call>(body).and_then(|c| c.check().map(|()| c)) {
             Ok(call) => self.call(s, call).unwrap_or_else(Reply::Error),
             Err(e) => Reply::Error(format!("bad request: {e}")),
         };

@@ -4,9 +4,9 @@
 //! Who gets what is the engine's decision (`crate::engine::Clients`); this holds
 //! the sessions and the frames.
 
-use crate::client::wire::{wire_sample, Push, WireSample};
 use crate::sample::SampleInfo;
 use crate::sink::Src;
+use crate::wire::client::{wire_sample, Push, WireSample};
 use std::collections::HashMap;
 use views::group::ClientSession;
 

@@ -95,6 +95,8 @@ impl Fetch {
                 self.pending.retain(|c| *c != to);
                 Step::Going
             }
+            // The log's writer has not written up to the seam yet: ask again.
+            Served::FromLog { seam, .. } if (log.len() as u64) < seam => Step::Going,
             Served::FromLog { seam, seen } => {
                 self.seen = seen;
                 let mut used = 0;

@@ -62,16 +62,19 @@ pub(crate) struct Member {
     pub(crate) id: NodeId,
     pub(crate) engine: Option<TopicEngine<u32>>,
     pub(crate) fx: Recorder,
-    /// The topic's log on this member's disk (Logged topics): records as appended.
+    /// The topic's log on this member's disk (Logged topics): records durable,
+    /// and records handed to the log's writer and not yet durable (lost if the
+    /// member is killed).
     pub(crate) log: Vec<Vec<u8>>,
+    pub(crate) pending: Vec<Vec<u8>>,
+    /// An acknowledgement of a write its log did not hold yet (Logged topics).
+    pub(crate) early_ack: Option<String>,
     pub(crate) readers: Vec<ReaderLog>,
     /// Its writer's next sample number and how many it has left to write.
     pub(crate) next_write: u64,
     pub(crate) writes_left: u64,
     /// Where it is in the view's order.
     pub(crate) cursor: usize,
-    /// The highest topic_seq this member acknowledged (its writer's or a client's).
-    pub(crate) acked_upto: Option<u64>,
 }
 
 impl Member {
@@ -82,11 +85,12 @@ impl Member {
             engine: None,
             fx: Recorder::default(),
             log: Vec::new(),
+            pending: Vec::new(),
+            early_ack: None,
             readers: Vec::new(),
             next_write: 1,
             writes_left: writes,
             cursor: 0,
-            acked_upto: None,
         }
     }
 
@@ -127,11 +131,11 @@ impl Member {
                 Fx::Append(e) => {
                     let mut rec = e.record_head().to_vec();
                     rec.extend_from_slice(&e.bytes);
-                    self.log.push(rec);
+                    self.pending.push(rec);
                 }
-                Fx::DeliveredOwn { .. } => self.note_ack(),
-                f @ Fx::Acked { .. } => {
-                    self.note_ack();
+                Fx::DeliveredOwn { writer, seq } => self.check_logged(((self.id.0, writer, None), seq)),
+                f @ Fx::Acked { client, writer, seq } => {
+                    self.check_logged(((self.id.0, writer, Some(client)), seq));
                     out.push(f);
                 }
                 f @ Fx::Relay { .. } => out.push(f),
@@ -141,10 +145,38 @@ impl Member {
         out
     }
 
-    /// An acknowledgement leaves here now: everything delivered so far counts.
-    fn note_ack(&mut self) {
-        if let Some(e) = &self.engine {
-            self.acked_upto = e.next_seq().checked_sub(1).max(self.acked_upto);
+    /// An acknowledgement of `key` leaves here now: on a Logged topic its log
+    /// must hold it (a client's sample by client, writer and number: the copy
+    /// logged may have come through another member).
+    fn check_logged(&mut self, key: SampleKey) {
+        let Some(e) = &self.engine else { return };
+        if e.log_len().is_none() || self.early_ack.is_some() {
+            return;
         }
+        let same = |k: &SampleKey| match (key.0 .2, k.0 .2) {
+            (Some(c), Some(d)) => c == d && key.0 .1 == k.0 .1 && key.1 == k.1,
+            (None, None) => k == &key,
+            _ => false,
+        };
+        let held = self
+            .log
+            .iter()
+            .rev()
+            .any(|r| crate::history::Entry::from_record(0, r).is_ok_and(|e| same(&key_of(&e.info(false).0))));
+        if !held {
+            self.early_ack = Some(format!("{} acknowledged {key:?} with {} records durable", self.id, self.log.len()));
+        }
+    }
+
+    /// The log's writer makes what it was handed durable (all of it, or the first
+    /// `n` records); the engine hears so.
+    pub(crate) fn flush_log(&mut self, n: usize, keyed: bool) -> Vec<Fx> {
+        let n = n.min(self.pending.len());
+        self.log.extend(self.pending.drain(..n));
+        let durable = self.log.len() as u64;
+        if let Some(e) = self.engine.as_mut() {
+            e.durable(durable, &mut self.fx);
+        }
+        self.drain(keyed)
     }
 }

@@ -60,6 +60,12 @@ fn a_seam_off_by_one_is_caught() {
 }
 
 #[test]
+fn an_acknowledgement_before_the_log_holds_the_write_is_caught() {
+    let v = first_caught(Mutation::AckEarly).expect("some seed catches the planted fault");
+    assert_eq!(v.invariant, "logged", "{v}");
+}
+
+#[test]
 fn a_history_not_pinned_for_the_joiner_is_caught() {
     let v = first_caught(Mutation::NoPin).expect("some seed catches the planted fault");
     assert!(["history at the seam", "no hole in live samples"].contains(&v.invariant), "{v}");

@@ -88,6 +88,8 @@ impl World {
         if let Some(k) = killed {
             let m = self.member(k);
             m.engine = None;
+            // What its log's writer had not written is gone with it.
+            m.pending.clear();
             self.fetches.retain(|(n, _)| *n != k);
             self.dead.push(k);
         }

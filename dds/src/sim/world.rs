@@ -132,10 +132,14 @@ impl World {
         match roll {
             0..=29 => self.member_write(),
             30..=44 => self.client_write(),
-            45..=79 => self.deliver_some(),
-            80..=92 => self.fetch_step(),
+            45..=74 => self.deliver_some(),
+            75..=84 => self.fetch_step(),
+            85..=92 => self.flush_some_log(),
             _ if faults => self.fault(),
-            _ => self.deliver_some(),
+            _ => {
+                self.deliver_some();
+                self.flush_some_log();
+            }
         }
         // Clients whose member died move on at once (as a client's reconnect does).
         for i in 0..self.clients.len() {
@@ -143,6 +147,20 @@ impl World {
                 self.failover(i);
             }
         }
+    }
+
+    /// A random member's log writer makes some of what it was handed durable.
+    fn flush_some_log(&mut self) {
+        let waiting: Vec<NodeId> =
+            self.in_view.iter().copied().filter(|n| !self.members[n.0 as usize].pending.is_empty()).collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let n = waiting[self.rng.below(waiting.len() as u64) as usize];
+        let k = 1 + self.rng.below(8) as usize;
+        let keyed = self.keyed();
+        let out = self.member(n).flush_log(k, keyed);
+        self.hand_to_clients(n, &out);
     }
 
     fn member_write(&mut self) {
@@ -315,7 +333,7 @@ impl World {
     fn quiet(&self) -> bool {
         let members_done = self.in_view.iter().all(|n| {
             let m = &self.members[n.0 as usize];
-            m.writes_left == 0 && m.cursor == self.log.len()
+            m.writes_left == 0 && m.cursor == self.log.len() && m.pending.is_empty()
         });
         let clients_done = self.clients.iter().all(|c| c.writes_left == 0 && c.unacked().is_empty());
         members_done && clients_done && self.fetches.is_empty()

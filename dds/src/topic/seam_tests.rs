@@ -38,7 +38,7 @@ fn entry_of(name: &str, qos: Qos) -> TopicEntry {
 
 /// A topic at node 1 that joined `VIEW` late, with a local reader made before the
 /// history came (as an application does right after creating the topic).
-fn late_topic(keep: u32) -> (TopicState, Arc<ReaderCore>) {
+fn late_topic(keep: u32) -> (Arc<TopicState>, Arc<ReaderCore>) {
     let qos = Qos::volatile(Keep::KeepLast(keep));
     let t = TopicState::open("Square", qos, true, NodeId(1), None).unwrap();
     let others = t.enter_view(VIEW, &entry_of("Square", qos), &[NodeId(0), NodeId(1)]);

@@ -1,6 +1,7 @@
-//! A Logged topic's log holds the topic's order from its start with no gap, and
-//! everything a member acknowledged was in its log first; a restarted member
-//! starts from exactly what its log holds.
+//! A Logged topic's log holds the topic's order from its start with no gap;
+//! everything a member acknowledged was durable in its log first (its log's
+//! writer lags behind delivery, and a kill loses what it had not written); a
+//! restarted member starts from exactly what its log holds.
 
 use super::Breach;
 use crate::history::Entry;
@@ -15,8 +16,8 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
         return Ok(());
     }
     for m in &w.members {
-        if let Some(a) = m.acked_upto.filter(|a| *a >= m.log.len() as u64) {
-            return Err((NAME, format!("{} acknowledged number {a} with {} records in its log", m.id, m.log.len())));
+        if let Some(why) = &m.early_ack {
+            return Err((NAME, why.clone()));
         }
         // The newest record only: the older ones were checked when they were.
         if let Some(r) = m.log.last() {
