@@ -31,6 +31,7 @@ mod clients;
 mod config;
 mod invariants;
 mod member;
+mod run;
 #[cfg(test)]
 mod tests;
 mod view;

@@ -3,7 +3,6 @@
 use super::catchup::{Fetch, Step};
 use super::clients::Client;
 use super::config::SimConfig;
-use super::invariants;
 use super::member::{instance_of, key_of, sample_bytes, Member, SampleKey, WRITER};
 use super::{Stats, Violation};
 use crate::engine::record::Fx;
@@ -15,11 +14,6 @@ use sst::transport::NodeId;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 use views::view::ViewId;
-
-/// Steps of traffic and faults before the run winds down.
-const STEPS: u64 = 4_000;
-/// Steps the wind-down may take before the run counts as stuck.
-const WIND_DOWN: u64 = 20_000;
 
 /// See the module docs.
 #[derive(Debug)]
@@ -91,43 +85,13 @@ impl World {
         &mut self.members[n.0 as usize]
     }
 
-    fn violation(&self, (invariant, detail): (&'static str, String)) -> Violation {
+    pub(crate) fn violation(&self, (invariant, detail): (&'static str, String)) -> Violation {
         Violation { seed: self.cfg.seed, step: self.step, invariant, detail }
-    }
-
-    /// Runs the seed: the first members start, traffic and faults for
-    /// [`STEPS`], then the run winds down until everything sent is delivered.
-    pub(crate) fn run(mut self) -> Result<Stats, Violation> {
-        let first: Vec<NodeId> = (0..self.cfg.first).map(|i| NodeId(i as u32)).collect();
-        for n in &first {
-            self.start_member(*n).map_err(|d| self.violation(("logged", d)))?;
-        }
-        self.new_view(first, None);
-        self.attach_clients();
-        while self.step < STEPS {
-            self.step += 1;
-            self.act(true);
-            invariants::check_step(&mut self).map_err(|v| self.violation(v))?;
-        }
-        let end = self.step + WIND_DOWN;
-        while !self.quiet() {
-            if self.step >= end {
-                return Err(self.violation(("quiescence", self.stuck())));
-            }
-            self.step += 1;
-            self.act(false);
-            invariants::check_step(&mut self).map_err(|v| self.violation(v))?;
-        }
-        invariants::check_end(&self).map_err(|v| self.violation(v))?;
-        self.stats.samples = self.order.len() as u64;
-        let readers = self.members.iter().flat_map(|m| &m.readers);
-        self.stats.history_offers = readers.flat_map(|r| &r.offers).filter(|o| o.2).count() as u64;
-        Ok(self.stats)
     }
 
     /// One step: a write, a delivery, a catch-up request, or (with `faults`) a
     /// view change or a client's failover.
-    fn act(&mut self, faults: bool) {
+    pub(crate) fn act(&mut self, faults: bool) {
         let roll = self.rng.below(100);
         match roll {
             0..=29 => self.member_write(),
@@ -326,30 +290,5 @@ impl World {
                 self.hand_to_clients(n, &out);
             }
         }
-    }
-
-    /// True when everything written went out and was delivered, and no late
-    /// join or failover is in progress.
-    fn quiet(&self) -> bool {
-        let members_done = self.in_view.iter().all(|n| {
-            let m = &self.members[n.0 as usize];
-            m.writes_left == 0 && m.cursor == self.log.len() && m.pending.is_empty()
-        });
-        let clients_done = self.clients.iter().all(|c| c.writes_left == 0 && c.unacked().is_empty());
-        members_done && clients_done && self.fetches.is_empty()
-    }
-
-    fn stuck(&self) -> String {
-        let behind: Vec<_> = self
-            .in_view
-            .iter()
-            .map(|n| (n.0, self.members[n.0 as usize].cursor, self.members[n.0 as usize].writes_left))
-            .collect();
-        let clients: Vec<_> = self.clients.iter().map(|c| (c.id, c.writes_left, c.unacked())).collect();
-        format!(
-            "not quiet after the wind-down: order {} members (id, cursor, left) {behind:?} clients {clients:?} fetches {}",
-            self.log.len(),
-            self.fetches.len()
-        )
     }
 }
