@@ -4,7 +4,7 @@
 //! record in order, a member that replaces a failed one is re-seeded, and appends
 //! forwarded from a backup land in the same log (over shm and tcp).
 
-use sst::transport::RegionId;
+use sst::transport::{NodeId, RegionId};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -86,10 +86,11 @@ fn failover(t: Transport) {
         logs.push(Some(member(&name, i, Some(contact), t, &dirs[i as usize])));
     }
     assert!(logs[0].as_ref().unwrap().group().wait_for_members(4, WAIT));
-    let recovered: Arc<Mutex<Vec<Recovery>>> = Arc::default();
+    // Who recovered what (a member is primary before its hook runs: wait for it).
+    let recovered: Arc<Mutex<Vec<(NodeId, Recovery)>>> = Arc::default();
     for l in logs.iter().flatten() {
-        let r = recovered.clone();
-        l.on_recovered(move |rec| r.lock().unwrap().push(rec.clone()));
+        let (r, node) = (recovered.clone(), l.node());
+        l.on_recovered(move |rec| r.lock().unwrap().push((node, rec.clone())));
     }
     let p = logs[0].as_ref().unwrap();
     assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
@@ -168,7 +169,9 @@ fn failover(t: Transport) {
         testkit::poll_until(WAIT, Duration::from_millis(10), || n1.is_primary()),
         "{t:?}: member 1 did not take over"
     );
-    let rec = recovered.lock().unwrap().last().cloned().unwrap();
+    let by_n1 = || recovered.lock().unwrap().iter().rev().find(|(n, _)| *n == n1.node()).map(|(_, r)| r.clone());
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(10), || by_n1().is_some()), "{t:?}: member 1's recovery");
+    let rec = by_n1().unwrap();
     assert_eq!(rec.next, Lsn(171), "{t:?}: every acknowledged record, nothing more");
     assert_eq!(rec.dropped, 1, "{t:?}: the record only member 1 held is not in the log");
     assert!(rec.reseeded >= 1, "{rec:?}");
