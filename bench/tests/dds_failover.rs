@@ -14,9 +14,9 @@
 
 use bench::mcast::Digest;
 use bench::MemberArgs;
-use dds::config::DdsConfig;
-use dds::qos::{History, Level, Qos};
+use dds::DdsConfig;
 use dds::DomainParticipant;
+use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sst::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,5 @@
-//! A domain with two topics and two replicated logs (`dds::logs`, one `Ack::Disk`,
-//! one `Ack::Memory`) whose primaries are different participants; the primary of
+//! A domain with two topics and two replicated logs (`dds::ReplicatedLog`, one `LogAck::Disk`,
+//! one `LogAck::Memory`) whose primaries are different participants; the primary of
 //! the first log is `kill -9`'d while every
 //! participant writes both topics' samples and appends to both logs. Topics and
 //! logs must all go on, and the logs must keep every acknowledged append (over shm
@@ -8,7 +8,7 @@
 //! Four participant processes (copies of this test binary running the ignored
 //! `member` test). The parent picks the logs' names so that log `a`'s primary is
 //! the victim and log `b`'s is another participant (the replicas of a log follow
-//! from its name, `dds::logs::members_of`). Every participant writes topic `t1`
+//! from its name, `dds::log_members`). Every participant writes topic `t1`
 //! (0 and 1) or `t2` (2 and 3) and reads both, and appends to both logs, one
 //! record at a time, noting the records acknowledged. After the kill they go on for
 //! as long again; then each writes an end marker and, once the logs take appends
@@ -24,10 +24,10 @@
 
 use bench::mcast::Digest;
 use bench::MemberArgs;
-use dds::config::DdsConfig;
-use dds::logs::{members_of, Ack, LogQos};
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::DomainParticipant;
+use dds::{log_members, LogAck, LogQos};
+use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use sst::sync::atomic::{AtomicBool, Ordering};
@@ -53,14 +53,14 @@ const VICTIM: usize = 1;
 const END: u64 = u64::MAX;
 
 /// Log `a` (the victim's) acknowledges once on a majority's disks, `b` in memory.
-fn qos(ack: Ack) -> LogQos {
+fn qos(ack: LogAck) -> LogQos {
     LogQos { replicas: 3, buffer_bytes: 256 << 10, buffers: 2, ack }
 }
 
 /// Log names for the four-member view: `a`'s primary is the victim, `b`'s not.
 fn names() -> (String, String) {
     let view = View::initial((0..N as u32).map(NodeId).collect());
-    let primary = |n: &String| members_of(n, 3, &view)[0].0 as usize;
+    let primary = |n: &String| log_members(n, 3, &view)[0].0 as usize;
     let candidates: Vec<String> = (0..64).map(|i| format!("orders-{i}")).collect();
     let a = candidates.iter().find(|n| primary(n) == VICTIM).expect("one of 64 names");
     let b = candidates.iter().find(|n| primary(n) != VICTIM).expect("one of 64 names");
@@ -129,7 +129,8 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
             writer = Some(p.create_writer(&topic, topic.qos()).map_err(e)?);
         }
     }
-    let logs = [p.create_log(&args.a, qos(Ack::Disk)).map_err(e)?, p.create_log(&args.b, qos(Ack::Memory)).map_err(e)?];
+    let logs =
+        [p.create_log(&args.a, qos(LogAck::Disk)).map_err(e)?, p.create_log(&args.b, qos(LogAck::Memory)).map_err(e)?];
     let matched = ["t1", "t2"].iter().all(|t| p.wait_for_matched(t, 2, N, Duration::from_secs(60)).is_ok());
     if !matched || logs.iter().any(|l| l.ready(Duration::from_secs(60)).is_none()) {
         return Err("the topics or logs did not get ready".into());

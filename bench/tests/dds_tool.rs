@@ -2,9 +2,9 @@
 //! types and endpoints, `echo` prints samples (known types decoded, others in
 //! hex, keyed ones with their instance). The tool runs as a child with a deadline.
 
-use dds::config::DdsConfig;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::{DomainParticipant, Keyed};
+use dds::{History, Qos};
 use std::process::Command;
 use std::time::Duration;
 use views::config::{Config, Transport};

@@ -37,9 +37,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::qos::{History, Level, Qos};
+use dds::DdsConfig;
 use dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
+use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -8,9 +8,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::DomainParticipant;
+use dds::{History, Qos};
 use futures::StreamExt;
 use std::time::{Duration, Instant};
 

@@ -2,7 +2,7 @@
 //! section. Unknown keys are errors that name the key.
 //!
 //! ```
-//! use dds::config::DdsConfig;
+//! use dds::DdsConfig;
 //! let cfg = DdsConfig::from_toml(r#"
 //!     node_id = 1
 //!     listen = "127.0.0.1:7101"

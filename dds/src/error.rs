@@ -55,7 +55,7 @@ pub enum DdsError {
     /// [`crate::Qos::max_blocking_time`] (or at once, for `try_write`): the
     /// readers are behind. Nothing was sent; try again.
     #[error("write: no room within {0:?} (the readers are behind); nothing was sent")]
-    Timeout(std::time::Duration),
+    NoRoom(std::time::Duration),
     /// An instance this reader (or writer) does not know.
     #[error("topic `{topic}`: no instance {instance} here")]
     UnknownInstance {
@@ -84,6 +84,19 @@ pub enum DdsError {
         /// Why.
         why: String,
     },
+    /// A member spoke out of protocol to this client (see [`ProtocolError`]): the
+    /// versions differ or the member is not what it claims. Nothing more is to be
+    /// had from that session; connect through another member.
+    #[error("protocol: {0}")]
+    Protocol(ProtocolError),
+    /// A log no longer holds the record asked for (trimmed); read from a later one.
+    #[error("log `{log}` no longer holds record {lsn} (trimmed)")]
+    Trimmed {
+        /// The log.
+        log: String,
+        /// The record asked for.
+        lsn: u64,
+    },
     /// A wait ended without what it waited for.
     #[error("{what}: not within {waited:?}")]
     TimedOut {
@@ -97,8 +110,22 @@ pub enum DdsError {
 impl From<views::group::SendError> for DdsError {
     fn from(e: views::group::SendError) -> DdsError {
         match e {
-            views::group::SendError::Timeout(d) => DdsError::Timeout(d),
+            views::group::SendError::Timeout(d) => DdsError::NoRoom(d),
             other => DdsError::Send(other),
         }
     }
+}
+
+/// How a peer broke the protocol (see [`DdsError::Protocol`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum ProtocolError {
+    /// A frame that does not decode (another version, or damage).
+    #[error("a frame that does not decode")]
+    Malformed,
+    /// An answer of another kind than the request asked for.
+    #[error("an answer of the wrong kind")]
+    Unexpected,
+    /// A page of history outside the range asked for.
+    #[error("a history page outside the range asked for")]
+    OutOfRange,
 }

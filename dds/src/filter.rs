@@ -10,15 +10,16 @@
 //! reader is made: a missing field, or a literal of the wrong kind, is an error
 //! then, not a sample silently dropped later.
 //!
-//! ```
-//! use dds::filter::Expr;
+//! ```no_run
+//! # fn f(p: &dds::DomainParticipant) -> Result<(), dds::DdsError> {
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! struct Reading { sensor: u32, celsius: f32, room: String }
-//! let e = Expr::parse::<Reading>("celsius > 30 AND NOT room = 'attic'").unwrap();
-//! assert!(e.matches(&Reading { sensor: 1, celsius: 31.5, room: "hall".into() }));
-//! assert!(!e.matches(&Reading { sensor: 1, celsius: 31.5, room: "attic".into() }));
-//! assert!(Expr::parse::<Reading>("kelvin > 300").unwrap_err().contains("no field `kelvin`"));
-//! assert!(Expr::parse::<Reading>("room > 3").unwrap_err().contains("a string"));
+//! let t = p.topic::<Reading>("readings", dds::Qos::ordered())?;
+//! // Only hot readings outside the attic reach this reader.
+//! let hot = p.create_reader_where(&t, dds::Qos::ordered(), "celsius > 30 AND NOT room = 'attic'")?;
+//! // A field the type lacks is an error here, not a sample dropped later.
+//! assert!(p.create_reader_where(&t, dds::Qos::ordered(), "kelvin > 300").is_err());
+//! # Ok(()) }
 //! ```
 
 use crate::queue::FilterFn;
@@ -37,7 +38,7 @@ pub(crate) fn by_closure<T: 'static>(codec: &Codec<T>, f: impl Fn(&T) -> bool + 
 
 /// A parsed, checked filter expression (see the module docs).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Expr(Node);
+pub(crate) struct Expr(Node);
 
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
@@ -311,7 +312,7 @@ fn eval(v: &Value, n: &Node) -> bool {
 
 impl Expr {
     /// Parses `text` and checks its fields against `T`'s layout.
-    pub fn parse<T: DeserializeOwned>(text: &str) -> Result<Expr, String> {
+    pub(crate) fn parse<T: DeserializeOwned>(text: &str) -> Result<Expr, String> {
         let mut p = Parser { toks: tokens(text)?, at: 0 };
         if p.toks.is_empty() {
             return Err("an empty filter".into());
@@ -352,6 +353,21 @@ mod tests {
 
     fn s(colour: &str, x: i32, filled: bool) -> Shape {
         Shape { colour: colour.into(), pos: Pos { x, y: 0 }, filled }
+    }
+
+    #[test]
+    fn a_reading_filter_passes_what_it_says_and_names_what_is_wrong() {
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Reading {
+            sensor: u32,
+            celsius: f32,
+            room: String,
+        }
+        let e = Expr::parse::<Reading>("celsius > 30 AND NOT room = 'attic'").unwrap();
+        assert!(e.matches(&Reading { sensor: 1, celsius: 31.5, room: "hall".into() }));
+        assert!(!e.matches(&Reading { sensor: 1, celsius: 31.5, room: "attic".into() }));
+        assert!(Expr::parse::<Reading>("kelvin > 300").unwrap_err().contains("no field `kelvin`"));
+        assert!(Expr::parse::<Reading>("room > 3").unwrap_err().contains("a string"));
     }
 
     #[test]

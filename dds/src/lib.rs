@@ -1,9 +1,9 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
-pub mod catchup;
+mod catchup;
 pub mod client;
-pub mod config;
+mod config;
 mod domain;
 mod engine;
 mod error;
@@ -15,30 +15,40 @@ pub mod logs;
 mod participant;
 pub mod qos;
 mod queue;
-pub mod reader;
-pub mod sample;
+mod reader;
+mod sample;
 mod serve;
 #[cfg(test)]
 mod sim;
 mod sink;
-pub mod status;
-pub mod table;
+mod status;
+mod table;
 mod topic;
 pub mod waitset;
 mod wire;
-pub mod writer;
+mod writer;
 
-pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient, DomainInfo};
-pub use error::DdsError;
+// Entities: the participant and its topics, writers and readers; clients; logs.
+pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient, DomainInfo, MAX_CLIENT_SAMPLE};
+pub use config::{default_data_dir, DdsConfig};
+pub use logs::{members_of as log_members, LogQos, ReplicatedLog, MAX_LOGS};
+pub use reader::{DataReader, SampleRef, SampleStream};
+pub use waitset::{Condition, GuardCondition, ReadCondition, StatusCondition, StatusKind, WaitSet};
+pub use writer::{DataWriter, Loan, SampleSlot, Writer};
+// QoS.
+pub use log::Fsync;
+pub use logs::Ack as LogAck;
+pub use qos::{History, Level, Qos, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_SAMPLE};
+// Samples and instances.
 pub use instance::{InstanceHandle, InstanceState, Keyed, SampleState, StateMask, ViewState};
-pub use qos::Qos;
-pub use reader::{DataReader, ReaderStatus, SampleRef};
 pub use sample::{Sample, SampleInfo, WriterId};
-pub use status::{IncompatibleQos, InstanceCounts, Matched};
-pub use waitset::WaitSet;
-pub use writer::{DataWriter, Loan, SampleSlot};
+// Statuses, and the domain's table as a client reads it.
+pub use status::{DeadlineMissed, IncompatibleQos, InstanceCounts, Liveliness, Matched, ReaderStatus};
+pub use table::{Endpoint, TopicEntry, TopicTable, MAX_NAME, MAX_TYPE_NAME};
+// Errors.
+pub use error::{DdsError, ProtocolError};
+pub use log::LogError;
 
-use config::DdsConfig;
 use participant::{deliverer, rejoined};
 use sample::Codec;
 use sst::sync::atomic::{AtomicU32, AtomicU64};
@@ -115,7 +125,7 @@ impl<T> Topic<T> {
         self.qos
     }
     /// Its type name as participants compare it: the codec, the declared name
-    /// and a fingerprint of the layout (see [`sample`]).
+    /// and a fingerprint of the layout.
     pub fn type_name(&self) -> &str {
         &self.codec.type_name
     }

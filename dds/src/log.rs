@@ -28,7 +28,7 @@
 //! [`SampleLog::open`] returns [`LogError::Corrupt`] with its offset and changes
 //! nothing. Padding bytes are not checksummed; a flipped padding bit changes no data.
 //!
-//! The scan ([`scan`]) is sans-IO: it reads a byte slice and never panics on any input.
+//! The scan is sans-IO: it reads a byte slice and never panics on any input.
 //!
 //! ```
 //! # let dir = std::env::temp_dir().join(format!("dds-log-doc-{}", std::process::id()));
@@ -53,6 +53,9 @@ use thiserror::Error;
 const MAGIC: u32 = u32::from_le_bytes(*b"SPLG");
 /// Header bytes of a record.
 pub const HEADER: usize = 24;
+/// What a Logged sample costs in its log beyond its payload: the record's header,
+/// the view and node in front of the sample, and the sample's header.
+pub const SAMPLE_RECORD_OVERHEAD: usize = HEADER + 16 + crate::sample::HEADER;
 /// The largest payload a record may carry (64 MiB).
 pub const MAX_RECORD: usize = 64 << 20;
 
@@ -98,7 +101,7 @@ pub enum LogError {
 
 /// One verified record found by [`scan`]: its number and where its payload sits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Found {
+pub(crate) struct Found {
     /// Record number.
     pub seq: u64,
     /// Offset of the payload in the scanned bytes.
@@ -109,7 +112,7 @@ pub struct Found {
 
 /// How the valid prefix ends.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tail {
+pub(crate) enum Tail {
     /// At the end of the bytes.
     Clean,
     /// A torn last record starts at `at`; cut it there.
@@ -130,7 +133,7 @@ pub enum Tail {
 
 /// The records of `bytes` up to the first one that does not verify, and how the
 /// valid prefix ends (see the module docs).
-pub fn scan(bytes: &[u8]) -> (Vec<Found>, Tail) {
+pub(crate) fn scan(bytes: &[u8]) -> (Vec<Found>, Tail) {
     let mut found = Vec::new();
     let mut o = 0usize;
     while o < bytes.len() {

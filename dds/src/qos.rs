@@ -134,12 +134,12 @@ pub struct Qos {
     pub lifespan: Option<Duration>,
     /// The most time between two samples of an instance: a reader past it counts a
     /// requested deadline missed, a writer an offered one (per instance;
-    /// [`crate::reader::DeadlineMissed`]). A reader's request is met when the
+    /// [`crate::DeadlineMissed`]). A reader's request is met when the
     /// writers' offer is at most its period. `None` (the default): no deadline.
     pub deadline: Option<Duration>,
     /// How long a writer's `write` may wait for room in its ring, the readers being
     /// slow (DDS reliability's max_blocking_time): past it the write fails with
-    /// [`crate::DdsError::Timeout`]. `None` (the default): [`DEFAULT_MAX_BLOCKING`].
+    /// [`crate::DdsError::NoRoom`]. `None` (the default): [`DEFAULT_MAX_BLOCKING`].
     /// A write during a view change waits for the next view as well, up to the
     /// group's send timeout (30 s by default); [`crate::DataWriter::try_write`]
     /// never waits for either.

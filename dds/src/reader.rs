@@ -6,7 +6,7 @@ use crate::instance::{InstanceHandle, InstanceState, Keyed, StateMask};
 use crate::queue::{Raw, ReaderCore};
 use crate::sample::{Codec, Sample, SampleInfo};
 use crate::sink::Src;
-pub use crate::status::{DeadlineMissed, Liveliness, ReaderStatus};
+pub use crate::status::ReaderStatus;
 use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
 use crate::{DdsError, IncompatibleQos, InstanceCounts, Participant};

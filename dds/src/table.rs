@@ -51,13 +51,21 @@ pub struct TopicEntry {
     pub readers: Vec<Endpoint>,
 }
 
+impl Endpoint {
+    /// True for the endpoint a member lists for the clients it serves (their
+    /// writers' samples go out under it; its reader takes every sample for them).
+    pub fn is_proxy(&self) -> bool {
+        self.id == crate::sample::PROXY
+    }
+}
+
 impl TopicEntry {
     fn has(&self, node: u32) -> bool {
         self.writers.iter().chain(&self.readers).any(|e| e.node == node)
     }
 
     /// The subgroup of this topic in `view`, if a member writes it.
-    pub fn spec(&self, view: &View) -> Option<SubgroupSpec> {
+    pub(crate) fn spec(&self, view: &View) -> Option<SubgroupSpec> {
         let members: Vec<NodeId> = view.members().iter().copied().filter(|n| self.has(n.0)).collect();
         let senders: Vec<NodeId> =
             members.iter().copied().filter(|n| self.writers.iter().any(|w| w.node == n.0)).collect();
@@ -88,7 +96,7 @@ pub struct TopicTable {
 
 /// A change to the table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Edit {
+pub(crate) enum Edit {
     /// A participant starts: endpoints of an earlier incarnation of its node go.
     Hello {
         /// Node.
@@ -138,14 +146,14 @@ pub enum Edit {
 
 impl Edit {
     /// Encodes the edit.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         postcard::to_stdvec(self).expect("an edit always encodes")
     }
 }
 
 impl TopicTable {
     /// Decodes a layout document (the empty document is the empty table).
-    pub fn decode(doc: &[u8]) -> Result<TopicTable, String> {
+    pub(crate) fn decode(doc: &[u8]) -> Result<TopicTable, String> {
         if doc.is_empty() {
             return Ok(TopicTable::default());
         }
@@ -157,7 +165,7 @@ impl TopicTable {
     }
 
     /// Encodes the table.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         postcard::to_stdvec(self).expect("a table always encodes")
     }
 
@@ -167,17 +175,17 @@ impl TopicTable {
     }
 
     /// The subgroups of `view`, with the topic index of each.
-    pub fn subgroups(&self, view: &View) -> Vec<(usize, SubgroupSpec)> {
+    pub(crate) fn subgroups(&self, view: &View) -> Vec<(usize, SubgroupSpec)> {
         self.topics.iter().enumerate().filter_map(|(i, t)| t.spec(view).map(|s| (i, s))).collect()
     }
 
     /// The subgroup index of topic `name` in `view`.
-    pub fn subgroup_of(&self, name: &str, view: &View) -> Option<usize> {
+    pub(crate) fn subgroup_of(&self, name: &str, view: &View) -> Option<usize> {
         self.subgroups(view).iter().position(|(i, _)| self.topics[*i].name == name)
     }
 
     /// Applies `edit`: `Ok(None)` if the table already reflects it.
-    pub fn apply(&self, edit: &Edit) -> Result<Option<TopicTable>, EditError> {
+    pub(crate) fn apply(&self, edit: &Edit) -> Result<Option<TopicTable>, EditError> {
         let bad = |s: String| Err(EditError::Invalid(s));
         let mut t = self.clone();
         match edit {
@@ -253,7 +261,7 @@ impl TopicTable {
 
 /// The DDS layout: topic subgroups from the view's topic table.
 #[derive(Debug, Default)]
-pub struct DdsLayout;
+pub(crate) struct DdsLayout;
 
 impl Layout for DdsLayout {
     fn subgroups(&self, view: &View) -> Result<Vec<SubgroupSpec>, LayoutError> {

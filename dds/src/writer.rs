@@ -14,7 +14,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+mod common;
 mod room;
+
+pub use common::Writer;
 
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
 /// Dropping it waits (up to 5 s) until its samples are delivered here, then
@@ -132,13 +135,13 @@ impl<T> DataWriter<T> {
 
     /// Writes one sample; returns its sequence number. Waits while the window is
     /// full, up to the writer's [`Qos::max_blocking_time`] (then
-    /// [`DdsError::Timeout`], nothing sent), and while a view change is under way
+    /// [`DdsError::NoRoom`], nothing sent), and while a view change is under way
     /// (up to the group's send timeout).
     pub fn write(&self, sample: &T) -> Result<u64, DdsError> {
         self.send_sample(sample, Kind::Data, self.waits())
     }
 
-    /// Writes one sample if it can be sent at once: [`DdsError::Timeout`] if the
+    /// Writes one sample if it can be sent at once: [`DdsError::NoRoom`] if the
     /// window is full, [`DdsError::Send`] (`NotReady`) during a view change.
     /// Never blocks.
     pub fn try_write(&self, sample: &T) -> Result<u64, DdsError> {
@@ -155,10 +158,10 @@ impl<T> DataWriter<T> {
         loop {
             let seen = self.topic.delivered_count();
             match self.send_sample(sample, Kind::Data, Wait { room: Some(Duration::ZERO), view: None }) {
-                Err(DdsError::Timeout(_)) if Instant::now() < until => {
+                Err(DdsError::NoRoom(_)) if Instant::now() < until => {
                     room::RoomFuture::new(&self.topic, seen).await;
                 }
-                Err(DdsError::Timeout(_)) => return Err(DdsError::Timeout(self.max_block)),
+                Err(DdsError::NoRoom(_)) => return Err(DdsError::NoRoom(self.max_block)),
                 other => return other,
             }
         }

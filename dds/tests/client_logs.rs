@@ -1,12 +1,12 @@
-//! A domain's replicated logs read by DDS clients (`dds::client::ClientLog`): three
+//! A domain's replicated logs read by DDS clients (`dds::ClientLog`): three
 //! member participants as threads of this process (tcp), a log on two of them, one
 //! client connected to the member that does not hold the log (its reads go to a
 //! replica) and one to a replica. Tails see every committed record once, in order;
 //! a trimmed record and a log the domain lacks are clear errors. Every wait has a
 //! deadline; the segment directories are removed by the test.
 
-use dds::config::DdsConfig;
-use dds::logs::{members_of, LogQos};
+use dds::DdsConfig;
+use dds::{log_members, LogQos};
 use dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -61,7 +61,7 @@ fn clients_tail_a_log_through_replicas_and_others() {
     let qos = LogQos { replicas: 2, buffer_bytes: 4096, ..LogQos::default() };
     let logs: Vec<_> = ps.iter().map(|p| p.create_log("orders", qos).unwrap()).collect();
     assert!(logs[0].ready(WAIT).is_some(), "the log has a primary");
-    let replicas = members_of("orders", 2, &ps[0].group().view().unwrap());
+    let replicas = log_members("orders", 2, &ps[0].group().view().unwrap());
     let outside = ps.iter().position(|p| !replicas.contains(&p.node())).expect("one participant holds no copy");
     let inside = ps.iter().position(|p| replicas.contains(&p.node())).unwrap();
     assert!(!logs[outside].is_replica() && logs[inside].is_replica());
@@ -100,9 +100,9 @@ fn clients_tail_a_log_through_replicas_and_others() {
     assert!(logs[inside].trim(Lsn(200)).unwrap() > 0, "segments below 200 removed");
     for c in [&far, &near] {
         let e = c.log("orders").read(Lsn(0), 1 << 20).unwrap_err();
-        assert!(matches!(&e, DdsError::NotApplied(w) if w.contains("no longer holds")), "{e}");
+        assert!(matches!(&e, DdsError::Trimmed { log, lsn: 0 } if log == "orders"), "{e}");
         let mut t = c.log("orders").subscribe(Lsn(0));
-        assert!(matches!(t.next_within(WAIT), Some(Err(DdsError::NotApplied(_)))));
+        assert!(matches!(t.next_within(WAIT), Some(Err(DdsError::Trimmed { lsn: 0, .. }))));
         assert!(t.next().is_none(), "a tail ends after its error");
         assert_eq!(c.log("orders").read(Lsn(339), 1 << 20).unwrap().len(), 1);
     }

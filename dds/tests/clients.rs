@@ -2,9 +2,9 @@
 //! process, clients connected to them over their control ports. Every wait has a
 //! deadline; shm files are removed by the transports.
 
-use dds::config::DdsConfig;
-use dds::qos::{History, Level, Qos};
+use dds::DdsConfig;
 use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use dds::{History, Level, Qos};
 use std::net::SocketAddr;
 use std::time::Duration;
 use views::config::{Config, Transport};

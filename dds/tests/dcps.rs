@@ -4,10 +4,10 @@
 
 mod common;
 use common::{domain, WAIT};
-use dds::instance::StateMask;
-use dds::qos::{History, Qos};
-use dds::waitset::{GuardCondition, StatusKind, WaitSet};
+use dds::StateMask;
 use dds::{DdsError, Sample};
+use dds::{GuardCondition, StatusKind, WaitSet};
+use dds::{History, Qos};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sst::sync::atomic::{AtomicBool, Ordering};
@@ -236,8 +236,8 @@ fn a_write_with_no_room_fails_after_max_blocking_time_and_try_write_never_waits(
             }
         }
     }
-    assert!(matches!(refused, Some(DdsError::Timeout(_))), "{refused:?} after {} sent", sent.len());
-    assert!(matches!(w.write(&99), Err(DdsError::Timeout(d)) if d == Duration::from_millis(50)));
+    assert!(matches!(refused, Some(DdsError::NoRoom(_))), "{refused:?} after {} sent", sent.len());
+    assert!(matches!(w.write(&99), Err(DdsError::NoRoom(d)) if d == Duration::from_millis(50)));
     release_tx.send(()).unwrap();
     r.clear_listener();
     let n = sent.len() as u64;

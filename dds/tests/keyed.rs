@@ -5,8 +5,8 @@
 
 mod common;
 use common::{domain, WAIT};
-use dds::qos::{History, Qos};
 use dds::{DdsError, InstanceHandle, InstanceState, Keyed, Sample, SampleState, StateMask, ViewState};
+use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use testkit::poll_until;

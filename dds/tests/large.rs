@@ -3,8 +3,8 @@
 //! member (from a queue, and in place) and at a client, in one order and whole, over
 //! shm and tcp. Members are threads of this process; every wait has a deadline.
 
-use dds::config::DdsConfig;
-use dds::qos::Qos;
+use dds::DdsConfig;
+use dds::Qos;
 use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

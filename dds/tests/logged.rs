@@ -4,10 +4,10 @@
 //! shm; a "restart" drops a participant and starts a new one with the same node id
 //! and log directory. Every wait has a deadline.
 
-use dds::config::DdsConfig;
 use dds::log::Fsync;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::{DdsError, DomainParticipant};
+use dds::{History, Qos};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -5,9 +5,9 @@
 //! records), and bad input. Every wait has a deadline; shm files are removed by the
 //! transports, segment directories by the test.
 
-use dds::config::DdsConfig;
-use dds::logs::{members_of, LogQos};
-use dds::qos::Qos;
+use dds::DdsConfig;
+use dds::Qos;
+use dds::{log_members, LogQos};
 use dds::{DdsError, DomainParticipant};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -51,12 +51,12 @@ fn two_names(p: &DomainParticipant) -> (String, String) {
     let view = p.group().view().unwrap();
     let names: Vec<String> = (0..32).map(|i| format!("log-{i}")).collect();
     let first = &names[0];
-    let p0 = members_of(first, 3, &view)[0];
-    let second = names.iter().find(|n| members_of(n, 3, &view)[0] != p0).expect("32 names, one primary");
+    let p0 = log_members(first, 3, &view)[0];
+    let second = names.iter().find(|n| log_members(n, 3, &view)[0] != p0).expect("32 names, one primary");
     (first.clone(), second.clone())
 }
 
-fn records(log: &dds::logs::ReplicatedLog) -> Vec<Vec<u8>> {
+fn records(log: &dds::ReplicatedLog) -> Vec<Vec<u8>> {
     log.read_from(Lsn(0)).map(|r| r.expect("a readable log").1).collect()
 }
 
@@ -82,7 +82,7 @@ fn two_logs_beside_a_topic(t: Transport) {
     let pb = lb[0].ready(WAIT).expect("log b has a primary");
     assert_ne!(pa, pb, "the two logs' primaries");
     let view = ps[0].group().view().unwrap();
-    assert_eq!(pa, members_of(&a, 3, &view)[0]);
+    assert_eq!(pa, log_members(&a, 3, &view)[0]);
     // Every participant appends to both (non-primaries forward).
     let mut want_a = Vec::new();
     for round in 0..5 {

@@ -3,8 +3,8 @@
 //! of Volatile topics, and bad input. Every wait has a deadline; shm files are
 //! removed by the transports.
 
-use dds::qos::{History, Level, Qos};
 use dds::{DdsError, Sample};
+use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use testkit::poll_until;

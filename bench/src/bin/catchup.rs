@@ -15,9 +15,9 @@
 
 use bench::{err, out, round};
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::DomainParticipant;
+use dds::{History, Qos};
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::mpsc::channel;

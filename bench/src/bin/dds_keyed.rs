@@ -19,9 +19,9 @@
 
 use bench::{out, round, MemberArgs};
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
 use dds::{DataReader, DomainParticipant, Sample};
+use dds::{History, Qos};
 use futures::StreamExt;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

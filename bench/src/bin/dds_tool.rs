@@ -12,9 +12,9 @@
 //! as hex; disposals and instance changes show `valid_data=false`.
 
 use clap::{Parser, Subcommand};
-use dds::qos::{History, Qos};
-use dds::table::{Endpoint, TopicTable};
 use dds::{ClientConfig, DomainClient, Sample};
+use dds::{Endpoint, TopicTable};
+use dds::{History, Qos};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -76,7 +76,7 @@ fn endpoints(list: &[Endpoint], members: &[u32]) -> String {
         return "none".into();
     }
     let one = |e: &Endpoint| {
-        let who = if e.id == dds::sample::PROXY { "clients".to_string() } else { format!("w{}", e.id) };
+        let who = if e.is_proxy() { "clients".to_string() } else { format!("w{}", e.id) };
         let gone = if members.contains(&e.node) { "" } else { " (not a member)" };
         format!("n{}/{who} {}{gone}", e.node, e.level.name())
     };

@@ -21,10 +21,10 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::instance::InstanceState;
-use dds::qos::{History, Qos};
+use dds::DdsConfig;
+use dds::InstanceState;
 use dds::{DomainParticipant, Keyed};
+use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

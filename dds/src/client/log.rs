@@ -97,17 +97,13 @@ impl ClientLog {
                 LogFailure::NoSuchLog => {
                     Fail::Final(DdsError::Topic { topic: name.clone(), why: "the domain has no such log".into() })
                 }
-                LogFailure::Gap(n) => {
-                    Fail::Final(DdsError::NotApplied(format!("log `{name}` no longer holds record {n} (trimmed)")))
-                }
+                LogFailure::Gap(n) => Fail::Final(DdsError::Trimmed { log: name.into(), lsn: n }),
                 LogFailure::Unavailable(why) => {
                     Fail::Retry(DdsError::NotApplied(format!("log `{name}` cannot be read now: {why}")))
                 }
                 LogFailure::Failed(why) => Fail::Final(DdsError::NotApplied(format!("log `{name}`: {why}"))),
             }),
-            Ok(other) => {
-                Err(Fail::Final(DdsError::NotApplied(format!("an unexpected answer to a log read: {other:?}"))))
-            }
+            Ok(_) => Err(Fail::Final(DdsError::Protocol(crate::ProtocolError::Unexpected))),
             // The link: the client is moving to another member, or ends (seen above
             // at the next ask).
             Err(e) => Err(Fail::Retry(e)),

@@ -152,7 +152,7 @@ impl Handle {
     /// A call to the member, answered.
     pub(crate) fn call(&self, call: &Call) -> Result<Reply, DdsError> {
         let bytes = self.link.request(&call.encode(), self.cfg.request_timeout).map_err(client_error)?;
-        match wire::decode::<Reply>(&bytes).map_err(|e| DdsError::NotApplied(format!("bad reply: {e}")))? {
+        match wire::decode::<Reply>(&bytes).map_err(|_| DdsError::Protocol(crate::ProtocolError::Malformed))? {
             Reply::Error(why) => Err(DdsError::NotApplied(why)),
             r => Ok(r),
         }
@@ -298,7 +298,7 @@ impl DomainClient {
                 lock(&h.topics).insert(name.into(), (type_name, qos));
                 Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
             }
-            Ok(other) => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+            Ok(_) => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
             Err(DdsError::NotApplied(why)) => Err(DdsError::Topic { topic: name.into(), why }),
             Err(e) => Err(e),
         }
@@ -312,7 +312,7 @@ impl DomainClient {
                 members: members.into_iter().map(NodeId).collect(),
                 table: TopicTable::decode(&table).map_err(DdsError::NotApplied)?,
             }),
-            other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+            _ => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
         }
     }
 
@@ -374,9 +374,9 @@ impl DomainClient {
                     return Err(e);
                 }
             }
-            Ok(other) => {
+            Ok(_) => {
                 lock(&h.readers).remove(&id);
-                return Err(DdsError::NotApplied(format!("unexpected reply {other:?}")));
+                return Err(DdsError::Protocol(crate::ProtocolError::Unexpected));
             }
             Err(e) => {
                 lock(&h.readers).remove(&id);
@@ -417,7 +417,7 @@ impl DomainClient {
             Reply::Matched { writers, readers, client_writers, client_readers } => {
                 Ok(Matched { writers, readers, client_writers, client_readers })
             }
-            other => Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+            _ => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
         }
     }
 }

@@ -111,8 +111,8 @@ pub(super) fn catch_up(h: &Handle, id: u32, topic: &str, range: (u64, u64)) -> R
         let call = Call::History { topic: topic.into(), reader: id, from, to };
         let (entries, next, lost) = match h.call(&call) {
             Ok(Reply::History { entries, next, lost }) => (entries, next, lost),
-            Ok(other) => {
-                result = Err(DdsError::NotApplied(format!("unexpected reply {other:?}")));
+            Ok(_) => {
+                result = Err(DdsError::Protocol(crate::ProtocolError::Unexpected));
                 break;
             }
             Err(e) => {
@@ -125,7 +125,7 @@ pub(super) fn catch_up(h: &Handle, id: u32, topic: &str, range: (u64, u64)) -> R
         lock(&slot.core.q).status.lost += lost;
         let in_range = entries.iter().all(|(seq, ..)| *seq >= from && *seq < to);
         if !in_range || next <= from || next > to {
-            result = Err(DdsError::NotApplied(format!("a history page out of range from {}", h.link.member().0)));
+            result = Err(DdsError::Protocol(crate::ProtocolError::OutOfRange));
             break;
         }
         for (seq, view, node, bytes) in entries {

@@ -68,7 +68,7 @@ impl WriterSlot {
                     .collect();
                 lock(&self.incompatible).update(list);
             }
-            other => return Err(DdsError::NotApplied(format!("unexpected reply {other:?}"))),
+            _ => return Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
         }
         if st.session != 0 {
             st.resent += st.unacked.len() as u64;

@@ -38,7 +38,7 @@ impl Default for LogQos {
 impl LogQos {
     /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
     /// multiple of 8), 2 to 63 of them.
-    pub fn validate(&self) -> Result<(), String> {
+    pub(crate) fn validate(&self) -> Result<(), String> {
         if !(1..=16).contains(&self.replicas) {
             return Err(format!("replicas {} is not between 1 and 16", self.replicas));
         }

@@ -22,7 +22,7 @@
 //! `-` and `_` written as `_`).
 //!
 //! ```no_run
-//! use dds::{config::DdsConfig, logs::LogQos, DomainParticipant};
+//! use dds::{DdsConfig, DomainParticipant, LogQos};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let cfg = DdsConfig::from_toml("node_id = 0\nlisten = \"127.0.0.1:7400\"\nname = \"shop\"")?;
 //! let p = DomainParticipant::new(cfg)?;

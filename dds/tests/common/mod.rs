@@ -2,7 +2,7 @@
 //! fast failure detection, every wait bounded.
 #![allow(dead_code)]
 
-use dds::config::DdsConfig;
+use dds::DdsConfig;
 use dds::DomainParticipant;
 use std::net::SocketAddr;
 use std::time::Duration;

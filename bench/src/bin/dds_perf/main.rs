@@ -30,9 +30,9 @@ mod clients;
 
 use bench::{out, round, Latency};
 use clap::Parser;
-use dds::config::DdsConfig;
-use dds::qos::{History, Level, Qos};
+use dds::DdsConfig;
 use dds::{DataReader, DataWriter, DomainParticipant};
+use dds::{History, Level, Qos};
 use serde_json::{json, Value};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::lock;
@@ -439,7 +439,7 @@ fn disk_baseline(size: usize, samples: u64) -> Result<f64, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join("baseline");
     let mut f = std::fs::File::create(&path).map_err(|e| e.to_string())?;
-    let rec = vec![0x5au8; dds::log::HEADER + 16 + dds::sample::HEADER + size];
+    let rec = vec![0x5au8; dds::log::SAMPLE_RECORD_OVERHEAD + size];
     let start = Instant::now();
     for i in 0..samples {
         f.write_all(&rec).map_err(|e| e.to_string())?;
