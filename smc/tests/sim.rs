@@ -14,14 +14,12 @@
 
 use smc::sim::Sim;
 
-fn env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
-}
+use testkit::env_u64;
 
 #[test]
 fn simulated_seeds_have_no_violations() {
-    let start = env("SMC_SIM_START").unwrap_or(0);
-    let count = env("SMC_SIM_SEEDS").unwrap_or(1000);
+    let start = env_u64("SMC_SIM_START").unwrap_or(0);
+    let count = env_u64("SMC_SIM_SEEDS").unwrap_or(1000);
     let (mut sent, mut nulls, mut delivered, mut large) = (0, 0, 0, 0);
     for seed in start..start + count {
         match Sim::run_seed(seed) {
@@ -46,7 +44,7 @@ fn simulated_seeds_have_no_violations() {
 #[test]
 #[ignore = "replay tool: set SMC_SIM_SEED"]
 fn replay() {
-    let seed = env("SMC_SIM_SEED").expect("set SMC_SIM_SEED");
+    let seed = env_u64("SMC_SIM_SEED").expect("set SMC_SIM_SEED");
     let cfg = smc::sim::SimConfig::from_seed(seed);
     eprintln!("{cfg:#?}");
     match Sim::new(cfg).run() {

@@ -35,6 +35,12 @@ pub fn poll_until(within: Duration, step: Duration, mut f: impl FnMut() -> bool)
     }
 }
 
+/// A number from environment variable `name` (the simulators' seed counts and
+/// replays), if set; panics, naming it, if it is set to something else.
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
+}
+
 /// The path of example `name` of the package under test: `cargo test` builds a
 /// package's examples beside its tests (`target/<profile>/examples`). Panics,
 /// saying how to build it, if it is not there.

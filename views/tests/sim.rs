@@ -5,9 +5,7 @@
 
 use views::sim::{GroupSim, GroupSimConfig};
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
-}
+use testkit::env_u64;
 
 #[test]
 fn fault_schedules_keep_every_invariant() {

@@ -4,14 +4,12 @@
 use super::{run_seed, SimConfig, Stats, World};
 use crate::engine::Mutation;
 
-fn env(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
-}
+use testkit::env_u64;
 
 #[test]
 fn seeds() {
-    let start = env("DDS_SIM_START").unwrap_or(0);
-    let count = env("DDS_SIM_SEEDS").unwrap_or(2000);
+    let start = env_u64("DDS_SIM_START").unwrap_or(0);
+    let count = env_u64("DDS_SIM_SEEDS").unwrap_or(2000);
     let mut total = Stats::default();
     for seed in start..start + count {
         match run_seed(seed) {
@@ -35,7 +33,7 @@ fn seeds() {
 #[test]
 #[ignore = "replay tool: set DDS_SIM_SEED"]
 fn replay() {
-    let seed = env("DDS_SIM_SEED").expect("set DDS_SIM_SEED");
+    let seed = env_u64("DDS_SIM_SEED").expect("set DDS_SIM_SEED");
     let cfg = SimConfig::from_seed(seed);
     eprintln!("{cfg:#?}");
     match World::new(cfg).run() {
