@@ -49,52 +49,12 @@ pub use table::{Endpoint, TopicEntry, TopicTable, MAX_NAME, MAX_TYPE_NAME};
 pub use error::{DdsError, ProtocolError};
 pub use log::LogError;
 
-use participant::{deliverer, rejoined};
+use participant::Participant;
 use sample::Codec;
-use sst::sync::atomic::{AtomicU32, AtomicU64};
 use sst::transport::NodeId;
-use std::collections::HashMap;
 use std::marker::PhantomData;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Duration;
-use table::{DdsLayout, Edit};
-use topic::TopicState;
-use views::group::{Group, GroupBuilder};
-
-/// What the domain's delivery and request handlers share with the participant.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    /// This participant's node id, once its group started (it may be given by the
-    /// group: `views::config::AUTO_ID`).
-    me: OnceLock<NodeId>,
-    topics: Mutex<HashMap<String, Arc<TopicState>>>,
-    group: OnceLock<Weak<Group>>,
-    participant: OnceLock<Weak<Participant>>,
-    catch_up_timeout: Duration,
-    /// This participant's members of the domain's replicated logs.
-    logs: logs::Logs,
-    log_dir: PathBuf,
-}
-
-impl Shared {
-    /// This participant's node id (set once its group started).
-    pub(crate) fn me(&self) -> NodeId {
-        self.me.get().copied().unwrap_or(NodeId(views::config::AUTO_ID))
-    }
-}
-
-/// A participant's state, shared by its topics, writers and readers.
-#[derive(Debug)]
-pub(crate) struct Participant {
-    pub(crate) group: Arc<Group>,
-    shared: Arc<Shared>,
-    cfg: DdsConfig,
-    incarnation: u64,
-    next_endpoint: AtomicU32,
-    /// Numbers of dropped endpoints, free again once the domain's table lost them.
-    free_endpoints: Mutex<Vec<u32>>,
-}
+use std::sync::Arc;
+use views::group::Group;
 
 /// A member of a domain (see the crate docs). Cheap to clone; the domain membership
 /// ends when the last clone and every writer and reader are dropped.
@@ -135,68 +95,11 @@ impl<T> Topic<T> {
     }
 }
 
-/// A process-unique random incarnation number for this participant.
-fn incarnation() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(std::process::id() as u64);
-    h.write_u64(N.fetch_add(1, sst::sync::atomic::Ordering::Relaxed));
-    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
-    h.finish()
-}
-
 impl DomainParticipant {
     /// Creates the domain (no `contact` in the group config) or joins it, and
     /// announces this participant (a view change).
     pub fn new(cfg: DdsConfig) -> Result<DomainParticipant, DdsError> {
-        let shared = Arc::new(Shared {
-            me: OnceLock::new(),
-            topics: Mutex::new(HashMap::new()),
-            group: OnceLock::new(),
-            participant: OnceLock::new(),
-            catch_up_timeout: cfg.catch_up_timeout,
-            logs: logs::Logs::default(),
-            log_dir: cfg.log_dir.clone(),
-        });
-        let (s1, s2, s3) = (shared.clone(), shared.clone(), shared.clone());
-        let (s4, s5, s6, s7) = (shared.clone(), shared.clone(), shared.clone(), shared.clone());
-        let group = GroupBuilder::new(cfg.group.clone())
-            .layout(DdsLayout)
-            .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
-            .on_rejoin(move |_| rejoined(&s3))
-            .serve(wire::SERVICE, move |body| catchup::answer(&s2, body))
-            .serve(tailwind::service::wire::SERVICE, move |body| s7.logs.answer(body))
-            .regions_by(logs::regions)
-            .on_view_start(move |v, t| {
-                let group = s4.group.get().and_then(Weak::upgrade);
-                for why in s4.logs.ensure(v, t.local_id(), &s4.log_dir, group.as_ref()) {
-                    tracing::error!(%why, "a log member could not start");
-                }
-                s4.logs.view_starts(v, t);
-                participant::view_started(&s4, v);
-            })
-            .on_view_end(move |v, _| s5.logs.view_ends(v))
-            .on_wedge(move |v| s6.logs.wedged(v))
-            .client_handler(serve::Serve::new(shared.clone(), cfg.client_limits.buffer_bytes))
-            .client_limits(cfg.client_limits)
-            .start()?;
-        let group = Arc::new(group);
-        let _ = shared.me.set(group.node());
-        let _ = shared.group.set(Arc::downgrade(&group));
-        shared.logs.attach_all(&group);
-        let p = Participant {
-            group,
-            shared,
-            cfg,
-            incarnation: incarnation(),
-            next_endpoint: AtomicU32::new(0),
-            free_endpoints: Mutex::new(Vec::new()),
-        };
-        p.edit(&Edit::Hello { node: p.shared.me().0, incarnation: p.incarnation }, "participant")?;
-        let p = Arc::new(p);
-        let _ = p.shared.participant.set(Arc::downgrade(&p));
-        Ok(DomainParticipant(p))
+        participant::start(cfg).map(DomainParticipant)
     }
 
     /// A participant outside the domain's group: a client of one of its members

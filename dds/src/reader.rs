@@ -3,13 +3,14 @@
 //! (lost, rejected, incompatible QoS, deadlines, liveliness).
 
 use crate::instance::{InstanceHandle, InstanceState, Keyed, StateMask};
+use crate::participant::state::Participant;
 use crate::queue::{Raw, ReaderCore};
 use crate::sample::{Codec, Sample, SampleInfo};
 use crate::sink::Src;
 pub use crate::status::ReaderStatus;
 use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
-use crate::{DdsError, IncompatibleQos, InstanceCounts, Participant};
+use crate::{DdsError, IncompatibleQos, InstanceCounts};
 use sst::sync::lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -3,11 +3,12 @@
 //! for Pod topics; disposals; bounded and non-blocking writes.
 
 use crate::instance::{prefix, InstanceHandle, Keyed, Kind, PREFIX};
+use crate::participant::state::Participant;
 use crate::qos::{Level, Qos, DEFAULT_MAX_BLOCKING};
 use crate::sample::{header, Codec, HEADER};
 use crate::status::DeadlineMissed;
 use crate::topic::TopicState;
-use crate::{DdsError, IncompatibleQos, Participant};
+use crate::{DdsError, IncompatibleQos};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::lock;
 use std::collections::HashMap;

@@ -1,9 +1,9 @@
 //! The joiner's side: ask the other members for the history before the view it
 //! joined in, check every page, and hand it to the topic.
 
+use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
 use crate::wire::member::{Answer, Ask, Fetch, WireEntry};
-use crate::Shared;
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! or, for what memory no longer holds, from the topic's log.
 
 use crate::engine::{Now, Served};
+use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
 use crate::wire::member::{Answer, Ask, WireEntry};
-use crate::Shared;
 use sst::sync::lock;
 use std::time::{Duration, Instant};
 use views::view::ViewId;

@@ -199,7 +199,8 @@ impl Logs {
 pub struct ReplicatedLog {
     pub(crate) entry: LogEntry,
     pub(crate) service: Arc<LogService>,
-    pub(crate) _p: Arc<crate::Participant>,
+    /// Keeps its participant alive.
+    pub(crate) _p: Arc<dyn std::any::Any + Send + Sync>,
 }
 
 impl std::fmt::Debug for ReplicatedLog {
@@ -234,20 +235,5 @@ impl ReplicatedLog {
     /// Waits up to `within` until the log takes appends; returns its primary.
     pub fn ready(&self, within: Duration) -> Option<NodeId> {
         self.service.wait_for_primary(within)
-    }
-}
-
-impl crate::Participant {
-    /// A handle on log `name` of `view`'s table (this member of it started if
-    /// the install thread has not yet).
-    pub(crate) fn log_handle(self: &Arc<Self>, name: &str, view: &View) -> Result<ReplicatedLog, crate::DdsError> {
-        let me = self.shared.me();
-        if let Some(why) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
-            return Err(crate::DdsError::NotApplied(why));
-        }
-        match self.shared.logs.get(name) {
-            Some((entry, service)) => Ok(ReplicatedLog { entry, service, _p: self.clone() }),
-            None => Err(crate::DdsError::Topic { topic: name.into(), why: "the domain has no such log".into() }),
-        }
     }
 }

@@ -10,12 +10,12 @@ pub(crate) mod relay;
 
 use crate::client::MAX_ENDPOINTS;
 use crate::engine::Now;
+use crate::participant::state::{Participant, Shared};
 use crate::qos::Level;
 use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
 use crate::topic::TopicState;
 use crate::wire::client::{decode, Call, LogFailure, Push, Reply};
-use crate::{Participant, Shared};
 use sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

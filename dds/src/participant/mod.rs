@@ -1,12 +1,19 @@
-//! A participant's internals: table edits, topic states, endpoints, and the
-//! group's callbacks (delivery, view start, rejoin).
+//! A participant's internals: table edits, topic states, endpoints, its
+//! replicated logs, and the group's callbacks (delivery, view start, rejoin).
+
+mod logs;
+mod start;
+pub(crate) mod state;
+
+pub(crate) use start::start;
+pub(crate) use state::{Participant, Shared};
 
 use crate::qos::{Level, Qos};
 use crate::queue::{FilterFn, ReaderCore};
 use crate::sample::Codec;
 use crate::table::{self, Edit, Endpoint, TopicTable};
 use crate::topic::TopicState;
-use crate::{catchup, instance, reader, sample, DataReader, DdsError, Participant, Shared, Topic};
+use crate::{catchup, instance, reader, sample, DataReader, DdsError, Topic};
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::marker::PhantomData;
