@@ -40,9 +40,15 @@ impl Src<'_> {
     pub(crate) fn header_len(&self) -> usize {
         crate::sample::header_len(self.word(0))
     }
-    /// True if the bytes hold a whole header (checked before any other use).
+    /// The header's first word, if the bytes hold a whole header (checked before
+    /// any other use; the word says how long the header is).
+    pub(crate) fn first_word(&self) -> Option<u64> {
+        let w0 = (self.len() >= HEADER).then(|| self.word(0))?;
+        (self.len() >= crate::sample::header_len(w0)).then_some(w0)
+    }
+    /// True if the bytes hold a whole header.
     pub(crate) fn has_header(&self) -> bool {
-        self.len() >= HEADER && self.len() >= self.header_len()
+        self.first_word().is_some()
     }
     /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the message.
     pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) {

@@ -65,17 +65,25 @@ impl<R> TopicEngine<R> {
         if has_log && (from < self.oldest().min(seam.seq) || (self.keyed && from < seam.seq)) {
             return Served::FromLog { seam: seam.seq, seen: seam.seen.clone() };
         }
-        let mut entries = Vec::new();
-        let mut used = 0;
-        for e in self.store.range(from, seam.seq, now.wall) {
-            if used > 0 && used + e.bytes.len() > budget {
-                break;
-            }
-            used += e.bytes.len();
-            entries.push(e.clone());
-        }
+        let (page, _) = self.page((from, seam.seq), budget, now);
+        let entries: Vec<Entry> = page.into_iter().cloned().collect();
         let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
         Served::Entries { seam: seam.seq, entries, more, seen: seam.seen.clone() }
+    }
+
+    /// The history `from..to` as it stood when sample `to` came, up to `budget`
+    /// bytes (at least one entry), and where the rest starts (`to` if none is left).
+    pub(super) fn page(&self, (from, to): (u64, u64), budget: usize, now: Now) -> (Vec<&Entry>, u64) {
+        let mut page = Vec::new();
+        let mut used = 0;
+        for e in self.store.range(from, to, now.wall) {
+            if used > 0 && used + e.bytes.len() > budget {
+                return (page, e.seq);
+            }
+            used += e.bytes.len();
+            page.push(e);
+        }
+        (page, to)
     }
 
     /// Ends a late join: `entries` (the history before the seam at `seam`, and

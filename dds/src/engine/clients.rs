@@ -119,20 +119,12 @@ impl<R> TopicEngine<R> {
     ) -> Option<ClientPage> {
         let level = self.clients.readers.iter().find(|r| r.client == client && r.reader == reader)?.level;
         let lost = self.oldest().min(to).saturating_sub(from);
-        let mut entries = Vec::new();
-        let mut used = 0;
-        let mut next = to;
-        for e in self.store.range(from, to, now.wall) {
-            if used > 0 && used + e.bytes.len() > budget {
-                next = e.seq;
-                break;
-            }
-            used += e.bytes.len();
+        let (page, next) = self.page((from, to), budget, now);
+        let meets = |e: &&Entry| {
             let (info, client_level) = e.info(true);
-            if self.offered(&info, client_level).map_or(true, |l| l.satisfies(level)) {
-                entries.push(e.clone());
-            }
-        }
+            self.offered(&info, client_level).map_or(true, |l| l.satisfies(level))
+        };
+        let entries = page.into_iter().filter(meets).cloned().collect();
         Some(ClientPage { entries, next, lost })
     }
 

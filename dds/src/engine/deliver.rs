@@ -3,7 +3,7 @@
 
 use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
-use crate::sample::{header_len, info_of, HEADER};
+use crate::sample::info_of;
 use crate::sink::Src;
 use sst::transport::NodeId;
 use views::view::ViewId;
@@ -12,15 +12,14 @@ impl<R> TopicEngine<R> {
     /// A message of the topic's subgroup, delivered in view `view` from `sender`
     /// (call [`TopicEngine::batch_end`] after the last of a batch).
     pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
-        // Word 0 tells the header's length; the header is read once, here.
-        let w0 = if src.len() >= HEADER { src.word(0) } else { 0 };
-        if src.len() < HEADER || src.len() < header_len(w0) {
+        // The header's first word is read once, here.
+        let Some(w0) = src.first_word() else {
             let why = Rejection::ShortMessage { sender, len: src.len() };
             for r in &self.readers {
                 fx.reject(&r.handle, &why);
             }
             return;
-        }
+        };
         if let Some(c) = self.catching_up.as_mut() {
             c.buffered.push((view, sender, src.copy_all()));
             return;

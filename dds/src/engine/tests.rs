@@ -37,6 +37,14 @@ fn engine(qos: Qos) -> TopicEngine<u32> {
     TopicEngine::open(qos, false, ME, qos.level.eq(&Level::Logged).then_some(&[][..]), now()).unwrap()
 }
 
+/// An engine for `qos` with one local reader `id` requesting `level`, and the
+/// sink its effects go to.
+fn with_reader(qos: Qos, id: u32, level: Level) -> (TopicEngine<u32>, Recorder) {
+    let (mut e, mut rec) = (engine(qos), Recorder::default());
+    e.add_reader(LocalReader { id, level, handle: id }, now(), &mut rec);
+    (e, rec)
+}
+
 fn offers(fx: &[Fx]) -> Vec<(u32, u64, bool)> {
     fx.iter()
         .filter_map(|f| match f {
@@ -49,9 +57,7 @@ fn offers(fx: &[Fx]) -> Vec<(u32, u64, bool)> {
 #[test]
 fn a_delivered_sample_is_logged_offered_and_counted_as_its_writers() {
     let qos = Qos::logged(Keep::KeepLast(4));
-    let mut e = engine(qos);
-    let mut rec = Recorder::default();
-    e.add_reader(LocalReader { id: 7, level: Level::Ordered, handle: 7 }, now(), &mut rec);
+    let (mut e, mut rec) = with_reader(qos, 7, Level::Ordered);
     e.add_writer(3, Level::Logged);
     assert_eq!(e.enter_view(ViewId(1), &entry(qos), &[ME], now(), &mut rec), None, "alone: nothing to catch up");
     rec.take();
@@ -75,9 +81,7 @@ fn a_delivered_sample_is_logged_offered_and_counted_as_its_writers() {
 
 #[test]
 fn a_client_resend_is_dropped_everywhere_and_acknowledged_again_by_its_sender() {
-    let mut e = engine(Qos::ordered());
-    let mut rec = Recorder::default();
-    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    let (mut e, mut rec) = with_reader(Qos::ordered(), 1, Level::Unordered);
     let s = client(9, 0, Level::Ordered, 1);
     e.deliver(ViewId(1), ME, Src::Bytes(&s), now(), &mut rec);
     let fx = rec.take();
@@ -93,9 +97,7 @@ fn a_client_resend_is_dropped_everywhere_and_acknowledged_again_by_its_sender() 
 
 #[test]
 fn a_reader_whose_request_a_client_writer_does_not_meet_is_told() {
-    let mut e = engine(Qos::logged(Keep::KeepLast(1)));
-    let mut rec = Recorder::default();
-    e.add_reader(LocalReader { id: 2, level: Level::Logged, handle: 2 }, now(), &mut rec);
+    let (mut e, mut rec) = with_reader(Qos::logged(Keep::KeepLast(1)), 2, Level::Logged);
     e.deliver(ViewId(1), A, Src::Bytes(&client(5, 1, Level::Unordered, 1)), now(), &mut rec);
     let fx = rec.take();
     assert!(offers(&fx).is_empty(), "{fx:?}");
@@ -118,9 +120,7 @@ fn a_short_message_is_rejected_at_every_reader_and_takes_no_number() {
 #[test]
 fn a_late_joiner_holds_live_samples_until_the_history_lands_then_numbers_them_from_the_seam() {
     let qos = Qos::volatile(Keep::KeepLast(8));
-    let mut e = engine(qos);
-    let mut rec = Recorder::default();
-    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    let (mut e, mut rec) = with_reader(qos, 1, Level::Unordered);
     assert_eq!(e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec), Some(vec![A]));
     assert_eq!(e.serve(ViewId(4), 0, false, 1 << 20, false, now()), Served::New { seam: 0 }, "not complete");
     rec.take();
@@ -143,9 +143,7 @@ fn a_late_joiner_holds_live_samples_until_the_history_lands_then_numbers_them_fr
 #[test]
 fn a_late_join_without_history_is_reported_and_live_samples_still_flow() {
     let qos = Qos::volatile(Keep::KeepLast(8));
-    let mut e = engine(qos);
-    let mut rec = Recorder::default();
-    e.add_reader(LocalReader { id: 1, level: Level::Unordered, handle: 1 }, now(), &mut rec);
+    let (mut e, mut rec) = with_reader(qos, 1, Level::Unordered);
     e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec);
     e.deliver(ViewId(4), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
     rec.take();

@@ -18,7 +18,7 @@ pub(crate) struct ClientOut {
     /// The samples of the batch being delivered that client readers take.
     batch: Vec<WireSample>,
     /// Per client reader (client id, reader number): which samples of `batch`.
-    picks: Vec<((u64, u32), Vec<u32>)>,
+    picks: HashMap<(u64, u32), Vec<u32>>,
     /// Acknowledgements of the batch: per (client, writer), the highest number
     /// this member sent and delivered.
     acks: HashMap<(u64, u32), u64>,
@@ -35,7 +35,7 @@ impl ClientOut {
     /// Forgets a client's session.
     pub(crate) fn detach(&mut self, client: u64) {
         self.sessions.remove(&client);
-        self.picks.retain(|((c, _), _)| *c != client);
+        self.picks.retain(|(c, _), _| *c != client);
     }
 
     /// Clients whose session closed since the last call.
@@ -47,10 +47,7 @@ impl ClientOut {
     pub(crate) fn relay(&mut self, info: &SampleInfo, src: Src<'_>, to: &[(u64, u32)]) {
         let at = self.batch.len() as u32;
         for r in to {
-            match self.picks.iter_mut().find(|(k, _)| k == r) {
-                Some((_, p)) => p.push(at),
-                None => self.picks.push((*r, vec![at])),
-            }
+            self.picks.entry(*r).or_default().push(at);
         }
         self.batch.push(wire_sample(info, src.copy_all()));
     }
