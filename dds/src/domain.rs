@@ -1,7 +1,8 @@
 //! A [`DomainParticipant`]'s calls: topics, writers, readers, matching, logs.
 
+use crate::error::{Awaited, Stop, TopicError};
 use crate::instance::Keyed;
-use crate::qos::Qos;
+use crate::qos::{Qos, QosError};
 use crate::table::{Edit, Endpoint, TopicTable};
 use crate::{filter, logs, sample, DataReader, DataWriter, DdsError, DomainParticipant, Matched, Topic};
 use serde::de::DeserializeOwned;
@@ -66,7 +67,9 @@ impl DomainParticipant {
         qos: Qos,
         key: std::ops::Range<usize>,
     ) -> Result<Topic<T>, DdsError> {
-        let codec = sample::keyed_pod_codec::<T>(key).map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        let (start, end, size) = (key.start, key.end, std::mem::size_of::<T>());
+        let codec = sample::keyed_pod_codec::<T>(key)
+            .ok_or_else(|| DdsError::Topic { topic: name.into(), why: TopicError::KeyRange { start, end, size } })?;
         self.0.make_topic(name, qos, codec)
     }
 
@@ -74,12 +77,9 @@ impl DomainParticipant {
     /// domain's view has it as a sender.
     pub fn create_writer<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataWriter<T>, DdsError> {
         if qos.level > topic.qos.level {
-            return Err(DdsError::Qos(format!(
-                "a writer cannot offer {:?} on topic `{}` of level {:?}",
-                qos.level, topic.name, topic.qos.level
-            )));
+            return Err(DdsError::Qos(QosError::AboveTopic { offered: qos.level, topic: topic.qos.level }));
         }
-        qos.validate_writer().map_err(DdsError::Qos)?;
+        qos.validate_writer()?;
         let p = &self.0;
         let state = p.state_of(&topic.name, topic.qos, topic.codec.key.is_some())?;
         let id = p.endpoint_id()?;
@@ -135,7 +135,7 @@ impl DomainParticipant {
         let entry = table
             .topic(&topic.name)
             .cloned()
-            .ok_or_else(|| DdsError::Topic { topic: topic.name.clone(), why: "no such topic".into() })?;
+            .ok_or_else(|| DdsError::Topic { topic: topic.name.clone(), why: TopicError::NoSuchTopic })?;
         if writers {
             self.0.proxy(&entry, true)?;
         }
@@ -191,17 +191,13 @@ impl DomainParticipant {
             if let Some(m) = now.filter(|m| m.writers >= writers && m.readers >= readers) {
                 return Ok(m);
             }
-            if let Some(why) = self.0.group.stopped() {
-                return Err(DdsError::Stopped(why));
+            if let Some(stop) = self.0.stop() {
+                return Err(DdsError::Stopped(stop));
             }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
             if left.is_zero() {
-                let have =
-                    now.map_or("no such topic".into(), |m| format!("{} writers, {} readers", m.writers, m.readers));
-                return Err(DdsError::TimedOut {
-                    what: format!("topic `{name}` to have {writers} writers and {readers} readers (it has {have})"),
-                    waited: within,
-                });
+                let what = Awaited::Matched { topic: name.into(), writers, readers };
+                return Err(DdsError::TimedOut { what, waited: within });
             }
             let seen = self.0.group.view().map(|v| v.id());
             self.0.group.wait_for_view(left.min(Duration::from_millis(100)), |v| Some(v.id()) != seen);
@@ -212,24 +208,25 @@ impl DomainParticipant {
     /// the domain's table, a view change), or checks that the domain has it with
     /// this QoS; returns once this participant runs its member of it.
     pub fn create_log(&self, name: &str, qos: logs::LogQos) -> Result<logs::ReplicatedLog, DdsError> {
-        qos.validate().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        qos.validate().map_err(|e| DdsError::Topic { topic: name.into(), why: TopicError::Qos(e) })?;
         let view = self.0.edit(&Edit::CreateLog { name: name.into(), qos }, name)?;
         self.0.log_handle(name, &view)
     }
 
     /// The replicated log `name` as the domain has it (an error if it has none).
     pub fn find_log(&self, name: &str) -> Result<logs::ReplicatedLog, DdsError> {
-        let view = self.0.group.view().ok_or_else(|| DdsError::Stopped("this participant stopped".into()))?;
+        let view = self.0.group.view().ok_or_else(|| DdsError::Stopped(self.0.stop().unwrap_or(Stop::Left)))?;
         self.0.log_handle(name, &view)
     }
 
     /// Leaves the domain gracefully (a view change removes this participant once
     /// everything it is owed is delivered); waits up to `within`.
     pub fn leave(&self, within: Duration) -> Result<(), DdsError> {
+        self.0.leaving.store(true, std::sync::atomic::Ordering::Release);
         if self.0.group.leave(within) {
             Ok(())
         } else {
-            Err(DdsError::TimedOut { what: "the domain to let this participant leave".into(), waited: within })
+            Err(DdsError::TimedOut { what: Awaited::Leave, waited: within })
         }
     }
 }

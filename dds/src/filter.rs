@@ -22,6 +22,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::error::FilterError;
 use crate::queue::FilterFn;
 use crate::sample::Codec;
 use serde::de::DeserializeOwned;
@@ -80,9 +81,9 @@ const MAX_EXPR: usize = 4096;
 /// The deepest nesting accepted.
 const MAX_DEPTH: usize = 32;
 
-fn tokens(text: &str) -> Result<Vec<Tok>, String> {
+fn tokens(text: &str) -> Result<Vec<Tok>, FilterError> {
     if text.len() > MAX_EXPR {
-        return Err(format!("a filter of {} bytes (at most {MAX_EXPR})", text.len()));
+        return Err(FilterError::TooLong { len: text.len(), max: MAX_EXPR });
     }
     let cs: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
@@ -110,7 +111,7 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
             out.push(Tok::Op(op));
             i += n;
         } else if c == '\'' || c == '"' {
-            let end = cs[i + 1..].iter().position(|&x| x == c).ok_or("a string without its closing quote")?;
+            let end = cs[i + 1..].iter().position(|&x| x == c).ok_or(FilterError::UnclosedString)?;
             out.push(Tok::Str(cs[i + 1..i + 1 + end].iter().collect()));
             i += end + 2;
         } else if c.is_ascii_digit() || (c == '-' && cs.get(i + 1).is_some_and(|d| d.is_ascii_digit())) {
@@ -120,7 +121,8 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             let s: String = cs[start..i].iter().collect();
-            out.push(Tok::Num(s.parse().map_err(|_| format!("`{s}` is not a number"))?));
+            let n = s.parse().map_err(|_| FilterError::NotANumber(s.clone()))?;
+            out.push(Tok::Num(n));
         } else if c.is_alphabetic() || c == '_' {
             let start = i;
             while i < cs.len() && (cs[i].is_alphanumeric() || cs[i] == '_' || cs[i] == '.') {
@@ -128,7 +130,7 @@ fn tokens(text: &str) -> Result<Vec<Tok>, String> {
             }
             out.push(Tok::Word(cs[start..i].iter().collect()));
         } else {
-            return Err(format!("unexpected `{c}` at {i}"));
+            return Err(FilterError::Unexpected { found: c, at: i });
         }
     }
     Ok(out)
@@ -144,9 +146,9 @@ impl Parser {
         matches!(self.toks.get(self.at), Some(Tok::Word(w)) if w.eq_ignore_ascii_case(k))
     }
 
-    fn or(&mut self, depth: usize) -> Result<Node, String> {
+    fn or(&mut self, depth: usize) -> Result<Node, FilterError> {
         if depth > MAX_DEPTH {
-            return Err(format!("nested deeper than {MAX_DEPTH}"));
+            return Err(FilterError::TooDeep { max: MAX_DEPTH });
         }
         let mut left = self.and(depth)?;
         while self.keyword("or") {
@@ -156,7 +158,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn and(&mut self, depth: usize) -> Result<Node, String> {
+    fn and(&mut self, depth: usize) -> Result<Node, FilterError> {
         let mut left = self.not(depth)?;
         while self.keyword("and") {
             self.at += 1;
@@ -165,7 +167,7 @@ impl Parser {
         Ok(left)
     }
 
-    fn not(&mut self, depth: usize) -> Result<Node, String> {
+    fn not(&mut self, depth: usize) -> Result<Node, FilterError> {
         if self.keyword("not") {
             self.at += 1;
             return Ok(Node::Not(Box::new(self.not(depth + 1)?)));
@@ -175,7 +177,7 @@ impl Parser {
                 self.at += 1;
                 let inner = self.or(depth + 1)?;
                 if self.toks.get(self.at) != Some(&Tok::Close) {
-                    return Err("a `(` without its `)`".into());
+                    return Err(FilterError::UnclosedParen);
                 }
                 self.at += 1;
                 Ok(inner)
@@ -183,22 +185,22 @@ impl Parser {
             Some(Tok::Word(w)) => {
                 let path: Vec<String> = w.split('.').map(str::to_string).collect();
                 if path.iter().any(String::is_empty) {
-                    return Err(format!("`{w}` is not a field path"));
+                    return Err(FilterError::NotAPath(w));
                 }
                 let Some(Tok::Op(op)) = self.toks.get(self.at + 1).cloned() else {
-                    return Err(format!("a comparison after `{w}`"));
+                    return Err(FilterError::NoOperator(w));
                 };
                 let lit = match self.toks.get(self.at + 2).cloned() {
                     Some(Tok::Num(n)) => Lit::Num(n),
                     Some(Tok::Str(s)) => Lit::Str(s),
                     Some(Tok::Word(b)) if b.eq_ignore_ascii_case("true") => Lit::Bool(true),
                     Some(Tok::Word(b)) if b.eq_ignore_ascii_case("false") => Lit::Bool(false),
-                    other => return Err(format!("a literal after `{w}`, not {other:?}")),
+                    _ => return Err(FilterError::NoLiteral(w)),
                 };
                 self.at += 3;
                 Ok(Node::Cmp(path, op, lit))
             }
-            other => Err(format!("a comparison, not {other:?}")),
+            _ => Err(FilterError::NoComparison),
         }
     }
 }
@@ -212,7 +214,7 @@ enum Kind {
 }
 
 /// The kind of the leaf at `path` in `format`, or why there is none.
-fn kind_at<'a>(registry: &'a Registry, mut format: &'a Format, path: &[String]) -> Result<Kind, String> {
+fn kind_at<'a>(registry: &'a Registry, mut format: &'a Format, path: &[String]) -> Result<Kind, FilterError> {
     for (i, name) in path.iter().enumerate() {
         let fields = match format {
             Format::TypeName(t) => match registry.get(t) {
@@ -220,15 +222,15 @@ fn kind_at<'a>(registry: &'a Registry, mut format: &'a Format, path: &[String]) 
                 Some(ContainerFormat::NewTypeStruct(inner)) if i == 0 => {
                     return kind_at(registry, inner, path);
                 }
-                _ => return Err(format!("`{}` has no field `{name}` (not a struct)", path[..i].join("."))),
+                _ => return Err(FilterError::NotAStruct { path: path[..i].join("."), field: name.clone() }),
             },
-            _ => return Err(format!("`{}` has no field `{name}` (not a struct)", path[..i].join("."))),
+            _ => return Err(FilterError::NotAStruct { path: path[..i].join("."), field: name.clone() }),
         };
         match fields.iter().find(|f| f.name == *name) {
             Some(f) => format = &f.value,
             None => {
-                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-                return Err(format!("no field `{}` (fields: {})", path[..=i].join("."), names.join(", ")));
+                let fields = fields.iter().map(|f| f.name.clone()).collect();
+                return Err(FilterError::NoSuchField { path: path[..=i].join("."), fields });
             }
         }
     }
@@ -247,11 +249,11 @@ fn kind_at<'a>(registry: &'a Registry, mut format: &'a Format, path: &[String]) 
         | Format::U128
         | Format::F32
         | Format::F64 => Ok(Kind::Num),
-        other => Err(format!("`{}` is a {other:?}, which a filter cannot compare", path.join("."))),
+        _ => Err(FilterError::NotComparable(path.join("."))),
     }
 }
 
-fn check(registry: &Registry, root: &Format, n: &Node) -> Result<(), String> {
+fn check(registry: &Registry, root: &Format, n: &Node) -> Result<(), FilterError> {
     match n {
         Node::Or(a, b) | Node::And(a, b) => check(registry, root, a).and_then(|_| check(registry, root, b)),
         Node::Not(a) => check(registry, root, a),
@@ -262,15 +264,10 @@ fn check(registry: &Registry, root: &Format, n: &Node) -> Result<(), String> {
                 (Kind::Num, Lit::Num(_)) | (Kind::Str, Lit::Str(_)) | (Kind::Bool, Lit::Bool(_))
             );
             if !ok {
-                let want = match kind {
-                    Kind::Num => "a number",
-                    Kind::Str => "a string",
-                    Kind::Bool => "true or false",
-                };
-                return Err(format!("`{}` holds {want}; {lit:?} is not one", path.join(".")));
+                return Err(FilterError::WrongLiteral(path.join(".")));
             }
             if kind == Kind::Bool && !matches!(op, Op::Eq | Op::Ne) {
-                return Err(format!("`{}` is true or false: only = and <> compare it", path.join(".")));
+                return Err(FilterError::BoolOrder(path.join(".")));
             }
             Ok(())
         }
@@ -312,18 +309,17 @@ fn eval(v: &Value, n: &Node) -> bool {
 
 impl Expr {
     /// Parses `text` and checks its fields against `T`'s layout.
-    pub(crate) fn parse<T: DeserializeOwned>(text: &str) -> Result<Expr, String> {
+    pub(crate) fn parse<T: DeserializeOwned>(text: &str) -> Result<Expr, FilterError> {
         let mut p = Parser { toks: tokens(text)?, at: 0 };
         if p.toks.is_empty() {
-            return Err("an empty filter".into());
+            return Err(FilterError::Empty);
         }
         let node = p.or(0)?;
         if p.at != p.toks.len() {
-            return Err(format!("unexpected {:?} after the expression", p.toks[p.at]));
+            return Err(FilterError::Trailing);
         }
         let mut tracer = Tracer::new(TracerConfig::default());
-        let (root, _) =
-            tracer.trace_type::<T>(&Samples::new()).map_err(|e| format!("the type cannot be traced: {e}"))?;
+        let (root, _) = tracer.trace_type::<T>(&Samples::new()).map_err(|_| FilterError::Untraceable)?;
         check(&tracer.registry_unchecked(), &root, &node)?;
         Ok(Expr(node))
     }
@@ -366,8 +362,10 @@ mod tests {
         let e = Expr::parse::<Reading>("celsius > 30 AND NOT room = 'attic'").unwrap();
         assert!(e.matches(&Reading { sensor: 1, celsius: 31.5, room: "hall".into() }));
         assert!(!e.matches(&Reading { sensor: 1, celsius: 31.5, room: "attic".into() }));
-        assert!(Expr::parse::<Reading>("kelvin > 300").unwrap_err().contains("no field `kelvin`"));
-        assert!(Expr::parse::<Reading>("room > 3").unwrap_err().contains("a string"));
+        let fields = ["sensor", "celsius", "room"].map(String::from).to_vec();
+        let missing = FilterError::NoSuchField { path: "kelvin".into(), fields };
+        assert_eq!(Expr::parse::<Reading>("kelvin > 300").unwrap_err(), missing);
+        assert_eq!(Expr::parse::<Reading>("room > 3").unwrap_err(), FilterError::WrongLiteral("room".into()));
     }
 
     #[test]
@@ -383,24 +381,29 @@ mod tests {
 
     #[test]
     fn bad_expressions_are_errors_that_say_why() {
+        use FilterError::*;
+        let struct_ = |p: &str, f: &str| NotAStruct { path: p.into(), field: f.into() };
         for (bad, why) in [
-            ("pos.z = 1", "no field `pos.z`"),
-            ("colour.x = 1", "not a struct"),
-            ("pos = 1", "cannot compare"),
-            ("filled > true", "only = and <>"),
-            ("colour = 3", "a string"),
-            ("(colour = 'a'", "without its `)`"),
-            ("colour = 'a", "closing quote"),
-            ("", "empty"),
-            ("colour 'a'", "comparison after"),
-            ("x = 1 junk", "unexpected"),
-            ("x = 1e999999x", "not a number"),
+            ("colour.x = 1", struct_("colour", "x")),
+            ("pos = 1", NotComparable("pos".into())),
+            ("filled > true", BoolOrder("filled".into())),
+            ("colour = 3", WrongLiteral("colour".into())),
+            ("(colour = 'a'", UnclosedParen),
+            ("colour = 'a", UnclosedString),
+            ("", Empty),
+            ("colour 'a'", NoOperator("colour".into())),
+            ("colour =", NoLiteral("colour".into())),
+            ("= 1", NoComparison),
+            ("x = 1 junk", Trailing),
+            ("x = 1e999999x", NotANumber("1e999999x".into())),
+            ("x = 1 ; y", Unexpected { found: ';', at: 6 }),
         ] {
-            let e = Expr::parse::<Shape>(bad).unwrap_err();
-            assert!(e.contains(why), "{bad}: {e}");
+            assert_eq!(Expr::parse::<Shape>(bad).unwrap_err(), why, "{bad}");
         }
+        let e = Expr::parse::<Shape>("pos.z = 1").unwrap_err();
+        assert!(matches!(&e, NoSuchField { path, .. } if path == "pos.z"), "{e}");
         let deep = format!("{}x = 1{}", "(".repeat(100), ")".repeat(100));
-        assert!(Expr::parse::<Shape>(&deep).unwrap_err().contains("deeper"));
-        assert!(Expr::parse::<Shape>(&"x".repeat(5000)).is_err());
+        assert_eq!(Expr::parse::<Shape>(&deep).unwrap_err(), TooDeep { max: MAX_DEPTH });
+        assert_eq!(Expr::parse::<Shape>(&"x".repeat(5000)).unwrap_err(), TooLong { len: 5000, max: MAX_EXPR });
     }
 }

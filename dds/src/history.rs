@@ -37,14 +37,14 @@ impl Entry {
         h
     }
 
-    /// Decodes log record `seq`.
-    pub(crate) fn from_record(seq: u64, r: &[u8]) -> Result<Entry, String> {
+    /// Decodes log record `seq` (`None` if it is too short to hold a sample).
+    pub(crate) fn from_record(seq: u64, r: &[u8]) -> Option<Entry> {
         if r.len() < 16 + HEADER || !Src::Bytes(&r[16..]).has_header() {
-            return Err(format!("log record {seq} of {} bytes is too short for a sample", r.len()));
+            return None;
         }
         let view = ViewId(u64::from_le_bytes(r[..8].try_into().expect("8 bytes")));
         let node = u32::from_le_bytes(r[8..12].try_into().expect("4 bytes"));
-        Ok(Entry { seq, view, node, bytes: r[16..].to_vec() })
+        Some(Entry { seq, view, node, bytes: r[16..].to_vec() })
     }
 
     /// Its info, and for a client's sample the level its writer offered. (Entries

@@ -59,8 +59,8 @@ impl InstanceHandle {
     }
 
     /// The handle of the instance with key `key` of a [`Keyed`] type.
-    pub fn of_key<K: Serialize>(key: &K) -> Result<InstanceHandle, crate::DdsError> {
-        let bytes = postcard::to_stdvec(key).map_err(|e| crate::DdsError::Encode(e.to_string()))?;
+    pub fn of_key<K: Serialize>(key: &K) -> Result<InstanceHandle, crate::codec::CodecError> {
+        let bytes = postcard::to_stdvec(key).map_err(crate::codec::CodecError::Serde)?;
         Ok(InstanceHandle::of_key_bytes(&bytes))
     }
 }
@@ -207,20 +207,17 @@ pub(crate) fn prefix(handle: InstanceHandle, kind: Kind) -> [u64; 2] {
     [handle.0, kind as u64]
 }
 
-/// Decodes a prefix (from the wire: an unknown kind is an error).
-pub(crate) fn parse_prefix(w0: u64, w1: u64) -> Result<(InstanceHandle, Kind), String> {
+/// Decodes a prefix (from the wire: an unknown kind or no instance is `None`).
+pub(crate) fn parse_prefix(w0: u64, w1: u64) -> Option<(InstanceHandle, Kind)> {
     let kind = match w1 {
         0 => Kind::Data,
         1 => Kind::Dispose,
         2 => Kind::Unregister,
         3 => Kind::DisposeKey,
         4 => Kind::UnregisterKey,
-        k => return Err(format!("unknown keyed sample kind {k}")),
+        _ => return None,
     };
-    if w0 == 0 {
-        return Err("a keyed sample names no instance".into());
-    }
-    Ok((InstanceHandle(w0), kind))
+    (w0 != 0).then_some((InstanceHandle(w0), kind))
 }
 
 /// The type-name marker of a keyed topic's type (see [`crate::sample`]).
@@ -243,8 +240,8 @@ mod tests {
             let [a, b] = prefix(h, k);
             assert_eq!(parse_prefix(a, b).unwrap(), (h, k));
         }
-        assert!(parse_prefix(h.0, 5).unwrap_err().contains("kind 5"));
-        assert!(parse_prefix(0, 0).is_err());
+        assert_eq!(parse_prefix(h.0, 5), None, "no kind 5");
+        assert_eq!(parse_prefix(0, 0), None, "no instance 0");
         assert_ne!(h, InstanceHandle::of_key(&"blue".to_string()).unwrap());
     }
 

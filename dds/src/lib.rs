@@ -3,6 +3,7 @@
 
 mod catchup;
 pub mod client;
+mod codec;
 mod config;
 mod domain;
 mod engine;
@@ -38,15 +39,18 @@ pub use writer::{DataWriter, Loan, SampleSlot, Writer};
 // QoS.
 pub use log::Fsync;
 pub use logs::Ack as LogAck;
-pub use qos::{History, Level, Qos, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_SAMPLE};
+pub use qos::{History, Level, ParseLevelError, Qos, DEFAULT_MAX_BLOCKING, DEFAULT_MAX_SAMPLE};
 // Samples and instances.
 pub use instance::{InstanceHandle, InstanceState, Keyed, SampleState, StateMask, ViewState};
 pub use sample::{Sample, SampleInfo, WriterId};
 // Statuses, and the domain's table as a client reads it.
-pub use status::{DeadlineMissed, IncompatibleQos, InstanceCounts, Liveliness, Matched, ReaderStatus};
+pub use status::{DeadlineMissed, IncompatibleQos, InstanceCounts, Liveliness, Matched, ReaderStatus, Rejection};
 pub use table::{Endpoint, TopicEntry, TopicTable, MAX_NAME, MAX_TYPE_NAME};
 // Errors.
-pub use error::{DdsError, ProtocolError};
+pub use error::{
+    Awaited, CatchUpError, ClientEnd, CodecError, DdsError, FilterError, ProtocolError, QosError, Stop, TopicError,
+    Unavailable, WriteFailure,
+};
 pub use log::LogError;
 
 use participant::Participant;

@@ -55,7 +55,7 @@ const MAGIC: u32 = u32::from_le_bytes(*b"SPLG");
 pub const HEADER: usize = 24;
 /// What a Logged sample costs in its log beyond its payload: the record's header,
 /// the view and node in front of the sample, and the sample's header.
-pub const SAMPLE_RECORD_OVERHEAD: usize = HEADER + 16 + crate::sample::HEADER;
+pub const SAMPLE_RECORD_OVERHEAD: usize = HEADER + 16 + crate::qos::HEADER;
 /// The largest payload a record may carry (64 MiB).
 pub const MAX_RECORD: usize = 64 << 20;
 
@@ -81,7 +81,7 @@ pub enum LogError {
         /// Where the damage starts.
         offset: u64,
         /// What failed to verify.
-        why: String,
+        why: Corruption,
     },
     /// A sample larger than [`MAX_RECORD`].
     #[error("a sample of {len} bytes exceeds the log's limit of {MAX_RECORD}")]
@@ -97,6 +97,36 @@ pub enum LogError {
         /// The error.
         source: std::io::Error,
     },
+}
+
+impl LogError {
+    /// The I/O error's kind (`Other` for damage or a sample past the limit).
+    pub fn kind(&self) -> std::io::ErrorKind {
+        match self {
+            LogError::Io { source, .. } => source.kind(),
+            _ => std::io::ErrorKind::Other,
+        }
+    }
+}
+
+/// What failed to verify in a damaged log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum Corruption {
+    /// A record's header (its checksum) does not verify, and records follow it.
+    #[error("a header does not verify")]
+    Header,
+    /// A record's number is not the next one.
+    #[error("a record number out of sequence")]
+    OutOfSequence,
+    /// A record longer than [`MAX_RECORD`].
+    #[error("a record longer than the limit")]
+    TooLong,
+    /// A record's payload does not verify, and records follow it.
+    #[error("a payload does not verify")]
+    Payload,
+    /// A record that verifies but holds no sample (too short for its header).
+    #[error("a record that holds no sample")]
+    NotASample,
 }
 
 /// One verified record found by [`scan`]: its number and where its payload sits.
@@ -127,7 +157,7 @@ pub(crate) enum Tail {
         /// Where the valid prefix ends.
         at: usize,
         /// What failed to verify.
-        why: &'static str,
+        why: Corruption,
     },
 }
 
@@ -143,16 +173,16 @@ pub(crate) fn scan(bytes: &[u8]) -> (Vec<Found>, Tail) {
             return if rest.len() < HEADER {
                 (found, Tail::Torn { at: o, why: "incomplete header" })
             } else if any_header_after(bytes, o + 8) {
-                (found, Tail::Corrupt { at: o, why: "header does not verify" })
+                (found, Tail::Corrupt { at: o, why: Corruption::Header })
             } else {
                 (found, Tail::Torn { at: o, why: "header does not verify" })
             };
         };
         if h.seq != seq {
-            return (found, Tail::Corrupt { at: o, why: "record number out of sequence" });
+            return (found, Tail::Corrupt { at: o, why: Corruption::OutOfSequence });
         }
         if h.len > MAX_RECORD {
-            return (found, Tail::Corrupt { at: o, why: "record longer than the limit" });
+            return (found, Tail::Corrupt { at: o, why: Corruption::TooLong });
         }
         let end = o + extent(h.len);
         if end > bytes.len() {
@@ -163,7 +193,7 @@ pub(crate) fn scan(bytes: &[u8]) -> (Vec<Found>, Tail) {
             let tail = if end == bytes.len() {
                 Tail::Torn { at: o, why: "last payload does not verify" }
             } else {
-                Tail::Corrupt { at: o, why: "payload does not verify" }
+                Tail::Corrupt { at: o, why: Corruption::Payload }
             };
             return (found, tail);
         }
@@ -248,7 +278,7 @@ impl SampleLog {
                 file.sync_all().map_err(io)?;
             }
             Tail::Corrupt { at, why } => {
-                return Err(LogError::Corrupt { path, offset: at as u64, why: why.into() });
+                return Err(LogError::Corrupt { path, offset: at as u64, why });
             }
         }
         file.seek(SeekFrom::End(0)).map_err(io)?;

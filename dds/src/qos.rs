@@ -21,6 +21,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+use tailwind::service::Ack;
+use thiserror::Error;
 
 /// The delivery and durability level, weakest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
@@ -68,14 +70,14 @@ impl Level {
 }
 
 impl std::str::FromStr for Level {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Level, String> {
+    type Err = ParseLevelError;
+    fn from_str(s: &str) -> Result<Level, ParseLevelError> {
         Ok(match s.to_ascii_lowercase().as_str() {
             "unordered" => Level::Unordered,
             "ordered" => Level::Ordered,
             "volatile" => Level::Volatile,
             "logged" => Level::Logged,
-            _ => return Err(format!("unknown QoS level `{s}` (unordered, ordered, volatile, logged)")),
+            _ => return Err(ParseLevelError(s.into())),
         })
     }
 }
@@ -233,7 +235,7 @@ impl Qos {
     /// The largest message in a slot of the topic's subgroup: a slot-sized sample and
     /// its largest header.
     pub(crate) fn max_msg(&self) -> usize {
-        self.slot_sample_bytes.min(self.max_sample_bytes) as usize + crate::sample::CLIENT_HEADER
+        self.slot_sample_bytes.min(self.max_sample_bytes) as usize + CLIENT_HEADER
     }
 
     /// Each writer's arena in the topic's subgroup: room for the largest sample and
@@ -242,7 +244,7 @@ impl Qos {
         if self.max_sample_bytes <= self.slot_sample_bytes {
             return 0;
         }
-        let sample = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
+        let sample = self.max_sample_bytes as usize + CLIENT_HEADER;
         match self.arena_bytes {
             Some(a) => a as usize,
             None => (256 * sample).min(64 << 20).max(sample),
@@ -263,48 +265,41 @@ impl Qos {
     }
 
     /// Checks the fields a topic needs.
-    pub(crate) fn validate_topic(&self) -> Result<(), String> {
-        let most = smc::spec::MAX_ARENA - crate::sample::CLIENT_HEADER;
-        if self.max_sample_bytes == 0 || self.max_sample_bytes as usize > most {
-            return Err(format!("max_sample_bytes {} must be 1..={most}", self.max_sample_bytes));
+    pub(crate) fn validate_topic(&self) -> Result<(), QosError> {
+        let most = smc::spec::MAX_ARENA - CLIENT_HEADER;
+        let value = self.max_sample_bytes;
+        if value == 0 || value as usize > most {
+            return Err(QosError::MaxSampleBytes { value, max: most });
         }
-        if self.slot_sample_bytes == 0 || self.slot_sample_bytes as usize + crate::sample::CLIENT_HEADER > smc::MAX_MSG
-        {
-            return Err(format!(
-                "slot_sample_bytes {} must be 1..={}",
-                self.slot_sample_bytes,
-                smc::MAX_MSG - crate::sample::CLIENT_HEADER
-            ));
+        let max = smc::MAX_MSG - CLIENT_HEADER;
+        let value = self.slot_sample_bytes;
+        if value == 0 || value as usize > max {
+            return Err(QosError::SlotSampleBytes { value, max });
         }
-        let sample = self.max_sample_bytes as usize + crate::sample::CLIENT_HEADER;
-        if let Some(a) = self.arena_bytes.filter(|&a| (a as usize) < sample || a as usize > smc::spec::MAX_ARENA) {
-            return Err(format!(
-                "arena_bytes {a} must hold the largest sample and its header: {sample}..={}",
-                smc::spec::MAX_ARENA
-            ));
+        let min = self.max_sample_bytes as usize + CLIENT_HEADER;
+        let max = smc::spec::MAX_ARENA;
+        if let Some(value) = self.arena_bytes.filter(|&a| (a as usize) < min || a as usize > max) {
+            return Err(QosError::ArenaBytes { value, min, max });
         }
-        if let Some(w) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
-            return Err(format!("window {w} must be 1..={}", smc::MAX_WINDOW));
+        if let Some(value) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
+            return Err(QosError::Window { value, max: smc::MAX_WINDOW });
         }
-        if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
-            return Err("history must keep at least one sample".into());
-        }
-        self.validate_times()
+        self.validate_reader()
     }
 
     /// Checks what a writer's QoS asks of the writer itself (its level is checked
     /// against the topic's).
-    pub(crate) fn validate_writer(&self) -> Result<(), String> {
+    pub(crate) fn validate_writer(&self) -> Result<(), QosError> {
         self.validate_times()
     }
 
     /// Checks the durations: none zero but the blocking time.
-    fn validate_times(&self) -> Result<(), String> {
+    fn validate_times(&self) -> Result<(), QosError> {
         if self.lifespan.is_some_and(|d| d.is_zero()) {
-            return Err("a lifespan of zero keeps no sample (None keeps them forever)".into());
+            return Err(QosError::ZeroLifespan);
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
-            return Err("a deadline period of zero is always missed (None sets none)".into());
+            return Err(QosError::ZeroDeadline);
         }
         Ok(())
     }
@@ -312,16 +307,157 @@ impl Qos {
     /// Checks what a reader's QoS asks of the reader itself: a history that keeps
     /// at least one sample (its level is matched against the writers' offers
     /// instead: a mismatch is reported, not refused).
-    pub(crate) fn validate_reader(&self) -> Result<(), String> {
+    pub(crate) fn validate_reader(&self) -> Result<(), QosError> {
         if matches!(self.history, History::KeepLast(0)) || self.max_samples == 0 {
-            return Err(format!(
-                "a reader's history must keep at least one sample ({:?}, max_samples {})",
-                self.history, self.max_samples
-            ));
+            return Err(QosError::KeepsNothing);
         }
         self.validate_times()
     }
 }
+
+/// Header bytes in front of a member's sample (the sample layer's; the sizes
+/// here count it).
+pub(crate) const HEADER: usize = 16;
+/// Header bytes in front of a client's sample (see the sample layer's docs).
+pub(crate) const CLIENT_HEADER: usize = 32;
+
+/// Region ids each log may take (its buffers).
+pub(crate) const REGIONS_PER_LOG: u16 = 64;
+
+/// A log's settings, fixed when it is created (the same for every participant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogQos {
+    /// Members holding the log: the primary and `replicas - 1` backups (fewer
+    /// while the domain has fewer members). Default 3.
+    pub replicas: u32,
+    /// Bytes per buffer: a segment's size, and the most one append batch takes.
+    /// Default 4 MiB.
+    pub buffer_bytes: u32,
+    /// Buffers per view (one open, the others closed and flushing), 2 to 63.
+    /// Default 2.
+    pub buffers: u32,
+    /// When an append is acknowledged: in every replica's memory (default), or
+    /// also on a majority of the replicas' disks ([`Ack::Disk`]: a restart of the
+    /// whole domain loses no acknowledged append; at most 7 replicas).
+    pub ack: Ack,
+}
+
+impl Default for LogQos {
+    fn default() -> LogQos {
+        LogQos { replicas: 3, buffer_bytes: 4 << 20, buffers: 2, ack: Ack::Memory }
+    }
+}
+
+impl LogQos {
+    /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
+    /// multiple of 8), 2 to 63 of them.
+    pub(crate) fn validate(&self) -> Result<(), QosError> {
+        let max = if self.ack == Ack::Disk { tailwind::service::MAX_DISK_REPLICAS } else { 16 };
+        if self.replicas == 0 || self.replicas as usize > max {
+            return Err(QosError::Replicas { value: self.replicas, max });
+        }
+        if !(4096..=256 << 20).contains(&self.buffer_bytes) || self.buffer_bytes % 8 != 0 {
+            return Err(QosError::BufferBytes { value: self.buffer_bytes });
+        }
+        // One region more than its buffers: the commit word's.
+        if !(2..REGIONS_PER_LOG as u32).contains(&self.buffers) {
+            return Err(QosError::Buffers { value: self.buffers, max: REGIONS_PER_LOG as usize - 1 });
+        }
+        Ok(())
+    }
+}
+
+/// A QoS (or log settings) value out of range, or a request a QoS does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum QosError {
+    /// `max_sample_bytes` out of range.
+    #[error("max_sample_bytes {value} must be 1..={max}")]
+    MaxSampleBytes {
+        /// The value.
+        value: u32,
+        /// The largest.
+        max: usize,
+    },
+    /// `slot_sample_bytes` out of range.
+    #[error("slot_sample_bytes {value} must be 1..={max}")]
+    SlotSampleBytes {
+        /// The value.
+        value: u32,
+        /// The largest.
+        max: usize,
+    },
+    /// An arena that cannot hold the largest sample with its header, or is past
+    /// the largest arena.
+    #[error("arena_bytes {value} must be {min}..={max}")]
+    ArenaBytes {
+        /// The value.
+        value: u32,
+        /// The smallest.
+        min: usize,
+        /// The largest.
+        max: usize,
+    },
+    /// A window out of range.
+    #[error("window {value} must be 1..={max}")]
+    Window {
+        /// The value.
+        value: u32,
+        /// The largest.
+        max: usize,
+    },
+    /// A history that keeps no sample (`KeepLast(0)` or `max_samples` 0).
+    #[error("the history must keep at least one sample")]
+    KeepsNothing,
+    /// A lifespan of zero keeps no sample (`None` keeps them forever).
+    #[error("a lifespan of zero keeps no sample (None keeps them forever)")]
+    ZeroLifespan,
+    /// A deadline of zero is always missed (`None` sets none).
+    #[error("a deadline period of zero is always missed (None sets none)")]
+    ZeroDeadline,
+    /// A log's replica count out of range.
+    #[error("replicas {value} must be 1..={max}")]
+    Replicas {
+        /// The value.
+        value: u32,
+        /// The most (fewer with [`crate::LogAck::Disk`]).
+        max: usize,
+    },
+    /// A log's buffer size out of range or not a multiple of 8.
+    #[error("buffer_bytes {value} must be a multiple of 8 from 4 KiB to 256 MiB")]
+    BufferBytes {
+        /// The value.
+        value: u32,
+    },
+    /// A log's buffer count out of range.
+    #[error("buffers {value} must be 2..={max}")]
+    Buffers {
+        /// The value.
+        value: u32,
+        /// The most.
+        max: usize,
+    },
+    /// This participant (or client) has as many writers and readers as it takes:
+    /// drop one first.
+    #[error("at most {max} writers and readers")]
+    TooManyEndpoints {
+        /// The limit.
+        max: u32,
+    },
+    /// A writer offering a level above its topic's: offer the topic's level or
+    /// less.
+    #[error("a writer cannot offer {offered:?} on a topic of level {topic:?}")]
+    AboveTopic {
+        /// What the writer offered.
+        offered: Level,
+        /// The topic's level.
+        topic: Level,
+    },
+}
+
+/// A QoS level's name that is none of `unordered`, `ordered`, `volatile`, `logged`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown QoS level `{0}` (unordered, ordered, volatile, logged)")]
+pub struct ParseLevelError(pub String);
 
 #[cfg(test)]
 mod tests {
@@ -330,19 +466,23 @@ mod tests {
     #[test]
     fn samples_past_a_slot_go_through_an_arena_sized_by_default_or_by_hand() {
         let q = Qos::default();
-        assert_eq!(q.max_msg(), 1008 + crate::sample::CLIENT_HEADER, "slots stay 1 KB");
-        assert_eq!(
-            q.arena(),
-            (64 << 20) + crate::sample::CLIENT_HEADER,
-            "one largest sample (and its header) at least"
-        );
-        assert_eq!(q.max_sample_bytes(1024).arena(), 256 * (1024 + crate::sample::CLIENT_HEADER), "256 samples");
+        assert_eq!(q.max_msg(), 1008 + CLIENT_HEADER, "slots stay 1 KB");
+        assert_eq!(q.arena(), (64 << 20) + CLIENT_HEADER, "one largest sample (and its header) at least");
+        assert_eq!(q.max_sample_bytes(1024).arena(), 256 * (1024 + CLIENT_HEADER), "256 samples");
         assert_eq!(q.max_sample_bytes(512).arena(), 0, "every sample fits a slot: no arena");
         assert!(q.validate_topic().is_ok());
-        assert!(q.max_sample_bytes(1 << 20).arena_bytes(1 << 20).validate_topic().is_err(), "no room for the header");
-        assert!(q.arena_bytes(u32::MAX).validate_topic().is_err(), "past 1 GiB");
-        assert!(q.max_sample_bytes(1 << 30).validate_topic().is_err(), "a sample and its header past 1 GiB");
-        assert!(q.slot_sample_bytes(0).validate_topic().is_err());
+        let no_header = q.max_sample_bytes(1 << 20).arena_bytes(1 << 20).validate_topic();
+        assert!(matches!(no_header, Err(QosError::ArenaBytes { value: 1048576, .. })), "no room for the header");
+        assert!(matches!(q.arena_bytes(u32::MAX).validate_topic(), Err(QosError::ArenaBytes { .. })), "past 1 GiB");
+        let past = q.max_sample_bytes(1 << 30).validate_topic();
+        assert!(matches!(past, Err(QosError::MaxSampleBytes { .. })), "a sample and its header past 1 GiB");
+        assert_eq!(
+            q.slot_sample_bytes(0).validate_topic(),
+            Err(QosError::SlotSampleBytes { value: 0, max: smc::MAX_MSG - CLIENT_HEADER })
+        );
+        assert_eq!(q.history(History::KeepLast(0)).validate_reader(), Err(QosError::KeepsNothing));
+        assert_eq!(q.lifespan(Duration::ZERO).validate_writer(), Err(QosError::ZeroLifespan));
+        assert_eq!("fast".parse::<Level>(), Err(ParseLevelError("fast".into())));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::instance::{
 use crate::qos::{History, Level, Qos};
 use crate::sample::{SampleInfo, WriterId, CLIENT_HEADER, HEADER};
 use crate::sink::Src;
-use crate::status::{InstanceCounts, ReaderStatus};
+use crate::status::{InstanceCounts, ReaderStatus, Rejection};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
 use std::collections::VecDeque;
@@ -136,14 +136,10 @@ impl ReaderCore {
         let mut kind = Kind::Data;
         if self.keyed {
             let payload_len = src.len() - at;
-            let parsed = if payload_len < PREFIX {
-                Err(format!("a {payload_len}-byte sample of a keyed topic has no instance prefix"))
-            } else {
-                parse_prefix(src.word(at / 8), src.word(at / 8 + 1))
-            };
-            match parsed {
-                Ok((h, k)) => (info.instance, kind) = (h, k),
-                Err(why) => return self.reject(format!("sample {} of {}: {why}", info.seq, info.writer)),
+            let parsed = (payload_len >= PREFIX).then(|| parse_prefix(src.word(at / 8), src.word(at / 8 + 1)));
+            match parsed.flatten() {
+                Some((h, k)) => (info.instance, kind) = (h, k),
+                None => return self.reject(Rejection::NoInstance { seq: info.seq, writer: info.writer }),
             }
             at += PREFIX;
             info.valid_data = kind == Kind::Data;
@@ -413,7 +409,7 @@ impl ReaderCore {
         self.notify();
     }
 
-    pub(crate) fn reject(&self, why: String) {
+    pub(crate) fn reject(&self, why: Rejection) {
         let mut q = lock(&self.q);
         q.status.rejected += 1;
         q.status.last_rejected = Some(why);

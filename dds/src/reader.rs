@@ -2,12 +2,14 @@
 //! `wait`, conditions for WaitSets, listeners, an async stream, and the statuses
 //! (lost, rejected, incompatible QoS, deadlines, liveliness).
 
+use crate::error::{CatchUpError, CodecError};
 use crate::instance::{InstanceHandle, InstanceState, Keyed, StateMask};
 use crate::participant::state::Participant;
 use crate::queue::{Raw, ReaderCore};
 use crate::sample::{Codec, Sample, SampleInfo};
 use crate::sink::Src;
 pub use crate::status::ReaderStatus;
+use crate::status::Rejection;
 use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
 use crate::{DdsError, IncompatibleQos, InstanceCounts};
@@ -63,7 +65,7 @@ impl<T> SampleRef<'_, T> {
         self.src.read_at(self.at + at, out);
     }
     /// Decodes the sample (a Pod sample is one copy out of its slot).
-    pub fn get(&self) -> Result<T, String> {
+    pub fn get(&self) -> Result<T, CodecError> {
         let mut buf = vec![0u8; self.len()];
         self.src.read_at(self.at, &mut buf);
         (self.codec.decode)(&buf)
@@ -72,10 +74,10 @@ impl<T> SampleRef<'_, T> {
 
 impl<T: bytemuck::Pod> SampleRef<'_, T> {
     /// Copies a Pod sample out of its slot into `out` without an intermediate buffer.
-    pub fn read_pod(&self, out: &mut T) -> Result<(), String> {
+    pub fn read_pod(&self, out: &mut T) -> Result<(), CodecError> {
         let want = std::mem::size_of::<T>();
         if self.len() != want {
-            return Err(format!("{} bytes is not a {want}-byte sample", self.len()));
+            return Err(CodecError::Size { len: self.len(), want });
         }
         self.src.read_at(self.at, bytemuck::bytes_of_mut(out));
         Ok(())
@@ -97,7 +99,7 @@ pub struct DataReader<T> {
 /// and its end need.
 pub(crate) trait Owner: Send + Sync {
     fn topic_name(&self) -> &str;
-    fn catch_up_failed(&self) -> Option<String>;
+    fn catch_up_failed(&self) -> Option<CatchUpError>;
     /// The reader is dropped: take it out of the topic.
     fn close(&self, core: &Arc<ReaderCore>);
 }
@@ -112,8 +114,8 @@ impl Owner for MemberOwner {
     fn topic_name(&self) -> &str {
         &self.topic.name
     }
-    fn catch_up_failed(&self) -> Option<String> {
-        lock(&self.topic.catch_up_failed).clone()
+    fn catch_up_failed(&self) -> Option<CatchUpError> {
+        *lock(&self.topic.catch_up_failed)
     }
     fn close(&self, core: &Arc<ReaderCore>) {
         lock(&self.topic.inner).engine.remove_readers(|r| Arc::ptr_eq(&r.handle, core));
@@ -136,10 +138,7 @@ impl<T: Send + 'static> DataReader<T> {
         for raw in raws {
             match (self.codec.decode)(&raw.payload) {
                 Ok(data) => out.push(Sample { data, info: raw.info }),
-                Err(why) => bad.push(format!(
-                    "sample {} of {} does not decode as {}: {why}",
-                    raw.info.seq, raw.info.writer, self.codec.type_name
-                )),
+                Err(why) => bad.push(Rejection::Undecodable { seq: raw.info.seq, writer: raw.info.writer, why }),
             }
         }
         for why in bad {
@@ -216,7 +215,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// The instance of `sample` (its key's handle; `NIL` on an unkeyed topic),
     /// whether this reader knows it or not.
     pub fn instance_of(&self, sample: &T) -> Result<InstanceHandle, DdsError> {
-        self.codec.instance_of(sample)
+        Ok(self.codec.instance_of(sample)?)
     }
 
     /// Waits up to `timeout` until a sample is waiting; true if one is. Sleeps,
@@ -271,7 +270,7 @@ impl<T: Send + 'static> DataReader<T> {
             src.read_at(at, &mut buf);
             match (codec.decode)(&buf) {
                 Ok(data) => f(Sample { data, info: *info }),
-                Err(why) => core.reject(format!("sample {} of {}: {why}", info.seq, info.writer)),
+                Err(why) => core.reject(Rejection::Undecodable { seq: info.seq, writer: info.writer, why }),
             }
         }));
     }

@@ -16,6 +16,7 @@
 //! ([`PROXY`]); its [`WriterId`] is the client's (id and writer number), the same
 //! whichever member sent it.
 
+use crate::codec::CodecError;
 use crate::instance::{InstanceHandle, InstanceState, Keyed, SampleState, ViewState, KEYED_MARK};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -24,10 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use views::view::ViewId;
 
-/// Header bytes in front of a member's sample.
-pub const HEADER: usize = 16;
-/// Header bytes in front of a client's sample (see the module docs).
-pub const CLIENT_HEADER: usize = 32;
+pub(crate) use crate::qos::{CLIENT_HEADER, HEADER};
 /// The most writers and readers one participant may create.
 pub const MAX_WRITERS: u32 = PROXY;
 /// The endpoint number a member lists for the clients it serves (a writer and a
@@ -179,12 +177,12 @@ pub(crate) fn info_of(
 }
 
 /// A keyed type's instance of a sample (the digest of its key's bytes).
-pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<InstanceHandle, String> + Send + Sync>;
+pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<InstanceHandle, CodecError> + Send + Sync>;
 
 /// How a topic's samples become bytes and back.
 pub(crate) struct Codec<T> {
-    pub(crate) encode: fn(&T, &mut Vec<u8>) -> Result<(), String>,
-    pub(crate) decode: fn(&[u8]) -> Result<T, String>,
+    pub(crate) encode: fn(&T, &mut Vec<u8>) -> Result<(), CodecError>,
+    pub(crate) decode: fn(&[u8]) -> Result<T, CodecError>,
     /// What participants compare (see [`type_name`]).
     pub(crate) type_name: String,
     pub(crate) pod: bool,
@@ -212,10 +210,10 @@ impl<T> std::fmt::Debug for Codec<T> {
 
 impl<T> Codec<T> {
     /// The instance of `sample` (`NIL` for an unkeyed topic).
-    pub(crate) fn instance_of(&self, sample: &T) -> Result<InstanceHandle, crate::DdsError> {
+    pub(crate) fn instance_of(&self, sample: &T) -> Result<InstanceHandle, CodecError> {
         match &self.key {
             None => Ok(InstanceHandle::NIL),
-            Some(k) => k(sample).map_err(crate::DdsError::Encode),
+            Some(k) => k(sample),
         }
     }
 }
@@ -267,13 +265,13 @@ pub(crate) fn serde_codec<T: Serialize + DeserializeOwned>() -> Codec<T> {
     Codec {
         encode: |t, out| {
             out.clear();
-            *out = postcard::to_extend(t, std::mem::take(out)).map_err(|e| e.to_string())?;
+            *out = postcard::to_extend(t, std::mem::take(out)).map_err(CodecError::Serde)?;
             Ok(())
         },
         decode: |b| match postcard::take_from_bytes::<T>(b) {
             Ok((t, [])) => Ok(t),
-            Ok((_, rest)) => Err(format!("{} bytes left over after the sample", rest.len())),
-            Err(e) => Err(e.to_string()),
+            Ok((_, rest)) => Err(CodecError::Trailing(rest.len())),
+            Err(e) => Err(CodecError::Serde(e)),
         },
         type_name: serde_type_name::<T>(false),
         pod: false,
@@ -286,7 +284,7 @@ pub(crate) fn keyed_codec<T: Serialize + DeserializeOwned + Keyed>() -> Codec<T>
     Codec {
         type_name: serde_type_name::<T>(true),
         key: Some(Arc::new(|t: &T| {
-            postcard::to_stdvec(&t.key()).map(|k| InstanceHandle::of_key_bytes(&k)).map_err(|e| e.to_string())
+            postcard::to_stdvec(&t.key()).map(|k| InstanceHandle::of_key_bytes(&k)).map_err(CodecError::Serde)
         })),
         ..serde_codec::<T>()
     }
@@ -300,9 +298,8 @@ pub(crate) fn pod_codec<T: bytemuck::Pod>() -> Codec<T> {
             Ok(())
         },
         decode: |b| {
-            bytemuck::try_pod_read_unaligned::<T>(b).map_err(|_| {
-                format!("{} bytes is not a {}-byte {}", b.len(), std::mem::size_of::<T>(), std::any::type_name::<T>())
-            })
+            bytemuck::try_pod_read_unaligned::<T>(b)
+                .map_err(|_| CodecError::Size { len: b.len(), want: std::mem::size_of::<T>() })
         },
         type_name: format!("pod:{}:{}", short_name::<T>(), std::mem::size_of::<T>()),
         pod: true,
@@ -310,14 +307,15 @@ pub(crate) fn pod_codec<T: bytemuck::Pod>() -> Codec<T> {
     }
 }
 
-/// A Pod codec whose instances are named by bytes `key` of each sample.
-pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> Result<Codec<T>, String> {
+/// A Pod codec whose instances are named by bytes `key` of each sample (`None` if
+/// they are not within `T`).
+pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> Option<Codec<T>> {
     let size = std::mem::size_of::<T>();
     if key.is_empty() || key.end > size {
-        return Err(format!("key bytes {key:?} are not within the {size}-byte {}", short_name::<T>()));
+        return None;
     }
     let name = format!("pod{KEYED_MARK}:{}:{size}:{}..{}", short_name::<T>(), key.start, key.end);
-    Ok(Codec {
+    Some(Codec {
         type_name: name,
         key: Some(Arc::new(move |t: &T| Ok(InstanceHandle::of_key_bytes(&bytemuck::bytes_of(t)[key.clone()])))),
         ..pod_codec::<T>()
@@ -336,8 +334,7 @@ pub(crate) fn raw_codec(type_name: &str) -> Codec<Vec<u8>> {
         decode: |b| Ok(b.to_vec()),
         type_name: type_name.into(),
         pod: false,
-        key: crate::instance::is_keyed(type_name)
-            .then(|| -> KeyFn<Vec<u8>> { Arc::new(|_| Err("a raw sample has no key to name its instance".into())) }),
+        key: crate::instance::is_keyed(type_name).then(|| -> KeyFn<Vec<u8>> { Arc::new(|_| Err(CodecError::NoKey)) }),
     }
 }
 
@@ -376,7 +373,7 @@ mod tests {
         (p.encode)(&[1, 2, 3, 4], &mut out).unwrap();
         assert_eq!(out.len(), 16);
         assert_eq!((p.decode)(&out).unwrap(), [1, 2, 3, 4]);
-        assert!((p.decode)(&out[..15]).unwrap_err().contains("15 bytes"));
+        assert_eq!((p.decode)(&out[..15]).unwrap_err(), CodecError::Size { len: 15, want: 16 });
         assert_ne!(p.type_name, pod_codec::<[u32; 5]>().type_name);
     }
 
@@ -409,8 +406,8 @@ mod tests {
         assert_eq!(a, serde_codec::<two::Reading>().type_name, "the same declaration elsewhere");
         assert_ne!(a, serde_codec::<three::Reading>().type_name, "a field of another type");
         assert_eq!(short_name::<Vec<one::Reading>>(), "Vec<Reading>");
-        assert!(keyed_pod_codec::<[u8; 8]>(4..9).unwrap_err().contains("not within"));
-        assert!(keyed_pod_codec::<[u8; 8]>(2..2).is_err());
+        assert!(keyed_pod_codec::<[u8; 8]>(4..9).is_none(), "past the end");
+        assert!(keyed_pod_codec::<[u8; 8]>(2..2).is_none(), "empty");
         let k = keyed_pod_codec::<[u8; 8]>(0..4).unwrap();
         assert!(crate::instance::is_keyed(&k.type_name) && !crate::instance::is_keyed(&p_name()));
         assert_eq!(

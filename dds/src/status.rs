@@ -2,10 +2,13 @@
 //! ([`ReaderStatus`]), and what DDS calls communication statuses (incompatible
 //! QoS, deadlines missed, liveliness changed).
 
+use crate::codec::CodecError;
+use crate::error::CatchUpError;
 use crate::instance::InstanceHandle;
 use crate::qos::Level;
 use crate::sample::WriterId;
 use std::collections::HashSet;
+use thiserror::Error;
 
 /// A reader's counters.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,7 +26,7 @@ pub struct ReaderStatus {
     /// not received, log write failed).
     pub rejected: u64,
     /// Why the last one was rejected.
-    pub last_rejected: Option<String>,
+    pub last_rejected: Option<Rejection>,
     /// Samples its content filter did not pass (see
     /// [`crate::DomainParticipant::create_reader_filtered`]).
     pub filtered: u64,
@@ -128,4 +131,43 @@ pub struct Matched {
     pub client_writers: usize,
     /// Of the readers, those of clients.
     pub client_readers: usize,
+}
+
+/// Why a reader was refused a sample or its history (see
+/// [`crate::ReaderStatus::last_rejected`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum Rejection {
+    /// A message of the topic too short to hold a sample header.
+    #[error("a {len}-byte message from node {sender}: too short for a sample")]
+    ShortMessage {
+        /// Its sender.
+        sender: u32,
+        /// Its length.
+        len: usize,
+    },
+    /// A keyed topic's sample without a valid instance prefix.
+    #[error("sample {seq} of writer {writer:?}: no valid instance")]
+    NoInstance {
+        /// Its number in its writer's sequence.
+        seq: u64,
+        /// Its writer.
+        writer: WriterId,
+    },
+    /// A sample that does not decode as the reader's type.
+    #[error("sample {seq} of writer {writer:?}: {why}")]
+    Undecodable {
+        /// Its number in its writer's sequence.
+        seq: u64,
+        /// Its writer.
+        writer: crate::WriterId,
+        /// Why.
+        why: CodecError,
+    },
+    /// The topic's log refused an append (its disk): the sample was delivered but
+    /// is not durable here.
+    #[error("the log refused an append ({0:?})")]
+    LogAppend(std::io::ErrorKind),
+    /// A late join ended without the history.
+    #[error("history not received: {0}")]
+    NoHistory(CatchUpError),
 }

@@ -13,7 +13,9 @@
 //! reflects is `Ok(None)`. They come from peers' rows, so each is decoded and checked
 //! ([`views::layout::EditError::Invalid`] otherwise).
 
+use crate::error::TopicError;
 use crate::qos::{Level, Qos};
+use crate::wire::WireError;
 use serde::{Deserialize, Serialize};
 use smc::{Mode, SubgroupSpec};
 use sst::transport::NodeId;
@@ -140,7 +142,7 @@ pub(crate) enum Edit {
         /// Name.
         name: String,
         /// QoS.
-        qos: crate::logs::entry::LogQos,
+        qos: crate::qos::LogQos,
     },
 }
 
@@ -153,14 +155,14 @@ impl Edit {
 
 impl TopicTable {
     /// Decodes a layout document (the empty document is the empty table).
-    pub(crate) fn decode(doc: &[u8]) -> Result<TopicTable, String> {
+    pub(crate) fn decode(doc: &[u8]) -> Result<TopicTable, WireError> {
         if doc.is_empty() {
             return Ok(TopicTable::default());
         }
         match postcard::take_from_bytes::<TopicTable>(doc) {
             Ok((t, [])) => Ok(t),
-            Ok((_, rest)) => Err(format!("topic table: {} bytes left over", rest.len())),
-            Err(e) => Err(format!("topic table: {e}")),
+            Ok((_, rest)) => Err(WireError::Trailing(rest.len())),
+            Err(_) => Err(WireError::Malformed),
         }
     }
 
@@ -185,8 +187,7 @@ impl TopicTable {
     }
 
     /// Applies `edit`: `Ok(None)` if the table already reflects it.
-    pub(crate) fn apply(&self, edit: &Edit) -> Result<Option<TopicTable>, EditError> {
-        let bad = |s: String| Err(EditError::Invalid(s));
+    pub(crate) fn apply(&self, edit: &Edit) -> Result<Option<TopicTable>, TopicError> {
         let mut t = self.clone();
         match edit {
             Edit::Hello { node, incarnation } => {
@@ -201,20 +202,19 @@ impl TopicTable {
                 }
             }
             Edit::CreateTopic { name, type_name, qos } => {
-                if name.is_empty() || name.len() > MAX_NAME || type_name.len() > MAX_TYPE_NAME {
-                    return bad(format!(
-                        "topic name of {} bytes or type name of {} bytes",
-                        name.len(),
-                        type_name.len()
-                    ));
+                if name.is_empty() || name.len() > MAX_NAME {
+                    return Err(TopicError::NameLength { len: name.len(), max: MAX_NAME });
                 }
-                qos.validate_topic().map_err(EditError::Invalid)?;
+                if type_name.len() > MAX_TYPE_NAME {
+                    return Err(TopicError::TypeNameLength { len: type_name.len(), max: MAX_TYPE_NAME });
+                }
+                qos.validate_topic().map_err(TopicError::Qos)?;
                 match t.topic(name) {
                     Some(old) if old.type_name != *type_name => {
-                        return bad(format!("topic `{name}` exists with type `{}`, not `{type_name}`", old.type_name))
+                        return Err(TopicError::TypeMismatch { domain: old.type_name.clone(), here: type_name.clone() })
                     }
                     Some(old) if old.qos != *qos => {
-                        return bad(format!("topic `{name}` exists with QoS {:?}, not {qos:?}", old.qos))
+                        return Err(TopicError::QosMismatch { domain: Box::new(old.qos), here: Box::new(*qos) })
                     }
                     Some(_) => return Ok(None),
                     None => t.topics.push(TopicEntry {
@@ -228,10 +228,10 @@ impl TopicTable {
             }
             Edit::AddEndpoint { topic, incarnation, writer, endpoint } => {
                 if !t.participants.contains(&(endpoint.node, *incarnation)) {
-                    return bad(format!("node {} has no participant of incarnation {incarnation:x}", endpoint.node));
+                    return Err(TopicError::NotListed);
                 }
                 let Some(entry) = t.topics.iter_mut().find(|x| x.name == *topic) else {
-                    return bad(format!("no topic `{topic}`"));
+                    return Err(TopicError::NoSuchTopic);
                 };
                 let list = if *writer { &mut entry.writers } else { &mut entry.readers };
                 if list.iter().any(|e| e.node == endpoint.node && e.id == endpoint.id) {
@@ -239,12 +239,10 @@ impl TopicTable {
                 }
                 list.push(*endpoint);
             }
-            Edit::CreateLog { name, qos } => {
-                match crate::logs::entry::create(&t.logs, name, qos, MAX_NAME).map_err(EditError::Invalid)? {
-                    None => return Ok(None),
-                    Some(entry) => t.logs.push(entry),
-                }
-            }
+            Edit::CreateLog { name, qos } => match crate::logs::entry::create(&t.logs, name, qos, MAX_NAME)? {
+                None => return Ok(None),
+                Some(entry) => t.logs.push(entry),
+            },
             Edit::RemoveEndpoint { topic, writer, node, id } => {
                 let Some(entry) = t.topics.iter_mut().find(|x| x.name == *topic) else { return Ok(None) };
                 let list = if *writer { &mut entry.writers } else { &mut entry.readers };
@@ -276,13 +274,15 @@ impl Layout for DdsLayout {
     }
 
     fn edit(&self, doc: &[u8], edit: &[u8]) -> Result<Option<Vec<u8>>, EditError> {
-        let table = TopicTable::decode(doc).map_err(EditError::Invalid)?;
+        let table = TopicTable::decode(doc).map_err(|e| EditError::Invalid(e.to_string()))?;
         let edit = match postcard::take_from_bytes::<Edit>(edit) {
             Ok((e, [])) => e,
             Ok(_) => return Err(EditError::Invalid("bytes after the edit".into())),
             Err(e) => return Err(EditError::Invalid(format!("edit: {e}"))),
         };
-        Ok(table.apply(&edit)?.map(|t| t.encode()))
+        // The group's layout interface carries text; the participant that asked
+        // finds the typed cause by applying the edit itself.
+        table.apply(&edit).map(|t| t.map(|t| t.encode())).map_err(|e| EditError::Invalid(e.to_string()))
     }
 
     fn successor(&self, old: &View, k: usize, new: &View) -> Option<usize> {
@@ -295,6 +295,7 @@ impl Layout for DdsLayout {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::qos::QosError;
     use views::view::LayoutDoc;
 
     fn view(n: u32, t: &TopicTable) -> View {
@@ -345,21 +346,25 @@ mod tests {
     #[test]
     fn bad_edits_are_errors() {
         let l = DdsLayout;
-        let create = |ty: &str, qos| Edit::CreateTopic { name: "t".into(), type_name: ty.into(), qos }.encode();
-        let doc = l.edit(&[], &create("u64", Qos::default())).unwrap().unwrap();
-        let e = l.edit(&doc, &create("String", Qos::default())).unwrap_err().to_string();
-        assert!(e.contains("exists with type `u64`"), "{e}");
-        assert!(l.edit(&doc, &create("u64", Qos::unordered())).unwrap_err().to_string().contains("QoS"));
+        let create = |ty: &str, qos| Edit::CreateTopic { name: "t".into(), type_name: ty.into(), qos };
+        let doc = l.edit(&[], &create("u64", Qos::default()).encode()).unwrap().unwrap();
+        let table = TopicTable::decode(&doc).unwrap();
+        let other = TopicError::TypeMismatch { domain: "u64".into(), here: "String".into() };
+        assert_eq!(table.apply(&create("String", Qos::default())), Err(other.clone()));
+        // The group's layout interface carries the same cause as text.
+        let e = l.edit(&doc, &create("String", Qos::default()).encode()).unwrap_err();
+        assert_eq!(e.to_string(), EditError::Invalid(other.to_string()).to_string());
+        let unordered = table.apply(&create("u64", Qos::unordered()));
+        assert!(matches!(unordered, Err(TopicError::QosMismatch { .. })), "{unordered:?}");
         assert!(l.edit(&doc, b"\xff\xff\xff").is_err(), "garbage");
-        assert!(l.edit(b"\xff", &create("u64", Qos::default())).is_err(), "a garbage document");
+        assert!(l.edit(b"\xff", &create("u64", Qos::default()).encode()).is_err(), "a garbage document");
         let stranger =
             Edit::AddEndpoint { topic: "t".into(), incarnation: 1, writer: true, endpoint: ep(5, Level::Ordered) };
-        assert!(l.edit(&doc, &stranger.encode()).is_err(), "no such participant");
+        assert_eq!(table.apply(&stranger), Err(TopicError::NotListed), "no such participant");
         let long = Edit::CreateTopic { name: "x".repeat(MAX_NAME + 1), type_name: "u8".into(), qos: Qos::default() };
-        assert!(l.edit(&doc, &long.encode()).is_err());
+        assert_eq!(table.apply(&long), Err(TopicError::NameLength { len: MAX_NAME + 1, max: MAX_NAME }));
         let big = Qos::default().max_sample_bytes(u32::MAX);
-        assert!(l
-            .edit(&doc, &Edit::CreateTopic { name: "y".into(), type_name: "u8".into(), qos: big }.encode())
-            .is_err());
+        let big = table.apply(&Edit::CreateTopic { name: "y".into(), type_name: "u8".into(), qos: big });
+        assert!(matches!(big, Err(TopicError::Qos(QosError::MaxSampleBytes { .. }))), "{big:?}");
     }
 }

@@ -8,6 +8,7 @@
 //! there to the readers' queues, the clients' outgoing frames and the log file.
 
 use crate::engine::{Effects, LocalReader, Now, Rejection, TopicEngine};
+use crate::error::CatchUpError;
 pub(crate) use crate::history::Entry;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
@@ -54,7 +55,7 @@ pub(crate) struct TopicState {
     pub(crate) entered: Condvar,
     /// Statuses readable from listeners, which run under `inner`: their own locks.
     /// Why the last catch-up failed, if it did.
-    pub(crate) catch_up_failed: Mutex<Option<String>>,
+    pub(crate) catch_up_failed: Mutex<Option<CatchUpError>>,
     /// Per local writer: readers whose request it does not meet.
     pub(crate) writer_incompatible: Mutex<HashMap<u32, crate::IncompatibleQos>>,
     /// `(view id + 1) << 16 | (subgroup + 1)` of the last view a send looked up.
@@ -79,7 +80,7 @@ impl Effects<Arc<ReaderCore>> for Apply<'_> {
         r.offer(info, src);
     }
     fn reject(&mut self, r: &Arc<ReaderCore>, why: &Rejection) {
-        r.reject(why.to_string());
+        r.reject(why.clone());
     }
     fn writers_now(&mut self, r: &Arc<ReaderCore>, alive: &[(u64, u32, bool)], lost: usize, tell: bool) {
         r.writers_now(alive, lost, tell);
@@ -125,8 +126,8 @@ impl Effects<Arc<ReaderCore>> for Apply<'_> {
     fn entered(&mut self) {
         self.t.entered.notify_all();
     }
-    fn catch_up_failed(&mut self, why: &str) {
-        *lock(&self.t.catch_up_failed) = Some(why.into());
+    fn catch_up_failed(&mut self, why: CatchUpError) {
+        *lock(&self.t.catch_up_failed) = Some(why);
     }
     fn flush(&mut self) {
         self.out.flush();
@@ -153,7 +154,9 @@ impl TopicState {
             (file, records, log_path) = (Some(f), Some(r), Some(path));
         }
         let engine = TopicEngine::open(qos, keyed, me, records.as_deref(), Now::real()).map_err(|bad| {
-            crate::log::LogError::Corrupt { path: log_path.clone().unwrap_or_default(), offset: 0, why: bad.why }
+            tracing::error!(record = bad.seq, "a log record that holds no sample");
+            let path = log_path.clone().unwrap_or_default();
+            crate::log::LogError::Corrupt { path, offset: 0, why: crate::log::Corruption::NotASample }
         })?;
         let mut no_thread = None;
         let t = Arc::new_cyclic(|me: &std::sync::Weak<TopicState>| {
@@ -273,7 +276,7 @@ impl TopicState {
         entries: Vec<Entry>,
         seam: Option<u64>,
         seen: &[(u64, u32, u64)],
-        failed: Option<String>,
+        failed: Option<CatchUpError>,
     ) {
         self.run(|e, fx| e.caught_up(entries, seam, seen, failed, Now::real(), fx))
     }

@@ -113,7 +113,7 @@ impl<T> DataWriter<T> {
     /// Encodes `sample` and sends it as `kind` (a keyed topic's prefix first).
     fn send_sample(&self, sample: &T, kind: Kind, wait: Wait) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
-        (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
+        (self.codec.encode)(sample, &mut buf)?;
         if self.codec.key.is_none() {
             self.noted(InstanceHandle::NIL);
             return self.send_bytes(&buf, wait);
@@ -185,7 +185,7 @@ impl<T> DataWriter<T> {
 
     /// The instance of `sample` (its key's handle; `NIL` on an unkeyed topic).
     pub fn instance_of(&self, sample: &T) -> Result<InstanceHandle, DdsError> {
-        self.codec.instance_of(sample)
+        Ok(self.codec.instance_of(sample)?)
     }
 
     fn keyed(&self) -> Result<(), DdsError> {
@@ -280,9 +280,9 @@ pub(crate) fn key_bytes<T: Keyed>(codec: &Codec<T>, topic: &str, key: &T::Key) -
         return Err(DdsError::NotKeyed(topic.into()));
     }
     if codec.pod {
-        return Err(DdsError::Qos(format!("topic `{topic}` is keyed by bytes of its samples: dispose by a sample")));
+        return Err(DdsError::KeyedByBytes(topic.into()));
     }
-    postcard::to_stdvec(key).map_err(|e| DdsError::Encode(e.to_string()))
+    Ok(postcard::to_stdvec(key).map_err(crate::error::CodecError::Serde)?)
 }
 
 impl<T: bytemuck::Pod> DataWriter<T> {
@@ -296,7 +296,7 @@ impl<T: bytemuck::Pod> DataWriter<T> {
             return Err(DdsError::NotPod(self.topic.name.clone()));
         }
         if self.codec.key.is_some() {
-            return Err(DdsError::Qos(format!("topic `{}` is keyed: write its samples with write()", self.topic.name)));
+            return Err(DdsError::Keyed(self.topic.name.clone()));
         }
         Ok(Loan { writer: self, value: T::zeroed() })
     }
@@ -316,7 +316,7 @@ impl<T: bytemuck::Pod> DataWriter<T> {
             return Err(DdsError::NotPod(self.topic.name.clone()));
         }
         if self.codec.key.is_some() {
-            return Err(DdsError::Qos(format!("topic `{}` is keyed: write its samples with write()", self.topic.name)));
+            return Err(DdsError::Keyed(self.topic.name.clone()));
         }
         self.send_built(len, self.waits(), build)
     }

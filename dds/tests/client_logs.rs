@@ -7,7 +7,7 @@
 
 use dds::DdsConfig;
 use dds::{log_members, LogQos};
-use dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant};
+use dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant, TopicError};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -108,7 +108,7 @@ fn clients_tail_a_log_through_replicas_and_others() {
     }
     // A log the domain lacks.
     let e = far.log("no-such-log").read(Lsn(0), 10).unwrap_err();
-    assert!(matches!(&e, DdsError::Topic { topic, .. } if topic == "no-such-log"), "{e}");
+    assert!(matches!(&e, DdsError::Topic { topic, why: TopicError::NoSuchLog } if topic == "no-such-log"), "{e}");
     let mut t = near.log("no-such-log").subscribe(Lsn(0));
     assert!(matches!(t.next_within(WAIT), Some(Err(DdsError::Topic { .. }))));
     drop(tails);

@@ -8,7 +8,7 @@
 use dds::DdsConfig;
 use dds::Qos;
 use dds::{log_members, LogQos};
-use dds::{DdsError, DomainParticipant};
+use dds::{DdsError, DomainParticipant, QosError, TopicError};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -123,10 +123,16 @@ fn two_logs_beside_a_topic(t: Transport) {
     }));
     assert_eq!(got, (0..100).collect::<Vec<u64>>());
     // Bad input: another QoS, an empty name, a log that does not exist.
-    assert!(matches!(ps[1].create_log(&a, LogQos::default()), Err(DdsError::Topic { .. })));
-    assert!(matches!(ps[1].create_log("", small()), Err(DdsError::Topic { .. })));
-    assert!(matches!(ps[1].create_log("z", LogQos { replicas: 0, ..small() }), Err(DdsError::Topic { .. })));
-    assert!(matches!(ps[1].find_log("no such log"), Err(DdsError::Topic { .. })));
+    let why = |r: Result<_, DdsError>| match r {
+        Err(DdsError::Topic { why, .. }) => Some(why),
+        _ => None,
+    };
+    let other = why(ps[1].create_log(&a, LogQos::default()));
+    assert!(matches!(other, Some(TopicError::LogQosMismatch { .. })), "{other:?}");
+    assert!(matches!(why(ps[1].create_log("", small())), Some(TopicError::NameLength { len: 0, .. })));
+    let none = why(ps[1].create_log("z", LogQos { replicas: 0, ..small() }));
+    assert!(matches!(none, Some(TopicError::Qos(QosError::Replicas { value: 0, .. }))), "{none:?}");
+    assert_eq!(why(ps[1].find_log("no such log")), Some(TopicError::NoSuchLog));
     assert_eq!(ps[2].find_log(&a).unwrap().name(), a);
 
     // The primary of log a goes (its group stops: the others remove it); log a

@@ -1,6 +1,7 @@
 //! The joiner's side: ask the other members for the history before the view it
 //! joined in, check every page, and hand it to the topic.
 
+use crate::error::CatchUpError;
 use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
 use crate::wire::member::{Answer, Ask, Fetch, WireEntry};
@@ -10,21 +11,23 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use views::view::ViewId;
 
-fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, String> {
-    let group = shared.group.get().and_then(|g| g.upgrade()).ok_or("the participant is closing")?;
+fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, CatchUpError> {
+    let group = shared.group.get().and_then(|g| g.upgrade()).ok_or(CatchUpError::Closing)?;
     let body = crate::wire::encode(&Ask::Fetch(f.clone()));
-    let reply =
-        group.request_service(crate::wire::SERVICE, to, &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
-    crate::wire::decode::<Answer>(&reply).map_err(|e| format!("bad answer from {to}: {e}"))
+    let reply = group.request_service(crate::wire::SERVICE, to, &body, Duration::from_secs(10)).map_err(|e| {
+        tracing::debug!(%to, %e, "a history request went unanswered");
+        CatchUpError::NoAnswer
+    })?;
+    crate::wire::decode::<Answer>(&reply).map_err(|_| CatchUpError::Protocol)
 }
 
 /// Appends a page of `entries` to `out` if each is in order after what `out` holds,
 /// at or after `from`, before `seam`, and holds at least a sample header.
-fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) -> Result<(), String> {
+fn check(out: &mut Vec<Entry>, from: u64, seam: u64, entries: Vec<WireEntry>) -> Result<(), CatchUpError> {
     for e in entries {
         let next_ok = out.last().map_or(e.seq >= from, |l| e.seq > l.seq);
         if !next_ok || e.seq >= seam || !crate::sink::Src::Bytes(&e.bytes).has_header() {
-            return Err(format!("entry {} out of order, out of range or short", e.seq));
+            return Err(CatchUpError::Protocol);
         }
         out.push(Entry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
     }
@@ -48,26 +51,25 @@ fn fetch_all(
     mut f: Fetch,
     mut first: Option<Answer>,
     deadline: Instant,
-) -> Result<Got, String> {
+) -> Result<Got, CatchUpError> {
     let mut out: Vec<Entry> = Vec::new();
     loop {
         let answer = match first.take() {
             Some(a) => a,
-            None if Instant::now() >= deadline => return Err(format!("{to}: no history in time")),
+            None if Instant::now() >= deadline => return Err(CatchUpError::NoAnswer),
             None => ask(shared, to, &f)?,
         };
         match answer {
             Answer::Entries { seam, entries, more, seen } => {
-                check(&mut out, f.from, seam, entries).map_err(|e| format!("{to}: {e}"))?;
+                check(&mut out, f.from, seam, entries)?;
                 match out.last() {
                     Some(l) if more && l.seq + 1 > f.from => f.from = l.seq + 1,
                     _ => return Ok(Got { entries: out, seam, seen }),
                 }
             }
             Answer::NotYet => {}
-            Answer::New { .. } => return Err(format!("{to} is new as well")),
-            Answer::Error(e) => return Err(format!("{to}: {e}")),
-            Answer::Endpoints { .. } => return Err(format!("{to}: not an answer to a fetch")),
+            Answer::New { .. } | Answer::Refused(_) => return Err(CatchUpError::Refused),
+            Answer::Endpoints { .. } => return Err(CatchUpError::Protocol),
         }
     }
 }
@@ -99,8 +101,11 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
                 },
                 Ok(Answer::New { seam }) => news.push((seam, c)),
                 Ok(Answer::NotYet) => still.push(c),
-                Ok(Answer::Error(e)) => errors.push(format!("{c}: {e}")),
-                Ok(Answer::Endpoints { .. }) => errors.push(format!("{c}: not an answer to a fetch")),
+                Ok(Answer::Refused(why)) => {
+                    tracing::debug!(from = %c, ?why, "a history request refused");
+                    errors.push(CatchUpError::Refused);
+                }
+                Ok(Answer::Endpoints { .. }) => errors.push(CatchUpError::Protocol),
                 Err(e) => errors.push(e),
             }
         }
@@ -108,7 +113,7 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
         pending = still;
     }
     if !pending.is_empty() {
-        errors.push(format!("no answer from {pending:?} in time"));
+        errors.push(CatchUpError::NoAnswer);
     }
     // Nobody complete answered. The longest history among the new members is the
     // source (the lowest id among equals); if that is this node's, it is all there is.
@@ -122,10 +127,16 @@ pub(crate) fn run(shared: Arc<Shared>, topic: Arc<TopicState>, view: ViewId, can
             Err(e) => errors.push(e),
         }
     }
-    let complete = errors.is_empty();
-    let why = (!complete).then(|| errors.join("; "));
+    // The most telling cause: out of protocol, then refused, then no answer.
+    let why = errors.iter().min_by_key(|e| match e {
+        CatchUpError::Protocol => 0,
+        CatchUpError::Refused => 1,
+        CatchUpError::NoAnswer => 2,
+        CatchUpError::Closing | CatchUpError::NoThread => 3,
+    });
+    let why = why.copied();
     if let Some(w) = &why {
-        tracing::warn!(topic = %topic.name, view = view.0, why = %w, "late join without the history");
+        tracing::warn!(topic = %topic.name, view = view.0, why = %w, ?errors, "late join without the history");
     }
     topic.finish_catch_up(Vec::new(), None, &[], why);
 }

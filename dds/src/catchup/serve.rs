@@ -4,7 +4,7 @@
 use crate::engine::{Now, Served};
 use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
-use crate::wire::member::{Answer, Ask, WireEntry};
+use crate::wire::member::{Answer, Ask, Refusal, WireEntry};
 use sst::sync::lock;
 use std::time::{Duration, Instant};
 use views::view::ViewId;
@@ -19,13 +19,13 @@ const VIEW_WAIT: Duration = Duration::from_secs(2);
 /// how many clients' endpoints this member serves on a topic.
 pub(crate) fn answer(shared: &Shared, body: &[u8]) -> Vec<u8> {
     let a = match crate::wire::decode::<Ask>(body) {
-        Err(e) => Answer::Error(format!("bad request: {e}")),
+        Err(_) => Answer::Refused(Refusal::Malformed),
         Ok(Ask::Fetch(f)) => {
             // Not under the topics' lock: the wait for the view below needs the view
             // to be installed, which takes that lock.
             let topic = lock(&shared.topics).get(&f.topic).cloned();
             match topic {
-                None => Answer::Error(format!("no topic `{}` here", f.topic)),
+                None => Answer::Refused(Refusal::NoTopic),
                 Some(t) => history(&t, f.view, f.from, f.any, PAGE, VIEW_WAIT),
             }
         }
@@ -60,13 +60,13 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
     drop(g);
     match served {
         Served::NotBegun => Answer::NotYet,
-        Served::TooOld => Answer::Error(format!("view {} is too old to serve", view.0)),
+        Served::TooOld => Answer::Refused(Refusal::TooOld),
         Served::New { seam } => Answer::New { seam },
         Served::FromLog { seam, seen } => match (&topic.log_path, &topic.durability) {
             // The log's writer may still be appending what came before the seam.
             (Some(path), Some(d)) if d.wait(seam, wait) => read_log(path, from, seam, seen, budget),
             (Some(_), Some(_)) => Answer::NotYet,
-            _ => Answer::Error("no log here".into()),
+            _ => Answer::Refused(Refusal::NoLog),
         },
         Served::Entries { seam, entries, more, seen } => Answer::Entries {
             seam,
@@ -84,7 +84,10 @@ pub(crate) fn history(topic: &TopicState, view: ViewId, from: u64, any: bool, bu
 fn read_log(path: &std::path::Path, from: u64, seam: u64, seen: Vec<(u64, u32, u64)>, budget: usize) -> Answer {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) => return Answer::Error(format!("reading {}: {e}", path.display())),
+        Err(e) => {
+            tracing::warn!(path = %path.display(), %e, "a topic's log could not be read for a joiner");
+            return Answer::Refused(Refusal::Unreadable);
+        }
     };
     let (found, _) = crate::log::scan(&bytes);
     let mut entries = Vec::new();
@@ -94,11 +97,11 @@ fn read_log(path: &std::path::Path, from: u64, seam: u64, seen: Vec<(u64, u32, u
             break;
         }
         match Entry::from_record(f.seq, &bytes[f.at..f.at + f.len]) {
-            Ok(e) => {
+            Some(e) => {
                 used += e.bytes.len();
                 entries.push(WireEntry { seq: e.seq, view: e.view, node: e.node, bytes: e.bytes });
             }
-            Err(why) => return Answer::Error(why),
+            None => return Answer::Refused(Refusal::BadRecord),
         }
     }
     let more = entries.last().is_some_and(|e| e.seq + 1 < seam);
@@ -126,12 +129,12 @@ mod tests {
         };
         for body in [&b""[..], b"\xff\xff\xff\xff", &[7; 300]] {
             let a: Answer = crate::wire::decode(&answer(&shared, body)).unwrap();
-            assert!(matches!(a, Answer::Error(_)), "{a:?}");
+            assert_eq!(a, Answer::Refused(Refusal::Malformed));
         }
         let fetch = crate::wire::member::Fetch { topic: "t".into(), view: ViewId(1), from: 0, any: false };
         let unknown = crate::wire::encode(&Ask::Fetch(fetch));
         let a: Answer = crate::wire::decode(&answer(&shared, &unknown)).unwrap();
-        assert!(matches!(a, Answer::Error(ref e) if e.contains("no topic")), "{a:?}");
+        assert_eq!(a, Answer::Refused(Refusal::NoTopic));
     }
 
     #[test]
@@ -162,6 +165,9 @@ mod tests {
         let none = history(&t, ViewId(3), 0, false, PAGE, Duration::from_millis(20));
         assert_eq!(none, Answer::NotYet, "a view that does not begin in time");
         let old = history(&t, ViewId(0), 0, false, PAGE, Duration::from_secs(60));
-        assert!(matches!(old, Answer::Error(_)), "a view before this node's first is never waited for: {old:?}");
+        assert!(
+            matches!(old, Answer::Refused(Refusal::TooOld)),
+            "a view before this node's first is never waited for: {old:?}"
+        );
     }
 }

@@ -20,6 +20,7 @@
 //! ```
 
 use super::DomainClient;
+use crate::error::{TopicError, Unavailable};
 use crate::wire::client::{Call, LogFailure, Reply};
 use crate::DdsError;
 use std::collections::VecDeque;
@@ -64,8 +65,9 @@ impl ClientLog {
     /// one if any is committed; at most 1 MiB, or the member's page for its
     /// clients if smaller, unless one record is larger), in order. Empty if no
     /// record from `from` is committed yet. A log the domain lacks is
-    /// [`DdsError::Topic`]; a record the log no longer holds (trimmed) and a log
-    /// that cannot be read now are [`DdsError::NotApplied`], saying which.
+    /// [`DdsError::Topic`]; a record the log no longer holds is
+    /// [`DdsError::Trimmed`], a log that cannot be read now
+    /// [`DdsError::Unavailable`], a damaged copy [`DdsError::LogDamaged`].
     pub fn read(&self, from: Lsn, max_bytes: usize) -> Result<Vec<(Lsn, Vec<u8>)>, DdsError> {
         self.page(from, max_bytes).map_err(|(Fail::Retry(e) | Fail::Final(e))| e)
     }
@@ -85,9 +87,8 @@ impl ClientLog {
                 let mut out = Vec::with_capacity(records.len());
                 for (i, (lsn, bytes)) in records.into_iter().enumerate() {
                     if lsn != from.0 + i as u64 {
-                        let why =
-                            format!("log `{name}`: the member sent record {lsn} where {} was due", from.0 + i as u64);
-                        return Err(Fail::Retry(DdsError::NotApplied(why)));
+                        tracing::warn!(log = %name, lsn, due = from.0 + i as u64, "a log record out of order");
+                        return Err(Fail::Retry(DdsError::Unavailable(Unavailable::LogOutOfOrder)));
                     }
                     out.push((Lsn(lsn), bytes.into_vec()));
                 }
@@ -95,13 +96,11 @@ impl ClientLog {
             }
             Ok(Reply::LogFailed(f)) => Err(match f {
                 LogFailure::NoSuchLog => {
-                    Fail::Final(DdsError::Topic { topic: name.clone(), why: "the domain has no such log".into() })
+                    Fail::Final(DdsError::Topic { topic: name.clone(), why: TopicError::NoSuchLog })
                 }
                 LogFailure::Gap(n) => Fail::Final(DdsError::Trimmed { log: name.into(), lsn: n }),
-                LogFailure::Unavailable(why) => {
-                    Fail::Retry(DdsError::NotApplied(format!("log `{name}` cannot be read now: {why}")))
-                }
-                LogFailure::Failed(why) => Fail::Final(DdsError::NotApplied(format!("log `{name}`: {why}"))),
+                LogFailure::Unavailable(why) => Fail::Retry(DdsError::Unavailable(why)),
+                LogFailure::Damaged => Fail::Final(DdsError::LogDamaged(name.clone())),
             }),
             Ok(_) => Err(Fail::Final(DdsError::Protocol(crate::ProtocolError::Unexpected))),
             // The link: the client is moving to another member, or ends (seen above

@@ -53,12 +53,13 @@ mod writer;
 pub use log::{ClientLog, ClientTail};
 pub use writer::ClientWriter;
 
-use crate::qos::{Level, Qos};
+use crate::error::{CatchUpError, ClientEnd, TopicError};
+use crate::qos::{Level, Qos, QosError};
 use crate::queue::ReaderCore;
 use crate::reader::{DataReader, Owner};
 use crate::sample::{self, Codec, WriterId};
 use crate::table::TopicTable;
-use crate::wire::client::{self as wire, Call, Reply};
+use crate::wire::client::{self as wire, Call, Refusal, Reply};
 use crate::{DdsError, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -70,7 +71,7 @@ use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::client::{Client, ClientError};
+use views::client::Client;
 use writer::WriterSlot;
 
 /// Readers and writers one client may have at once (its member refuses more).
@@ -145,22 +146,28 @@ pub(crate) struct Handle {
     pub(crate) stop: AtomicBool,
     /// Why the client ended, once it did (no contact took it within the failover
     /// timeout, or it was closed).
-    pub(crate) ended: Mutex<Option<String>>,
+    pub(crate) ended: Mutex<Option<ClientEnd>>,
 }
 
 impl Handle {
     /// A call to the member, answered.
     pub(crate) fn call(&self, call: &Call) -> Result<Reply, DdsError> {
-        let bytes = self.link.request(&call.encode(), self.cfg.request_timeout).map_err(client_error)?;
+        let bytes = self.link.request(&call.encode(), self.cfg.request_timeout)?;
         match wire::decode::<Reply>(&bytes).map_err(|_| DdsError::Protocol(crate::ProtocolError::Malformed))? {
-            Reply::Error(why) => Err(DdsError::NotApplied(why)),
+            Reply::Refused(r) => Err(match r {
+                Refusal::Topic(why) => DdsError::Topic { topic: call.subject().into(), why },
+                Refusal::Qos(q) => DdsError::Qos(q),
+                Refusal::Unavailable(u) => DdsError::Unavailable(u),
+                Refusal::NoSuchEndpoint => DdsError::Protocol(crate::ProtocolError::Unexpected),
+                Refusal::Malformed => DdsError::Protocol(crate::ProtocolError::Malformed),
+            }),
             r => Ok(r),
         }
     }
 
     pub(crate) fn check(&self) -> Result<(), DdsError> {
-        match lock(&self.ended).as_ref() {
-            Some(why) => Err(DdsError::NotApplied(format!("the client ended: {why}"))),
+        match *lock(&self.ended) {
+            Some(why) => Err(DdsError::ClientEnded(why)),
             None => Ok(()),
         }
     }
@@ -170,10 +177,6 @@ impl Handle {
             let _ = self.call(&Call::Close { writer: false, id });
         }
     }
-}
-
-pub(crate) fn client_error(e: ClientError) -> DdsError {
-    DdsError::NotApplied(format!("client: {e}"))
 }
 
 /// A client of a domain (see the module docs). Cheap to clone; the session ends
@@ -187,7 +190,7 @@ pub(crate) struct Guard(pub(crate) Arc<Handle>);
 impl Drop for Guard {
     fn drop(&mut self) {
         self.0.stop.store(true, Ordering::Release);
-        lock(&self.0.ended).get_or_insert_with(|| "closed".into());
+        lock(&self.0.ended).get_or_insert(ClientEnd::Closed);
     }
 }
 
@@ -201,7 +204,7 @@ impl DomainClient {
     /// Connects to the first contact that takes the session and starts the thread
     /// that receives samples and acknowledgements.
     pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
-        let link = Client::connect(&cfg.contacts, cfg.connect_timeout).map_err(client_error)?;
+        let link = Client::connect(&cfg.contacts, cfg.connect_timeout)?;
         let h = Arc::new(Handle {
             link,
             cfg,
@@ -218,7 +221,7 @@ impl DomainClient {
         std::thread::Builder::new()
             .name("dds-client".into())
             .spawn(move || pump::run(&run))
-            .map_err(|e| DdsError::NotApplied(format!("no thread for the client: {e}")))?;
+            .map_err(|e| DdsError::NoThread(e.kind()))?;
         Ok(DomainClient(Arc::new(Guard(h))))
     }
 
@@ -242,8 +245,8 @@ impl DomainClient {
     }
 
     /// Why the client ended, if it did.
-    pub fn ended(&self) -> Option<String> {
-        lock(&self.h().ended).clone()
+    pub fn ended(&self) -> Option<ClientEnd> {
+        *lock(&self.h().ended)
     }
 
     /// The topic `name` with serde sample type `T`: creates it with `qos`, or
@@ -299,7 +302,6 @@ impl DomainClient {
                 Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
             }
             Ok(_) => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
-            Err(DdsError::NotApplied(why)) => Err(DdsError::Topic { topic: name.into(), why }),
             Err(e) => Err(e),
         }
     }
@@ -310,7 +312,7 @@ impl DomainClient {
             Reply::Domain { view, members, table } => Ok(DomainInfo {
                 view: views::view::ViewId(view),
                 members: members.into_iter().map(NodeId).collect(),
-                table: TopicTable::decode(&table).map_err(DdsError::NotApplied)?,
+                table: TopicTable::decode(&table).map_err(|_| DdsError::Protocol(crate::ProtocolError::Malformed))?,
             }),
             _ => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
         }
@@ -320,25 +322,23 @@ impl DomainClient {
         let h = self.h();
         h.check()?;
         let call = Call::Topic { name: name.into(), type_name: codec.type_name.clone(), qos };
-        let topic_error = |why: String| DdsError::Topic { topic: name.into(), why };
-        match h.call(&call) {
-            Ok(Reply::Topic { type_name, qos }) if type_name == codec.type_name => {
+        match h.call(&call)? {
+            Reply::Topic { type_name, qos } if type_name == codec.type_name => {
                 lock(&h.topics).insert(name.into(), (type_name, qos));
                 Ok(Topic { name: name.into(), qos, codec, _t: PhantomData })
             }
-            Ok(Reply::Topic { type_name, .. }) => {
-                Err(topic_error(format!("the domain has type `{type_name}`, this is `{}`", codec.type_name)))
+            Reply::Topic { type_name, .. } => {
+                let why = TopicError::TypeMismatch { domain: type_name, here: codec.type_name };
+                Err(DdsError::Topic { topic: name.into(), why })
             }
-            Ok(other) => Err(topic_error(format!("unexpected reply {other:?}"))),
-            Err(DdsError::NotApplied(why)) => Err(topic_error(why)),
-            Err(e) => Err(e),
+            _ => Err(DdsError::Protocol(crate::ProtocolError::Unexpected)),
         }
     }
 
     fn endpoint_id(&self) -> Result<u32, DdsError> {
         let id = self.h().next_endpoint.fetch_add(1, Ordering::Relaxed);
         if id as usize >= MAX_ENDPOINTS {
-            return Err(DdsError::Qos(format!("at most {MAX_ENDPOINTS} writers and readers per client")));
+            return Err(DdsError::Qos(QosError::TooManyEndpoints { max: MAX_ENDPOINTS as u32 }));
         }
         Ok(id)
     }
@@ -346,7 +346,7 @@ impl DomainClient {
     /// A reader requesting `qos.level`, keeping `qos.history` untaken. For Volatile
     /// and Logged topics it first gets the history the member holds.
     pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
-        qos.validate_reader().map_err(DdsError::Qos)?;
+        qos.validate_reader()?;
         let h = self.h();
         h.check()?;
         let id = self.endpoint_id()?;
@@ -390,10 +390,7 @@ impl DomainClient {
     /// A writer offering `qos.level` (at most the topic's level).
     pub fn create_writer<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<ClientWriter<T>, DdsError> {
         if qos.level > topic.qos.level {
-            return Err(DdsError::Qos(format!(
-                "a writer cannot offer {:?} on topic `{}` of level {:?}",
-                qos.level, topic.name, topic.qos.level
-            )));
+            return Err(DdsError::Qos(QosError::AboveTopic { offered: qos.level, topic: topic.qos.level }));
         }
         let h = self.h();
         h.check()?;
@@ -443,7 +440,7 @@ impl Owner for ClientOwner {
     fn topic_name(&self) -> &str {
         &self.topic
     }
-    fn catch_up_failed(&self) -> Option<String> {
+    fn catch_up_failed(&self) -> Option<CatchUpError> {
         None // a client reader counts what it could not have in `lost`
     }
     fn close(&self, core: &Arc<ReaderCore>) {

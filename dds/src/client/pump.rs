@@ -3,8 +3,10 @@
 //! to another member when the session ends (see [`super`]).
 
 use super::{Handle, ReaderSlot};
+use crate::error::ClientEnd;
 use crate::sample::info_of;
 use crate::sink::Src;
+use crate::status::Rejection;
 use crate::wire::client::{decode, Call, PushRef, Reply};
 use crate::DdsError;
 use sst::sync::atomic::Ordering;
@@ -27,7 +29,7 @@ pub(super) fn run(h: &Arc<Handle>) {
                 }
                 tracing::warn!(%e, "lost the member: moving to another");
                 if let Err(why) = move_on(h) {
-                    tracing::error!(%why, "no member took the client");
+                    tracing::error!(%why, "the client ends");
                     lock(&h.ended).get_or_insert(why);
                     break;
                 }
@@ -74,7 +76,7 @@ fn take(h: &Handle, bytes: &[u8]) {
 fn accept(slot: &mut ReaderSlot, view: u64, topic_seq: u64, node: u32, history: bool, bytes: &[u8]) {
     let src = Src::Bytes(bytes);
     if !src.has_header() {
-        slot.core.reject(format!("a relayed sample of {} bytes has no whole header", bytes.len()));
+        slot.core.reject(Rejection::ShortMessage { sender: node, len: bytes.len() });
         return;
     }
     let (info, _) = info_of(|i| src.word(i), NodeId(node), ViewId(view), topic_seq, history);
@@ -152,11 +154,11 @@ pub(super) fn catch_up(h: &Handle, id: u32, topic: &str, range: (u64, u64)) -> R
 
 /// Connects to another member and registers every writer (sending what is
 /// unacknowledged again) and reader (resuming where it stopped).
-fn move_on(h: &Arc<Handle>) -> Result<(), String> {
+fn move_on(h: &Arc<Handle>) -> Result<(), ClientEnd> {
     let deadline = Instant::now() + h.cfg.failover_timeout;
     loop {
         if h.stop.load(Ordering::Acquire) {
-            return Err("closed".into());
+            return Err(ClientEnd::Closed);
         }
         // Writers post nothing until registered on the new session.
         h.session.fetch_add(1, Ordering::AcqRel);
@@ -172,7 +174,8 @@ fn move_on(h: &Arc<Handle>) -> Result<(), String> {
             Err(e) => e.to_string(),
         };
         if Instant::now() >= deadline {
-            return Err(format!("no member took the client within {:?}: {why}", h.cfg.failover_timeout));
+            tracing::warn!(%why, "the last member tried did not take the client");
+            return Err(ClientEnd::NoMember(h.cfg.failover_timeout));
         }
         std::thread::sleep(Duration::from_millis(100));
     }

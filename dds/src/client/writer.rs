@@ -2,6 +2,7 @@
 //! member acknowledges them; after a move they are sent again (see [`super`]).
 
 use super::{Guard, Handle};
+use crate::error::WriteFailure;
 use crate::instance::{prefix, Kind, PREFIX};
 use crate::qos::Level;
 use crate::sample::Codec;
@@ -23,7 +24,7 @@ struct State {
     /// The client session this writer is registered on (0: none yet).
     session: u64,
     failed: u64,
-    last_failure: Option<String>,
+    last_failure: Option<WriteFailure>,
     /// Samples sent again after a move.
     resent: u64,
 }
@@ -75,7 +76,7 @@ impl WriterSlot {
         }
         for (seq, ts, payload) in &st.unacked {
             let call = Call::Write { writer: self.id, seq: *seq, ts: *ts, payload: payload.clone() };
-            h.link.post(&call.encode()).map_err(super::client_error)?;
+            h.link.post(&call.encode())?;
         }
         st.session = session;
         Ok(())
@@ -92,7 +93,7 @@ impl WriterSlot {
     }
 
     /// The member could not send sample `seq`.
-    pub(crate) fn failed(&self, seq: u64, why: String) {
+    pub(crate) fn failed(&self, seq: u64, why: WriteFailure) {
         let mut st = lock(&self.st);
         st.unacked.retain(|(s, _, _)| *s != seq);
         st.failed += 1;
@@ -156,7 +157,7 @@ impl<T> ClientWriter<T> {
 
     fn send(&self, sample: &T, kind: Kind) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
-        (self.codec.encode)(sample, &mut buf).map_err(DdsError::Encode)?;
+        (self.codec.encode)(sample, &mut buf)?;
         if self.codec.key.is_none() {
             if kind != Kind::Data {
                 return Err(DdsError::NotKeyed(self.slot.topic.clone()));
@@ -176,10 +177,8 @@ impl<T> ClientWriter<T> {
         let (mut st, room) = self.wait(h.cfg.request_timeout, |st| st.unacked.len() < max);
         h.check()?;
         if !room {
-            return Err(DdsError::TimedOut {
-                what: format!("room among {max} unacknowledged samples (the member's acknowledgements)"),
-                waited: h.cfg.request_timeout,
-            });
+            // `max_unacked` samples wait for the member's acknowledgements.
+            return Err(DdsError::NoRoom(h.cfg.request_timeout));
         }
         st.next_seq += 1;
         let seq = st.next_seq;
@@ -222,9 +221,9 @@ impl<T> ClientWriter<T> {
 
     /// Samples the member could not send (too large, the member stopping), and
     /// why the last one failed.
-    pub fn failures(&self) -> (u64, Option<String>) {
+    pub fn failures(&self) -> (u64, Option<WriteFailure>) {
         let st = lock(&self.slot.st);
-        (st.failed, st.last_failure.clone())
+        (st.failed, st.last_failure)
     }
 
     /// Samples sent again after a move to another member (each appears once).

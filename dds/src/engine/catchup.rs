@@ -4,6 +4,7 @@
 #[cfg(test)]
 use super::Mutation;
 use super::{Effects, Entry, Now, Rejection, Seam, Seen, TopicEngine};
+use crate::error::CatchUpError;
 use sst::transport::NodeId;
 use views::view::ViewId;
 
@@ -94,7 +95,7 @@ impl<R> TopicEngine<R> {
         entries: Vec<Entry>,
         seam: Option<u64>,
         seen: &[(u64, u32, u64)],
-        failed: Option<String>,
+        failed: Option<CatchUpError>,
         now: Now,
         fx: &mut impl Effects<R>,
     ) {
@@ -141,11 +142,11 @@ impl<R> TopicEngine<R> {
             }
         }
         if let Some(why) = failed {
-            let r = Rejection::NoHistory(why.clone());
+            let r = Rejection::NoHistory(why);
             for reader in &self.readers {
                 fx.reject(&reader.handle, &r);
             }
-            fx.catch_up_failed(&why);
+            fx.catch_up_failed(why);
         }
         // The seams of the view joined in and of every view begun while catching up
         // are known as the held samples go in: each is where the count stands when

@@ -14,7 +14,7 @@ impl<R> TopicEngine<R> {
     pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
         // The header's first word is read once, here.
         let Some(w0) = src.first_word() else {
-            let why = Rejection::ShortMessage { sender, len: src.len() };
+            let why = Rejection::ShortMessage { sender: sender.0, len: src.len() };
             for r in &self.readers {
                 fx.reject(&r.handle, &why);
             }
@@ -34,8 +34,8 @@ impl<R> TopicEngine<R> {
 
     /// The topic's log refused an append (the driver's report): the local
     /// readers are told.
-    pub(crate) fn log_failed(&mut self, why: &str, fx: &mut impl Effects<R>) {
-        let why = Rejection::LogAppend(why.into());
+    pub(crate) fn log_failed(&mut self, why: std::io::ErrorKind, fx: &mut impl Effects<R>) {
+        let why = Rejection::LogAppend(why);
         for r in &self.readers {
             fx.reject(&r.handle, &why);
         }

@@ -31,6 +31,7 @@ pub(crate) use catchup::Served;
 pub(crate) use clients::ClientStart;
 use clients::Clients;
 
+use crate::error::CatchUpError;
 use crate::history::{Entry, History};
 use crate::qos::{Level, Qos};
 use crate::sample::{SampleInfo, WriterId};
@@ -109,28 +110,7 @@ pub(crate) struct LocalReader<R> {
     pub(crate) handle: R,
 }
 
-/// Why a reader was refused a sample or its history (its status counts these).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Rejection {
-    /// A message of the topic too short to hold a sample header.
-    ShortMessage { sender: NodeId, len: usize },
-    /// The topic's log refused an append.
-    LogAppend(String),
-    /// A late join ended without the history.
-    NoHistory(String),
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Rejection::ShortMessage { sender, len } => {
-                write!(f, "a {len}-byte message from {sender} is shorter than a sample header")
-            }
-            Rejection::LogAppend(why) => write!(f, "log append failed: {why}"),
-            Rejection::NoHistory(why) => write!(f, "history not received: {why}"),
-        }
-    }
-}
+pub(crate) use crate::status::Rejection;
 
 /// What the engine asks its driver to do. Every method is an effect; none returns
 /// anything the engine reads back (a failure comes back as a later input).
@@ -161,7 +141,7 @@ pub(crate) trait Effects<R> {
     /// A view began here or a late join ended: wake whoever waits for either.
     fn entered(&mut self);
     /// A late join ended without the history.
-    fn catch_up_failed(&mut self, why: &str);
+    fn catch_up_failed(&mut self, why: CatchUpError);
     /// The end of a batch of inputs: send what was gathered for clients.
     fn flush(&mut self);
 }
@@ -227,11 +207,10 @@ pub(crate) enum Mutation {
     AckEarly,
 }
 
-/// A record of the topic's log that does not hold a sample: its number and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A record of the topic's log that does not hold a sample: its number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BadRecord {
     pub(crate) seq: u64,
-    pub(crate) why: String,
 }
 
 impl<R> TopicEngine<R> {
@@ -269,7 +248,7 @@ impl<R> TopicEngine<R> {
         };
         if let Some(records) = records {
             for (seq, r) in records.iter().enumerate() {
-                let entry = Entry::from_record(seq as u64, r).map_err(|why| BadRecord { seq: seq as u64, why })?;
+                let entry = Entry::from_record(seq as u64, r).ok_or(BadRecord { seq: seq as u64 })?;
                 e.clients.note(&entry.info(true).0);
                 e.store.push(entry, now.at);
             }

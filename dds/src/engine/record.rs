@@ -2,6 +2,7 @@
 //! unit tests and the simulator (local readers are numbered: `R = u32`).
 
 use super::{Effects, Entry, Rejection};
+use crate::error::CatchUpError;
 use crate::qos::Level;
 use crate::sample::{SampleInfo, WriterId};
 use crate::sink::Src;
@@ -21,7 +22,7 @@ pub(crate) enum Fx {
     Append(Entry),
     DeliveredOwn { writer: u32, seq: u64 },
     Entered,
-    CatchUpFailed(String),
+    CatchUpFailed(CatchUpError),
     Flush,
 }
 
@@ -75,8 +76,8 @@ impl Effects<u32> for Recorder {
     fn entered(&mut self) {
         self.fx.push(Fx::Entered);
     }
-    fn catch_up_failed(&mut self, why: &str) {
-        self.fx.push(Fx::CatchUpFailed(why.into()));
+    fn catch_up_failed(&mut self, why: CatchUpError) {
+        self.fx.push(Fx::CatchUpFailed(why));
     }
     fn flush(&mut self) {
         self.fx.push(Fx::Flush);

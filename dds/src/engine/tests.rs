@@ -2,6 +2,7 @@
 
 use super::record::{Fx, Recorder};
 use super::*;
+use crate::error::CatchUpError;
 use crate::qos::History as Keep;
 use crate::table::{Endpoint, TopicEntry};
 
@@ -112,7 +113,7 @@ fn a_short_message_is_rejected_at_every_reader_and_takes_no_number() {
         e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now(), &mut rec);
     }
     e.deliver(ViewId(1), A, Src::Bytes(&[0; 9]), now(), &mut rec);
-    let why = Rejection::ShortMessage { sender: A, len: 9 };
+    let why = Rejection::ShortMessage { sender: A.0, len: 9 };
     assert_eq!(rec.take(), vec![Fx::Reject { reader: 1, why: why.clone() }, Fx::Reject { reader: 2, why }]);
     assert_eq!(e.next_seq(), 0);
 }
@@ -147,10 +148,10 @@ fn a_late_join_without_history_is_reported_and_live_samples_still_flow() {
     e.enter_view(ViewId(4), &entry(qos), &[A, ME], now(), &mut rec);
     e.deliver(ViewId(4), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
     rec.take();
-    e.caught_up(Vec::new(), None, &[], Some("no answer".into()), now(), &mut rec);
+    e.caught_up(Vec::new(), None, &[], Some(CatchUpError::NoAnswer), now(), &mut rec);
     let fx = rec.take();
-    assert!(fx.contains(&Fx::Reject { reader: 1, why: Rejection::NoHistory("no answer".into()) }));
-    assert!(fx.contains(&Fx::CatchUpFailed("no answer".into())));
+    assert!(fx.contains(&Fx::Reject { reader: 1, why: Rejection::NoHistory(CatchUpError::NoAnswer) }));
+    assert!(fx.contains(&Fx::CatchUpFailed(CatchUpError::NoAnswer)));
     assert_eq!(offers(&fx), vec![(1, 0, false)]);
 }
 

@@ -41,14 +41,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 pub use tailwind::service::Ack;
-use tailwind::service::{wire, LogService, TailwindConfig, LOG_REGIONS};
+use tailwind::service::{wire, LogService, StartError, TailwindConfig, LOG_REGIONS};
 use views::group::Group;
 use views::view::View;
 
 pub(crate) mod entry;
 
+pub use crate::qos::LogQos;
 use entry::REGIONS_PER_LOG;
-pub use entry::{members_of, LogEntry, LogQos, MAX_LOGS};
+pub use entry::{members_of, LogEntry, MAX_LOGS};
 
 /// The first region of log `i` of the table.
 fn region_base(i: usize) -> u16 {
@@ -107,7 +108,13 @@ impl Logs {
 
     /// Starts a member of every log of `view` this participant lacks (attached to
     /// `group` if it runs already); returns the failures.
-    pub(crate) fn ensure(&self, view: &View, me: NodeId, log_dir: &Path, group: Option<&Arc<Group>>) -> Vec<String> {
+    pub(crate) fn ensure(
+        &self,
+        view: &View,
+        me: NodeId,
+        log_dir: &Path,
+        group: Option<&Arc<Group>>,
+    ) -> Vec<(String, StartError)> {
         let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
         let _one = lock(&self.creating);
         let mut failed = Vec::new();
@@ -122,13 +129,13 @@ impl Logs {
                     let s = Arc::new(s);
                     if let Some(g) = group {
                         if let Err(why) = s.attach(g) {
-                            failed.push(format!("log `{}`: {why}", entry.name));
+                            failed.push((entry.name.clone(), why));
                             continue;
                         }
                     }
                     lock(&self.list).push((entry.clone(), s));
                 }
-                Err(why) => failed.push(format!("log `{}`: {why}", entry.name)),
+                Err(why) => failed.push((entry.name.clone(), why)),
             }
         }
         failed

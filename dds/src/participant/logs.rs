@@ -11,12 +11,12 @@ impl Participant {
     /// the install thread has not yet).
     pub(crate) fn log_handle(self: &Arc<Self>, name: &str, view: &View) -> Result<ReplicatedLog, DdsError> {
         let me = self.shared.me();
-        if let Some(why) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
-            return Err(DdsError::NotApplied(why));
+        if let Some((log, why)) = self.shared.logs.ensure(view, me, &self.shared.log_dir, Some(&self.group)).pop() {
+            return Err(DdsError::LogStart { log, why });
         }
         match self.shared.logs.get(name) {
             Some((entry, service)) => Ok(ReplicatedLog { entry, service, _p: self.clone() }),
-            None => Err(DdsError::Topic { topic: name.into(), why: "the domain has no such log".into() }),
+            None => Err(DdsError::Topic { topic: name.into(), why: crate::error::TopicError::NoSuchLog }),
         }
     }
 }

@@ -8,7 +8,8 @@ pub(crate) mod state;
 pub(crate) use start::start;
 pub(crate) use state::{Participant, Shared};
 
-use crate::qos::{Level, Qos};
+use crate::error::{Awaited, CatchUpError, Stop, TopicError};
+use crate::qos::{Level, Qos, QosError};
 use crate::queue::{FilterFn, ReaderCore};
 use crate::sample::Codec;
 use crate::table::{self, Edit, Endpoint, TopicTable};
@@ -26,12 +27,32 @@ use views::view::View;
 
 impl Participant {
     pub(crate) fn edit(&self, e: &Edit, what: &str) -> Result<View, DdsError> {
+        let topic = |why| DdsError::Topic { topic: what.into(), why };
+        // The typed cause first, from this member's table (the group's layout
+        // interface carries only text).
+        if let Err(why) = self.table()?.apply(e) {
+            return Err(topic(why));
+        }
         self.group.edit_layout(&e.encode(), self.cfg.setup_timeout).map_err(|err| match err {
-            EditError::Invalid(why) => DdsError::Topic { topic: what.into(), why },
-            EditError::TooLarge(n) => {
-                DdsError::Topic { topic: what.into(), why: format!("the topic table would take {n} bytes") }
-            }
-            other => DdsError::NotApplied(other.to_string()),
+            EditError::TooLarge(bytes) => topic(TopicError::TableFull { bytes }),
+            EditError::Invalid(_) | EditError::Static => match self.table().map(|t| t.apply(e)) {
+                Ok(Err(why)) => topic(why),
+                _ => topic(TopicError::Refused),
+            },
+            EditError::NotApplied(_) => match self.stop() {
+                Some(stop) => DdsError::Stopped(stop),
+                None => DdsError::TimedOut { what: Awaited::TableChange, waited: self.cfg.setup_timeout },
+            },
+        })
+    }
+
+    /// Why this participant stopped, if it did.
+    pub(crate) fn stop(&self) -> Option<Stop> {
+        self.group.stopped()?;
+        Some(match self.group.removal() {
+            Some(r) => Stop::Removed(r),
+            None if self.leaving.load(std::sync::atomic::Ordering::Acquire) => Stop::Left,
+            None => Stop::Failed,
         })
     }
 
@@ -42,7 +63,7 @@ impl Participant {
 
     /// Creates topic `name`, or checks that the domain has it with this type and QoS.
     pub(crate) fn create_topic(&self, name: &str, type_name: &str, qos: Qos) -> Result<(), DdsError> {
-        qos.validate_topic().map_err(|why| DdsError::Topic { topic: name.into(), why })?;
+        qos.validate_topic().map_err(|e| DdsError::Topic { topic: name.into(), why: TopicError::Qos(e) })?;
         self.edit(&Edit::CreateTopic { name: name.into(), type_name: type_name.into(), qos }, name)?;
         Ok(())
     }
@@ -65,31 +86,29 @@ impl Participant {
 
     /// The domain's table in the current view.
     pub(crate) fn table(&self) -> Result<TopicTable, DdsError> {
-        let view = self.group.view().ok_or_else(|| DdsError::Stopped("this participant stopped".into()))?;
-        TopicTable::decode(view.layout().bytes()).map_err(DdsError::NotApplied)
+        let view = self.group.view().ok_or_else(|| DdsError::Stopped(self.stop().unwrap_or(Stop::Left)))?;
+        TopicTable::decode(view.layout().bytes()).map_err(|_| DdsError::Protocol(crate::ProtocolError::Malformed))
     }
 
     /// [`Participant::find`], waiting up to `within` for the topic to appear.
     pub(crate) fn find_within<T>(&self, name: &str, codec: Codec<T>, within: Duration) -> Result<Topic<T>, DdsError> {
         let has = |v: &View| TopicTable::decode(v.layout().bytes()).is_ok_and(|t| t.topic(name).is_some());
         if !self.group.wait_for_view(within, has) {
-            if let Some(why) = self.group.stopped() {
-                return Err(DdsError::Stopped(why));
+            if let Some(stop) = self.stop() {
+                return Err(DdsError::Stopped(stop));
             }
-            return Err(DdsError::TimedOut { what: format!("topic `{name}` to be created"), waited: within });
+            return Err(DdsError::TimedOut { what: Awaited::Topic(name.into()), waited: within });
         }
         self.find(name, codec)
     }
 
     pub(crate) fn find<T>(&self, name: &str, codec: Codec<T>) -> Result<Topic<T>, DdsError> {
         let table = self.table()?;
-        let entry =
-            table.topic(name).ok_or_else(|| DdsError::Topic { topic: name.into(), why: "no such topic".into() })?;
+        let topic = |why| DdsError::Topic { topic: name.into(), why };
+        let entry = table.topic(name).ok_or_else(|| topic(TopicError::NoSuchTopic))?;
         if entry.type_name != codec.type_name {
-            return Err(DdsError::Topic {
-                topic: name.into(),
-                why: format!("the domain has type `{}`, this is `{}`", entry.type_name, codec.type_name),
-            });
+            let (domain, here) = (entry.type_name.clone(), codec.type_name.clone());
+            return Err(topic(TopicError::TypeMismatch { domain, here }));
         }
         Ok(Topic { name: name.into(), qos: entry.qos, codec, _t: PhantomData })
     }
@@ -118,7 +137,7 @@ impl Participant {
         drop(free);
         let id = self.next_endpoint.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
         if id >= sample::MAX_WRITERS {
-            return Err(DdsError::Qos(format!("at most {} writers and readers per participant", sample::MAX_WRITERS)));
+            return Err(DdsError::Qos(QosError::TooManyEndpoints { max: sample::MAX_WRITERS }));
         }
         Ok(id)
     }
@@ -130,7 +149,7 @@ impl Participant {
         qos: Qos,
         filter: Option<FilterFn>,
     ) -> Result<DataReader<T>, DdsError> {
-        qos.validate_reader().map_err(DdsError::Qos)?;
+        qos.validate_reader()?;
         let keyed = topic.codec.key.is_some();
         let state = self.state_of(&topic.name, topic.qos, keyed)?;
         let id = self.endpoint_id()?;
@@ -270,7 +289,8 @@ pub(crate) fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<D
             .name(format!("dds-catch-up-{}", entry.name.chars().take(16).collect::<String>()))
             .spawn(move || catchup::run(sh, st, vid, others));
         if let Err(e) = spawned {
-            state.finish_catch_up(Vec::new(), None, &[], Some(format!("no thread for the catch-up: {e}")));
+            tracing::error!(%e, topic = %entry.name, "no thread for a late join's catch-up");
+            state.finish_catch_up(Vec::new(), None, &[], Some(CatchUpError::NoThread));
         }
     }
     Some(Box::new(move |b: &InPlaceBatch<'_>| state.deliver_batch(vid, b)))

@@ -34,8 +34,8 @@ pub(crate) fn start(cfg: DdsConfig) -> Result<Arc<Participant>, DdsError> {
         .regions_by(logs::regions)
         .on_view_start(move |v, t| {
             let group = s4.group.get().and_then(Weak::upgrade);
-            for why in s4.logs.ensure(v, t.local_id(), &s4.log_dir, group.as_ref()) {
-                tracing::error!(%why, "a log member could not start");
+            for (log, why) in s4.logs.ensure(v, t.local_id(), &s4.log_dir, group.as_ref()) {
+                tracing::error!(%log, %why, "a log member could not start");
             }
             s4.logs.view_starts(v, t);
             view_started(&s4, v);
@@ -56,6 +56,7 @@ pub(crate) fn start(cfg: DdsConfig) -> Result<Arc<Participant>, DdsError> {
         incarnation: incarnation(),
         next_endpoint: AtomicU32::new(0),
         free_endpoints: Mutex::new(Vec::new()),
+        leaving: Default::default(),
     };
     p.edit(&Edit::Hello { node: p.shared.me().0, incarnation: p.incarnation }, "participant")?;
     let p = Arc::new(p);

@@ -45,6 +45,8 @@ pub(crate) struct Participant {
     pub(crate) next_endpoint: AtomicU32,
     /// Numbers of dropped endpoints, free again once the domain's table lost them.
     pub(crate) free_endpoints: Mutex<Vec<u32>>,
+    /// The application asked this participant to leave.
+    pub(crate) leaving: std::sync::atomic::AtomicBool,
 }
 
 /// A process-unique random incarnation number for this participant.

@@ -10,12 +10,14 @@ pub(crate) mod relay;
 
 use crate::client::MAX_ENDPOINTS;
 use crate::engine::Now;
+use crate::error::{TopicError, Unavailable, WriteFailure};
 use crate::participant::state::{Participant, Shared};
 use crate::qos::Level;
+use crate::qos::QosError;
 use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
 use crate::topic::TopicState;
-use crate::wire::client::{decode, Call, LogFailure, Push, Reply};
+use crate::wire::client::{decode, Call, LogFailure, Push, Refusal, Reply};
 use sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -48,22 +50,24 @@ impl Serve {
         Serve { shared, page: (buffer_bytes / 4).clamp(1, HISTORY_PAGE), sessions: Mutex::default() }
     }
 
-    fn participant(&self) -> Result<Arc<Participant>, String> {
-        self.shared.participant.get().and_then(|p| p.upgrade()).ok_or_else(|| "the member is closing".into())
+    fn participant(&self) -> Result<Arc<Participant>, Refusal> {
+        self.shared.participant.get().and_then(|p| p.upgrade()).ok_or(Refusal::Unavailable(Unavailable::Closing))
     }
 
-    fn call(&self, s: &ClientSession, call: Call) -> Result<Reply, String> {
+    fn call(&self, s: &ClientSession, call: Call) -> Result<Reply, Refusal> {
         let p = self.participant()?;
         let entry_of = |name: &str| {
-            let view = p.group.view().ok_or("the member stopped")?;
-            let table = TopicTable::decode(view.layout().bytes())?;
-            table.topic(name).cloned().ok_or_else(|| format!("no topic `{name}` in the domain"))
+            let view = p.group.view().ok_or(Refusal::Unavailable(Unavailable::Stopped))?;
+            let table =
+                TopicTable::decode(view.layout().bytes()).map_err(|_| Refusal::Unavailable(Unavailable::Failed))?;
+            table.topic(name).cloned().ok_or(Refusal::Topic(TopicError::NoSuchTopic))
         };
+        let too_many = Refusal::Qos(QosError::TooManyEndpoints { max: MAX_ENDPOINTS as u32 });
         let count = |e: &Endpoints| e.writers.len() + e.readers.len();
         match call {
             Call::Topic { name, type_name, qos } => {
                 if let Some(qos) = qos {
-                    p.create_topic(&name, &type_name, qos).map_err(|e| e.to_string())?;
+                    p.create_topic(&name, &type_name, qos).map_err(refusal)?;
                 }
                 let e = entry_of(&name)?;
                 Ok(Reply::Topic { type_name: e.type_name, qos: e.qos })
@@ -71,9 +75,9 @@ impl Serve {
             Call::Reader { topic, reader, level, from } => {
                 let entry = entry_of(&topic)?;
                 if lock(&self.sessions).get(&s.id()).map_or(0, count) >= MAX_ENDPOINTS {
-                    return Err(format!("at most {MAX_ENDPOINTS} readers and writers per client"));
+                    return Err(too_many);
                 }
-                let state = p.proxy(&entry, false).map_err(|e| e.to_string())?;
+                let state = p.proxy(&entry, false).map_err(refusal)?;
                 self.wait_for_history(&state)?;
                 // Live samples from here on are pushed; the history before is the
                 // client's to fetch in pages (`Call::History`), at its pace.
@@ -96,15 +100,12 @@ impl Serve {
             Call::Writer { topic, writer, level } => {
                 let entry = entry_of(&topic)?;
                 if level > entry.qos.level {
-                    return Err(format!(
-                        "a writer cannot offer {level:?} on topic `{topic}` of level {:?}",
-                        entry.qos.level
-                    ));
+                    return Err(Refusal::Qos(QosError::AboveTopic { offered: level, topic: entry.qos.level }));
                 }
                 if lock(&self.sessions).get(&s.id()).map_or(0, count) >= MAX_ENDPOINTS {
-                    return Err(format!("at most {MAX_ENDPOINTS} readers and writers per client"));
+                    return Err(too_many);
                 }
-                let state = p.proxy(&entry, true).map_err(|e| e.to_string())?;
+                let state = p.proxy(&entry, true).map_err(refusal)?;
                 // Readers whose request this writer's offer does not meet: members'
                 // (of the table) and this member's clients'.
                 let members = p.group.view().map(|v| v.members().to_vec()).unwrap_or_default();
@@ -130,9 +131,9 @@ impl Serve {
                     .get(&s.id())
                     .and_then(|e| e.readers.get(&reader).cloned())
                     .filter(|t| t.name == topic)
-                    .ok_or_else(|| format!("no reader {reader} of `{topic}` in this session"))?;
+                    .ok_or(Refusal::NoSuchEndpoint)?;
                 let page = lock(&state.inner).engine.client_history(s.id(), reader, (from, to), self.page, Now::real());
-                let page = page.ok_or("the reader is gone")?;
+                let page = page.ok_or(Refusal::NoSuchEndpoint)?;
                 let entries = page
                     .entries
                     .into_iter()
@@ -153,7 +154,7 @@ impl Serve {
                 Ok(Reply::Done)
             }
             Call::Matched { topic } => {
-                let m = crate::DomainParticipant(p).matched(&topic).ok_or_else(|| format!("no topic `{topic}`"))?;
+                let m = crate::DomainParticipant(p).matched(&topic).ok_or(Refusal::Topic(TopicError::NoSuchTopic))?;
                 Ok(Reply::Matched {
                     writers: m.writers,
                     readers: m.readers,
@@ -161,10 +162,10 @@ impl Serve {
                     client_readers: m.client_readers,
                 })
             }
-            Call::Write { .. } => Err("a write is a post, not a request".into()),
+            Call::Write { .. } => Err(Refusal::Malformed),
             Call::LogRead { log, from, max } => Ok(self.log_read(&p, &log, from, max)),
             Call::Domain => {
-                let view = p.group.view().ok_or("the member stopped")?;
+                let view = p.group.view().ok_or(Refusal::Unavailable(Unavailable::Stopped))?;
                 Ok(Reply::Domain {
                     view: view.id().0,
                     members: view.members().iter().map(|m| m.0).collect(),
@@ -177,32 +178,36 @@ impl Serve {
     /// A page of log `log`'s committed records for a client (from this member's
     /// copy, or from a replica).
     fn log_read(&self, p: &Arc<Participant>, log: &str, from: u64, max: u32) -> Reply {
-        let unavailable = |why: String| Reply::LogFailed(LogFailure::Unavailable(why));
-        let Some(view) = p.group.view() else { return unavailable("the member stopped".into()) };
+        let unavailable = |why| Reply::LogFailed(LogFailure::Unavailable(why));
+        let Some(view) = p.group.view() else { return unavailable(Unavailable::Stopped) };
         let handle = match p.log_handle(log, &view) {
             Ok(h) => h,
             Err(crate::DdsError::Topic { .. }) => return Reply::LogFailed(LogFailure::NoSuchLog),
-            Err(e) => return unavailable(e.to_string()),
+            Err(_) => return unavailable(Unavailable::LogNotStarted),
         };
         match handle.read_page(Lsn(from), (max as usize).min(self.page), LOG_READ_WAIT) {
             Ok(r) => Reply::LogRecords(r.into_iter().map(|(l, b)| (l.0, serde_bytes::ByteBuf::from(b))).collect()),
             Err(ReadError::Gap(l)) => Reply::LogFailed(LogFailure::Gap(l.0)),
             Err(e @ (ReadError::Damaged { .. } | ReadError::Segment(_) | ReadError::Count { .. })) => {
-                Reply::LogFailed(LogFailure::Failed(e.to_string()))
+                tracing::error!(%log, %e, "a client's log read found damage");
+                Reply::LogFailed(LogFailure::Damaged)
             }
-            Err(e) => unavailable(e.to_string()),
+            Err(e) => {
+                tracing::debug!(%log, %e, "a client's log read cannot be served now");
+                unavailable(Unavailable::LogNotReady)
+            }
         }
     }
 
     /// Waits (up to the catch-up timeout) until this member has the topic's
     /// history, which a client reader's start or resume is served from.
-    fn wait_for_history(&self, state: &TopicState) -> Result<(), String> {
+    fn wait_for_history(&self, state: &TopicState) -> Result<(), Refusal> {
         let deadline = Instant::now() + self.shared.catch_up_timeout;
         let mut g = lock(&state.inner);
         while g.engine.catching_up() {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err("this member is still catching up on the topic".into());
+                return Err(Refusal::Unavailable(Unavailable::CatchingUp));
             }
             g = state.entered.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
         }
@@ -216,14 +221,14 @@ impl Serve {
             s.close(&format!("a write for writer {writer}, which this client did not register here"));
             return;
         };
-        let fail = |why: String| {
+        let fail = |why: WriteFailure| {
             s.push(&Push::Failed { writer, seq, why }.encode());
         };
         let max = state.qos.max_sample_bytes as usize;
         if payload.len() > max {
-            return fail(format!("a sample of {} bytes; topic `{}` takes at most {max}", payload.len(), state.name));
+            return fail(WriteFailure::TooLarge { len: payload.len(), max });
         }
-        let Ok(p) = self.participant() else { return fail("the member is closing".into()) };
+        let Ok(p) = self.participant() else { return fail(WriteFailure::NotSent) };
         let h = client_header(s.id(), writer, level as u8, seq, ts);
         let sent = p.group.send_where(
             |v| state.subgroup_in(v),
@@ -235,8 +240,13 @@ impl Serve {
                 slot.write(CLIENT_HEADER, payload);
             },
         );
-        if let Err(e) = sent {
-            fail(e.to_string());
+        match sent {
+            Ok(_) => {}
+            Err(views::group::SendError::Timeout(_)) => fail(WriteFailure::NoRoom),
+            Err(e) => {
+                tracing::debug!(%e, client = s.id(), writer, "a client's sample not sent");
+                fail(WriteFailure::NotSent)
+            }
         }
     }
 }
@@ -244,8 +254,8 @@ impl Serve {
 impl ClientHandler for Serve {
     fn request(&self, s: &ClientSession, body: &[u8]) -> Vec<u8> {
         let reply = match decode::<Call>(body).and_then(|c| c.check().map(|()| c)) {
-            Ok(call) => self.call(s, call).unwrap_or_else(Reply::Error),
-            Err(e) => Reply::Error(format!("bad request: {e}")),
+            Ok(call) => self.call(s, call).unwrap_or_else(Reply::Refused),
+            Err(_) => Reply::Refused(Refusal::Malformed),
         };
         reply.encode()
     }
@@ -265,6 +275,22 @@ impl ClientHandler for Serve {
             let mut g = lock(&t.inner);
             g.engine.forget_client(s.id());
             g.out.detach(s.id());
+        }
+    }
+}
+
+/// What a client hears of a member's failure to do its call.
+fn refusal(e: crate::DdsError) -> Refusal {
+    use crate::DdsError as E;
+    match e {
+        E::Topic { why, .. } => Refusal::Topic(why),
+        E::Qos(q) => Refusal::Qos(q),
+        E::Unavailable(u) => Refusal::Unavailable(u),
+        E::Stopped(_) => Refusal::Unavailable(Unavailable::Stopped),
+        E::TimedOut { .. } => Refusal::Unavailable(Unavailable::Busy),
+        other => {
+            tracing::warn!(%other, "a client's call failed at this member");
+            Refusal::Unavailable(Unavailable::Failed)
         }
     }
 }

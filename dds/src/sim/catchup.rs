@@ -4,6 +4,7 @@
 //! among the new members is; if the source dies, start again from the next.
 
 use crate::engine::{Now, Seen, Served, TopicEngine};
+use crate::error::CatchUpError;
 use crate::history::Entry;
 use sst::transport::NodeId;
 use views::view::ViewId;
@@ -22,7 +23,7 @@ pub(crate) struct Fetch {
     seen: Seen,
     next: u64,
     news: Vec<(u64, NodeId)>,
-    errors: Vec<String>,
+    errors: Vec<CatchUpError>,
 }
 
 /// What one step of a fetch came to.
@@ -31,7 +32,7 @@ pub(crate) enum Step {
     /// Ask again at a later step.
     Going,
     /// The history and its seam (or, with neither, this node's own is all).
-    Done { entries: Vec<Entry>, seam: Option<u64>, seen: Seen, failed: Option<String> },
+    Done { entries: Vec<Entry>, seam: Option<u64>, seen: Seen, failed: Option<CatchUpError> },
 }
 
 impl Fetch {
@@ -66,7 +67,7 @@ impl Fetch {
             },
         };
         let Some((engine, log)) = ask(to) else {
-            self.errors.push(format!("{to} is gone"));
+            self.errors.push(CatchUpError::NoAnswer);
             self.restart(to);
             return Step::Going;
         };
@@ -86,7 +87,7 @@ impl Fetch {
         match served {
             Served::NotBegun => Step::Going,
             Served::TooOld => {
-                self.errors.push(format!("{to}: view too old"));
+                self.errors.push(CatchUpError::Refused);
                 self.restart(to);
                 Step::Going
             }
@@ -109,8 +110,8 @@ impl Fetch {
                     }
                     used += r.len();
                     match Entry::from_record(seq as u64, r) {
-                        Ok(e) => self.got.push(e),
-                        Err(why) => return self.fail(why),
+                        Some(e) => self.got.push(e),
+                        None => return self.fail(CatchUpError::Refused),
                     }
                 }
                 self.page(to, any, seam, more)
@@ -157,11 +158,11 @@ impl Fetch {
             let _ = seam;
             return Step::Going;
         }
-        let failed = (!self.errors.is_empty()).then(|| self.errors.join("; "));
+        let failed = self.errors.first().copied();
         Step::Done { entries: Vec::new(), seam: None, seen: Seen::new(), failed }
     }
 
-    fn fail(&mut self, why: String) -> Step {
+    fn fail(&mut self, why: CatchUpError) -> Step {
         Step::Done { entries: Vec::new(), seam: None, seen: Seen::new(), failed: Some(why) }
     }
 }

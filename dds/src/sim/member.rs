@@ -100,7 +100,7 @@ impl Member {
     pub(crate) fn start(&mut self, qos: Qos, keyed: bool, now: Now, mutation: Option<Mutation>) -> Result<(), String> {
         let records = (qos.level == Level::Logged).then_some(&self.log[..]);
         let mut e = TopicEngine::open(qos, keyed, self.id, records, now)
-            .map_err(|b| format!("{} could not reopen its log: record {}: {}", self.id, b.seq, b.why))?;
+            .map_err(|b| format!("{} could not reopen its log: record {} holds no sample", self.id, b.seq))?;
         let id = self.readers.len() as u32;
         self.readers.push(ReaderLog { id, ..ReaderLog::default() });
         e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now, &mut self.fx);
@@ -162,7 +162,7 @@ impl Member {
             .log
             .iter()
             .rev()
-            .any(|r| crate::history::Entry::from_record(0, r).is_ok_and(|e| same(&key_of(&e.info(false).0))));
+            .any(|r| crate::history::Entry::from_record(0, r).is_some_and(|e| same(&key_of(&e.info(false).0))));
         if !held {
             self.early_ack = Some(format!("{} acknowledged {key:?} with {} records durable", self.id, self.log.len()));
         }

@@ -17,7 +17,7 @@ struct Queue {
     /// Records appended and synced by the policy so far.
     durable: u64,
     /// Why the log refused an append (it takes no more).
-    failed: Option<String>,
+    failed: Option<std::io::ErrorKind>,
     stop: bool,
 }
 
@@ -123,17 +123,17 @@ fn run(mut log: SampleLog, s: &Shared, topic: &Weak<TopicState>) {
                 Ok(n) => q.durable = n,
                 Err(e) => {
                     tracing::error!(%e, "log append failed");
-                    q.failed = Some(e.to_string());
+                    q.failed = Some(e.kind());
                 }
             }
-            let (durable, failed) = (q.durable, q.failed.clone());
+            let (durable, failed) = (q.durable, q.failed);
             drop(q);
             s.done.notify_all();
             // The topic is gone while it drops this writer: nobody to tell.
             if let Some(t) = topic.upgrade() {
                 t.run(|e, fx| match &failed {
                     None => e.durable(durable, fx),
-                    Some(why) => e.log_failed(why, fx),
+                    Some(why) => e.log_failed(*why, fx),
                 });
             }
             if failed.is_some() {

@@ -1,7 +1,8 @@
 //! What a DDS client and its member say to each other, as frames ([`super`])
 //! inside the views client session's requests, posts and pushes.
 
-use crate::qos::{Level, Qos};
+use crate::error::{TopicError, Unavailable, WriteFailure};
+use crate::qos::{Level, Qos, QosError};
 use crate::sample::SampleInfo;
 use serde::{Deserialize, Serialize};
 
@@ -70,7 +71,7 @@ pub(crate) enum Reply {
         client_readers: usize,
     },
     Done,
-    Error(String),
+    Refused(Refusal),
     /// A page of a log's committed records (none: nothing committed from there yet).
     LogRecords(Vec<(u64, serde_bytes::ByteBuf)>),
     /// A log read that failed.
@@ -83,6 +84,36 @@ pub(crate) enum Reply {
     },
 }
 
+impl Call {
+    /// The topic (or log) a call names (empty if none).
+    pub(crate) fn subject(&self) -> &str {
+        match self {
+            Call::Topic { name, .. } => name,
+            Call::Reader { topic, .. }
+            | Call::Writer { topic, .. }
+            | Call::History { topic, .. }
+            | Call::Matched { topic } => topic,
+            Call::LogRead { log, .. } => log,
+            _ => "",
+        }
+    }
+}
+
+/// Why a member refused a client's call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Refusal {
+    /// The topic (or its creation) as asked is refused.
+    Topic(TopicError),
+    /// A QoS out of range, or a request it does not allow.
+    Qos(QosError),
+    /// The member cannot do it now.
+    Unavailable(Unavailable),
+    /// The session has no such reader (or writer).
+    NoSuchEndpoint,
+    /// The call does not decode, or is not a request.
+    Malformed,
+}
+
 /// Why a log read failed, as a client tells the cases apart.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum LogFailure {
@@ -91,9 +122,9 @@ pub(crate) enum LogFailure {
     /// The log no longer holds this record (trimmed).
     Gap(u64),
     /// The log cannot be read now (no replica answered, a view change): try again.
-    Unavailable(String),
+    Unavailable(Unavailable),
     /// The read failed for good (a damaged record or segment file).
-    Failed(String),
+    Damaged,
 }
 
 /// What a member sends a client unasked.
@@ -105,7 +136,7 @@ pub(crate) enum Push {
     /// Writer `writer`'s samples up to `seq` are delivered.
     Acked { writer: u32, seq: u64 },
     /// Writer `writer`'s sample `seq` could not be sent, and why.
-    Failed { writer: u32, seq: u64, why: String },
+    Failed { writer: u32, seq: u64, why: WriteFailure },
 }
 
 /// [`Push`] as a client reads it: the samples' bytes borrowed from the frame, not
@@ -124,7 +155,7 @@ pub(crate) enum PushRef<'a> {
     Failed {
         writer: u32,
         seq: u64,
-        why: String,
+        why: WriteFailure,
     },
 }
 
@@ -193,7 +224,8 @@ mod tests {
         for r in [
             Reply::LogRecords(vec![(7, serde_bytes::ByteBuf::from(b"x".to_vec()))]),
             Reply::LogFailed(LogFailure::Gap(3)),
-            Reply::LogFailed(LogFailure::Unavailable("view change".into())),
+            Reply::LogFailed(LogFailure::Unavailable(Unavailable::LogNotReady)),
+            Reply::Refused(Refusal::Topic(TopicError::TypeMismatch { domain: "a".into(), here: "b".into() })),
         ] {
             assert_eq!(decode::<Reply>(&r.encode()), Ok(r));
         }

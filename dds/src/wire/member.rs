@@ -33,6 +33,23 @@ pub(crate) struct WireEntry {
     pub(crate) bytes: Vec<u8>,
 }
 
+/// Why a member does not serve a fetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Refusal {
+    /// The request does not decode.
+    Malformed,
+    /// The member has no such topic.
+    NoTopic,
+    /// The view asked about is older than the seams the member keeps.
+    TooOld,
+    /// The history is in a log the member does not keep.
+    NoLog,
+    /// The member's log could not be read.
+    Unreadable,
+    /// A record of the member's log holds no sample.
+    BadRecord,
+}
+
 /// The answer to a [`Fetch`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Answer {
@@ -44,7 +61,7 @@ pub(crate) enum Answer {
     /// there (client id, writer number, highest sample number).
     Entries { seam: u64, entries: Vec<WireEntry>, more: bool, seen: Vec<(u64, u32, u64)> },
     /// Cannot serve.
-    Error(String),
+    Refused(Refusal),
     /// The answer to [`Ask::ClientEndpoints`].
     Endpoints { writers: u64, readers: u64 },
 }

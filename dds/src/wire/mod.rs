@@ -21,8 +21,9 @@ pub(crate) mod member;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// The version byte every DDS frame starts with.
-pub(crate) const VERSION: u8 = 0xD1;
+/// The version byte every DDS frame starts with (0xD2: refusals and failures
+/// carry typed causes, not text).
+pub(crate) const VERSION: u8 = 0xD2;
 
 /// The DDS layer's service number on the group's control plane.
 pub(crate) const SERVICE: views::group::Service = views::group::Service(3);

@@ -62,7 +62,7 @@ pub(super) fn client_process(args: &Args) -> Result<(), String> {
     let g = lock(&seen);
     let v = json!({
         "samples": g.count, "first": g.first, "last": g.last, "in_order": g.in_order,
-        "lost": reader.status().lost, "moves": c.failovers(), "ended": c.ended(),
+        "lost": reader.status().lost, "moves": c.failovers(), "ended": c.ended().map(|e| e.to_string()),
     });
     println!("{v}");
     Ok(())

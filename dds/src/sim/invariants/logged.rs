@@ -22,7 +22,8 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
         // The newest record only: the older ones were checked when they were.
         if let Some(r) = m.log.last() {
             let seq = m.log.len() as u64 - 1;
-            let e = Entry::from_record(seq, r).map_err(|why| (NAME, format!("{}: record {seq}: {why}", m.id)))?;
+            let e =
+                Entry::from_record(seq, r).ok_or_else(|| (NAME, format!("{}: record {seq} holds no sample", m.id)))?;
             let key = key_of(&e.info(false).0);
             if w.order.get(seq as usize).map(|o| o.0) != Some(key) {
                 return Err((

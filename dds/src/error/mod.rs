@@ -1,5 +1,11 @@
-//! The errors of the DDS layer.
+//! The errors of the DDS layer: one enum, [`DdsError`], whose variants carry typed
+//! causes (no free text), each saying what the caller can do.
 
+mod causes;
+
+pub use crate::codec::CodecError;
+pub use crate::qos::QosError;
+pub use causes::{Awaited, CatchUpError, ClientEnd, FilterError, Stop, TopicError, Unavailable, WriteFailure};
 use thiserror::Error;
 
 /// What went wrong.
@@ -11,14 +17,14 @@ pub enum DdsError {
     /// The domain's group could not start or join.
     #[error("domain: {0}")]
     Start(#[from] views::group::StartError),
-    /// The topic exists in the domain with another type or QoS (or the name or QoS
-    /// is invalid); the text says which.
+    /// The topic (or log) cannot be created, found or used as asked: see
+    /// [`TopicError`] for each case.
     #[error("topic `{topic}`: {why}")]
     Topic {
-        /// The topic.
+        /// The topic (or log).
         topic: String,
         /// Why.
-        why: String,
+        why: TopicError,
     },
     /// A sample larger than the topic's `max_sample_bytes`.
     #[error("sample of {len} bytes exceeds the topic's max_sample_bytes {max}")]
@@ -28,26 +34,55 @@ pub enum DdsError {
         /// The limit.
         max: usize,
     },
-    /// The sample could not be serialized.
-    #[error("sample does not serialize: {0}")]
-    Encode(String),
+    /// The sample (or key) could not be serialized, or bytes did not decode.
+    #[error("sample: {0}")]
+    Codec(#[from] CodecError),
     /// A loan on a topic whose type is not `bytemuck::Pod` (created with `topic`,
     /// not `pod_topic`).
     #[error("topic `{0}` is not a Pod topic: loans need one created with pod_topic")]
     NotPod(String),
-    /// A writer offering a level above its topic's.
+    /// A QoS out of range, or one that does not allow the request.
     #[error("QoS: {0}")]
-    Qos(String),
+    Qos(#[from] QosError),
+    /// A keyed topic's samples are written with `write()` (a loan or an in-place
+    /// write names no key).
+    #[error("topic `{0}` is keyed: write its samples with write()")]
+    Keyed(String),
+    /// A keyed Pod topic is keyed by bytes of its samples: dispose and unregister
+    /// by a sample, not by a key.
+    #[error("topic `{0}` is keyed by bytes of its samples: name an instance by a sample")]
+    KeyedByBytes(String),
     /// The topic's log file could not be opened or written.
     #[error(transparent)]
     Log(#[from] crate::log::LogError),
-    /// This participant is no longer a member of the domain (it left, or was
-    /// removed and does not rejoin); the text says why.
+    /// This participant is no longer a member of the domain ([`Stop`] says why).
     #[error("this participant stopped: {0}")]
-    Stopped(String),
-    /// The domain did not take a change in time.
-    #[error("domain: {0}")]
-    NotApplied(String),
+    Stopped(Stop),
+    /// The member cannot do it now ([`Unavailable`] says why): try again, or
+    /// (a client) through another member.
+    #[error("unavailable: {0}")]
+    Unavailable(Unavailable),
+    /// A log of this participant could not start (its files or settings).
+    #[error("log `{log}` could not start: {why}")]
+    LogStart {
+        /// The log.
+        log: String,
+        /// Why.
+        why: tailwind::service::StartError,
+    },
+    /// A replica's copy of the log is damaged or does not match what was
+    /// committed: read from another member, and look at that member's disk.
+    #[error("log `{0}`: a replica's copy is damaged")]
+    LogDamaged(String),
+    /// The client's link to its member failed (see [`views::client::ClientError`]).
+    #[error("client: {0}")]
+    Client(#[from] views::client::ClientError),
+    /// The client ended ([`ClientEnd`] says why): connect again.
+    #[error("the client ended: {0}")]
+    ClientEnded(ClientEnd),
+    /// A thread could not be started (the process is out of resources).
+    #[error("no thread: {0:?}")]
+    NoThread(std::io::ErrorKind),
     /// A write could not be sent.
     #[error("write: {0}")]
     Send(views::group::SendError),
@@ -71,7 +106,7 @@ pub enum DdsError {
         /// The expression.
         expr: String,
         /// Why.
-        why: String,
+        why: FilterError,
     },
     /// An instance call on a topic that has no key.
     #[error("topic `{0}` is not keyed: instances need a keyed topic")]
@@ -82,7 +117,7 @@ pub enum DdsError {
         /// The topic.
         topic: String,
         /// Why.
-        why: String,
+        why: CatchUpError,
     },
     /// A member spoke out of protocol to this client (see [`ProtocolError`]): the
     /// versions differ or the member is not what it claims. Nothing more is to be
@@ -97,11 +132,12 @@ pub enum DdsError {
         /// The record asked for.
         lsn: u64,
     },
-    /// A wait ended without what it waited for.
+    /// A wait ended without what it waited for: wait longer, or look at why the
+    /// domain is slow (members missing, a view change that does not end).
     #[error("{what}: not within {waited:?}")]
     TimedOut {
         /// What was waited for.
-        what: String,
+        what: Awaited,
         /// How long.
         waited: std::time::Duration,
     },
