@@ -24,7 +24,7 @@ pub(crate) fn key_of(info: &SampleInfo) -> SampleKey {
 pub(crate) struct ReaderLog {
     pub(crate) id: u32,
     /// (topic_seq, identity, from history, instance) of each sample offered.
-    pub(crate) offers: Vec<(u64, SampleKey, bool, u64)>,
+    pub(crate) offers: Vec<(u64, SampleKey, bool, u64, u64)>,
     /// Samples it was told it will never get.
     pub(crate) missed: u64,
     pub(crate) rejected: u64,
@@ -44,11 +44,32 @@ pub(crate) fn instance_of(bytes: &[u8], keyed: bool) -> u64 {
     u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
 }
 
-/// A sample's bytes: `header`, the instance's prefix if keyed, 8 payload bytes.
+/// The kind of a keyed sample's bytes (its prefix's second word; 0, data, for
+/// an unkeyed topic's).
+pub(crate) fn kind_of(bytes: &[u8], keyed: bool) -> u64 {
+    let at = crate::sample::header_len(u64::from_le_bytes(bytes[..8].try_into().expect("a header")));
+    if !keyed || bytes.len() < at + 16 {
+        return 0;
+    }
+    u64::from_le_bytes(bytes[at + 8..at + 16].try_into().expect("8 bytes"))
+}
+
+/// What a keyed writer writes as its sample number `n`: mostly data, some
+/// disposals and unregistrations (the same for a sample sent again).
+fn kind_for(n: u64) -> Kind {
+    match n % 13 {
+        5 => Kind::Dispose,
+        11 => Kind::Unregister,
+        _ => Kind::Data,
+    }
+}
+
+/// A sample's bytes: `header`, the instance's prefix if keyed (its kind chosen by
+/// `payload`), 8 payload bytes.
 pub(crate) fn sample_bytes(header: &[u64], instance: u64, payload: u64) -> Vec<u8> {
     let mut b: Vec<u8> = header.iter().flat_map(|w| w.to_le_bytes()).collect();
     if instance != 0 {
-        for w in prefix(InstanceHandle(instance), Kind::Data) {
+        for w in prefix(InstanceHandle(instance), kind_for(payload)) {
             b.extend_from_slice(&w.to_le_bytes());
         }
     }
@@ -124,7 +145,8 @@ impl Member {
             match f {
                 Fx::Offer { reader, info, bytes } => {
                     let r = &mut self.readers[reader as usize];
-                    r.offers.push((info.topic_seq, key_of(&info), info.from_history, instance_of(&bytes, keyed)));
+                    let (instance, kind) = (instance_of(&bytes, keyed), kind_of(&bytes, keyed));
+                    r.offers.push((info.topic_seq, key_of(&info), info.from_history, instance, kind));
                 }
                 Fx::Missed { reader, n } => self.readers[reader as usize].missed += n,
                 Fx::Reject { reader, .. } => self.readers[reader as usize].rejected += 1,

@@ -69,6 +69,8 @@ pub(crate) struct Stats {
     pub(crate) client_samples: u64,
     pub(crate) pages: u64,
     pub(crate) history_offers: u64,
+    /// Disposals and unregistrations in the order.
+    pub(crate) disposals: u64,
 }
 
 impl Stats {
@@ -82,6 +84,7 @@ impl Stats {
         self.client_samples += o.client_samples;
         self.pages += o.pages;
         self.history_offers += o.history_offers;
+        self.disposals += o.disposals;
     }
 }
 

@@ -27,6 +27,7 @@ fn seeds() {
     assert!(total.samples > 0 && total.client_samples > 0, "{total:?}");
     assert!(total.joins > 0 && total.restarts > 0 && total.kills > 0 && total.failovers > 0, "{total:?}");
     assert!(total.pages > 0 && total.views > 0 && total.history_offers > 0, "{total:?}");
+    assert!(total.disposals > 0, "{total:?}");
 }
 
 /// Replays one seed (`DDS_SIM_SEED`) and prints its configuration and outcome.

@@ -3,7 +3,7 @@
 use super::catchup::{Fetch, Step};
 use super::clients::Client;
 use super::config::SimConfig;
-use super::member::{instance_of, key_of, sample_bytes, Member, SampleKey, WRITER};
+use super::member::{instance_of, key_of, kind_of, sample_bytes, Member, SampleKey, WRITER};
 use super::{Stats, Violation};
 use crate::engine::record::Fx;
 use crate::engine::Now;
@@ -31,6 +31,8 @@ pub(crate) struct World {
     committed: usize,
     /// The topic's order as the group fixed it: each sample's identity and instance.
     pub(crate) order: Vec<(SampleKey, u64)>,
+    /// Each sample's kind in the order (data, disposal, unregistration).
+    pub(crate) kinds: Vec<u64>,
     /// The resend filter of the reference order: the highest number per client writer.
     seen: HashMap<(u64, u32), u64>,
     pub(crate) fetches: Vec<(NodeId, Fetch)>,
@@ -61,6 +63,7 @@ impl World {
             log: Vec::new(),
             committed: 0,
             order: Vec::new(),
+            kinds: Vec::new(),
             seen: HashMap::new(),
             fetches: Vec::new(),
             clients,
@@ -241,6 +244,7 @@ impl World {
                 self.stats.client_samples += 1;
             }
             self.order.push((key_of(&info), instance_of(bytes, keyed)));
+            self.kinds.push(kind_of(bytes, keyed));
         }
     }
 

@@ -17,7 +17,7 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
         }
         for r in &m.readers {
             for i in r.checked..r.offers.len() {
-                let (seq, _, history, _) = r.offers[i];
+                let (seq, _, history, _, _) = r.offers[i];
                 if history {
                     continue;
                 }

@@ -6,6 +6,7 @@
 pub(crate) mod client_once;
 pub(crate) mod client_reader;
 pub(crate) mod contiguous;
+pub(crate) mod kinds;
 pub(crate) mod logged;
 pub(crate) mod quiescence;
 pub(crate) mod seam;
@@ -19,6 +20,7 @@ pub(crate) type Breach = (&'static str, String);
 pub(crate) fn check_step(w: &mut World) -> Result<(), Breach> {
     total_order::check(w)?;
     contiguous::check(w)?;
+    kinds::check(w)?;
     logged::check(w)?;
     // What is checked is marked, so the next step looks at new offers only.
     for m in &mut w.members {

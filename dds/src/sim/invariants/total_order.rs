@@ -36,7 +36,7 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
     for m in &w.members {
         for r in &m.readers {
             let before = r.checked.checked_sub(1).map(|i| r.offers[i].0);
-            let new = r.offers[r.checked..].iter().map(|(s, k, _, _)| (*s, k));
+            let new = r.offers[r.checked..].iter().map(|(s, k, _, _, _)| (*s, k));
             check_offers(&format!("{} reader {}", m.id, r.id), &w.order, before, new)?;
         }
     }
