@@ -34,14 +34,15 @@
 //! }
 //! ```
 
+use crate::auth::Secret;
+use crate::link::Link;
 use crate::view::ViewId;
-use crate::wire::{encode, read_frame, Message};
+use crate::wire::{encode, Message};
 use sst::sync::atomic::{AtomicU64, Ordering};
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::collections::{HashMap, VecDeque};
-use std::io::Write;
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{Shutdown, SocketAddr};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -129,7 +130,8 @@ struct Conn {
     gen: u64,
     at: usize,
     node: NodeId,
-    stream: TcpStream,
+    /// The sending end (the reader thread has the receiving one).
+    stream: Link,
     /// Set once this connection ended: every call returns it until a reconnect.
     ended: Option<ClientError>,
 }
@@ -143,6 +145,7 @@ type Pending = Arc<Mutex<HashMap<u64, SyncSender<Answer>>>>;
 pub struct Client {
     contacts: Vec<SocketAddr>,
     id: u64,
+    secret: Option<Secret>,
     conn: Mutex<Conn>,
     pending: Pending,
     events: Mutex<Receiver<Incoming>>,
@@ -165,16 +168,14 @@ fn fresh_id() -> u64 {
 }
 
 /// Opens a session at `addr`: the member's node id and the connection, or why not.
-fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStream), String> {
-    let mut s = TcpStream::connect_timeout(&addr, timeout).map_err(|e| e.to_string())?;
-    s.set_nodelay(true).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.write_all(&encode(&Message::ClientHello { client: id }).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
-    match read_frame(&mut s).map_err(|e| e.to_string())? {
+fn open(addr: SocketAddr, id: u64, timeout: Duration, secret: Option<&Secret>) -> Result<(NodeId, Link), String> {
+    let mut s = Link::connect(addr, timeout, secret).map_err(|e| e.to_string())?;
+    s.stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
+    s.send(&Message::ClientHello { client: id }).map_err(|e| e.to_string())?;
+    match s.recv().map_err(|e| e.to_string())? {
         Message::ClientWelcome { node } => {
-            s.set_read_timeout(None).map_err(|e| e.to_string())?;
+            s.stream.set_read_timeout(None).map_err(|e| e.to_string())?;
             Ok((NodeId(node), s))
         }
         Message::JoinRefused { reason } => Err(format!("refused: {reason}")),
@@ -185,7 +186,11 @@ fn open(addr: SocketAddr, id: u64, timeout: Duration) -> Result<(NodeId, TcpStre
 /// Reads the member's frames until the connection ends (through a buffer: relayed
 /// frames are small and many, and two reads a frame cost more than the frame):
 /// replies to their waiters, everything else to the client's event queue.
-fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) {
+fn read_all(mut link: Link, gen: u64, tx: SyncSender<Incoming>, pending: Pending) {
+    let Ok(s) = link.stream.try_clone() else {
+        let _ = tx.send(Incoming::Ended(gen, false, "no handle on the connection".into()));
+        return;
+    };
     let mut r = std::io::BufReader::with_capacity(1 << 16, s);
     let mut batch = Vec::new();
     let (dropped, why) = loop {
@@ -194,7 +199,7 @@ fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) 
         if hand_over && tx.send(Incoming::Events(std::mem::take(&mut batch))).is_err() {
             break (false, "the client was dropped".into());
         }
-        let event = match read_frame(&mut r) {
+        let event = match link.recv_from(&mut r) {
             Ok(Message::Relay { view, subgroup, index, sender, body }) => Event::Relay(Relayed {
                 view: ViewId(view),
                 subgroup: subgroup as usize,
@@ -244,14 +249,28 @@ fn read_all(s: TcpStream, gen: u64, tx: SyncSender<Incoming>, pending: Pending) 
 impl Client {
     /// Connects to the first of `contacts` (members' control addresses) that takes
     /// the session, trying them in order, each for up to `timeout`.
+    ///
+    /// Authenticates with the secret of `SPINDLE_SECRET_FILE` if that is set
+    /// ([`Client::connect_with`] names one).
     pub fn connect(contacts: &[SocketAddr], timeout: Duration) -> Result<Client, ClientError> {
+        let secret = crate::config::Security::default().secret().map_err(|e| ClientError::Connect(e.to_string()))?;
+        Client::connect_with(contacts, timeout, secret)
+    }
+
+    /// [`Client::connect`] with the group's secret (or none).
+    pub fn connect_with(
+        contacts: &[SocketAddr],
+        timeout: Duration,
+        secret: Option<Secret>,
+    ) -> Result<Client, ClientError> {
         let id = fresh_id();
         let pending = Pending::default();
         let (tx, rx) = sync_channel(EVENTS);
-        let conn = Self::first_of(contacts, 0, id, timeout, 1, &tx, &pending)?;
+        let conn = Self::first_of(contacts, 0, id, timeout, 1, &tx, &pending, secret.as_ref())?;
         Ok(Client {
             contacts: contacts.to_vec(),
             id,
+            secret,
             conn: Mutex::new(conn),
             pending,
             events: Mutex::new(rx),
@@ -264,6 +283,7 @@ impl Client {
 
     /// Tries `contacts` in order from `start` (wrapping around) until one takes the
     /// session; starts the reader of that connection.
+    #[allow(clippy::too_many_arguments)] // the session's parts, passed at connect and reconnect alike
     fn first_of(
         contacts: &[SocketAddr],
         start: usize,
@@ -272,6 +292,7 @@ impl Client {
         gen: u64,
         tx: &SyncSender<Incoming>,
         pending: &Pending,
+        secret: Option<&Secret>,
     ) -> Result<Conn, ClientError> {
         if contacts.is_empty() {
             return Err(ClientError::Connect("no contacts given".into()));
@@ -279,9 +300,9 @@ impl Client {
         let mut why = Vec::new();
         for i in 0..contacts.len() {
             let at = (start + i) % contacts.len();
-            match open(contacts[at], id, timeout) {
-                Ok((node, stream)) => {
-                    let reader = stream.try_clone().map_err(|e| ClientError::Connect(e.to_string()))?;
+            match open(contacts[at], id, timeout, secret) {
+                Ok((node, link)) => {
+                    let (reader, stream) = link.split().map_err(|e| ClientError::Connect(e.to_string()))?;
                     let (tx, pending) = (tx.clone(), pending.clone());
                     std::thread::Builder::new()
                         .name("spindle-client".into())
@@ -312,8 +333,8 @@ impl Client {
         if let Some(e) = &c.ended {
             return Err(e.clone());
         }
-        if let Err(e) = c.stream.write_all(&bytes) {
-            let _ = c.stream.shutdown(Shutdown::Both);
+        if let Err(e) = c.stream.send_frame(&[&bytes]) {
+            let _ = c.stream.stream.shutdown(Shutdown::Both);
             return Err(c.ended.get_or_insert(ClientError::Disconnected(e.to_string())).clone());
         }
         Ok(())
@@ -375,7 +396,7 @@ impl Client {
                     if gen != c.gen {
                         continue; // an earlier connection's end
                     }
-                    let _ = c.stream.shutdown(Shutdown::Both);
+                    let _ = c.stream.stream.shutdown(Shutdown::Both);
                     let e = if dropped { ClientError::Dropped(why) } else { ClientError::Disconnected(why) };
                     return Err(c.ended.get_or_insert(e).clone());
                 }
@@ -455,8 +476,10 @@ impl Client {
     pub fn reconnect(&self, timeout: Duration) -> Result<(), ClientError> {
         {
             let mut c = lock(&self.conn);
-            let _ = c.stream.shutdown(Shutdown::Both);
-            let next = Self::first_of(&self.contacts, c.at + 1, self.id, timeout, c.gen + 1, &self.tx, &self.pending);
+            let _ = c.stream.stream.shutdown(Shutdown::Both);
+            let (contacts, tx, pending) = (&self.contacts, &self.tx, &self.pending);
+            let next =
+                Self::first_of(contacts, c.at + 1, self.id, timeout, c.gen + 1, tx, pending, self.secret.as_ref());
             match next {
                 Ok(conn) => *c = conn,
                 Err(e) => {
@@ -483,6 +506,6 @@ impl Client {
 
 impl Drop for Client {
     fn drop(&mut self) {
-        let _ = lock(&self.conn).stream.shutdown(Shutdown::Both);
+        let _ = lock(&self.conn).stream.stream.shutdown(Shutdown::Both);
     }
 }

@@ -150,6 +150,41 @@ pub struct Config {
     /// `rdma`: the port's GID table index (RoCE v2 over IPv4 is often 1 or 3).
     #[serde(default)]
     pub gid_index: u8,
+    /// Who may take part (see [`Security`]).
+    #[serde(default)]
+    pub security: Security,
+}
+
+/// The `[security]` table: a group given a secret admits only processes that hold
+/// it (see [`crate::auth`] and docs/security.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Security {
+    /// A file of at least 32 random bytes, the same at every member and client
+    /// (`head -c 32 /dev/urandom > group.key; chmod 600 group.key`). Absent: the
+    /// file named by `SPINDLE_SECRET_FILE`, if set; else no secret (anyone who
+    /// reaches a port takes part, as on a trusted network).
+    #[serde(default)]
+    pub secret_file: Option<std::path::PathBuf>,
+}
+
+/// The environment variable that names a secret file when the configuration
+/// names none.
+pub const SECRET_ENV: &str = "SPINDLE_SECRET_FILE";
+
+impl Security {
+    /// The group's secret: from `secret_file`, else from [`SECRET_ENV`]'s file, else
+    /// none.
+    pub fn secret(&self) -> Result<Option<crate::auth::Secret>, ConfigError> {
+        let path =
+            self.secret_file.clone().or_else(|| std::env::var_os(SECRET_ENV).filter(|v| !v.is_empty()).map(Into::into));
+        match path {
+            None => Ok(None),
+            Some(p) => {
+                crate::auth::Secret::load(&p).map(Some).map_err(|e| invalid("security.secret_file", e.to_string()))
+            }
+        }
+    }
 }
 
 /// True for a valid group name: 1-40 letters, digits, `-` or `_`.
@@ -288,6 +323,7 @@ impl Config {
             rdma_device: None,
             rdma_port: defaults::rdma_port(),
             gid_index: 0,
+            security: Security::default(),
         })
     }
 
@@ -404,6 +440,11 @@ impl ConfigBuilder {
     /// Majority rule on or off.
     pub fn majority(mut self, on: bool) -> Self {
         self.0.majority = on;
+        self
+    }
+    /// The group's secret file (see [`Security::secret_file`]).
+    pub fn secret_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.0.security.secret_file = Some(path.into());
         self
     }
     /// Discovery on or off (see [`Config::discovery`]).

@@ -215,6 +215,10 @@ pub enum WireError {
     /// Reading from the connection failed or it closed mid-frame.
     #[error("connection: {0}")]
     Io(String),
+    /// On an authenticated link: a frame whose tag does not verify (changed,
+    /// replayed, reordered, or not from the holder of the group's secret).
+    #[error("a frame whose authentication tag does not verify")]
+    BadTag,
 }
 
 impl Message {
@@ -334,15 +338,28 @@ pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, WireError> {
 /// is allocated, and the body grows only as its bytes arrive, so a hostile peer cannot
 /// make this node allocate more than it sent (nor more than [`MAX_BODY`]).
 pub fn read_frame(r: &mut impl Read) -> Result<Message, WireError> {
+    let raw = read_raw(r)?;
+    body(&raw[HEADER..])
+}
+
+/// Reads one frame's bytes (header and body, the header checked) without decoding
+/// the body: an authenticated link checks the frame's tag first.
+pub(crate) fn read_raw(r: &mut impl Read) -> Result<Vec<u8>, WireError> {
     let mut h = [0u8; HEADER];
     r.read_exact(&mut h).map_err(|e| WireError::Io(e.to_string()))?;
     let len = header(&h)?;
-    let mut b = Vec::with_capacity(len.min(64 << 10));
+    let mut b = Vec::with_capacity(HEADER + len.min(64 << 10));
+    b.extend_from_slice(&h);
     let got = r.take(len as u64).read_to_end(&mut b).map_err(|e| WireError::Io(format!("inside a frame: {e}")))?;
     if got < len {
         return Err(WireError::Io(format!("closed inside a frame: {got} of {len} bytes")));
     }
-    body(&b)
+    Ok(b)
+}
+
+/// Decodes the body of a frame [`read_raw`] read.
+pub(crate) fn decode_raw(raw: &[u8]) -> Result<Message, WireError> {
+    body(raw.get(HEADER..).ok_or(WireError::BadTag)?)
 }
 
 #[cfg(test)]

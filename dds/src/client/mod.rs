@@ -95,6 +95,9 @@ pub struct ClientConfig {
     pub failover_timeout: Duration,
     /// Samples a writer may have unacknowledged; `write` waits past this (default 4096).
     pub max_unacked: usize,
+    /// The group's secret file, if it has one (the members' `[security]
+    /// secret_file`); `None`: the file `SPINDLE_SECRET_FILE` names, if set.
+    pub secret_file: Option<std::path::PathBuf>,
 }
 
 impl ClientConfig {
@@ -106,6 +109,7 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(30),
             failover_timeout: Duration::from_secs(30),
             max_unacked: 4096,
+            secret_file: None,
         }
     }
 }
@@ -204,7 +208,9 @@ impl DomainClient {
     /// Connects to the first contact that takes the session and starts the thread
     /// that receives samples and acknowledgements.
     pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
-        let link = Client::connect(&cfg.contacts, cfg.connect_timeout)?;
+        let security = views::config::Security { secret_file: cfg.secret_file.clone() };
+        let secret = security.secret()?;
+        let link = Client::connect_with(&cfg.contacts, cfg.connect_timeout, secret)?;
         let h = Arc::new(Handle {
             link,
             cfg,

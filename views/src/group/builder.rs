@@ -274,6 +274,14 @@ impl GroupBuilder {
             }
         }
         let mut cfg = self.cfg.clone();
+        let secret = cfg.security.secret()?;
+        if secret.is_none() && !cfg.listen.ip().is_loopback() {
+            tracing::warn!(
+                listen = %cfg.listen,
+                "no group secret and a non-loopback address: any process that reaches this port or hears \
+                 discovery can join (see docs/security.md)"
+            );
+        }
         // A member started again on its state directory takes its id back.
         let stored = match &cfg.state_dir {
             Some(dir) => super::restart::load(dir, &cfg.name)?,
@@ -293,9 +301,16 @@ impl GroupBuilder {
         }
         if cfg.contact.is_none() && cfg.discovery {
             let wait = Duration::from_millis(cfg.discovery_wait_ms);
-            cfg.contact = match discovery::look(&cfg, wait) {
+            cfg.contact = match discovery::look(&cfg, wait, secret.as_ref()) {
                 Ok(discovery::Found::Member(a) | discovery::Found::Starter(a)) => Some(a),
                 Ok(discovery::Found::Nothing) => None,
+                Ok(discovery::Found::OtherCredentials(at)) => {
+                    let why = match &secret {
+                        Some(_) => crate::auth::AuthError::Failed,
+                        None => crate::auth::AuthError::Required,
+                    };
+                    return Err(StartError::Auth { contact: at, why });
+                }
                 // A member of the stranded view restores it through a stranded
                 // member (see `restart`); anyone else would split the group.
                 Ok(discovery::Found::Stranded { at, view }) => match &stored {
@@ -317,8 +332,13 @@ impl GroupBuilder {
         let join = |cfg: &Config, me: u32, contact| {
             let deadline = Instant::now() + Duration::from_secs(120);
             let last_view = stored.as_ref().map(|s| s.view);
-            control::join(member_info(NodeId(me), cfg.listen), contact, deadline, cfg.failure_timeout() * 3, last_view)
-                .map_err(StartError::Join)
+            let info = member_info(NodeId(me), cfg.listen);
+            control::join(info, contact, deadline, cfg.failure_timeout() * 3, last_view, secret.as_ref()).map_err(|e| {
+                match e {
+                    control::JoinError::Auth { contact, why } => StartError::Auth { contact, why },
+                    control::JoinError::Refused(why) => StartError::Join(why),
+                }
+            })
         };
         let mut welcome = None;
         if cfg.node_id == AUTO_ID {
@@ -350,6 +370,7 @@ impl GroupBuilder {
             send_timeout: self.send_timeout,
             data_listener,
             restore: super::restart::Restore::default(),
+            secret: secret.clone(),
         });
         let server = {
             let inner = inner.clone();

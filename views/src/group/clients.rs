@@ -25,13 +25,13 @@
 //! batch, and one copy of each message per subscribed session.
 
 use super::Inner;
+use crate::link::Link;
 use crate::view::ViewId;
-use crate::wire::{encode, read_frame, Message, MAX_REASON};
+use crate::wire::{encode, Message, MAX_REASON};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::collections::VecDeque;
-use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -257,7 +257,7 @@ impl Session {
     }
 
     /// The writer: sends what the outbox holds until the session closes.
-    fn send_outbox(&self, mut stream: TcpStream) {
+    fn send_outbox(&self, mut link: Link) {
         loop {
             let (frames, last) = {
                 let mut o = lock(&self.out);
@@ -268,11 +268,8 @@ impl Session {
                 (std::mem::take(&mut o.frames), o.closing)
             };
             // One write for everything that waited (one system call, not one a frame).
-            let mut bytes = Vec::with_capacity(frames.iter().map(Vec::len).sum());
-            for f in &frames {
-                bytes.extend_from_slice(f);
-            }
-            if stream.write_all(&bytes).is_err() {
+            let frames: Vec<Vec<u8>> = frames.into();
+            if link.send_frames(&frames).is_err() {
                 let _ = self.stream.shutdown(Shutdown::Both);
                 return;
             }
@@ -286,17 +283,15 @@ impl Session {
 
 /// Takes a client session whose `ClientHello` came on `stream`: refuses it with the
 /// reason, or welcomes it and starts its reader and writer threads.
-pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Result<(), String> {
+pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, id: u64) -> Result<(), String> {
     let clients = &inner.clients;
-    let refuse = |stream: &mut TcpStream, reason: String| {
-        if let Ok(f) = encode(&Message::JoinRefused { reason: reason.clone() }) {
-            let _ = stream.write_all(&f);
-        }
+    let refuse = |stream: &mut Link, reason: String| {
+        let _ = stream.send(&Message::JoinRefused { reason: reason.clone() });
         Err(reason)
     };
-    stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(Some(clients.limits.write_timeout)).map_err(|e| e.to_string())?;
-    let _ = stream.set_nodelay(true);
+    stream.stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+    stream.stream.set_write_timeout(Some(clients.limits.write_timeout)).map_err(|e| e.to_string())?;
+    let _ = stream.stream.set_nodelay(true);
     let session = {
         let mut sessions = lock(&clients.sessions);
         if sessions.len() >= clients.limits.max_clients {
@@ -315,15 +310,16 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
             subgroups: Mutex::default(),
             out: Mutex::default(),
             ready: Condvar::new(),
-            stream: stream.try_clone().map_err(|e| e.to_string())?,
+            stream: stream.stream.try_clone().map_err(|e| e.to_string())?,
         });
         sessions.push(s.clone());
         s
     };
     let welcome = encode(&Message::ClientWelcome { node: inner.cfg.node_id }).map_err(|e| e.to_string())?;
     session.push(&[welcome], usize::MAX);
+    let (stream, out) = stream.split().map_err(|e| e.to_string())?;
     let writer = {
-        let (s, out) = (session.clone(), stream.try_clone().map_err(|e| e.to_string())?);
+        let s = session.clone();
         std::thread::Builder::new().name("spindle-client-out".into()).spawn(move || s.send_outbox(out))
     };
     let reader = {
@@ -353,14 +349,15 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: TcpStream, id: u64) -> Resul
 }
 
 /// The reader: subscriptions and requests until the connection ends; returns why.
-fn read_requests(inner: &Inner, handle: &ClientSession, stream: TcpStream) -> String {
+fn read_requests(inner: &Inner, handle: &ClientSession, mut link: Link) -> String {
     let s = &handle.s;
-    let mut stream = std::io::BufReader::with_capacity(1 << 16, stream);
+    let Ok(raw) = link.stream.try_clone() else { return "no handle on the connection".into() };
+    let mut stream = std::io::BufReader::with_capacity(1 << 16, raw);
     loop {
         if inner.status.is_shut_down() {
             return "the member stopped".into();
         }
-        match read_frame(&mut stream) {
+        match link.recv_from(&mut stream) {
             Ok(Message::Subscribe { subgroup }) => {
                 let mut subs = lock(&s.subgroups);
                 if !subs.contains(&(subgroup as usize)) {

@@ -4,14 +4,15 @@
 //! frame closes only its connection.
 
 use super::Inner;
+use crate::auth::{AuthError, Secret};
 use crate::engine::JoinRefusal;
+use crate::link::{Link, LinkError};
 use crate::membership::Joiner;
-use crate::wire::{encode, read_frame, MemberInfo, Message, ViewMsg};
+use crate::wire::{MemberInfo, Message, ViewMsg};
 use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use sst::sync::lock;
 use sst::transport::NodeId;
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,11 +22,6 @@ const MAX_HANDLERS: usize = 16;
 /// End-of-state marker: a chunk for this subgroup.
 pub(crate) const STATE_END: u32 = u32::MAX;
 const CHUNK: usize = 1 << 20;
-
-pub(crate) fn send(stream: &mut TcpStream, m: &Message) -> std::io::Result<()> {
-    let bytes = encode(m).map_err(|e| std::io::Error::other(e.to_string()))?;
-    stream.write_all(&bytes)
-}
 
 /// How long a blocked `accept` waits before the server looks at the shutdown flag.
 const ACCEPT_WAKE: Duration = Duration::from_millis(100);
@@ -78,11 +74,17 @@ pub(crate) fn serve(inner: Arc<Inner>, listener: TcpListener) {
     }
 }
 
-fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
+fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
     stream.set_nonblocking(false).map_err(|e| e.to_string())?;
     stream.set_read_timeout(Some(SERVER_IDLE)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    let msg = read_frame(&mut stream).map_err(|e| e.to_string())?;
+    let peer = stream.peer_addr().ok();
+    let mut stream = Link::accept(stream, inner.secret.as_ref()).map_err(|e| {
+        inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(?peer, %e, "a control connection refused");
+        e.to_string()
+    })?;
+    let msg = stream.recv().map_err(|e| e.to_string())?;
     let (member, last_view) = match msg {
         Message::JoinRequest { member } => (member, None),
         Message::RestoreRequest { member, last_view } => (member, Some(last_view)),
@@ -90,15 +92,13 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
         Message::ServiceRequest { id, service, body } => return answer_request(inner, stream, id, service, &body),
         Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
         _ => {
-            let _ = send(
-                &mut stream,
-                &Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() },
-            );
+            let _ = stream
+                .send(&Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() });
             return Err("unexpected first frame".into());
         }
     };
-    let refuse = |stream: &mut TcpStream, reason: String| {
-        let _ = send(stream, &Message::JoinRefused { reason: reason.clone() });
+    let refuse = |stream: &mut Link, reason: String| {
+        let _ = stream.send(&Message::JoinRefused { reason: reason.clone() });
         Err(reason)
     };
     let auto = member.node == crate::config::AUTO_ID;
@@ -136,14 +136,14 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
     match epoch.request_join(Joiner { node, addr: Some(addr) }) {
         Ok(()) => {
             // Keep the connection: the view (and the state) go out on it at install.
-            stream.set_read_timeout(None).map_err(|e| e.to_string())?;
+            stream.stream.set_read_timeout(None).map_err(|e| e.to_string())?;
             inner.directory.add_joiner(node, stream);
             epoch.poke();
             tracing::info!(joiner = %node, "join request taken");
             Ok(())
         }
         Err(JoinRefusal::Redirect(leader)) => match inner.directory.control_of(leader) {
-            Some(leader) => send(&mut stream, &Message::Redirect { leader }).map_err(|e| e.to_string()),
+            Some(leader) => stream.send(&Message::Redirect { leader }).map_err(|e| e.to_string()),
             None => refuse(&mut stream, "leader unknown; retry".into()),
         },
         Err(JoinRefusal::Duplicate) => refuse(&mut stream, format!("node id {} is already a member", node.0)),
@@ -155,7 +155,7 @@ fn handle(inner: &Arc<Inner>, mut stream: TcpStream) -> Result<(), String> {
 /// on the same connection.
 fn answer_request(
     inner: &Arc<Inner>,
-    mut stream: TcpStream,
+    mut stream: Link,
     mut id: u64,
     mut service: u16,
     body: &[u8],
@@ -164,12 +164,12 @@ fn answer_request(
     loop {
         let Some(handler) = inner.hooks.service_handler(service) else {
             let reason = format!("this member takes no requests for service {service}");
-            let _ = send(&mut stream, &Message::JoinRefused { reason });
+            let _ = stream.send(&Message::JoinRefused { reason });
             return Err(format!("no handler for service {service}"));
         };
         let reply = handler(&body);
-        send(&mut stream, &Message::Reply { id, body: reply }).map_err(|e| e.to_string())?;
-        match read_frame(&mut stream) {
+        stream.send(&Message::Reply { id, body: reply }).map_err(|e| e.to_string())?;
+        match stream.recv() {
             Ok(Message::Request { id: next, body: b }) => {
                 (id, service, body) = (next, 0, b);
             }
@@ -198,29 +198,31 @@ pub(crate) struct RequestPool {
 
 struct Pooled {
     addr: SocketAddr,
-    stream: TcpStream,
+    stream: Link,
     used: Instant,
 }
 
 impl RequestPool {
     /// The kept connection to `to` at `addr`, if it is fresh and still open (a peek
     /// that would block: no end of stream, no stray bytes).
-    fn take(&self, to: NodeId, addr: SocketAddr) -> Option<TcpStream> {
+    fn take(&self, to: NodeId, addr: SocketAddr) -> Option<Link> {
         let p = lock(&self.conns).remove(&to)?;
-        if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.set_nonblocking(true).is_err() {
+        if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.stream.set_nonblocking(true).is_err() {
             return None;
         }
-        let open = matches!(p.stream.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-        (open && p.stream.set_nonblocking(false).is_ok()).then_some(p.stream)
+        let s = &p.stream.stream;
+        let open = matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        (open && s.set_nonblocking(false).is_ok()).then_some(p.stream)
     }
 
-    fn keep(&self, to: NodeId, addr: SocketAddr, stream: TcpStream) {
+    fn keep(&self, to: NodeId, addr: SocketAddr, stream: Link) {
         lock(&self.conns).insert(to, Pooled { addr, stream, used: Instant::now() });
     }
 
     /// Sends one request to member `to` at `addr` and waits for its reply, on the
     /// connection kept for `to` if there is one (else a new one, kept afterwards). A
     /// request is never sent twice: a failure on a kept connection is reported as is.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn request(
         &self,
         to: NodeId,
@@ -228,24 +230,21 @@ impl RequestPool {
         service: u16,
         body: &[u8],
         within: Duration,
+        secret: Option<&Secret>,
     ) -> Result<Vec<u8>, String> {
         let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut s = match self.take(to, addr) {
             Some(s) => s,
-            None => {
-                let s = TcpStream::connect_timeout(&addr, within).map_err(|e| format!("{addr}: {e}"))?;
-                s.set_nodelay(true).map_err(|e| e.to_string())?;
-                s
-            }
+            None => Link::connect(addr, within, secret).map_err(|e| e.to_string())?,
         };
-        s.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
-        s.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
+        s.stream.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
+        s.stream.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
         let msg = match service {
             0 => Message::Request { id, body: body.to_vec() },
             service => Message::ServiceRequest { id, service, body: body.to_vec() },
         };
-        send(&mut s, &msg).map_err(|e| e.to_string())?;
-        let reply = match read_frame(&mut s).map_err(|e| e.to_string())? {
+        s.send(&msg).map_err(|e| e.to_string())?;
+        let reply = match s.recv().map_err(|e| e.to_string())? {
             Message::Reply { id: got, body } if got == id => body,
             Message::Reply { id: got, .. } => return Err(format!("reply to request {got}, expected {id}")),
             Message::JoinRefused { reason } => return Err(reason),
@@ -257,9 +256,9 @@ impl RequestPool {
 }
 
 /// Sends the new view and every declared state to a joiner this node took.
-pub(crate) fn welcome(inner: &Inner, mut stream: TcpStream, view: ViewMsg) -> std::io::Result<()> {
-    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-    send(&mut stream, &Message::JoinAccepted { view })?;
+pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg) -> std::io::Result<()> {
+    stream.stream.set_write_timeout(Some(Duration::from_secs(10)))?;
+    stream.send(&Message::JoinAccepted { view })?;
     for (k, data) in inner.hooks.states() {
         let mut offset = 0usize;
         loop {
@@ -271,14 +270,14 @@ pub(crate) fn welcome(inner: &Inner, mut stream: TcpStream, view: ViewMsg) -> st
                 data: data[offset..end].to_vec(),
                 last,
             };
-            send(&mut stream, &chunk)?;
+            stream.send(&chunk)?;
             offset = end;
             if last {
                 break;
             }
         }
     }
-    send(&mut stream, &Message::StateChunk { subgroup: STATE_END, offset: 0, data: Vec::new(), last: true })
+    stream.send(&Message::StateChunk { subgroup: STATE_END, offset: 0, data: Vec::new(), last: true })
 }
 
 /// What a joiner gets: the view and the state per subgroup.
@@ -295,12 +294,13 @@ pub(crate) fn join(
     deadline: Instant,
     duplicate_grace: Duration,
     last_view: Option<u64>,
-) -> Result<Welcome, String> {
+    secret: Option<&Secret>,
+) -> Result<Welcome, JoinError> {
     let mut target = contact;
     let mut last_err = String::from("no answer");
     let mut duplicate_since: Option<Instant> = None;
     while Instant::now() < deadline {
-        match ask(&me, target, last_view) {
+        match ask(&me, target, last_view, secret) {
             Ok(Answer::Welcome(w)) => return Ok(w),
             Ok(Answer::Redirect(l)) => {
                 target = l;
@@ -309,17 +309,46 @@ pub(crate) fn join(
             Ok(Answer::Refused(why)) if why.contains("already a member") => {
                 let since = *duplicate_since.get_or_insert_with(Instant::now);
                 if since.elapsed() >= duplicate_grace {
-                    return Err(why);
+                    return Err(JoinError::Refused(why));
                 }
                 last_err = why;
             }
             Ok(Answer::Refused(why)) => last_err = why,
-            Err(e) => last_err = e,
+            // No retry: the credentials will not change.
+            Err(AskError::Auth(e)) => return Err(JoinError::Auth { contact: target, why: e }),
+            Err(AskError::Other(e)) => last_err = e,
         }
         target = contact;
         std::thread::sleep(Duration::from_millis(300));
     }
-    Err(format!("could not join through {contact}: {last_err}"))
+    Err(JoinError::Refused(format!("could not join through {contact}: {last_err}")))
+}
+
+/// Why a join did not happen.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum JoinError {
+    /// The member's handshake failed: a wrong secret, or one end without one.
+    #[error("join refused by {contact}: {why}")]
+    Auth {
+        /// Who refused.
+        contact: SocketAddr,
+        /// Why.
+        why: AuthError,
+    },
+    /// Refused, or no answer in time.
+    #[error("{0}")]
+    Refused(String),
+}
+
+enum AskError {
+    Auth(AuthError),
+    Other(String),
+}
+
+impl From<String> for AskError {
+    fn from(s: String) -> AskError {
+        AskError::Other(s)
+    }
 }
 
 enum Answer {
@@ -328,31 +357,45 @@ enum Answer {
     Refused(String),
 }
 
-fn ask(me: &MemberInfo, target: SocketAddr, last_view: Option<u64>) -> Result<Answer, String> {
-    let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(2)).map_err(|e| format!("{target}: {e}"))?;
-    s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+fn ask(
+    me: &MemberInfo,
+    target: SocketAddr,
+    last_view: Option<u64>,
+    secret: Option<&Secret>,
+) -> Result<Answer, AskError> {
+    let mut s = match Link::connect(target, Duration::from_secs(2), secret) {
+        Ok(s) => s,
+        Err(LinkError::Auth(AuthError::Io(e))) => return Err(AskError::Other(format!("{target}: {e}"))),
+        Err(LinkError::Auth(e)) => return Err(AskError::Auth(e)),
+        Err(e) => return Err(AskError::Other(e.to_string())),
+    };
+    s.stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let request = match last_view {
         Some(v) => Message::RestoreRequest { member: me.clone(), last_view: v },
         None => Message::JoinRequest { member: me.clone() },
     };
-    send(&mut s, &request).map_err(|e| e.to_string())?;
+    s.send(&request).map_err(|e| e.to_string())?;
     // A view change (and the state) may take a while.
-    s.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-    let view = match read_frame(&mut s).map_err(|e| e.to_string())? {
+    s.stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
+    let view = match s.recv().map_err(|e| e.to_string())? {
         Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
+        // A member with a secret refuses a joiner without one in a plain frame.
+        Message::JoinRefused { reason } if secret.is_none() && reason.starts_with("authentication required") => {
+            return Err(AskError::Auth(AuthError::Required))
+        }
         Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),
         Message::JoinAccepted { view } => view,
-        other => return Err(format!("unexpected answer {other:?}")),
+        other => return Err(format!("unexpected answer {other:?}").into()),
     };
     // A node without an id finds the one it was given by its control address.
     let mine =
         |m: &&MemberInfo| if me.node == crate::config::AUTO_ID { m.control == me.control } else { m.node == me.node };
     if !view.members.iter().any(|m| mine(&m)) {
-        return Err("accepted into a view without this node".into());
+        return Err(AskError::Other("accepted into a view without this node".into()));
     }
     let mut states: Vec<(usize, Vec<u8>)> = Vec::new();
     loop {
-        match read_frame(&mut s).map_err(|e| e.to_string())? {
+        match s.recv().map_err(|e| e.to_string())? {
             Message::StateChunk { subgroup: STATE_END, .. } => break,
             Message::StateChunk { subgroup, offset, data, .. } => {
                 let k = subgroup as usize;
@@ -361,11 +404,11 @@ fn ask(me: &MemberInfo, target: SocketAddr, last_view: Option<u64>) -> Result<An
                 }
                 let buf = &mut states.iter_mut().find(|(x, _)| *x == k).expect("added").1;
                 if offset != buf.len() as u64 {
-                    return Err(format!("state of subgroup {k}: chunk at {offset}, expected {}", buf.len()));
+                    return Err(format!("state of subgroup {k}: chunk at {offset}, expected {}", buf.len()).into());
                 }
                 buf.extend_from_slice(&data);
             }
-            other => return Err(format!("unexpected frame during state transfer: {other:?}")),
+            other => return Err(format!("unexpected frame during state transfer: {other:?}").into()),
         }
     }
     Ok(Answer::Welcome((view, states)))

@@ -1,6 +1,7 @@
 //! Who the members are and where they listen, and the joiners waiting for the view
 //! that adds them.
 
+use crate::link::Link;
 use crate::view::View;
 use crate::wire::MemberInfo;
 use sst::sync::lock;
@@ -16,7 +17,7 @@ pub(crate) struct Directory {
     me: NodeId,
     members: Mutex<HashMap<NodeId, MemberInfo>>,
     /// Joiners this node took, each with the connection their view goes out on.
-    joiners: Mutex<HashMap<NodeId, TcpStream>>,
+    joiners: Mutex<HashMap<NodeId, Link>>,
     /// Ids given to joiners that asked for one: the next to give, and the last
     /// given per control address (a joiner that asks again before its view is
     /// installed gets the same one).
@@ -111,12 +112,12 @@ impl Directory {
         NodeId(n)
     }
 
-    pub(crate) fn add_joiner(&self, node: NodeId, stream: TcpStream) {
+    pub(crate) fn add_joiner(&self, node: NodeId, stream: Link) {
         lock(&self.joiners).insert(node, stream);
     }
 
     /// Joiner `node`'s connection, taken out.
-    pub(crate) fn take_joiner(&self, node: NodeId) -> Option<TcpStream> {
+    pub(crate) fn take_joiner(&self, node: NodeId) -> Option<Link> {
         lock(&self.joiners).remove(&node)
     }
 

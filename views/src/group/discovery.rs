@@ -23,6 +23,7 @@
 //! host). It does not cross routers or subnets; give such members a `contact`.
 
 use super::Inner;
+use crate::auth::Secret;
 use crate::config::Config;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -107,6 +108,58 @@ impl Beacon {
     }
 }
 
+/// A beacon's bytes as sent: with a secret, followed by the second it was sent
+/// and its tag (see [`crate::auth`]).
+fn seal(bytes: Vec<u8>, secret: Option<&Secret>) -> Vec<u8> {
+    let Some(s) = secret else { return bytes };
+    let sent = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let tag = s.beacon_tag(&bytes, sent);
+    let mut out = bytes;
+    out.extend_from_slice(&sent.to_le_bytes());
+    out.extend_from_slice(&tag);
+    out
+}
+
+/// The beacon in a datagram: with a secret, only one whose tag holds and that
+/// was sent within [`crate::auth::BEACON_AGE`] of this node's clock.
+fn unseal<'a>(b: &'a [u8], secret: Option<&Secret>) -> Result<&'a [u8], String> {
+    let Some(s) = secret else { return Ok(b) };
+    let Some(at) = b.len().checked_sub(8 + crate::auth::TAG) else { return Err("no tag".into()) };
+    let (bytes, rest) = b.split_at(at);
+    let sent = u64::from_le_bytes(rest[..8].try_into().expect("8 bytes"));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    if now.abs_diff(sent) > crate::auth::BEACON_AGE.as_secs() {
+        return Err(format!("sent at {sent}, {}s from now", now.abs_diff(sent)));
+    }
+    if !s.beacon_ok(bytes, sent, &rest[8..]) {
+        return Err("its tag does not hold (another secret, or none)".into());
+    }
+    Ok(bytes)
+}
+
+/// A running member of group `name` whose beacon did not unseal here: its bytes
+/// decode as a beacon with its tag cut off, or as they are.
+fn other_credentials(b: &[u8], name: &str, me: SocketAddrV4) -> Option<SocketAddr> {
+    let cut = b.len().checked_sub(8 + crate::auth::TAG).map(|at| &b[..at]);
+    [Some(b), cut].into_iter().flatten().find_map(|bytes| {
+        let beacon = Beacon::decode(bytes).ok()?;
+        let running = beacon.kind == HERE || beacon.kind == STRANDED;
+        (running && beacon.name == name && beacon.control != me).then_some(SocketAddr::V4(beacon.control))
+    })
+}
+
+/// A query for group `name` that did not unseal here (as it is, or with a tag cut
+/// off). Such a looker is answered all the same, with this member's sealed
+/// beacon, which it cannot verify: it learns that the group runs with other
+/// credentials, and neither joins nor starts a second group of the name.
+fn query_with_other_credentials(b: &[u8], name: &str) -> Option<Beacon> {
+    let cut = b.len().checked_sub(8 + crate::auth::TAG).map(|at| &b[..at]);
+    [Some(b), cut]
+        .into_iter()
+        .flatten()
+        .find_map(|bytes| Beacon::decode(bytes).ok().filter(|q| q.kind == QUERY && q.name == name))
+}
+
 /// The interface address multicast goes out of: the control address's, unless
 /// that is unspecified.
 fn interface(cfg: &Config) -> Ipv4Addr {
@@ -156,15 +209,21 @@ pub(crate) enum Found {
         /// The view it lost the majority of.
         view: u64,
     },
+    /// A member of the group (by name) whose beacons carry other credentials (a
+    /// tag of another secret, a tag where this node has no secret, or none where
+    /// it has one): joining would fail, and starting a second group of the name
+    /// would split it.
+    OtherCredentials(SocketAddr),
     /// Nothing: start the group.
     Nothing,
 }
 
 /// Looks for the group for up to `wait` (stops early at a running member).
-pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
+pub(crate) fn look(cfg: &Config, wait: Duration, secret: Option<&Secret>) -> Result<Found, String> {
     let me = control_v4(cfg).ok_or("discovery needs an IPv4 control address")?;
     let (sock, group) = socket(cfg)?;
     let query = Beacon { kind: QUERY, control: me, view: 0, members: 0, name: cfg.name.clone() }.encode();
+    let query = seal(query, secret);
     let deadline = Instant::now() + wait;
     let mut next_query = Instant::now();
     let mut lowest = me;
@@ -177,7 +236,15 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
             next_query += QUERY_EVERY;
         }
         let Ok((n, _)) = sock.recv_from(&mut buf) else { continue };
-        let Ok(b) = Beacon::decode(&buf[..n]) else { continue };
+        let b = match unseal(&buf[..n], secret).and_then(Beacon::decode) {
+            Ok(b) => b,
+            Err(_) => {
+                if let Some(at) = other_credentials(&buf[..n], &cfg.name, me) {
+                    return Ok(Found::OtherCredentials(at));
+                }
+                continue;
+            }
+        };
         if b.name != cfg.name || b.control == me {
             continue;
         }
@@ -197,11 +264,11 @@ pub(crate) fn look(cfg: &Config, wait: Duration) -> Result<Found, String> {
 }
 
 /// A running member of the group, if one answers within `wait`.
-pub(crate) fn find(cfg: &Config, wait: Duration) -> Option<SocketAddr> {
+pub(crate) fn find(cfg: &Config, wait: Duration, secret: Option<&Secret>) -> Option<SocketAddr> {
     if !cfg.discovery {
         return None;
     }
-    match look(cfg, wait) {
+    match look(cfg, wait, secret) {
         Ok(Found::Member(a)) => Some(a),
         _ => None,
     }
@@ -223,15 +290,21 @@ pub(crate) fn serve(inner: Arc<Inner>) {
     let mut bad = 0u64;
     while !inner.status.is_shut_down() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
-        let b = match Beacon::decode(&buf[..n]) {
+        let b = match unseal(&buf[..n], inner.secret.as_ref()).and_then(Beacon::decode) {
             Ok(b) => b,
-            Err(e) => {
-                bad += 1;
-                if bad % 1000 == 1 {
-                    tracing::info!(%from, %e, bad, "dropped a bad discovery datagram");
+            Err(e) => match query_with_other_credentials(&buf[..n], &inner.cfg.name) {
+                Some(q) => {
+                    inner.counters.auth_refused.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
+                    q
                 }
-                continue;
-            }
+                None => {
+                    bad += 1;
+                    if bad % 1000 == 1 {
+                        tracing::info!(%from, %e, bad, "dropped a bad discovery datagram");
+                    }
+                    continue;
+                }
+            },
         };
         if b.kind != QUERY || b.name != inner.cfg.name || b.control == me {
             continue;
@@ -254,7 +327,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
             members: members.min(u16::MAX as usize) as u16,
             name: inner.cfg.name.clone(),
         };
-        if sock.send_to(&here.encode(), group).is_ok() {
+        if sock.send_to(&seal(here.encode(), inner.secret.as_ref()), group).is_ok() {
             last_answer = Some(Instant::now());
         }
     }

@@ -23,6 +23,16 @@ pub enum StartError {
     /// The join failed (no member answered in time, or the id is taken).
     #[error("join: {0}")]
     Join(String),
+    /// A member refused this node's credentials, or this node its (a wrong
+    /// secret, or a secret at one end only): fix the secret files; retrying does
+    /// not help.
+    #[error("join refused by {contact}: {why}")]
+    Auth {
+        /// The member that refused.
+        contact: SocketAddr,
+        /// Why.
+        why: crate::auth::AuthError,
+    },
     /// The first view's runtime could not be set up.
     #[error("setup: {0}")]
     Setup(String),

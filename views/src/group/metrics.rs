@@ -32,6 +32,9 @@ pub struct Metrics {
     pub clients: u64,
     /// Client sessions this member dropped because the client fell behind.
     pub clients_dropped: u64,
+    /// Control connections and discovery beacons refused because they did not
+    /// prove the group's secret (or came with one to a group without).
+    pub auth_refused: u64,
 }
 
 /// The counters behind [`Metrics`]: the per-message ones are atomics (no lock on the
@@ -42,6 +45,8 @@ pub(crate) struct Counters {
     /// Messages delivered to the application (shared with every view's upcalls).
     pub(crate) delivered: Arc<AtomicU64>,
     sent: AtomicU64,
+    /// Connections and beacons refused for their credentials.
+    pub(crate) auth_refused: AtomicU64,
 }
 
 impl Counters {
@@ -70,6 +75,7 @@ impl Counters {
         let mut m = lock(&self.views).clone();
         m.delivered = self.delivered.load(Ordering::Relaxed);
         m.sent = self.sent.load(Ordering::Relaxed);
+        m.auth_refused = self.auth_refused.load(Ordering::Relaxed);
         m.rejoins = m.rejoin_ms.len() as u64;
         m
     }

@@ -146,6 +146,8 @@ pub(crate) struct Inner {
     pub(crate) data_listener: Option<DataListener>,
     /// Members of the last view that came back while this node was stranded.
     pub(crate) restore: restart::Restore,
+    /// The group's secret, if it has one (see [`crate::auth`]).
+    pub(crate) secret: Option<crate::auth::Secret>,
 }
 
 impl Inner {
@@ -313,7 +315,8 @@ impl Group {
         within: Duration,
     ) -> Result<Vec<u8>, RequestError> {
         let addr = self.inner.directory.control_of(to).ok_or(RequestError::NotAMember(to))?;
-        self.inner.requests.request(to, addr, service.0, body, within).map_err(RequestError::Failed)
+        let secret = self.inner.secret.as_ref();
+        self.inner.requests.request(to, addr, service.0, body, within, secret).map_err(RequestError::Failed)
     }
 
     /// Changes the layout document (see [`Layout::edit`]): the edit goes to the

@@ -50,7 +50,7 @@ pub(crate) fn take_welcome(inner: &Inner, (view, states): control::Welcome) -> V
 fn contacts(inner: &Inner) -> Vec<SocketAddr> {
     let mut list = inner.directory.others();
     list.extend(inner.cfg.contact);
-    if let Some(found) = super::discovery::find(&inner.cfg, Duration::from_millis(300)) {
+    if let Some(found) = super::discovery::find(&inner.cfg, Duration::from_millis(300), inner.secret.as_ref()) {
         list.push(found);
     }
     list.retain(|a| *a != inner.cfg.listen);
@@ -94,8 +94,10 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             // for a contact that accepted the connection but does not answer.
             let (done_tx, done_rx) = channel();
             let me = me.clone();
+            let secret = inner.secret.clone();
             let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
-                let _ = done_tx.send(control::join(me, contact, Instant::now() + attempt, attempt, None));
+                let joined = control::join(me, contact, Instant::now() + attempt, attempt, None, secret.as_ref());
+                let _ = done_tx.send(joined.map_err(|e| e.to_string()));
             });
             if let Err(e) = spawned {
                 return Err(format!("no thread to join the group again: {e}"));

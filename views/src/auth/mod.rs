@@ -1,0 +1,279 @@
+//! Group-secret authentication: a group given a secret (a file of at least 32
+//! random bytes, the same at every member and client) admits only processes that
+//! hold it.
+//!
+//! Every control-plane connection (joins, view installation, state transfer,
+//! requests, client sessions) starts with a handshake that proves, both ways, that
+//! each end holds the secret, without sending it:
+//!
+//! ```text
+//!   initiator -> responder:  "SPAU" | version u8 | nonce_i (32)
+//!   responder -> initiator:  "SPAU" | version u8 | nonce_r (32) | HMAC(secret, "responder" | nonce_i | nonce_r)
+//!   initiator -> responder:  HMAC(secret, "initiator" | nonce_i | nonce_r)
+//! ```
+//!
+//! Both nonces are fresh random numbers, so a recorded handshake proves nothing on
+//! a new connection. Each direction then gets its own key,
+//! `HMAC(secret, "key" | direction | nonce_i | nonce_r)`, and every frame after the
+//! handshake carries a 16-byte tag, `HMAC(key, sequence number | frame)`: a frame
+//! changed, dropped, reordered or replayed (on this connection or another) fails
+//! its tag, and the connection is closed before the frame is decoded. Discovery
+//! beacons carry a tag of the secret too, over their bytes and the time they were
+//! sent (refused beyond [`BEACON_AGE`]).
+//!
+//! This is integrity and authentication, not confidentiality: the frames travel in
+//! clear (see docs/security.md). HMAC-SHA-256 comes from RustCrypto's `hmac` and
+//! `sha2` crates; nothing cryptographic is written here.
+
+use hmac::{Hmac, Mac as _};
+use sha2::Sha256;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::Duration;
+use thiserror::Error;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The fewest bytes a secret holds.
+pub const MIN_SECRET: usize = 32;
+/// The most bytes read from a secret file.
+pub const MAX_SECRET: usize = 4096;
+/// Handshake magic.
+pub const MAGIC: [u8; 4] = *b"SPAU";
+/// Handshake version.
+const VERSION: u8 = 1;
+/// Bytes of a frame's tag.
+pub const TAG: usize = 16;
+/// How old a discovery beacon may be (by its sender's clock) and still be taken.
+pub const BEACON_AGE: Duration = Duration::from_secs(30);
+const NONCE: usize = 32;
+const FULL: usize = 32;
+
+/// A group's shared secret (see the module docs). Its bytes are never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({} bytes)", self.0.len())
+    }
+}
+
+/// Why a secret could not be had.
+#[derive(Debug, Error)]
+pub enum SecretError {
+    /// The file could not be read.
+    #[error("secret file {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Fewer than [`MIN_SECRET`] or more than [`MAX_SECRET`] bytes.
+    #[error("a secret of {0} bytes: it needs {MIN_SECRET} to {MAX_SECRET} (e.g. `head -c 32 /dev/urandom > FILE`)")]
+    Length(usize),
+}
+
+impl Secret {
+    /// A secret of these bytes (at least [`MIN_SECRET`]).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Secret, SecretError> {
+        if !(MIN_SECRET..=MAX_SECRET).contains(&bytes.len()) {
+            return Err(SecretError::Length(bytes.len()));
+        }
+        Ok(Secret(bytes.to_vec()))
+    }
+
+    /// The secret in file `path` (its bytes as they are). A file others can read
+    /// is taken with a warning.
+    pub fn load(path: &Path) -> Result<Secret, SecretError> {
+        let read = |source| SecretError::Read { path: path.display().to_string(), source };
+        let meta = std::fs::metadata(path).map_err(read)?;
+        if meta.len() > MAX_SECRET as u64 {
+            return Err(SecretError::Length(meta.len() as usize));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            if meta.permissions().mode() & 0o077 != 0 {
+                tracing::warn!(path = %path.display(), "the secret file is readable by others: chmod 600 it");
+            }
+        }
+        Secret::from_bytes(&std::fs::read(path).map_err(read)?)
+    }
+
+    /// Writes a new secret of 32 random bytes to `path`, readable by its owner only.
+    pub fn generate(path: &Path) -> std::io::Result<Secret> {
+        let mut b = [0u8; 32];
+        random(&mut b)?;
+        let mut o = std::fs::OpenOptions::new();
+        o.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+        o.open(path)?.write_all(&b)?;
+        Ok(Secret(b.to_vec()))
+    }
+
+    /// HMAC-SHA-256 of the parts, in order, under this secret.
+    fn mac(&self, parts: &[&[u8]]) -> [u8; FULL] {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        for p in parts {
+            m.update(p);
+        }
+        m.finalize().into_bytes().into()
+    }
+
+    /// Whether `tag` is the secret's HMAC of the parts (compared in constant time).
+    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+        let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
+        for p in parts {
+            m.update(p);
+        }
+        m.verify_truncated_left(tag).is_ok()
+    }
+
+    /// A discovery beacon's tag: over its bytes and the wall-clock second it was
+    /// sent.
+    pub(crate) fn beacon_tag(&self, bytes: &[u8], sent_s: u64) -> [u8; TAG] {
+        let full = self.mac(&[b"beacon", &sent_s.to_le_bytes(), bytes]);
+        full[..TAG].try_into().expect("16 bytes")
+    }
+
+    /// Whether a beacon's tag holds for its bytes and time.
+    pub(crate) fn beacon_ok(&self, bytes: &[u8], sent_s: u64, tag: &[u8]) -> bool {
+        tag.len() == TAG && self.verify(&[b"beacon", &sent_s.to_le_bytes(), bytes], tag)
+    }
+}
+
+/// Fills `b` with the operating system's random bytes.
+fn random(b: &mut [u8]) -> std::io::Result<()> {
+    getrandom::fill(b).map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+/// Why a connection's handshake failed.
+#[derive(Debug, Error)]
+pub enum AuthError {
+    /// The other end does not hold this group's secret (or holds another).
+    #[error("authentication failed: the other end does not hold this group's secret")]
+    Failed,
+    /// The other end has no secret: it answered without authenticating.
+    #[error("authentication failed: the other end has no secret (it answered in clear)")]
+    NoSecretThere,
+    /// The other end has a secret and this one has none.
+    #[error("authentication required: the other end has a secret and this node none")]
+    Required,
+    /// Something other than a handshake of this version came.
+    #[error("not a handshake of version {VERSION}")]
+    Malformed,
+    /// The connection failed during the handshake.
+    #[error("during the handshake: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One direction's frame tags: a key and the next sequence number.
+pub(crate) struct Tagger {
+    key: [u8; FULL],
+    seq: u64,
+}
+
+impl Tagger {
+    fn new(key: [u8; FULL]) -> Tagger {
+        Tagger { key, seq: 0 }
+    }
+
+    fn mac(&self) -> HmacSha256 {
+        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes a key of any length");
+        m.update(&self.seq.to_le_bytes());
+        m
+    }
+
+    /// The tag of the next frame, made of `parts` in order.
+    pub(crate) fn tag(&mut self, parts: &[&[u8]]) -> [u8; TAG] {
+        let mut m = self.mac();
+        for p in parts {
+            m.update(p);
+        }
+        self.seq += 1;
+        m.finalize().into_bytes()[..TAG].try_into().expect("16 bytes")
+    }
+
+    /// Whether `tag` is the next frame's for `frame` (constant time); the sequence
+    /// moves on only if it is.
+    pub(crate) fn check(&mut self, frame: &[u8], tag: &[u8]) -> bool {
+        let mut m = self.mac();
+        m.update(frame);
+        let ok = m.verify_truncated_left(tag).is_ok();
+        if ok {
+            self.seq += 1;
+        }
+        ok
+    }
+}
+
+/// The two directions' taggers of an authenticated connection.
+pub(crate) struct Keys {
+    pub(crate) tx: Tagger,
+    pub(crate) rx: Tagger,
+}
+
+fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
+    let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
+    let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
+    let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
+    Keys { tx: Tagger::new(tx), rx: Tagger::new(rx) }
+}
+
+/// Runs the initiator's side of the handshake on `s`.
+pub(crate) fn initiate(s: &mut (impl Read + Write), secret: &Secret) -> Result<Keys, AuthError> {
+    let mut ni = [0u8; NONCE];
+    random(&mut ni)?;
+    let mut hello = Vec::with_capacity(5 + NONCE);
+    hello.extend_from_slice(&MAGIC);
+    hello.push(VERSION);
+    hello.extend_from_slice(&ni);
+    s.write_all(&hello)?;
+    let mut head = [0u8; 5];
+    s.read_exact(&mut head)?;
+    if head[..4] == crate::wire::MAGIC {
+        // A member without a secret answers a handshake with a plain refusal.
+        return Err(AuthError::NoSecretThere);
+    }
+    if head[..4] != MAGIC || head[4] != VERSION {
+        return Err(AuthError::Malformed);
+    }
+    let mut rest = [0u8; NONCE + FULL];
+    s.read_exact(&mut rest)?;
+    let (nr, tag_r) = rest.split_at(NONCE);
+    if !secret.verify(&[b"responder", &ni, nr], tag_r) {
+        return Err(AuthError::Failed);
+    }
+    s.write_all(&secret.mac(&[b"initiator", &ni, nr]))?;
+    Ok(keys(secret, &ni, nr, true))
+}
+
+/// Runs the responder's side of the handshake on `s`, whose first five bytes
+/// (magic and version) were read already.
+pub(crate) fn respond(s: &mut (impl Read + Write), secret: &Secret, head: [u8; 5]) -> Result<Keys, AuthError> {
+    if head[..4] != MAGIC || head[4] != VERSION {
+        return Err(AuthError::Malformed);
+    }
+    let mut ni = [0u8; NONCE];
+    s.read_exact(&mut ni)?;
+    let mut nr = [0u8; NONCE];
+    random(&mut nr)?;
+    let mut answer = Vec::with_capacity(5 + NONCE + FULL);
+    answer.extend_from_slice(&MAGIC);
+    answer.push(VERSION);
+    answer.extend_from_slice(&nr);
+    answer.extend_from_slice(&secret.mac(&[b"responder", &ni, &nr]));
+    s.write_all(&answer)?;
+    let mut tag_i = [0u8; FULL];
+    s.read_exact(&mut tag_i)?;
+    if !secret.verify(&[b"initiator", &ni, &nr], &tag_i) {
+        return Err(AuthError::Failed);
+    }
+    Ok(keys(secret, &ni, &nr, false))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,170 @@
+//! A control-plane connection: frames of [`crate::wire`] over TCP, each followed
+//! by its authentication tag when the group has a secret (see [`crate::auth`]).
+//!
+//! [`Link::connect`] and [`Link::accept`] run the handshake (or check that neither
+//! end expects one); [`Link::send`] and [`Link::recv`] then tag and check every
+//! frame. A frame whose tag fails is an error before its body is decoded: the
+//! caller closes the link.
+
+use crate::auth::{self, AuthError, Keys, Secret, Tagger};
+use crate::wire::{self, Message, WireError};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// One end of a control-plane connection.
+pub(crate) struct Link {
+    pub(crate) stream: TcpStream,
+    tx: Option<Tagger>,
+    rx: Option<Tagger>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("peer", &self.stream.peer_addr().ok()).field("tagged", &self.tx.is_some()).finish()
+    }
+}
+
+/// Why a link could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LinkError {
+    /// The connection failed.
+    #[error("{addr}: {source}")]
+    Connect {
+        /// Where to.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The handshake failed.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
+}
+
+impl Link {
+    /// Connects to `addr` and, with a secret, authenticates (the handshake gets
+    /// `timeout` for each read).
+    pub(crate) fn connect(addr: SocketAddr, timeout: Duration, secret: Option<&Secret>) -> Result<Link, LinkError> {
+        let connect = |source| LinkError::Connect { addr, source };
+        let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(connect)?;
+        stream.set_nodelay(true).map_err(connect)?;
+        let Some(secret) = secret else { return Ok(Link { stream, tx: None, rx: None }) };
+        stream.set_read_timeout(Some(timeout)).map_err(connect)?;
+        stream.set_write_timeout(Some(timeout)).map_err(connect)?;
+        let Keys { tx, rx } = auth::initiate(&mut stream, secret)?;
+        Ok(Link { stream, tx: Some(tx), rx: Some(rx) })
+    }
+
+    /// Takes an accepted connection: with a secret, the peer must authenticate;
+    /// without, it must not try to. A peer that does the other is told so in a
+    /// plain refusal (no secret is revealed either way) and refused.
+    pub(crate) fn accept(mut stream: TcpStream, secret: Option<&Secret>) -> Result<Link, AuthError> {
+        let handshake = starts_handshake(&stream)?;
+        match secret {
+            Some(s) if handshake => {
+                let mut head = [0u8; 5];
+                stream.read_exact(&mut head)?;
+                let Keys { tx, rx } = auth::respond(&mut stream, s, head)?;
+                Ok(Link { stream, tx: Some(tx), rx: Some(rx) })
+            }
+            Some(_) => {
+                refuse(&mut stream, "authentication required: this group has a secret");
+                Err(AuthError::Required)
+            }
+            None if handshake => {
+                refuse(&mut stream, "this member has no secret: it takes no authenticated connections");
+                Err(AuthError::NoSecretThere)
+            }
+            None => Ok(Link { stream, tx: None, rx: None }),
+        }
+    }
+
+    /// Sends one message.
+    pub(crate) fn send(&mut self, m: &Message) -> std::io::Result<()> {
+        let frame =
+            wire::encode(m).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
+        self.send_frame(&[&frame])
+    }
+
+    /// Sends one encoded frame given in parts (header first), with its tag, in one
+    /// write.
+    pub(crate) fn send_frame(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
+        let tag = self.tx.as_mut().map(|t| t.tag(parts));
+        if let ([one], None) = (parts, &tag) {
+            return self.stream.write_all(one);
+        }
+        let len = parts.iter().map(|p| p.len()).sum::<usize>() + auth::TAG;
+        let mut all = Vec::with_capacity(len);
+        parts.iter().for_each(|p| all.extend_from_slice(p));
+        all.extend_from_slice(tag.as_ref().map_or(&[][..], |t| &t[..]));
+        self.stream.write_all(&all)
+    }
+
+    /// Sends encoded frames in order, each with its tag, in one write.
+    pub(crate) fn send_frames(&mut self, frames: &[Vec<u8>]) -> std::io::Result<()> {
+        let tags = self.tx.is_some() as usize * auth::TAG;
+        let mut all = Vec::with_capacity(frames.iter().map(|f| f.len() + tags).sum());
+        for f in frames {
+            all.extend_from_slice(f);
+            if let Some(t) = self.tx.as_mut() {
+                all.extend_from_slice(&t.tag(&[f]));
+            }
+        }
+        self.stream.write_all(&all)
+    }
+
+    /// Receives one message (its tag checked first).
+    pub(crate) fn recv(&mut self) -> Result<Message, WireError> {
+        let Link { stream, rx, .. } = self;
+        recv_from(rx, stream)
+    }
+
+    /// [`Link::recv`] through `r`, a buffered reader of this link's stream.
+    pub(crate) fn recv_from(&mut self, r: &mut impl Read) -> Result<Message, WireError> {
+        recv_from(&mut self.rx, r)
+    }
+
+    /// Two ends of this link: one that only receives, one that only sends (for a
+    /// reader thread beside a writer).
+    pub(crate) fn split(self) -> std::io::Result<(Link, Link)> {
+        let other = self.stream.try_clone()?;
+        Ok((Link { stream: self.stream, tx: None, rx: self.rx }, Link { stream: other, tx: self.tx, rx: None }))
+    }
+}
+
+fn recv_from(rx: &mut Option<Tagger>, r: &mut impl Read) -> Result<Message, WireError> {
+    let raw = wire::read_raw(r)?;
+    if let Some(rx) = rx.as_mut() {
+        let mut tag = [0u8; auth::TAG];
+        r.read_exact(&mut tag).map_err(|e| WireError::Io(e.to_string()))?;
+        if !rx.check(&raw, &tag) {
+            return Err(WireError::BadTag);
+        }
+    }
+    wire::decode_raw(&raw)
+}
+
+/// Sends a plain refusal to a peer that spoke the wrong way, then ends.
+fn refuse(stream: &mut TcpStream, reason: &str) {
+    if let Ok(f) = wire::encode(&Message::JoinRefused { reason: reason.into() }) {
+        let _ = stream.write_all(&f);
+    }
+}
+
+/// Whether the peer's first bytes are a handshake's magic (peeked: a plain
+/// frame's bytes stay for the frame reader). Waits, within the stream's read
+/// timeout, until four bytes are in.
+fn starts_handshake(stream: &TcpStream) -> std::io::Result<bool> {
+    let mut head = [0u8; 4];
+    loop {
+        let n = stream.peek(&mut head)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        if n == head.len() {
+            return Ok(head == auth::MAGIC);
+        }
+        // A few bytes of the first four: the rest is on its way.
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
