@@ -130,6 +130,8 @@ struct Conn {
     gen: u64,
     at: usize,
     node: NodeId,
+    /// The session's id and token.
+    session: Session,
     /// The sending end (the reader thread has the receiving one).
     stream: Link,
     /// Set once this connection ended: every call returns it until a reconnect.
@@ -156,27 +158,27 @@ pub struct Client {
     next_request: AtomicU64,
 }
 
-/// A client id: distinct per process and call, with no coordination.
-fn fresh_id() -> u64 {
-    static N: AtomicU64 = AtomicU64::new(0);
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
-    let mut seed = Vec::new();
-    seed.extend_from_slice(&std::process::id().to_le_bytes());
-    seed.extend_from_slice(&t.to_le_bytes());
-    seed.extend_from_slice(&N.fetch_add(1, Ordering::Relaxed).to_le_bytes());
-    sst::hash::digest(&seed)
-}
-
 /// Opens a session at `addr`: the member's node id and the connection, or why not.
-fn open(addr: SocketAddr, id: u64, timeout: Duration, secret: Option<&Secret>) -> Result<(NodeId, Link), String> {
+/// A session's id and the token that proves it (see [`Message::ClientWelcome`]).
+type Session = (u64, [u8; 16]);
+
+fn open(
+    addr: SocketAddr,
+    resume: Option<Session>,
+    timeout: Duration,
+    secret: Option<&Secret>,
+) -> Result<(NodeId, Session, Link), String> {
     let mut s = Link::connect(addr, timeout, secret).map_err(|e| e.to_string())?;
     s.stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
-    s.send(&Message::ClientHello { client: id }).map_err(|e| e.to_string())?;
+    s.send(&Message::ClientHello { resume }).map_err(|e| e.to_string())?;
     match s.recv().map_err(|e| e.to_string())? {
-        Message::ClientWelcome { node } => {
+        Message::ClientWelcome { client, .. } if resume.is_some_and(|(id, _)| id != client) => {
+            Err(format!("resumed session {client:#x} in place of {:#x}", resume.map_or(0, |r| r.0)))
+        }
+        Message::ClientWelcome { node, client, token } => {
             s.stream.set_read_timeout(None).map_err(|e| e.to_string())?;
-            Ok((NodeId(node), s))
+            Ok((NodeId(node), (client, token), s))
         }
         Message::JoinRefused { reason } => Err(format!("refused: {reason}")),
         other => Err(format!("unexpected answer {other:?}")),
@@ -263,13 +265,12 @@ impl Client {
         timeout: Duration,
         secret: Option<Secret>,
     ) -> Result<Client, ClientError> {
-        let id = fresh_id();
         let pending = Pending::default();
         let (tx, rx) = sync_channel(EVENTS);
-        let conn = Self::first_of(contacts, 0, id, timeout, 1, &tx, &pending, secret.as_ref())?;
+        let conn = Self::first_of(contacts, 0, None, timeout, 1, &tx, &pending, secret.as_ref())?;
         Ok(Client {
             contacts: contacts.to_vec(),
-            id,
+            id: conn.session.0,
             secret,
             conn: Mutex::new(conn),
             pending,
@@ -287,7 +288,7 @@ impl Client {
     fn first_of(
         contacts: &[SocketAddr],
         start: usize,
-        id: u64,
+        resume: Option<Session>,
         timeout: Duration,
         gen: u64,
         tx: &SyncSender<Incoming>,
@@ -300,15 +301,15 @@ impl Client {
         let mut why = Vec::new();
         for i in 0..contacts.len() {
             let at = (start + i) % contacts.len();
-            match open(contacts[at], id, timeout, secret) {
-                Ok((node, link)) => {
+            match open(contacts[at], resume, timeout, secret) {
+                Ok((node, session, link)) => {
                     let (reader, stream) = link.split().map_err(|e| ClientError::Connect(e.to_string()))?;
                     let (tx, pending) = (tx.clone(), pending.clone());
                     std::thread::Builder::new()
                         .name("spindle-client".into())
                         .spawn(move || read_all(reader, gen, tx, pending))
                         .map_err(|e| ClientError::Connect(format!("no reader thread: {e}")))?;
-                    return Ok(Conn { gen, at, node, stream, ended: None });
+                    return Ok(Conn { gen, at, node, session, stream, ended: None });
                 }
                 Err(e) => why.push(format!("{}: {e}", contacts[at])),
             }
@@ -322,7 +323,8 @@ impl Client {
         (c.node, self.contacts[c.at])
     }
 
-    /// This client's id (random; unique among the clients of a member).
+    /// This session's id: random, given by the first member it reached, and kept
+    /// across moves to other members (each proves it with the session's token).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -478,8 +480,16 @@ impl Client {
             let mut c = lock(&self.conn);
             let _ = c.stream.stream.shutdown(Shutdown::Both);
             let (contacts, tx, pending) = (&self.contacts, &self.tx, &self.pending);
-            let next =
-                Self::first_of(contacts, c.at + 1, self.id, timeout, c.gen + 1, tx, pending, self.secret.as_ref());
+            let next = Self::first_of(
+                contacts,
+                c.at + 1,
+                Some(c.session),
+                timeout,
+                c.gen + 1,
+                tx,
+                pending,
+                self.secret.as_ref(),
+            );
             match next {
                 Ok(conn) => *c = conn,
                 Err(e) => {

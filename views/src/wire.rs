@@ -28,7 +28,7 @@ use thiserror::Error;
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"SPCP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Header bytes.
 pub const HEADER: usize = 10;
 /// Largest body accepted: a 64 MiB sample (the DDS default limit) with room for its
@@ -83,6 +83,8 @@ pub enum Message {
     JoinAccepted {
         /// The new view.
         view: ViewMsg,
+        /// The key client session tokens are made with (see [`Message::ClientWelcome`]).
+        client_key: [u8; 32],
     },
     /// The join cannot be accepted (duplicate id, minority, shutting down).
     JoinRefused {
@@ -122,15 +124,22 @@ pub enum Message {
         #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
-    /// A process that is not a member opens a client session ([`crate::client`]).
+    /// A process that is not a member opens a client session ([`crate::client`]):
+    /// a new one (`None`), or one it had, at this member or another, proven by
+    /// the token it was given then.
     ClientHello {
-        /// The client's id, unique among the clients of that member.
-        client: u64,
+        /// The session's id and token, to resume it.
+        resume: Option<(u64, [u8; 16])>,
     },
-    /// The member took the client session.
+    /// The member took the client session: its id (new, or the resumed one) and
+    /// the token that proves it at any member of the group.
     ClientWelcome {
         /// The member's node id.
         node: u32,
+        /// The session's id.
+        client: u64,
+        /// Its token.
+        token: [u8; 16],
     },
     /// A client asks for every message delivered in a subgroup from now on.
     Subscribe {
@@ -226,7 +235,7 @@ impl Message {
     pub fn validate(&self) -> Result<(), WireError> {
         let bad = |s: &str| Err(WireError::Invalid(s.into()));
         match self {
-            Message::JoinAccepted { view } | Message::ViewInstall { view } => {
+            Message::JoinAccepted { view, .. } | Message::ViewInstall { view } => {
                 if view.members.is_empty() || view.members.len() > MAX_MEMBERS {
                     return bad("a view needs 1..=1024 members");
                 }
@@ -384,6 +393,7 @@ mod tests {
                     layout: b"topics".to_vec(),
                     next_node: 5,
                 },
+                client_key: [3; 32],
             },
             Message::JoinRefused { reason: "minority".into() },
             Message::ViewInstall {
@@ -392,8 +402,9 @@ mod tests {
             Message::StateChunk { subgroup: 2, offset: 4096, data: vec![7; 100], last: true },
             Message::Request { id: 11, body: b"get".to_vec() },
             Message::Reply { id: 11, body: vec![] },
-            Message::ClientHello { client: u64::MAX },
-            Message::ClientWelcome { node: 2 },
+            Message::ClientHello { resume: None },
+            Message::ClientHello { resume: Some((u64::MAX, [7; 16])) },
+            Message::ClientWelcome { node: 2, client: 9, token: [1; 16] },
             Message::Subscribe { subgroup: 3 },
             Message::Relay { view: 4, subgroup: 3, index: 17, sender: 1, body: b"hello".to_vec() },
             Message::ClientDropped { reason: "fell behind".into() },

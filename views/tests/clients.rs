@@ -156,8 +156,8 @@ fn a_client_that_stops_reading_is_dropped_and_the_group_goes_on() {
     let addr = members[1].0.listen_addr();
     // A raw client that subscribes and then reads nothing.
     let mut slow = TcpStream::connect(addr).unwrap();
-    slow.write_all(&encode(&Message::ClientHello { client: 7 }).unwrap()).unwrap();
-    assert!(matches!(read_frame(&mut slow), Ok(Message::ClientWelcome { node: 1 })));
+    slow.write_all(&encode(&Message::ClientHello { resume: None }).unwrap()).unwrap();
+    assert!(matches!(read_frame(&mut slow), Ok(Message::ClientWelcome { node: 1, .. })));
     slow.write_all(&encode(&Message::Subscribe { subgroup: 0 }).unwrap()).unwrap();
     // A well-behaved client at the same member.
     let mut good = Client::connect(&[addr], WAIT).unwrap();
@@ -220,7 +220,7 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     // Garbage, a huge length, a subscription before the hello.
     for bytes in [
         vec![0xAB; 64],
-        [b"SPCP".as_slice(), &2u16.to_le_bytes(), &u32::MAX.to_le_bytes()].concat(),
+        [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes(), &u32::MAX.to_le_bytes()].concat(),
         encode(&Message::Subscribe { subgroup: 0 }).unwrap(),
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -229,34 +229,39 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     }
     // A session that sends an out-of-range subgroup or a member-only frame is ended.
     for bad in [
-        [b"SPCP".as_slice(), &2u16.to_le_bytes()].concat(), // cut inside a header
+        [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes()].concat(), // cut inside a header
         encode(&Message::JoinRequest { member: views::wire::MemberInfo { node: 9, control: addr, data: None } })
             .unwrap(),
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(&encode(&Message::ClientHello { client: 99 }).unwrap()).unwrap();
+        s.write_all(&encode(&Message::ClientHello { resume: None }).unwrap()).unwrap();
         assert!(matches!(read_frame(&mut s), Ok(Message::ClientWelcome { .. })));
         s.write_all(&bad).unwrap();
         s.shutdown(std::net::Shutdown::Write).unwrap();
         let ended = read_until(&mut s, |m| matches!(m, Message::ClientDropped { .. }));
         assert!(matches!(ended, Some(Message::ClientDropped { .. })), "the member says why it ends the session");
     }
-    let mut raw = [b"SPCP".as_slice(), &2u16.to_le_bytes()].concat();
+    let mut raw = [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes()].concat();
     let body = [10u8, 0xff, 0xff, 0xff, 0x0f]; // the Subscribe tag, then a subgroup of u32::MAX
     raw.extend_from_slice(&(body.len() as u32).to_le_bytes());
     raw.extend_from_slice(&body);
     let mut s = TcpStream::connect(addr).unwrap();
-    s.write_all(&encode(&Message::ClientHello { client: 98 }).unwrap()).unwrap();
+    s.write_all(&encode(&Message::ClientHello { resume: None }).unwrap()).unwrap();
     assert!(matches!(read_frame(&mut s), Ok(Message::ClientWelcome { .. })));
     s.write_all(&raw).unwrap();
     assert!(matches!(read_until(&mut s, |_| true), Some(Message::ClientDropped { .. })), "an invalid subgroup ends it");
-    // The same id twice at one member, and one client past the limit, are refused.
+    // A stranger naming a connected client's session (without its token, which
+    // only that client holds), and one client past the limit, are refused.
     let a = Client::connect(&[addr], WAIT).unwrap();
-    let mut dup = TcpStream::connect(addr).unwrap();
-    dup.write_all(&encode(&Message::ClientHello { client: a.id() }).unwrap()).unwrap();
-    assert!(
-        matches!(read_frame(&mut dup), Ok(Message::JoinRefused { reason }) if reason.contains("already connected"))
-    );
+    for member in [addr, members[0].0.listen_addr()] {
+        let mut dup = TcpStream::connect(member).unwrap();
+        dup.write_all(&encode(&Message::ClientHello { resume: Some((a.id(), [0; 16])) }).unwrap()).unwrap();
+        let refused = read_frame(&mut dup);
+        assert!(
+            matches!(&refused, Ok(Message::JoinRefused { reason }) if reason.contains("token does not hold")),
+            "{refused:?}"
+        );
+    }
     let b = Client::connect(&[addr], WAIT).unwrap();
     let deadline = Instant::now() + WAIT;
     while members[0].0.metrics().clients != 2 && Instant::now() < deadline {

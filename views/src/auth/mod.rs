@@ -145,6 +145,41 @@ impl Secret {
     }
 }
 
+/// The key a group's client session tokens are made with: derived from the
+/// secret (the same at every member), or, without one, random (the group's
+/// founder makes it; joiners get it in their welcome).
+pub(crate) fn client_key(secret: Option<&Secret>) -> std::io::Result<[u8; FULL]> {
+    match secret {
+        Some(s) => Ok(s.mac(&[b"client sessions"])),
+        None => {
+            let mut k = [0u8; FULL];
+            random(&mut k)?;
+            Ok(k)
+        }
+    }
+}
+
+/// The token that proves client session `id` at any member of the group.
+pub(crate) fn client_token(key: &[u8; FULL], id: u64) -> [u8; TAG] {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(&id.to_le_bytes());
+    m.finalize().into_bytes()[..TAG].try_into().expect("16 bytes")
+}
+
+/// Whether `token` proves session `id` (compared in constant time).
+pub(crate) fn client_token_ok(key: &[u8; FULL], id: u64, token: &[u8; TAG]) -> bool {
+    let mut m = HmacSha256::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(&id.to_le_bytes());
+    m.verify_truncated_left(token).is_ok()
+}
+
+/// A random client session id (never 0).
+pub(crate) fn client_id() -> std::io::Result<u64> {
+    let mut b = [0u8; 8];
+    random(&mut b)?;
+    Ok(u64::from_le_bytes(b).max(1))
+}
+
 /// Fills `b` with the operating system's random bytes.
 fn random(b: &mut [u8]) -> std::io::Result<()> {
     getrandom::fill(b).map_err(|e| std::io::Error::other(e.to_string()))

@@ -371,6 +371,9 @@ impl GroupBuilder {
             data_listener,
             restore: super::restart::Restore::default(),
             secret: secret.clone(),
+            client_key: Mutex::new(
+                crate::auth::client_key(secret.as_ref()).map_err(|e| StartError::Setup(format!("random: {e}")))?,
+            ),
         });
         let server = {
             let inner = inner.clone();

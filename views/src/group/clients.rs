@@ -282,13 +282,27 @@ impl Session {
 }
 
 /// Takes a client session whose `ClientHello` came on `stream`: refuses it with the
-/// reason, or welcomes it and starts its reader and writer threads.
-pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, id: u64) -> Result<(), String> {
+/// reason, or welcomes it and starts its reader and writer threads. A new session
+/// gets a random id and the token that proves it; a resumed one must bring the
+/// token its id was given (at this member or another), so no process can take
+/// over another's session by naming its id.
+pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, resume: Option<(u64, [u8; 16])>) -> Result<(), String> {
     let clients = &inner.clients;
     let refuse = |stream: &mut Link, reason: String| {
         let _ = stream.send(&Message::JoinRefused { reason: reason.clone() });
         Err(reason)
     };
+    let key = *lock(&inner.client_key);
+    let id = match resume {
+        Some((id, token)) if crate::auth::client_token_ok(&key, id, &token) => id,
+        Some((id, _)) => {
+            inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(client = id, "a resumed client session without its token: refused");
+            return refuse(&mut stream, format!("client session {id:#x}: its token does not hold in this group"));
+        }
+        None => crate::auth::client_id().map_err(|e| e.to_string())?,
+    };
+    let token = crate::auth::client_token(&key, id);
     stream.stream.set_read_timeout(None).map_err(|e| e.to_string())?;
     stream.stream.set_write_timeout(Some(clients.limits.write_timeout)).map_err(|e| e.to_string())?;
     let _ = stream.stream.set_nodelay(true);
@@ -315,7 +329,8 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, id: u64) -> Result<(),
         sessions.push(s.clone());
         s
     };
-    let welcome = encode(&Message::ClientWelcome { node: inner.cfg.node_id }).map_err(|e| e.to_string())?;
+    let welcome =
+        encode(&Message::ClientWelcome { node: inner.cfg.node_id, client: id, token }).map_err(|e| e.to_string())?;
     session.push(&[welcome], usize::MAX);
     let (stream, out) = stream.split().map_err(|e| e.to_string())?;
     let writer = {

@@ -90,7 +90,7 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         Message::RestoreRequest { member, last_view } => (member, Some(last_view)),
         Message::Request { id, body } => return answer_request(inner, stream, id, 0, &body),
         Message::ServiceRequest { id, service, body } => return answer_request(inner, stream, id, service, &body),
-        Message::ClientHello { client } => return super::clients::serve(inner, stream, client),
+        Message::ClientHello { resume } => return super::clients::serve(inner, stream, resume),
         _ => {
             let _ = stream
                 .send(&Message::JoinRefused { reason: "expected a join request, a request or a client hello".into() });
@@ -258,7 +258,8 @@ impl RequestPool {
 /// Sends the new view and every declared state to a joiner this node took.
 pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg) -> std::io::Result<()> {
     stream.stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-    stream.send(&Message::JoinAccepted { view })?;
+    let client_key = *lock(&inner.client_key);
+    stream.send(&Message::JoinAccepted { view, client_key })?;
     for (k, data) in inner.hooks.states() {
         let mut offset = 0usize;
         loop {
@@ -281,7 +282,7 @@ pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg) -> std::io
 }
 
 /// What a joiner gets: the view and the state per subgroup.
-pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>);
+pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>, [u8; 32]);
 
 /// Asks `contact` (following redirects) to add this node; waits for the view. An
 /// id the group still counts as a member is refused for `duplicate_grace` (a process
@@ -377,14 +378,14 @@ fn ask(
     s.send(&request).map_err(|e| e.to_string())?;
     // A view change (and the state) may take a while.
     s.stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-    let view = match s.recv().map_err(|e| e.to_string())? {
+    let (view, client_key) = match s.recv().map_err(|e| e.to_string())? {
         Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
         // A member with a secret refuses a joiner without one in a plain frame.
         Message::JoinRefused { reason } if secret.is_none() && reason.starts_with("authentication required") => {
             return Err(AskError::Auth(AuthError::Required))
         }
         Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),
-        Message::JoinAccepted { view } => view,
+        Message::JoinAccepted { view, client_key } => (view, client_key),
         other => return Err(format!("unexpected answer {other:?}").into()),
     };
     // A node without an id finds the one it was given by its control address.
@@ -411,5 +412,5 @@ fn ask(
             other => return Err(format!("unexpected frame during state transfer: {other:?}").into()),
         }
     }
-    Ok(Answer::Welcome((view, states)))
+    Ok(Answer::Welcome((view, states, client_key)))
 }

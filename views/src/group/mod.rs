@@ -148,6 +148,9 @@ pub(crate) struct Inner {
     pub(crate) restore: restart::Restore,
     /// The group's secret, if it has one (see [`crate::auth`]).
     pub(crate) secret: Option<crate::auth::Secret>,
+    /// The key of the group's client session tokens (its founder's, or the
+    /// secret's; a joiner takes it from its welcome).
+    pub(crate) client_key: Mutex<[u8; 32]>,
 }
 
 impl Inner {

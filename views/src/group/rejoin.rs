@@ -35,7 +35,8 @@ use std::time::{Duration, Instant};
 
 /// The view a joiner's welcome gives: runs the state hooks and learns the members'
 /// addresses first.
-pub(crate) fn take_welcome(inner: &Inner, (view, states): control::Welcome) -> View {
+pub(crate) fn take_welcome(inner: &Inner, (view, states, client_key): control::Welcome) -> View {
+    *sst::sync::lock(&inner.client_key) = client_key;
     for (k, bytes) in states {
         inner.hooks.set_state(k, &bytes);
     }
