@@ -85,6 +85,11 @@ struct Args {
     /// Milliseconds between readings (publisher).
     #[arg(long, default_value_t = 200)]
     period_ms: u64,
+    /// The group's secret file (at least 32 random bytes, the same at every
+    /// member and client; see docs/security.md). Left out: `SPINDLE_SECRET_FILE`,
+    /// if set.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,6 +120,9 @@ fn run(args: &Args) -> Result<(), String> {
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
     if let Some(c) = args.contact.first() {
         b = b.contact(*c);
+    }
+    if let Some(s) = &args.secret_file {
+        b = b.secret_file(s);
     }
     let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
     if let Some(d) = &args.log_dir {
@@ -152,7 +160,8 @@ fn client(args: &Args, qos: Qos) -> Result<(), String> {
     if args.contact.is_empty() {
         return Err("a client needs --contact A,B,... (members' control addresses)".into());
     }
-    let c = DomainClient::connect(ClientConfig::new(args.contact.clone())).map_err(|e| e.to_string())?;
+    let cfg = ClientConfig { secret_file: args.secret_file.clone(), ..ClientConfig::new(args.contact.clone()) };
+    let c = DomainClient::connect(cfg).map_err(|e| e.to_string())?;
     let (node, addr) = c.member();
     println!("client {:#x} of member {node} at {addr}", c.id());
     let topic = c.topic::<Reading>("temperature", qos).map_err(|e| e.to_string())?;

@@ -47,6 +47,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -266,8 +267,14 @@ impl SampleLog {
     pub fn open(path: impl AsRef<Path>, fsync: Fsync) -> Result<(SampleLog, Vec<Vec<u8>>), LogError> {
         let path = path.as_ref().to_path_buf();
         let io = |source| LogError::Io { path: path.clone(), source };
-        let mut file =
-            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(io)?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let (found, tail) = scan(&bytes);
@@ -484,6 +491,9 @@ mod tests {
         let path = temp("torn");
         let (mut log, old) = SampleLog::open(&path, Fsync::Every(2)).unwrap();
         assert!(old.is_empty() && log.is_empty());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "a log is its owner's only");
         for p in payloads(&[10, 20, 30]) {
             log.append(&p).unwrap();
         }

@@ -444,6 +444,7 @@ fn flush(dir: &Path, id: SegmentId, bytes: &Aligned) -> std::io::Result<()> {
             .write(true)
             .create(true)
             .truncate(true)
+            .mode(0o600)
             .custom_flags(libc::O_DIRECT)
             .open(&tmp)?;
         f.write_all(bytes.padded())?;
@@ -451,7 +452,7 @@ fn flush(dir: &Path, id: SegmentId, bytes: &Aligned) -> std::io::Result<()> {
         f.sync_all()
     })();
     if direct.is_err() {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = crate::format::create_private(&tmp)?;
         f.write_all(bytes.bytes())?;
         f.sync_all()?;
     }

@@ -343,3 +343,10 @@ pub fn scan_from(buf: &[u8], crc: u32, max: usize) -> Recovered {
     };
     Recovered { records, end: Offset(pos), crc, stop }
 }
+
+/// Creates (or truncates) `path` for writing, readable and writable by its owner
+/// only: a log's records are the application's data.
+pub(crate) fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)
+}

@@ -65,6 +65,10 @@ struct Args {
     /// Group name (members of one group use the same).
     #[arg(long, default_value = "counter")]
     name: String,
+    /// The group's secret file (at least 32 random bytes, the same at every
+    /// member; see docs/security.md). Left out: `SPINDLE_SECRET_FILE`, if set.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
 }
 
 fn main() {
@@ -85,6 +89,9 @@ fn run(args: &Args) -> Result<(), String> {
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
     if let Some(c) = args.contact {
         b = b.contact(c);
+    }
+    if let Some(s) = &args.secret_file {
+        b = b.secret_file(s);
     }
     let slot = match &args.state_dir {
         Some(d) => d.clone(),

@@ -28,6 +28,10 @@ struct Args {
     /// How long to wait for a member.
     #[arg(long, default_value_t = 5)]
     timeout_s: u64,
+    /// The group's secret file (see docs/security.md). Left out:
+    /// `SPINDLE_SECRET_FILE`, if set.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -64,6 +68,7 @@ fn run(args: Args) -> Result<(), String> {
     cfg.connect_timeout = Duration::from_secs(args.timeout_s);
     cfg.request_timeout = Duration::from_secs(args.timeout_s);
     cfg.failover_timeout = Duration::from_secs(args.timeout_s);
+    cfg.secret_file = args.secret_file.clone();
     let client = DomainClient::connect(cfg).map_err(|e| format!("connecting to {:?}: {e}", args.connect))?;
     match args.cmd {
         Cmd::Ls => ls(&client),

@@ -59,6 +59,10 @@ struct Args {
     /// Group name (members of one store use the same).
     #[arg(long, default_value = "kv")]
     name: String,
+    /// The group's secret file (see docs/security.md). Left out:
+    /// `SPINDLE_SECRET_FILE`, if set.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
 }
 
 fn main() {
@@ -78,6 +82,9 @@ fn run(args: &Args) -> Result<(), String> {
         .name(&args.name)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
+    if let Some(s) = &args.secret_file {
+        b = b.secret_file(s);
+    }
     if let Some(c) = args.contact {
         b = b.contact(c);
     }

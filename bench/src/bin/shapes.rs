@@ -62,6 +62,10 @@ struct Args {
     /// Domain name.
     #[arg(long, default_value = "shapes")]
     domain: String,
+    /// The group's secret file (see docs/security.md). Left out:
+    /// `SPINDLE_SECRET_FILE`, if set.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
 }
 
 /// A shape of one colour (the key) at a position.
@@ -95,6 +99,9 @@ fn run(args: &Args) -> Result<(), String> {
         .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
     if let Some(c) = args.contact {
         b = b.contact(c);
+    }
+    if let Some(s) = &args.secret_file {
+        b = b.secret_file(s);
     }
     let p = DomainParticipant::new(DdsConfig::new(b.build().map_err(|e| e.to_string())?)).map_err(|e| e.to_string())?;
     println!("participant {} at {}", p.node(), p.group().listen_addr());

@@ -16,6 +16,7 @@ use super::{check_peers, probe_gone, NodeId, RegionSpec, SetupError};
 use crate::region::Segment;
 use crate::sync::Arc;
 use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -127,6 +128,8 @@ fn map_file(path: &PathBuf, create_len: Option<usize>) -> std::io::Result<memmap
         .write(true)
         .create(create_len.is_some())
         .truncate(create_len.is_some())
+        // The segments hold the group's rows and messages: the members' user only.
+        .mode(0o600)
         .open(path)?;
     if let Some(len) = create_len {
         file.set_len(len as u64)?;
@@ -250,6 +253,17 @@ mod tests {
         assert!(foreign.exists(), "a file without our magic is kept");
         std::fs::remove_file(live).unwrap();
         std::fs::remove_file(foreign).unwrap();
+    }
+
+    #[test]
+    fn segments_are_created_for_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let path = PathBuf::from(format!("{DIR}/spindle-mode{}-0.tmp", std::process::id()));
+        let map = map_file(&path, Some(4096)).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        drop(map);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(mode, 0o600);
     }
 
     #[test]

@@ -45,6 +45,10 @@ use views::config::{Config, Transport};
 #[derive(Parser, Debug, Clone)]
 #[command(about = "DDS pub/sub throughput and latency over spindle, like ddsperf")]
 struct Args {
+    /// The group's secret file (see docs/security.md): every member (and the
+    /// children this run starts, through `SPINDLE_SECRET_FILE`) authenticates.
+    #[arg(long)]
+    secret_file: Option<std::path::PathBuf>,
     /// `local` runs a writer and the readers as processes here; `pub` and `sub` run one
     /// role by hand.
     #[arg(long, default_value = "local", value_parser = ["local", "pub", "sub"])]
@@ -107,6 +111,10 @@ const END: u64 = u64::MAX;
 
 fn main() {
     let args = Args::parse();
+    if let Some(s) = &args.secret_file {
+        // Before any thread: the members read it at start, the children inherit it.
+        std::env::set_var(views::config::SECRET_ENV, s);
+    }
     let large = args.size.is_power_of_two() && (POD_MAX * 2..=64 << 20).contains(&args.size);
     if !SIZES.contains(&args.size) && !large {
         bench::usage("dds_perf", &format!("--size must be one of {SIZES:?} or a power of two up to 64 MiB"));

@@ -106,7 +106,7 @@ pub(in crate::service) fn recover_open_files(
 /// Writes a segment file whole: a `.part` file, synced, renamed into place.
 fn write_segment(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let part = path.with_extension("tw.part");
-    let mut f = std::fs::File::create(&part)?;
+    let mut f = crate::format::create_private(&part)?;
     f.write_all(bytes)?;
     f.sync_all()?;
     std::fs::rename(&part, path)?;
@@ -266,7 +266,7 @@ fn catch_up(s: &Shared, c: &mut Syncing) -> std::io::Result<u64> {
         // The file mirrors the buffer, zeroed to its full length once, so that a
         // sync after each write has no file size to update (only data).
         let path = open_path(&s.cfg.dir, s.cfg.log, c.base);
-        let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
+        let mut f = crate::format::create_private(&path)?;
         let zeros = vec![0u8; 1 << 20];
         let mut left = c.region.len();
         while left > 0 {

@@ -31,7 +31,7 @@ fn write_floor(dir: &Path, log: u64, floor: u64) -> std::io::Result<()> {
     let path = floor_path(dir, log);
     let tmp = path.with_extension("part");
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = crate::format::create_private(&tmp)?;
         std::io::Write::write_all(&mut f, &floor.to_le_bytes())?;
         f.sync_all()?;
     }
