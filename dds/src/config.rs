@@ -41,6 +41,9 @@ pub struct DdsConfig {
     /// How many clients this member serves and how much it buffers for each
     /// (`[dds] max_clients`, `client_buffer_bytes`; see [`crate::client`]).
     pub client_limits: views::group::ClientLimits,
+    /// What named client identities may publish and subscribe (`[dds]
+    /// access_file`; see [`crate::access`]). `None`: everything.
+    pub access: Option<crate::access::AccessPolicy>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -52,6 +55,7 @@ struct Section {
     catch_up_timeout_ms: Option<u64>,
     max_clients: Option<usize>,
     client_buffer_bytes: Option<usize>,
+    access_file: Option<PathBuf>,
 }
 
 /// Where durable files go unless configured: `$SPINDLE_DATA_DIR` if set, else
@@ -82,6 +86,7 @@ impl DdsConfig {
             setup_timeout: Duration::from_secs(30),
             catch_up_timeout: Duration::from_secs(30),
             client_limits: views::group::ClientLimits::default(),
+            access: None,
         }
     }
 
@@ -100,6 +105,11 @@ impl DdsConfig {
         }
         if let Some(f) = section.fsync {
             cfg.fsync = parse_fsync(&f).map_err(|why| ConfigError::Invalid { key: "dds.fsync", why })?;
+        }
+        if let Some(f) = section.access_file {
+            let p = crate::access::AccessPolicy::from_file(&f)
+                .map_err(|e| ConfigError::Invalid { key: "dds.access_file", why: e.to_string() })?;
+            cfg.access = Some(p);
         }
         if let Some(ms) = section.setup_timeout_ms {
             cfg.setup_timeout = Duration::from_millis(ms);

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
+pub mod access;
 mod catchup;
 pub mod client;
 mod codec;
@@ -47,6 +48,7 @@ pub use sample::{Sample, SampleInfo, WriterId};
 pub use status::{DeadlineMissed, IncompatibleQos, InstanceCounts, Liveliness, Matched, ReaderStatus, Rejection};
 pub use table::{Endpoint, TopicEntry, TopicTable, MAX_NAME, MAX_TYPE_NAME};
 // Errors.
+pub use access::{AccessPolicy, Action};
 pub use error::{
     Awaited, CatchUpError, ClientEnd, CodecError, DdsError, FilterError, ProtocolError, QosError, Stop, TopicError,
     Unavailable, WriteFailure,

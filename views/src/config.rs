@@ -166,6 +166,11 @@ pub struct Security {
     /// reaches a port takes part, as on a trusted network).
     #[serde(default)]
     pub secret_file: Option<std::path::PathBuf>,
+    /// A client's named identity: `secret_file` then holds that identity's key
+    /// (made from the group secret by [`crate::auth::Secret::identity`]), not the
+    /// group secret. Members hold the group secret and name none.
+    #[serde(default)]
+    pub identity: Option<String>,
 }
 
 /// The environment variable that names a secret file when the configuration
@@ -181,7 +186,11 @@ impl Security {
         match path {
             None => Ok(None),
             Some(p) => {
-                crate::auth::Secret::load(&p).map(Some).map_err(|e| invalid("security.secret_file", e.to_string()))
+                let s = crate::auth::Secret::load(&p).map_err(|e| invalid("security.secret_file", e.to_string()))?;
+                match &self.identity {
+                    None => Ok(Some(s)),
+                    Some(n) => s.named(n).map(Some).map_err(|e| invalid("security.identity", e.to_string())),
+                }
             }
         }
     }

@@ -17,6 +17,9 @@ pub(crate) struct Link {
     pub(crate) stream: TcpStream,
     tx: Option<Tagger>,
     rx: Option<Tagger>,
+    /// The identity the peer proved, if it proved a named one (see
+    /// [`crate::auth::Secret::identity`]); `None` for the group secret or none.
+    pub(crate) peer: Option<String>,
 }
 
 impl std::fmt::Debug for Link {
@@ -48,11 +51,11 @@ impl Link {
         let connect = |source| LinkError::Connect { addr, source };
         let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(connect)?;
         stream.set_nodelay(true).map_err(connect)?;
-        let Some(secret) = secret else { return Ok(Link { stream, tx: None, rx: None }) };
+        let Some(secret) = secret else { return Ok(Link { stream, tx: None, rx: None, peer: None }) };
         stream.set_read_timeout(Some(timeout)).map_err(connect)?;
         stream.set_write_timeout(Some(timeout)).map_err(connect)?;
-        let Keys { tx, rx } = auth::initiate(&mut stream, secret)?;
-        Ok(Link { stream, tx: Some(tx), rx: Some(rx) })
+        let Keys { tx, rx, .. } = auth::initiate(&mut stream, secret)?;
+        Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer: None })
     }
 
     /// Takes an accepted connection: with a secret, the peer must authenticate;
@@ -64,8 +67,8 @@ impl Link {
             Some(s) if handshake => {
                 let mut head = [0u8; 5];
                 stream.read_exact(&mut head)?;
-                let Keys { tx, rx } = auth::respond(&mut stream, s, head)?;
-                Ok(Link { stream, tx: Some(tx), rx: Some(rx) })
+                let Keys { tx, rx, peer } = auth::respond(&mut stream, s, head)?;
+                Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer })
             }
             Some(_) => {
                 refuse(&mut stream, "authentication required: this group has a secret");
@@ -75,7 +78,7 @@ impl Link {
                 refuse(&mut stream, "this member has no secret: it takes no authenticated connections");
                 Err(AuthError::NoSecretThere)
             }
-            None => Ok(Link { stream, tx: None, rx: None }),
+            None => Ok(Link { stream, tx: None, rx: None, peer: None }),
         }
     }
 
@@ -128,7 +131,11 @@ impl Link {
     /// reader thread beside a writer).
     pub(crate) fn split(self) -> std::io::Result<(Link, Link)> {
         let other = self.stream.try_clone()?;
-        Ok((Link { stream: self.stream, tx: None, rx: self.rx }, Link { stream: other, tx: self.tx, rx: None }))
+        let peer = self.peer.clone();
+        Ok((
+            Link { stream: self.stream, tx: None, rx: self.rx, peer },
+            Link { stream: other, tx: self.tx, rx: None, peer: self.peer },
+        ))
     }
 }
 

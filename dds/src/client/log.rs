@@ -101,6 +101,9 @@ impl ClientLog {
                 LogFailure::Gap(n) => Fail::Final(DdsError::Trimmed { log: name.into(), lsn: n }),
                 LogFailure::Unavailable(why) => Fail::Retry(DdsError::Unavailable(why)),
                 LogFailure::Damaged => Fail::Final(DdsError::LogDamaged(name.clone())),
+                LogFailure::Denied => {
+                    Fail::Final(DdsError::Denied { topic: name.clone(), action: crate::access::Action::Subscribe })
+                }
             }),
             Ok(_) => Err(Fail::Final(DdsError::Protocol(crate::ProtocolError::Unexpected))),
             // The link: the client is moving to another member, or ends (seen above

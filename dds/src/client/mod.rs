@@ -96,8 +96,13 @@ pub struct ClientConfig {
     /// Samples a writer may have unacknowledged; `write` waits past this (default 4096).
     pub max_unacked: usize,
     /// The group's secret file, if it has one (the members' `[security]
-    /// secret_file`); `None`: the file `SPINDLE_SECRET_FILE` names, if set.
+    /// secret_file`); `None`: the file `SPINDLE_SECRET_FILE` names, if set. With
+    /// `identity`, the file holds that identity's key instead.
     pub secret_file: Option<std::path::PathBuf>,
+    /// A named identity this client proves (with its key in `secret_file`), which
+    /// the members' [`crate::AccessPolicy`] grants topics to; `None`: the group
+    /// secret, with every right.
+    pub identity: Option<String>,
 }
 
 impl ClientConfig {
@@ -110,6 +115,7 @@ impl ClientConfig {
             failover_timeout: Duration::from_secs(30),
             max_unacked: 4096,
             secret_file: None,
+            identity: None,
         }
     }
 }
@@ -163,6 +169,7 @@ impl Handle {
                 Refusal::Qos(q) => DdsError::Qos(q),
                 Refusal::Unavailable(u) => DdsError::Unavailable(u),
                 Refusal::NoSuchEndpoint => DdsError::Protocol(crate::ProtocolError::Unexpected),
+                Refusal::Denied(action) => DdsError::Denied { topic: call.subject().into(), action },
                 Refusal::Malformed => DdsError::Protocol(crate::ProtocolError::Malformed),
             }),
             r => Ok(r),
@@ -208,7 +215,7 @@ impl DomainClient {
     /// Connects to the first contact that takes the session and starts the thread
     /// that receives samples and acknowledgements.
     pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
-        let security = views::config::Security { secret_file: cfg.secret_file.clone() };
+        let security = views::config::Security { secret_file: cfg.secret_file.clone(), identity: cfg.identity.clone() };
         let secret = security.secret()?;
         let link = Client::connect_with(&cfg.contacts, cfg.connect_timeout, secret)?;
         let h = Arc::new(Handle {

@@ -124,6 +124,15 @@ pub enum DdsError {
     /// had from that session; connect through another member.
     #[error("protocol: {0}")]
     Protocol(ProtocolError),
+    /// The member's access policy does not let this client's identity do that to
+    /// the topic (see [`crate::access`]): ask the operator for a grant.
+    #[error("topic `{topic}`: {action} denied by the access policy")]
+    Denied {
+        /// The topic (or log).
+        topic: String,
+        /// What was asked.
+        action: crate::access::Action,
+    },
     /// A log no longer holds the record asked for (trimmed); read from a later one.
     #[error("log `{log}` no longer holds record {lsn} (trimmed)")]
     Trimmed {

@@ -8,6 +8,7 @@
 
 pub(crate) mod relay;
 
+use crate::access::Action;
 use crate::client::MAX_ENDPOINTS;
 use crate::engine::Now;
 use crate::error::{TopicError, Unavailable, WriteFailure};
@@ -63,9 +64,14 @@ impl Serve {
             table.topic(name).cloned().ok_or(Refusal::Topic(TopicError::NoSuchTopic))
         };
         let too_many = Refusal::Qos(QosError::TooManyEndpoints { max: MAX_ENDPOINTS as u32 });
+        let may = |topic: &str, action| p.cfg.access.as_ref().map_or(true, |a| a.allows(s.identity(), topic, action));
+        let need = |topic: &str, action| if may(topic, action) { Ok(()) } else { Err(Refusal::Denied(action)) };
         let count = |e: &Endpoints| e.writers.len() + e.readers.len();
         match call {
             Call::Topic { name, type_name, qos } => {
+                if !may(&name, Action::Publish) {
+                    need(&name, Action::Subscribe)?;
+                }
                 if let Some(qos) = qos {
                     p.create_topic(&name, &type_name, qos).map_err(refusal)?;
                 }
@@ -73,6 +79,7 @@ impl Serve {
                 Ok(Reply::Topic { type_name: e.type_name, qos: e.qos })
             }
             Call::Reader { topic, reader, level, from } => {
+                need(&topic, Action::Subscribe)?;
                 let entry = entry_of(&topic)?;
                 if lock(&self.sessions).get(&s.id()).map_or(0, count) >= MAX_ENDPOINTS {
                     return Err(too_many);
@@ -98,6 +105,7 @@ impl Serve {
                 Ok(Reply::Reader { lost: start.lost, incompatible, history: start.history })
             }
             Call::Writer { topic, writer, level } => {
+                need(&topic, Action::Publish)?;
                 let entry = entry_of(&topic)?;
                 if level > entry.qos.level {
                     return Err(Refusal::Qos(QosError::AboveTopic { offered: level, topic: entry.qos.level }));
@@ -163,6 +171,7 @@ impl Serve {
                 })
             }
             Call::Write { .. } => Err(Refusal::Malformed),
+            Call::LogRead { log, .. } if !may(&log, Action::Subscribe) => Ok(Reply::LogFailed(LogFailure::Denied)),
             Call::LogRead { log, from, max } => Ok(self.log_read(&p, &log, from, max)),
             Call::Domain => {
                 let view = p.group.view().ok_or(Refusal::Unavailable(Unavailable::Stopped))?;

@@ -110,6 +110,8 @@ pub(crate) enum Refusal {
     Unavailable(Unavailable),
     /// The session has no such reader (or writer).
     NoSuchEndpoint,
+    /// The access policy does not grant this client's identity that.
+    Denied(crate::access::Action),
     /// The call does not decode, or is not a request.
     Malformed,
 }
@@ -119,6 +121,8 @@ pub(crate) enum Refusal {
 pub(crate) enum LogFailure {
     /// The domain has no log of that name.
     NoSuchLog,
+    /// The access policy does not let this client read the log.
+    Denied,
     /// The log no longer holds this record (trimmed).
     Gap(u64),
     /// The log cannot be read now (no replica answered, a view change): try again.

@@ -7,12 +7,16 @@
 //! each end holds the secret, without sending it:
 //!
 //! ```text
-//!   initiator -> responder:  "SPAU" | version u8 | nonce_i (32)
+//!   initiator -> responder:  "SPAU" | version u8 | nonce_i (32) | name length u8 | identity name
 //!   responder -> initiator:  "SPAU" | version u8 | nonce_r (32) | HMAC(secret, "responder" | nonce_i | nonce_r)
 //!   initiator -> responder:  HMAC(secret, "initiator" | nonce_i | nonce_r)
 //! ```
 //!
-//! Both nonces are fresh random numbers, so a recorded handshake proves nothing on
+//! The name is empty for a holder of the group secret (a member, or a client with
+//! every right); a client may instead prove a named identity, whose key is
+//! derived from the secret ([`Secret::identity`]) and which may only open a client
+//! session, with what the application's policy lets it do. Both nonces are fresh
+//! random numbers, so a recorded handshake proves nothing on
 //! a new connection. Each direction then gets its own key,
 //! `HMAC(secret, "key" | direction | nonce_i | nonce_r)`, and every frame after the
 //! handshake carries a 16-byte tag, `HMAC(key, sequence number | frame)`: a frame
@@ -41,7 +45,7 @@ pub const MAX_SECRET: usize = 4096;
 /// Handshake magic.
 pub const MAGIC: [u8; 4] = *b"SPAU";
 /// Handshake version.
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// Bytes of a frame's tag.
 pub const TAG: usize = 16;
 /// How old a discovery beacon may be (by its sender's clock) and still be taken.
@@ -49,14 +53,28 @@ pub const BEACON_AGE: Duration = Duration::from_secs(30);
 const NONCE: usize = 32;
 const FULL: usize = 32;
 
-/// A group's shared secret (see the module docs). Its bytes are never printed.
+/// A group's shared secret (see the module docs), or a named identity's key
+/// derived from it ([`Secret::identity`]). Its bytes are never printed.
 #[derive(Clone, PartialEq, Eq)]
-pub struct Secret(Vec<u8>);
+pub struct Secret(Vec<u8>, Option<String>);
 
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Secret({} bytes)", self.0.len())
+        match &self.1 {
+            None => write!(f, "Secret({} bytes)", self.0.len()),
+            Some(n) => write!(f, "Secret(identity {n})"),
+        }
     }
+}
+
+/// The longest identity name.
+pub const MAX_IDENTITY: usize = 64;
+
+/// True for a valid identity name: 1 to [`MAX_IDENTITY`] letters, digits, `.`, `_`
+/// or `-`.
+pub fn valid_identity(name: &str) -> bool {
+    (1..=MAX_IDENTITY).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
 /// Why a secret could not be had.
@@ -73,6 +91,10 @@ pub enum SecretError {
     /// Fewer than [`MIN_SECRET`] or more than [`MAX_SECRET`] bytes.
     #[error("a secret of {0} bytes: it needs {MIN_SECRET} to {MAX_SECRET} (e.g. `head -c 32 /dev/urandom > FILE`)")]
     Length(usize),
+    /// An identity name that is empty, too long, or has other characters than
+    /// letters, digits, `.`, `_` and `-`.
+    #[error("identity `{0}`: 1 to 64 letters, digits, '.', '_' or '-'")]
+    Identity(String),
 }
 
 impl Secret {
@@ -81,7 +103,38 @@ impl Secret {
         if !(MIN_SECRET..=MAX_SECRET).contains(&bytes.len()) {
             return Err(SecretError::Length(bytes.len()));
         }
-        Ok(Secret(bytes.to_vec()))
+        Ok(Secret(bytes.to_vec(), None))
+    }
+
+    /// The key of identity `name`: derived from this group secret, so that every
+    /// member can check it without a list of keys. Give the holder of an identity
+    /// this key (its bytes, [`Secret::bytes`]) and its name, never the group
+    /// secret; what it may do is the application's policy (DDS: an access
+    /// policy), and it can only open client sessions, not join.
+    pub fn identity(&self, name: &str) -> Result<Secret, SecretError> {
+        if !valid_identity(name) {
+            return Err(SecretError::Identity(name.into()));
+        }
+        Ok(Secret(self.mac(&[b"identity", name.as_bytes()]).to_vec(), Some(name.into())))
+    }
+
+    /// This key as the key of identity `name` (a key file made by
+    /// [`Secret::identity`], loaded).
+    pub fn named(self, name: &str) -> Result<Secret, SecretError> {
+        if !valid_identity(name) {
+            return Err(SecretError::Identity(name.into()));
+        }
+        Ok(Secret(self.0, Some(name.into())))
+    }
+
+    /// The identity this key is of (`None`: the group secret itself).
+    pub fn name(&self) -> Option<&str> {
+        self.1.as_deref()
+    }
+
+    /// The key's bytes, to write to an identity's key file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
     }
 
     /// The secret in file `path` (its bytes as they are). A file others can read
@@ -106,12 +159,19 @@ impl Secret {
     pub fn generate(path: &Path) -> std::io::Result<Secret> {
         let mut b = [0u8; 32];
         random(&mut b)?;
+        let s = Secret(b.to_vec(), None);
+        s.save(path)?;
+        Ok(s)
+    }
+
+    /// Writes this key's bytes to a new file `path`, readable by its owner only
+    /// (an identity's key file, for its holder).
+    pub fn save(&self, path: &Path) -> std::io::Result<()> {
         let mut o = std::fs::OpenOptions::new();
         o.write(true).create_new(true);
         #[cfg(unix)]
         std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-        o.open(path)?.write_all(&b)?;
-        Ok(Secret(b.to_vec()))
+        o.open(path)?.write_all(&self.0)
     }
 
     /// HMAC-SHA-256 of the parts, in order, under this secret.
@@ -245,27 +305,32 @@ impl Tagger {
     }
 }
 
-/// The two directions' taggers of an authenticated connection.
+/// The two directions' taggers of an authenticated connection, and (at the
+/// responder) the identity the initiator proved (`None`: the group secret).
 pub(crate) struct Keys {
     pub(crate) tx: Tagger,
     pub(crate) rx: Tagger,
+    pub(crate) peer: Option<String>,
 }
 
 fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
     let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
     let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
     let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-    Keys { tx: Tagger::new(tx), rx: Tagger::new(rx) }
+    Keys { tx: Tagger::new(tx), rx: Tagger::new(rx), peer: None }
 }
 
 /// Runs the initiator's side of the handshake on `s`.
 pub(crate) fn initiate(s: &mut (impl Read + Write), secret: &Secret) -> Result<Keys, AuthError> {
     let mut ni = [0u8; NONCE];
     random(&mut ni)?;
-    let mut hello = Vec::with_capacity(5 + NONCE);
+    let name = secret.name().unwrap_or("").as_bytes();
+    let mut hello = Vec::with_capacity(6 + NONCE + name.len());
     hello.extend_from_slice(&MAGIC);
     hello.push(VERSION);
     hello.extend_from_slice(&ni);
+    hello.push(name.len() as u8);
+    hello.extend_from_slice(name);
     s.write_all(&hello)?;
     let mut head = [0u8; 5];
     s.read_exact(&mut head)?;
@@ -288,12 +353,26 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), secret: &Secret) -> Result<K
 
 /// Runs the responder's side of the handshake on `s`, whose first five bytes
 /// (magic and version) were read already.
-pub(crate) fn respond(s: &mut (impl Read + Write), secret: &Secret, head: [u8; 5]) -> Result<Keys, AuthError> {
-    if head[..4] != MAGIC || head[4] != VERSION {
+pub(crate) fn respond(s: &mut (impl Read + Write), group: &Secret, head: [u8; 5]) -> Result<Keys, AuthError> {
+    if head[..4] != MAGIC || head[4] != VERSION || group.name().is_some() {
         return Err(AuthError::Malformed);
     }
     let mut ni = [0u8; NONCE];
     s.read_exact(&mut ni)?;
+    let mut len = [0u8; 1];
+    s.read_exact(&mut len)?;
+    let mut name = vec![0u8; len[0] as usize];
+    s.read_exact(&mut name)?;
+    // An initiator that names an identity proves that identity's key.
+    let derived;
+    let (secret, peer) = match len[0] {
+        0 => (group, None),
+        _ => {
+            let name = String::from_utf8(name).map_err(|_| AuthError::Malformed)?;
+            derived = group.identity(&name).map_err(|_| AuthError::Malformed)?;
+            (&derived, Some(name))
+        }
+    };
     let mut nr = [0u8; NONCE];
     random(&mut nr)?;
     let mut answer = Vec::with_capacity(5 + NONCE + FULL);
@@ -307,7 +386,7 @@ pub(crate) fn respond(s: &mut (impl Read + Write), secret: &Secret, head: [u8; 5
     if !secret.verify(&[b"initiator", &ni, &nr], &tag_i) {
         return Err(AuthError::Failed);
     }
-    Ok(keys(secret, &ni, &nr, false))
+    Ok(Keys { peer, ..keys(secret, &ni, &nr, false) })
 }
 
 #[cfg(test)]

@@ -275,6 +275,13 @@ impl GroupBuilder {
         }
         let mut cfg = self.cfg.clone();
         let secret = cfg.security.secret()?;
+        if cfg.security.identity.is_some() {
+            return Err(crate::config::ConfigError::Invalid {
+                key: "security.identity",
+                why: "is for clients: a member holds the group secret".into(),
+            }
+            .into());
+        }
         if secret.is_none() && !cfg.listen.ip().is_loopback() {
             tracing::warn!(
                 listen = %cfg.listen,

@@ -106,6 +106,13 @@ impl ClientSession {
         }
     }
 
+    /// The identity the client proved, if it proved a named one (see
+    /// [`crate::auth::Secret::identity`]); `None` for a client that holds the
+    /// group secret, or any client of a group without one.
+    pub fn identity(&self) -> Option<&str> {
+        self.s.identity.as_deref()
+    }
+
     /// True until the session ends.
     pub fn is_open(&self) -> bool {
         !lock(&self.s.out).closing
@@ -130,6 +137,8 @@ pub(crate) struct Clients {
 #[derive(Debug)]
 struct Session {
     id: u64,
+    /// The identity the client proved, if a named one.
+    identity: Option<String>,
     subgroups: Mutex<Vec<usize>>,
     out: Mutex<Outbox>,
     ready: Condvar,
@@ -321,6 +330,7 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, resume: Option<(u64, [
         }
         let s = Arc::new(Session {
             id,
+            identity: stream.peer.clone(),
             subgroups: Mutex::default(),
             out: Mutex::default(),
             ready: Condvar::new(),

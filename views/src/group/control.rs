@@ -85,6 +85,13 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         e.to_string()
     })?;
     let msg = stream.recv().map_err(|e| e.to_string())?;
+    if stream.peer.is_some() && !matches!(msg, Message::ClientHello { .. }) {
+        // A named identity may open a client session, never join or ask as a member.
+        inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);
+        let reason = "a client identity can only open a client session".to_string();
+        let _ = stream.send(&Message::JoinRefused { reason: reason.clone() });
+        return Err(reason);
+    }
     let (member, last_view) = match msg {
         Message::JoinRequest { member } => (member, None),
         Message::RestoreRequest { member, last_view } => (member, Some(last_view)),
