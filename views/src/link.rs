@@ -159,9 +159,11 @@ fn refuse(stream: &mut TcpStream, reason: &str) {
 }
 
 /// Whether the peer's first bytes are a handshake's magic (peeked: a plain
-/// frame's bytes stay for the frame reader). Waits, within the stream's read
-/// timeout, until four bytes are in.
+/// frame's bytes stay for the frame reader). Waits until four bytes are in, up to
+/// the stream's read timeout while none come and at most [`FIRST_BYTES`] in all:
+/// a peer that sends a few bytes and stops (or closes) holds no handler longer.
 fn starts_handshake(stream: &TcpStream) -> std::io::Result<bool> {
+    let deadline = std::time::Instant::now() + FIRST_BYTES;
     let mut head = [0u8; 4];
     loop {
         let n = stream.peek(&mut head)?;
@@ -171,7 +173,32 @@ fn starts_handshake(stream: &TcpStream) -> std::io::Result<bool> {
         if n == head.len() {
             return Ok(head == auth::MAGIC);
         }
-        // A few bytes of the first four: the rest is on its way.
+        if std::time::Instant::now() >= deadline {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        // A few bytes of the first four: the rest is on its way, or never comes.
         std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The longest a connection's first four bytes may take once some have come.
+const FIRST_BYTES: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn a_peer_that_sends_a_few_bytes_and_stops_is_let_go() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        c.write_all(b"SP").unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let (s, _) = l.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let t0 = std::time::Instant::now();
+        assert!(Link::accept(s, None).is_err());
+        assert!(t0.elapsed() < Duration::from_secs(30), "held for {:?}", t0.elapsed());
     }
 }
