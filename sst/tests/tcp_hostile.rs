@@ -214,3 +214,48 @@ fn a_driving_predicate_thread_is_as_strict() {
         hostile(bad, close, true);
     }
 }
+
+/// A stand-in for the group layer's proof (a test double, not cryptography): the
+/// digest of a key and the transcript.
+#[derive(Debug)]
+struct ToyAuth(u64);
+
+impl tcp::LinkAuth for ToyAuth {
+    fn nonce(&self) -> std::io::Result<[u8; 32]> {
+        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok([n.to_le_bytes(); 4].concat().try_into().unwrap())
+    }
+    fn prove(&self, t: &[u8]) -> [u8; 32] {
+        let d = sst::hash::digest(&[&self.0.to_le_bytes()[..], t].concat());
+        [d.to_le_bytes(); 4].concat().try_into().unwrap()
+    }
+    fn check(&self, t: &[u8], proof: &[u8; 32]) -> bool {
+        self.prove(t) == *proof
+    }
+}
+
+fn with_auth(c: TcpConfig, key: u64) -> TcpConfig {
+    TcpConfig { auth: Some(std::sync::Arc::new(ToyAuth(key))), ..c }
+}
+
+#[test]
+fn a_peer_that_cannot_prove_the_secret_is_refused_and_the_real_one_connects() {
+    let l0 = tcp::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let a0 = l0.local_addr();
+    let n0 = std::thread::spawn(move || l0.establish(&with_auth(cfg(0, vec![(NodeId(1), a0)]), 42)));
+    // A rogue with node 1's id and group but another key: node 0's proof does not
+    // hold for it, and its own does not hold for node 0.
+    let l = tcp::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let c = TcpConfig { timeout: Duration::from_secs(1), ..cfg(1, vec![(NodeId(0), a0)]) };
+    assert!(l.establish(&with_auth(c.clone(), 43)).is_err(), "a rogue with another key was taken");
+    // One with no key at all ends its side after the Hellos (it expects nothing
+    // more), sends no proof, and is dropped: node 0 waits for the real peer.
+    let rogue = tcp::bind("127.0.0.1:0".parse().unwrap()).unwrap().establish(&c);
+    drop(rogue);
+    let l1 = tcp::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let n1 = l1.establish(&with_auth(cfg(1, vec![(NodeId(0), a0)]), 42)).expect("the real peer still connects");
+    let n0 = n0.join().unwrap().expect("node 0 finished setup");
+    link_works(&n0, &n1, 0, 21);
+    link_works(&n1, &n0, 8, 22);
+}

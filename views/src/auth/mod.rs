@@ -240,6 +240,25 @@ pub(crate) fn client_id() -> std::io::Result<u64> {
     Ok(u64::from_le_bytes(b).max(1))
 }
 
+/// The group secret as the proof the tcp data plane's links exchange at setup
+/// (see `sst::transport::tcp::LinkAuth`).
+#[derive(Debug)]
+pub(crate) struct LinkProof(pub(crate) Secret);
+
+impl sst::transport::tcp::LinkAuth for LinkProof {
+    fn nonce(&self) -> std::io::Result<[u8; 32]> {
+        let mut n = [0u8; 32];
+        random(&mut n)?;
+        Ok(n)
+    }
+    fn prove(&self, transcript: &[u8]) -> [u8; 32] {
+        self.0.mac(&[b"data link", transcript])
+    }
+    fn check(&self, transcript: &[u8], proof: &[u8; 32]) -> bool {
+        self.0.verify(&[b"data link", transcript], proof)
+    }
+}
+
 /// Fills `b` with the operating system's random bytes.
 fn random(b: &mut [u8]) -> std::io::Result<()> {
     getrandom::fill(b).map_err(|e| std::io::Error::other(e.to_string()))

@@ -142,10 +142,14 @@ impl Epoch {
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
                     DataListener::Tcp(listener) => {
+                        let auth = inner.secret.as_ref().map(|s| {
+                            std::sync::Arc::new(crate::auth::LinkProof(s.clone())) as std::sync::Arc<dyn tcp::LinkAuth>
+                        });
                         let c = tcp::TcpConfig {
                             timeout,
                             partial: true,
                             gone: Some(gone),
+                            auth,
                             ..tcp::TcpConfig::new(me, addrs, group, regions)
                         };
                         Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {v}: {e}"))?)

@@ -71,6 +71,25 @@ pub struct TcpConfig {
     pub partial: bool,
     /// Stops waiting for a peer this says is gone (see `shm::ShmConfig::gone`).
     pub gone: Option<super::GoneProbe>,
+    /// With a group secret: every link proves it at setup, both ways, after the
+    /// Hellos (see [`LinkAuth`]); a peer that cannot is refused like one with a bad
+    /// Hello.
+    pub auth: Option<std::sync::Arc<dyn LinkAuth>>,
+}
+
+/// Proof of a shared secret at link setup, supplied by the layer that holds the
+/// secret (sst holds no key and does no cryptography itself). After the Hellos,
+/// each end sends a fresh [`LinkAuth::nonce`], then `prove` of a transcript naming
+/// its role, both node ids, the group and both nonces; each checks the other's
+/// with `check`. A recorded exchange proves nothing on a new link (the nonces
+/// differ), and a proof cannot be reflected (the role is in the transcript).
+pub trait LinkAuth: Send + Sync + std::fmt::Debug {
+    /// 32 fresh random bytes.
+    fn nonce(&self) -> std::io::Result<[u8; 32]>;
+    /// The proof of `transcript`.
+    fn prove(&self, transcript: &[u8]) -> [u8; 32];
+    /// Whether `proof` is the proof of `transcript` (compared in constant time).
+    fn check(&self, transcript: &[u8], proof: &[u8; 32]) -> bool;
 }
 
 impl TcpConfig {
@@ -85,6 +104,7 @@ impl TcpConfig {
             write_timeout: Duration::from_secs(5),
             partial: false,
             gone: None,
+            auth: None,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! its checks (see the module docs of [`super`]). The data path is in [`super`].
 
 use super::frame::{self, Frame, Hello};
-use super::{TcpConfig, TcpTransport};
+use super::{LinkAuth, TcpConfig, TcpTransport};
 use crate::transport::{check_peers, check_regions, probe_gone, GoneProbe, NodeId, RegionSpec, SetupError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -52,10 +52,10 @@ impl Listener {
             .iter()
             .filter(|(id, _)| *id < cfg.me)
             .map(|(id, addr)| {
-                let (id, addr, hello, gone) = (*id, *addr, hello.clone(), cfg.gone.clone());
+                let (id, addr, hello, gone, auth) = (*id, *addr, hello.clone(), cfg.gone.clone(), cfg.auth.clone());
                 std::thread::Builder::new()
                     .name(format!("sst-connect-{}", id.0))
-                    .spawn(move || connect_peer(id, addr, &hello, deadline, gone.as_ref()))
+                    .spawn(move || connect_peer(id, addr, &hello, deadline, gone.as_ref(), auth.as_deref()))
                     .map(|h| (id, h))
                     .map_err(SetupError::io("spawn a connect thread"))
             })
@@ -122,10 +122,10 @@ impl Listener {
                     tracing::warn!(node = %cfg.me, %from, "too many connections saying nothing: refused one");
                 }
                 Ok((stream, from)) => {
-                    let (tx, hello) = (tx.clone(), hello.clone());
+                    let (tx, hello, auth) = (tx.clone(), hello.clone(), cfg.auth.clone());
                     let ids: Vec<NodeId> = waiting.iter().map(|(id, _)| *id).collect();
                     let spawned = std::thread::Builder::new().name("sst-tcp-hello".into()).spawn(move || {
-                        let _ = tx.send((from, accept_peer(stream, &hello, &ids, deadline)));
+                        let _ = tx.send((from, accept_peer(stream, &hello, &ids, deadline, auth.as_deref())));
                     });
                     match spawned {
                         Ok(_) => reading += 1,
@@ -194,6 +194,7 @@ fn connect_peer(
     hello: &Hello,
     deadline: Instant,
     gone: Option<&GoneProbe>,
+    auth: Option<&dyn LinkAuth>,
 ) -> Result<Link, SetupError> {
     let mut probed = Instant::now();
     loop {
@@ -208,6 +209,9 @@ fn connect_peer(
             let theirs = read_hello(&mut s)?;
             if theirs.node != id || theirs.group != hello.group {
                 return Err(format!("answered by {} of group {}", theirs.node, theirs.group));
+            }
+            if let Some(a) = auth {
+                prove(&mut s, a, CONNECTOR, hello.node, id, hello.group)?;
             }
             Ok((s, theirs.regions))
         })();
@@ -225,6 +229,7 @@ fn accept_peer(
     hello: &Hello,
     waiting: &[NodeId],
     deadline: Instant,
+    auth: Option<&dyn LinkAuth>,
 ) -> Result<(NodeId, TcpStream, Vec<RegionSpec>), String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -239,5 +244,42 @@ fn accept_peer(
     let mut out = Vec::new();
     frame::encode_hello(&mut out, hello);
     s.write_all(&out).map_err(|e| format!("send hello: {e}"))?;
+    if let Some(a) = auth {
+        prove(&mut s, a, ACCEPTOR, hello.node, theirs.node, hello.group)?;
+    }
     Ok((theirs.node, s, theirs.regions))
+}
+
+const CONNECTOR: u8 = 1;
+const ACCEPTOR: u8 = 2;
+
+/// The transcript a side of role `role` proves: the role, both ids (its own
+/// first), the group, and both nonces (its own first).
+fn transcript(role: u8, me: NodeId, peer: NodeId, group: u64, mine: &[u8; 32], theirs: &[u8; 32]) -> Vec<u8> {
+    let mut t = Vec::with_capacity(9 + 8 + 64 + 8);
+    t.extend_from_slice(b"sst-link");
+    t.push(role);
+    t.extend_from_slice(&me.0.to_le_bytes());
+    t.extend_from_slice(&peer.0.to_le_bytes());
+    t.extend_from_slice(&group.to_le_bytes());
+    t.extend_from_slice(mine);
+    t.extend_from_slice(theirs);
+    t
+}
+
+/// Both ends prove the secret to each other (see [`LinkAuth`]).
+fn prove(s: &mut TcpStream, a: &dyn LinkAuth, role: u8, me: NodeId, peer: NodeId, group: u64) -> Result<(), String> {
+    let mine = a.nonce().map_err(|e| format!("nonce: {e}"))?;
+    s.write_all(&mine).map_err(|e| format!("send nonce: {e}"))?;
+    let mut theirs = [0u8; 32];
+    s.read_exact(&mut theirs).map_err(|e| format!("read nonce: {e}"))?;
+    s.write_all(&a.prove(&transcript(role, me, peer, group, &mine, &theirs)))
+        .map_err(|e| format!("send proof: {e}"))?;
+    let mut proof = [0u8; 32];
+    s.read_exact(&mut proof).map_err(|e| format!("read proof: {e}"))?;
+    let other = if role == CONNECTOR { ACCEPTOR } else { CONNECTOR };
+    if !a.check(&transcript(other, peer, me, group, &theirs, &mine), &proof) {
+        return Err(format!("{peer} does not prove the group's secret"));
+    }
+    Ok(())
 }
