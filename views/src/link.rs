@@ -1,8 +1,8 @@
-//! A control-plane connection: frames of [`crate::wire`] over TCP, each followed
-//! by its authentication tag when the group has a secret (see [`crate::auth`]).
+//! A control-plane connection: frames of [`crate::wire`] over TCP; with a group
+//! secret each body is encrypted and followed by its tag (see [`crate::auth`]).
 //!
 //! [`Link::connect`] and [`Link::accept`] run the handshake (or check that neither
-//! end expects one); [`Link::send`] and [`Link::recv`] then tag and check every
+//! end expects one); [`Link::send`] and [`Link::recv`] then seal and open every
 //! frame. A frame whose tag fails is an error before its body is decoded: the
 //! caller closes the link.
 
@@ -89,29 +89,26 @@ impl Link {
         self.send_frame(&[&frame])
     }
 
-    /// Sends one encoded frame given in parts (header first), with its tag, in one
-    /// write.
+    /// Sends one encoded frame given in parts (header first), sealed, in one write.
     pub(crate) fn send_frame(&mut self, parts: &[&[u8]]) -> std::io::Result<()> {
-        let tag = self.tx.as_mut().map(|t| t.tag(parts));
-        if let ([one], None) = (parts, &tag) {
+        if let ([one], None) = (parts, &self.tx) {
             return self.stream.write_all(one);
         }
         let len = parts.iter().map(|p| p.len()).sum::<usize>() + auth::TAG;
         let mut all = Vec::with_capacity(len);
         parts.iter().for_each(|p| all.extend_from_slice(p));
-        all.extend_from_slice(tag.as_ref().map_or(&[][..], |t| &t[..]));
+        seal(&mut self.tx, &mut all, 0);
         self.stream.write_all(&all)
     }
 
-    /// Sends encoded frames in order, each with its tag, in one write.
+    /// Sends encoded frames in order, each sealed, in one write.
     pub(crate) fn send_frames(&mut self, frames: &[Vec<u8>]) -> std::io::Result<()> {
         let tags = self.tx.is_some() as usize * auth::TAG;
         let mut all = Vec::with_capacity(frames.iter().map(|f| f.len() + tags).sum());
         for f in frames {
+            let at = all.len();
             all.extend_from_slice(f);
-            if let Some(t) = self.tx.as_mut() {
-                all.extend_from_slice(&t.tag(&[f]));
-            }
+            seal(&mut self.tx, &mut all, at);
         }
         self.stream.write_all(&all)
     }
@@ -139,12 +136,23 @@ impl Link {
     }
 }
 
+/// Seals the frame at `all[at..]` (header, then body) in place and appends its
+/// tag, if the link is authenticated.
+fn seal(tx: &mut Option<Tagger>, all: &mut Vec<u8>, at: usize) {
+    if let Some(t) = tx.as_mut() {
+        let (header, body) = all[at..].split_at_mut(wire::HEADER);
+        let tag = t.seal(header, body);
+        all.extend_from_slice(&tag);
+    }
+}
+
 fn recv_from(rx: &mut Option<Tagger>, r: &mut impl Read) -> Result<Message, WireError> {
-    let raw = wire::read_raw(r)?;
+    let mut raw = wire::read_raw(r)?;
     if let Some(rx) = rx.as_mut() {
         let mut tag = [0u8; auth::TAG];
         r.read_exact(&mut tag).map_err(|e| WireError::Io(e.to_string()))?;
-        if !rx.check(&raw, &tag) {
+        let (header, body) = raw.split_at_mut(wire::HEADER);
+        if !rx.open(header, body, &tag) {
             return Err(WireError::BadTag);
         }
     }

@@ -131,11 +131,32 @@ fn clients_need_the_secret_and_a_changed_frame_closes_only_its_link() {
     assert!(a.metrics().auth_refused >= 2, "{:?}", a.metrics());
 }
 
+#[test]
+fn control_frames_travel_encrypted_with_a_secret_and_in_clear_without() {
+    let keys = Keys::new("enc");
+    let good = keys.make("good");
+    for secret in [None, Some(&good)] {
+        let name = format!("sece{}{}", std::process::id(), secret.is_some() as u8);
+        let a = GroupBuilder::new(config(&name, Transport::Tcp, None, secret))
+            .on_request(|b| [b"echo:".as_slice(), b].concat())
+            .start()
+            .unwrap();
+        let relay = Flipper::start(a.listen_addr());
+        let c = Client::connect_with(&[relay.addr], WAIT, secret.map(|s| Secret::load(s).unwrap())).unwrap();
+        assert_eq!(c.request(b"marker-7b1c", WAIT).unwrap(), b"echo:marker-7b1c");
+        let seen = relay.seen.lock().unwrap().clone();
+        let found = seen.windows(11).any(|w| w == b"marker-7b1c");
+        assert_eq!(found, secret.is_none(), "the request's body on the wire ({} bytes seen)", seen.len());
+    }
+}
+
 /// A tcp relay that, once armed, flips one bit in the middle of the next chunk it
 /// passes from the client to the member.
 struct Flipper {
     addr: SocketAddr,
     armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Every byte it passed, both ways.
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
 
 impl Flipper {
@@ -143,15 +164,16 @@ impl Flipper {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = armed.clone();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (flag, s1, s2) = (armed.clone(), seen.clone(), seen.clone());
         std::thread::spawn(move || {
             let Ok((client, _)) = l.accept() else { return };
             let Ok(member) = TcpStream::connect(to) else { return };
             let (c2, m2) = (client.try_clone().unwrap(), member.try_clone().unwrap());
-            std::thread::spawn(move || pipe(m2, c2, None));
-            pipe(client, member, Some(flag));
+            std::thread::spawn(move || pipe(m2, c2, None, s2));
+            pipe(client, member, Some(flag), s1);
         });
-        Flipper { addr, armed }
+        Flipper { addr, armed, seen }
     }
 
     fn arm(&self) {
@@ -159,7 +181,12 @@ impl Flipper {
     }
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream, flip: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>) {
+fn pipe(
+    mut from: TcpStream,
+    mut to: TcpStream,
+    flip: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+) {
     from.set_read_timeout(Some(WAIT)).unwrap();
     let mut buf = [0u8; 4096];
     loop {
@@ -167,6 +194,7 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, flip: Option<std::sync::Arc<std:
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        seen.lock().unwrap().extend_from_slice(&buf[..n]);
         if let Some(f) = &flip {
             if f.swap(false, std::sync::atomic::Ordering::SeqCst) {
                 buf[n / 2] ^= 0x10;

@@ -25,10 +25,13 @@
 //! beacons carry a tag of the secret too, over their bytes and the time they were
 //! sent (refused beyond [`BEACON_AGE`]).
 //!
-//! This is integrity and authentication, not confidentiality: the frames travel in
-//! clear (see docs/security.md). HMAC-SHA-256 comes from RustCrypto's `hmac` and
-//! `sha2` crates; nothing cryptographic is written here.
+//! Beacons are tagged, not encrypted, and the tcp data plane's frames are neither
+//! (see docs/security.md). HMAC-SHA-256 and ChaCha20-Poly1305 come from
+//! RustCrypto's `hmac`, `sha2` and `chacha20poly1305` crates; nothing cryptographic
+//! is written here.
 
+use chacha20poly1305::aead::AeadInPlace;
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use hmac::{Hmac, Mac as _};
 use sha2::Sha256;
 use std::io::{Read, Write};
@@ -45,7 +48,7 @@ pub const MAX_SECRET: usize = 4096;
 /// Handshake magic.
 pub const MAGIC: [u8; 4] = *b"SPAU";
 /// Handshake version.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 /// Bytes of a frame's tag.
 pub const TAG: usize = 16;
 /// How old a discovery beacon may be (by its sender's clock) and still be taken.
@@ -284,39 +287,36 @@ pub enum AuthError {
     Io(#[from] std::io::Error),
 }
 
-/// One direction's frame tags: a key and the next sequence number.
+/// One direction of an authenticated connection: its cipher and the next frame's
+/// sequence number (the nonce: unique per key, as each direction has its own key).
 pub(crate) struct Tagger {
-    key: [u8; FULL],
+    cipher: ChaCha20Poly1305,
     seq: u64,
 }
 
 impl Tagger {
     fn new(key: [u8; FULL]) -> Tagger {
-        Tagger { key, seq: 0 }
+        Tagger { cipher: <ChaCha20Poly1305 as chacha20poly1305::KeyInit>::new(Key::from_slice(&key)), seq: 0 }
     }
 
-    fn mac(&self) -> HmacSha256 {
-        let mut m = HmacSha256::new_from_slice(&self.key).expect("HMAC takes a key of any length");
-        m.update(&self.seq.to_le_bytes());
-        m
+    fn nonce(&self) -> Nonce {
+        let mut n = [0u8; 12];
+        n[..8].copy_from_slice(&self.seq.to_le_bytes());
+        *Nonce::from_slice(&n)
     }
 
-    /// The tag of the next frame, made of `parts` in order.
-    pub(crate) fn tag(&mut self, parts: &[&[u8]]) -> [u8; TAG] {
-        let mut m = self.mac();
-        for p in parts {
-            m.update(p);
-        }
+    /// Encrypts the next frame's `body` in place, bound to its `header` (sent in
+    /// clear); returns the tag that follows the frame.
+    pub(crate) fn seal(&mut self, header: &[u8], body: &mut [u8]) -> [u8; TAG] {
+        let tag = self.cipher.encrypt_in_place_detached(&self.nonce(), header, body).expect("a frame under 64 GiB");
         self.seq += 1;
-        m.finalize().into_bytes()[..TAG].try_into().expect("16 bytes")
+        tag.into()
     }
 
-    /// Whether `tag` is the next frame's for `frame` (constant time); the sequence
-    /// moves on only if it is.
-    pub(crate) fn check(&mut self, frame: &[u8], tag: &[u8]) -> bool {
-        let mut m = self.mac();
-        m.update(frame);
-        let ok = m.verify_truncated_left(tag).is_ok();
+    /// Decrypts the next frame's `body` in place if `tag` holds for it and its
+    /// `header` (constant time); the sequence moves on only if it does.
+    pub(crate) fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool {
+        let ok = self.cipher.decrypt_in_place_detached(&self.nonce(), header, body, Tag::from_slice(tag)).is_ok();
         if ok {
             self.seq += 1;
         }

@@ -21,22 +21,41 @@ fn pair(a: Secret, b: Secret) -> (Result<Keys, AuthError>, Result<Keys, AuthErro
     (i, responder.join().unwrap())
 }
 
+/// A frame sealed by `t`: (header, encrypted body, tag).
+fn sealed(t: &mut Tagger, header: &[u8], body: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; TAG]) {
+    let mut b = body.to_vec();
+    let tag = t.seal(header, &mut b);
+    (header.to_vec(), b, tag)
+}
+
+/// Opens a sealed frame with `t`: the body if it holds.
+fn opened(t: &mut Tagger, (h, b, tag): &(Vec<u8>, Vec<u8>, [u8; TAG])) -> Option<Vec<u8>> {
+    let mut b = b.clone();
+    t.open(h, &mut b, tag).then_some(b)
+}
+
 #[test]
-fn the_same_secret_authenticates_both_ways_and_tags_frames_in_order() {
+fn the_same_secret_authenticates_both_ways_and_seals_frames_in_order() {
     let (i, r) = pair(secret(7), secret(7));
     let (mut i, mut r) = (i.unwrap(), r.unwrap());
-    let t1 = i.tx.tag(&[b"frame one"]);
-    let t2 = i.tx.tag(&[b"frame ", b"two"]);
-    assert!(!r.rx.check(b"frame two", &t2), "out of order");
-    assert!(r.rx.check(b"frame one", &t1));
-    assert!(!r.rx.check(b"frame one", &t1), "a replay");
-    assert!(!r.rx.check(b"frame twO", &t2), "a changed byte");
-    assert!(r.rx.check(b"frame two", &t2));
+    let one = sealed(&mut i.tx, b"head1", b"frame one");
+    let two = sealed(&mut i.tx, b"head2", b"frame two");
+    assert_ne!(one.1, b"frame one", "the body travels encrypted");
+    assert_eq!(opened(&mut r.rx, &two), None, "out of order");
+    assert_eq!(opened(&mut r.rx, &one).as_deref(), Some(&b"frame one"[..]));
+    assert_eq!(opened(&mut r.rx, &one), None, "a replay");
+    let mut changed = two.clone();
+    changed.1[3] ^= 1;
+    assert_eq!(opened(&mut r.rx, &changed), None, "a changed byte");
+    let mut header = two.clone();
+    header.0[0] ^= 1;
+    assert_eq!(opened(&mut r.rx, &header), None, "a changed header");
+    assert_eq!(opened(&mut r.rx, &two).as_deref(), Some(&b"frame two"[..]));
     // The other direction has its own key.
-    let back = r.tx.tag(&[b"reply"]);
-    assert!(i.rx.check(b"reply", &back));
+    let back = sealed(&mut r.tx, b"h", b"reply");
+    assert_eq!(opened(&mut i.rx, &back).as_deref(), Some(&b"reply"[..]));
     let mut r2 = pair(secret(7), secret(7)).1.unwrap();
-    assert!(!r2.rx.check(b"frame one", &t1), "a frame of another connection");
+    assert_eq!(opened(&mut r2.rx, &one), None, "a frame of another connection");
 }
 
 #[test]
@@ -135,9 +154,10 @@ fn a_recorded_handshake_replayed_on_a_new_connection_is_refused() {
     let mut rec = Recorder { inner: x, sent: Vec::new() };
     let mut keys = initiate(&mut rec, &s).unwrap();
     assert!(responder.join().unwrap().is_ok());
-    let frame = b"a join request";
-    rec.sent.extend_from_slice(frame);
-    rec.sent.extend_from_slice(&keys.tx.tag(&[frame]));
+    let (h, b, tag) = sealed(&mut keys.tx, b"head", b"a join request");
+    rec.sent.extend_from_slice(&h);
+    rec.sent.extend_from_slice(&b);
+    rec.sent.extend_from_slice(&tag);
     // The whole transcript, sent again to a member: its fresh nonce makes the
     // recorded proof worthless.
     let (mut x2, mut y2) = UnixStream::pair().unwrap();
