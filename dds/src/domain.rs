@@ -222,7 +222,7 @@ impl DomainParticipant {
     /// Leaves the domain gracefully (a view change removes this participant once
     /// everything it is owed is delivered); waits up to `within`.
     pub fn leave(&self, within: Duration) -> Result<(), DdsError> {
-        self.0.leaving.store(true, std::sync::atomic::Ordering::Release);
+        self.0.leaving.store(true, sst::sync::atomic::Ordering::Release);
         if self.0.group.leave(within) {
             Ok(())
         } else {

@@ -222,8 +222,8 @@ struct ToyAuth(u64);
 
 impl tcp::LinkAuth for ToyAuth {
     fn nonce(&self) -> std::io::Result<[u8; 32]> {
-        static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        static N: sst::sync::atomic::AtomicU64 = sst::sync::atomic::AtomicU64::new(1);
+        let n = N.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
         Ok([n.to_le_bytes(); 4].concat().try_into().unwrap())
     }
     fn prove(&self, t: &[u8]) -> [u8; 32] {

@@ -51,7 +51,7 @@ impl Participant {
         self.group.stopped()?;
         Some(match self.group.removal() {
             Some(r) => Stop::Removed(r),
-            None if self.leaving.load(std::sync::atomic::Ordering::Acquire) => Stop::Left,
+            None if self.leaving.load(sst::sync::atomic::Ordering::Acquire) => Stop::Left,
             None => Stop::Failed,
         })
     }

@@ -46,7 +46,7 @@ pub(crate) struct Participant {
     /// Numbers of dropped endpoints, free again once the domain's table lost them.
     pub(crate) free_endpoints: Mutex<Vec<u32>>,
     /// The application asked this participant to leave.
-    pub(crate) leaving: std::sync::atomic::AtomicBool,
+    pub(crate) leaving: sst::sync::atomic::AtomicBool,
 }
 
 /// A process-unique random incarnation number for this participant.
