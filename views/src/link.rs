@@ -6,7 +6,7 @@
 //! frame. A frame whose tag fails is an error before its body is decoded: the
 //! caller closes the link.
 
-use crate::auth::{self, AuthError, Keys, Secret, Tagger};
+use crate::auth::{self, AuthError, Keys, Sealer, Secret};
 use crate::wire::{self, Message, WireError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -15,8 +15,8 @@ use std::time::Duration;
 /// One end of a control-plane connection.
 pub(crate) struct Link {
     pub(crate) stream: TcpStream,
-    tx: Option<Tagger>,
-    rx: Option<Tagger>,
+    tx: Option<Sealer>,
+    rx: Option<Sealer>,
     /// The identity the peer proved, if it proved a named one (see
     /// [`crate::auth::Secret::identity`]); `None` for the group secret or none.
     pub(crate) peer: Option<String>,
@@ -24,7 +24,7 @@ pub(crate) struct Link {
 
 impl std::fmt::Debug for Link {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Link").field("peer", &self.stream.peer_addr().ok()).field("tagged", &self.tx.is_some()).finish()
+        f.debug_struct("Link").field("peer", &self.stream.peer_addr().ok()).field("sealed", &self.tx.is_some()).finish()
     }
 }
 
@@ -71,7 +71,7 @@ impl Link {
                 Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer })
             }
             Some(_) => {
-                refuse(&mut stream, "authentication required: this group has a secret");
+                refuse(&mut stream, AUTH_REQUIRED);
                 Err(AuthError::Required)
             }
             None if handshake => {
@@ -138,7 +138,7 @@ impl Link {
 
 /// Seals the frame at `all[at..]` (header, then body) in place and appends its
 /// tag, if the link is authenticated.
-fn seal(tx: &mut Option<Tagger>, all: &mut Vec<u8>, at: usize) {
+fn seal(tx: &mut Option<Sealer>, all: &mut Vec<u8>, at: usize) {
     if let Some(t) = tx.as_mut() {
         let (header, body) = all[at..].split_at_mut(wire::HEADER);
         let tag = t.seal(header, body);
@@ -146,7 +146,7 @@ fn seal(tx: &mut Option<Tagger>, all: &mut Vec<u8>, at: usize) {
     }
 }
 
-fn recv_from(rx: &mut Option<Tagger>, r: &mut impl Read) -> Result<Message, WireError> {
+fn recv_from(rx: &mut Option<Sealer>, r: &mut impl Read) -> Result<Message, WireError> {
     let mut raw = wire::read_raw(r)?;
     if let Some(rx) = rx.as_mut() {
         let mut tag = [0u8; auth::TAG];
@@ -158,6 +158,10 @@ fn recv_from(rx: &mut Option<Tagger>, r: &mut impl Read) -> Result<Message, Wire
     }
     wire::decode_raw(&raw)
 }
+
+/// The plain refusal a member with a secret sends a peer that did not
+/// authenticate (a joiner without a secret recognises it: `AuthError::Required`).
+pub(crate) const AUTH_REQUIRED: &str = "authentication required: this group has a secret";
 
 /// Sends a plain refusal to a peer that spoke the wrong way, then ends.
 fn refuse(stream: &mut TcpStream, reason: &str) {

@@ -289,14 +289,14 @@ pub enum AuthError {
 
 /// One direction of an authenticated connection: its cipher and the next frame's
 /// sequence number (the nonce: unique per key, as each direction has its own key).
-pub(crate) struct Tagger {
+pub(crate) struct Sealer {
     cipher: ChaCha20Poly1305,
     seq: u64,
 }
 
-impl Tagger {
-    fn new(key: [u8; FULL]) -> Tagger {
-        Tagger { cipher: <ChaCha20Poly1305 as chacha20poly1305::KeyInit>::new(Key::from_slice(&key)), seq: 0 }
+impl Sealer {
+    fn new(key: [u8; FULL]) -> Sealer {
+        Sealer { cipher: <ChaCha20Poly1305 as chacha20poly1305::KeyInit>::new(Key::from_slice(&key)), seq: 0 }
     }
 
     fn nonce(&self) -> Nonce {
@@ -327,8 +327,8 @@ impl Tagger {
 /// The two directions' taggers of an authenticated connection, and (at the
 /// responder) the identity the initiator proved (`None`: the group secret).
 pub(crate) struct Keys {
-    pub(crate) tx: Tagger,
-    pub(crate) rx: Tagger,
+    pub(crate) tx: Sealer,
+    pub(crate) rx: Sealer,
     pub(crate) peer: Option<String>,
 }
 
@@ -336,7 +336,7 @@ fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
     let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
     let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
     let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-    Keys { tx: Tagger::new(tx), rx: Tagger::new(rx), peer: None }
+    Keys { tx: Sealer::new(tx), rx: Sealer::new(rx), peer: None }
 }
 
 /// Runs the initiator's side of the handshake on `s`.

@@ -22,14 +22,14 @@ fn pair(a: Secret, b: Secret) -> (Result<Keys, AuthError>, Result<Keys, AuthErro
 }
 
 /// A frame sealed by `t`: (header, encrypted body, tag).
-fn sealed(t: &mut Tagger, header: &[u8], body: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; TAG]) {
+fn sealed(t: &mut Sealer, header: &[u8], body: &[u8]) -> (Vec<u8>, Vec<u8>, [u8; TAG]) {
     let mut b = body.to_vec();
     let tag = t.seal(header, &mut b);
     (header.to_vec(), b, tag)
 }
 
 /// Opens a sealed frame with `t`: the body if it holds.
-fn opened(t: &mut Tagger, (h, b, tag): &(Vec<u8>, Vec<u8>, [u8; TAG])) -> Option<Vec<u8>> {
+fn opened(t: &mut Sealer, (h, b, tag): &(Vec<u8>, Vec<u8>, [u8; TAG])) -> Option<Vec<u8>> {
     let mut b = b.clone();
     t.open(h, &mut b, tag).then_some(b)
 }
@@ -94,15 +94,20 @@ fn beacon_tags_bind_the_bytes_and_the_time() {
     assert!(!secret(4).beacon_ok(b"beacon bytes", 1000, &tag));
 }
 
+/// A socket whose peer sent `bytes` and closed.
+fn fed(bytes: &[u8]) -> UnixStream {
+    let (mut x, y) = UnixStream::pair().unwrap();
+    y.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    x.write_all(bytes).unwrap();
+    y
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     /// Whatever an initiator sends, the responder refuses it without panicking.
     #[test]
     fn hostile_handshakes_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
-        let (mut x, mut y) = UnixStream::pair().unwrap();
-        y.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        x.write_all(&bytes).unwrap();
-        drop(x);
+        let mut y = fed(&bytes);
         let mut head = [0u8; 5];
         let got = y.read_exact(&mut head).map_err(AuthError::from).and_then(|_| respond(&mut y, &secret(9), head));
         prop_assert!(got.is_err());
@@ -111,11 +116,7 @@ proptest! {
     /// Whatever a responder answers, the initiator refuses it without panicking.
     #[test]
     fn hostile_answers_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..120)) {
-        let (mut x, mut y) = UnixStream::pair().unwrap();
-        x.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
-        y.write_all(&bytes).unwrap();
-        drop(y);
-        prop_assert!(initiate(&mut x, &secret(9)).is_err());
+        prop_assert!(initiate(&mut fed(&bytes), &secret(9)).is_err());
     }
 }
 

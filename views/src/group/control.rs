@@ -388,7 +388,7 @@ fn ask(
     let (view, client_key) = match s.recv().map_err(|e| e.to_string())? {
         Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
         // A member with a secret refuses a joiner without one in a plain frame.
-        Message::JoinRefused { reason } if secret.is_none() && reason.starts_with("authentication required") => {
+        Message::JoinRefused { reason } if secret.is_none() && reason == crate::link::AUTH_REQUIRED => {
             return Err(AskError::Auth(AuthError::Required))
         }
         Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),

@@ -137,27 +137,15 @@ fn unseal<'a>(b: &'a [u8], secret: Option<&Secret>) -> Result<&'a [u8], String> 
     Ok(bytes)
 }
 
-/// A running member of group `name` whose beacon did not unseal here: its bytes
-/// decode as a beacon with its tag cut off, or as they are.
-fn other_credentials(b: &[u8], name: &str, me: SocketAddrV4) -> Option<SocketAddr> {
+/// A beacon of group `name` that did not unseal here (its bytes as they are, or
+/// with a tag cut off): one sent with other credentials. A looker that hears a
+/// running member's learns the group runs with other credentials; a member that
+/// hears such a looker's query answers it all the same, with its sealed beacon,
+/// which the looker cannot verify. Neither joins, nor starts a second group of the
+/// name.
+fn with_other_credentials(b: &[u8], name: &str) -> Option<Beacon> {
     let cut = b.len().checked_sub(8 + crate::auth::TAG).map(|at| &b[..at]);
-    [Some(b), cut].into_iter().flatten().find_map(|bytes| {
-        let beacon = Beacon::decode(bytes).ok()?;
-        let running = beacon.kind == HERE || beacon.kind == STRANDED;
-        (running && beacon.name == name && beacon.control != me).then_some(SocketAddr::V4(beacon.control))
-    })
-}
-
-/// A query for group `name` that did not unseal here (as it is, or with a tag cut
-/// off). Such a looker is answered all the same, with this member's sealed
-/// beacon, which it cannot verify: it learns that the group runs with other
-/// credentials, and neither joins nor starts a second group of the name.
-fn query_with_other_credentials(b: &[u8], name: &str) -> Option<Beacon> {
-    let cut = b.len().checked_sub(8 + crate::auth::TAG).map(|at| &b[..at]);
-    [Some(b), cut]
-        .into_iter()
-        .flatten()
-        .find_map(|bytes| Beacon::decode(bytes).ok().filter(|q| q.kind == QUERY && q.name == name))
+    [Some(b), cut].into_iter().flatten().find_map(|bytes| Beacon::decode(bytes).ok().filter(|q| q.name == name))
 }
 
 /// The interface address multicast goes out of: the control address's, unless
@@ -239,8 +227,9 @@ pub(crate) fn look(cfg: &Config, wait: Duration, secret: Option<&Secret>) -> Res
         let b = match unseal(&buf[..n], secret).and_then(Beacon::decode) {
             Ok(b) => b,
             Err(_) => {
-                if let Some(at) = other_credentials(&buf[..n], &cfg.name, me) {
-                    return Ok(Found::OtherCredentials(at));
+                let other = with_other_credentials(&buf[..n], &cfg.name);
+                if let Some(b) = other.filter(|b| (b.kind == HERE || b.kind == STRANDED) && b.control != me) {
+                    return Ok(Found::OtherCredentials(SocketAddr::V4(b.control)));
                 }
                 continue;
             }
@@ -292,7 +281,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
         let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
         let b = match unseal(&buf[..n], inner.secret.as_ref()).and_then(Beacon::decode) {
             Ok(b) => b,
-            Err(e) => match query_with_other_credentials(&buf[..n], &inner.cfg.name) {
+            Err(e) => match with_other_credentials(&buf[..n], &inner.cfg.name).filter(|q| q.kind == QUERY) {
                 Some(q) => {
                     inner.counters.auth_refused.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
                     q
