@@ -14,8 +14,14 @@ import re
 import sys
 
 MAX_LINES = 600
-CRATES = ["sst", "smc", "views", "tailwind", "dds", "testkit", "bench"]
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+# Every member of the workspace but the loom models (checked for length only).
+CRATES = [
+    m
+    for m in re.search(r"members\s*=\s*\[([^\]]*)\]", open(os.path.join(ROOT, "Cargo.toml")).read()).group(1)
+    .replace('"', "").replace(" ", "").split(",")
+    if m and m != "loom-tests"
+]
 
 
 def rust_files(top):

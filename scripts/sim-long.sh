@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 N=${1:-100000}
 S=${2:-0}
 echo "== smc: $N seeds from $S" >&2
-SMC_SIM_SEEDS=$N SMC_SIM_START=$S cargo test -q --release -p smc --test sim -- --nocapture
+SMC_SIM_SEEDS=$N SMC_SIM_START=$S cargo test -q --release -p spindle-smc --test sim -- --nocapture
 echo "== views: $N seeds" >&2
-VIEWS_SIM_SEEDS=$N cargo test -q --release -p views --test sim -- --nocapture
+VIEWS_SIM_SEEDS=$N cargo test -q --release -p spindle-views --test sim -- --nocapture
 echo "== dds: $N seeds from $S" >&2
-DDS_SIM_SEEDS=$N DDS_SIM_START=$S cargo test -q --release -p dds --lib sim::tests::seeds -- --nocapture
+DDS_SIM_SEEDS=$N DDS_SIM_START=$S cargo test -q --release -p spindle-dds --lib sim::tests::seeds -- --nocapture

@@ -20,10 +20,10 @@ cargo test --workspace
 
 echo "== the rdma feature (sst's RDMA transport)"
 if command -v cmake >/dev/null && command -v clang >/dev/null; then
-    cargo clippy --workspace --all-targets --quiet --features sst/rdma -- -D warnings
+    cargo clippy --workspace --all-targets --quiet --features spindle-sst/rdma -- -D warnings
     # Unit tests of the handshake and the signalling schedule; the transport suite
     # runs over rdma where a device exists and says why it skips where none does.
-    cargo test -p sst --features rdma --lib --test transports rdma
+    cargo test -p spindle-sst --features rdma --lib --test transports rdma
 else
     echo "skipped: building the rdma feature needs cmake and clang (apt install cmake clang)"
 fi

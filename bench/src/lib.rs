@@ -1,7 +1,6 @@
 #![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
-pub mod kvstore;
 pub mod mcast;
 pub mod rpclog;
 
@@ -78,15 +77,20 @@ impl MemberArgs {
     /// parent's go-ahead, and returns member `id`'s group config builder (loopback,
     /// the run's group name, `transport` "tcp" or "shm"; members other than 0 join
     /// member 0) for the caller to finish.
-    pub fn group_builder(&self, id: u32, transport: &str) -> Result<views::config::ConfigBuilder, String> {
+    pub fn group_builder(&self, id: u32, transport: &str) -> Result<spindle_views::config::ConfigBuilder, String> {
         use std::net::SocketAddr;
         let port = *self.ports.get(id as usize).ok_or("no port for this member")?;
         let group = std::env::var("SPINDLE_CHILD_GROUP").map_err(|_| "SPINDLE_CHILD_GROUP is not set")?;
         out("READY");
         testkit::wait_for_parent();
-        let t = if transport == "tcp" { views::config::Transport::Tcp } else { views::config::Transport::Shm };
-        let mut b =
-            views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port))).name(&group).transport(t);
+        let t = if transport == "tcp" {
+            spindle_views::config::Transport::Tcp
+        } else {
+            spindle_views::config::Transport::Shm
+        };
+        let mut b = spindle_views::config::Config::builder(id, SocketAddr::from(([127, 0, 0, 1], port)))
+            .name(&group)
+            .transport(t);
         if id > 0 {
             b = b.contact(SocketAddr::from(([127, 0, 0, 1], self.ports[0])));
         }
@@ -101,7 +105,7 @@ impl MemberArgs {
         transport: &str,
         heartbeat: Duration,
         failure_timeout: Duration,
-    ) -> Result<views::config::Config, String> {
+    ) -> Result<spindle_views::config::Config, String> {
         self.group_builder(id, transport)?.timeouts(heartbeat, failure_timeout).build().map_err(|e| e.to_string())
     }
 }

@@ -4,11 +4,11 @@
 
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use smc::runtime::{Runtime, SubgroupSetup};
-use smc::{Mode, SmcLayout, SubgroupSpec};
-use sst::predicate::{PollConfig, DEFAULT_SPIN_US};
-use sst::sync::Arc;
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use spindle_smc::runtime::{Runtime, SubgroupSetup};
+use spindle_smc::{Mode, SmcLayout, SubgroupSpec};
+use spindle_sst::predicate::{PollConfig, DEFAULT_SPIN_US};
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use std::time::Duration;
 use testkit::TransportKind;
 
@@ -71,7 +71,7 @@ pub struct Common {
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
     /// Slots per sender ring; without it the ring is sized in bytes
-    /// (`smc::spec::auto_window`: 256 KiB of slots, 256 to 4096 of them).
+    /// (`spindle_smc::spec::auto_window`: 256 KiB of slots, 256 to 4096 of them).
     #[arg(long)]
     pub window: Option<usize>,
     /// Delivery mode.
@@ -98,17 +98,17 @@ impl Common {
         if !(1..=64).contains(&self.nodes) {
             return Err("--nodes must be in 1..=64".into());
         }
-        if self.size == 0 || self.size > smc::spec::MAX_ARENA {
-            return Err(format!("--size must be in 1..={}", smc::spec::MAX_ARENA));
+        if self.size == 0 || self.size > spindle_smc::spec::MAX_ARENA {
+            return Err(format!("--size must be in 1..={}", spindle_smc::spec::MAX_ARENA));
         }
-        if self.slot.is_some_and(|s| s == 0 || s > smc::spec::MAX_MSG) {
-            return Err(format!("--slot must be in 1..={}", smc::spec::MAX_MSG));
+        if self.slot.is_some_and(|s| s == 0 || s > spindle_smc::spec::MAX_MSG) {
+            return Err(format!("--slot must be in 1..={}", spindle_smc::spec::MAX_MSG));
         }
-        if self.size > self.slot_bytes() && !(self.size..=smc::spec::MAX_ARENA).contains(&self.arena_bytes()) {
-            return Err(format!("--arena must hold a message: {}..={}", self.size, smc::spec::MAX_ARENA));
+        if self.size > self.slot_bytes() && !(self.size..=spindle_smc::spec::MAX_ARENA).contains(&self.arena_bytes()) {
+            return Err(format!("--arena must hold a message: {}..={}", self.size, spindle_smc::spec::MAX_ARENA));
         }
-        if self.window.is_some_and(|w| w == 0 || w > smc::spec::MAX_WINDOW) {
-            return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
+        if self.window.is_some_and(|w| w == 0 || w > spindle_smc::spec::MAX_WINDOW) {
+            return Err(format!("--window must be in 1..={}", spindle_smc::spec::MAX_WINDOW));
         }
         if self.subgroups == 0 || self.subgroups > 16 {
             return Err("--subgroups must be in 1..=16".into());
@@ -118,7 +118,7 @@ impl Common {
         }
         if self.transport == TransportKind::Rdma {
             // Refuse before any process starts, with the reason.
-            sst::transport::rdma::available().map_err(|why| format!("--transport rdma: {why}"))?;
+            spindle_sst::transport::rdma::available().map_err(|why| format!("--transport rdma: {why}"))?;
         }
         let table = SmcLayout::new(&self.specs()[0]).table_bytes();
         if table > 8 << 30 {
@@ -129,7 +129,7 @@ impl Common {
 
     /// Slots per ring: `--window`, or the byte-sized default for the slot size.
     pub fn window(&self) -> usize {
-        self.window.unwrap_or_else(|| smc::spec::auto_window(self.slot_bytes()))
+        self.window.unwrap_or_else(|| spindle_smc::spec::auto_window(self.slot_bytes()))
     }
 
     /// The largest message in a slot (`--slot` or its default).
@@ -141,7 +141,7 @@ impl Common {
     pub fn arena_bytes(&self) -> usize {
         match self.arena {
             Some(a) => a,
-            None if self.size > self.slot_bytes() => (4 * self.size).clamp(64 << 20, smc::spec::MAX_ARENA),
+            None if self.size > self.slot_bytes() => (4 * self.size).clamp(64 << 20, spindle_smc::spec::MAX_ARENA),
             None => 0,
         }
     }
@@ -189,7 +189,7 @@ impl Common {
     }
 
     /// Starts this node's runtime with one upcall per subgroup.
-    pub fn start(&self, t: Arc<dyn Transport>, upcalls: Vec<smc::runtime::Upcall>) -> Result<Runtime, String> {
+    pub fn start(&self, t: Arc<dyn Transport>, upcalls: Vec<spindle_smc::runtime::Upcall>) -> Result<Runtime, String> {
         let me = t.local_id();
         let setups = self
             .specs()
@@ -226,7 +226,7 @@ where
         }
         kind => {
             testkit::catch_interrupts();
-            sst::transport::shm::remove_stale_files();
+            spindle_sst::transport::shm::remove_stale_files();
             let kids = crate::start_members(c.nodes, kind, Duration::from_secs(3600), &[], &[], &[])?;
             let (results, ok) = crate::collect_results(kids, c.nodes)?;
             if !ok {
@@ -267,14 +267,14 @@ pub struct Digest(pub u64);
 
 impl Default for Digest {
     fn default() -> Self {
-        Digest(sst::hash::EMPTY)
+        Digest(spindle_sst::hash::EMPTY)
     }
 }
 
 impl Digest {
     /// Folds bytes in.
     pub fn add_bytes(&mut self, bytes: &[u8]) {
-        self.0 = sst::hash::continue_digest(self.0, bytes);
+        self.0 = spindle_sst::hash::continue_digest(self.0, bytes);
     }
 
     /// Folds one word in.

@@ -11,8 +11,8 @@
 //! to a file and syncs it, as Tailwind backups do with closed buffers, so both
 //! designs pay for the disk. One append is in flight at a time (one inbox).
 
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

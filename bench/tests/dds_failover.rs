@@ -14,13 +14,13 @@
 
 use bench::mcast::Digest;
 use bench::MemberArgs;
-use dds::DdsConfig;
-use dds::DomainParticipant;
-use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::sync::lock;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_dds::{History, Level, Qos};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -147,14 +147,14 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
 
 /// Runs the four participants, kills one, and returns the run's summary.
 fn parent(args: &Args) -> Result<serde_json::Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_test_members(N, "member", args, Duration::from_secs(240), &[])?;
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     kids.kill(VICTIM);
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
     let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM, "STOP")?;
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&args.log_dir);
     let agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
     let ended = results.iter().all(|r| r["ended"] == true);

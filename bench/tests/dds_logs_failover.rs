@@ -1,4 +1,4 @@
-//! A domain with two topics and two replicated logs (`dds::ReplicatedLog`, one `LogAck::Disk`,
+//! A domain with two topics and two replicated logs (`spindle_dds::ReplicatedLog`, one `LogAck::Disk`,
 //! one `LogAck::Memory`) whose primaries are different participants; the primary of
 //! the first log is `kill -9`'d while every
 //! participant writes both topics' samples and appends to both logs. Topics and
@@ -8,7 +8,7 @@
 //! Four participant processes (copies of this test binary running the ignored
 //! `member` test). The parent picks the logs' names so that log `a`'s primary is
 //! the victim and log `b`'s is another participant (the replicas of a log follow
-//! from its name, `dds::log_members`). Every participant writes topic `t1`
+//! from its name, `spindle_dds::log_members`). Every participant writes topic `t1`
 //! (0 and 1) or `t2` (2 and 3) and reads both, and appends to both logs, one
 //! record at a time, noting the records acknowledged. After the kill they go on for
 //! as long again; then each writes an end marker and, once the logs take appends
@@ -24,19 +24,19 @@
 
 use bench::mcast::Digest;
 use bench::MemberArgs;
-use dds::DdsConfig;
-use dds::DomainParticipant;
-use dds::{log_members, LogAck, LogQos};
-use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_dds::{log_members, LogAck, LogQos};
+use spindle_dds::{History, Qos};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_tailwind::service::Lsn;
+use spindle_views::view::View;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::Lsn;
-use views::view::View;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Args {
@@ -98,7 +98,7 @@ struct Seen {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
-    let e = |e: dds::DdsError| e.to_string();
+    let e = |e: spindle_dds::DdsError| e.to_string();
     let group = member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
     let mut cfg = DdsConfig::new(group);
     cfg.log_dir = args.log_dir.clone();
@@ -222,7 +222,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
 /// Runs the four participants, kills the primary of log `a`, and returns the
 /// run's summary.
 fn parent(args: &Args) -> Result<serde_json::Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_test_members(N, "member", args, Duration::from_secs(240), &[])?;
     let started = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(args.seconds));
@@ -242,7 +242,7 @@ fn parent(args: &Args) -> Result<serde_json::Value, String> {
     }
     let exited_ok = kids.wait_all_but(&[VICTIM]).map_err(|e| e.to_string())?;
     drop(kids);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&args.log_dir);
     let topics_agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
     let ended = results.iter().all(|r| r["ended"] == true);

@@ -14,13 +14,13 @@
 
 use bench::mcast::Digest;
 use bench::MemberArgs;
-use dds::DdsConfig;
-use dds::DomainParticipant;
-use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::sync::lock;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_dds::{History, Level, Qos};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -145,7 +145,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
 /// Runs the three participants, stalls one past the failure timeout, continues it,
 /// and returns their results.
 fn parent(args: &Args) -> Result<serde_json::Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_test_members(N, "member", args, Duration::from_secs(180), &[])?;
     std::thread::sleep(Duration::from_millis(500));
     let pid = kids.pid(VICTIM);
@@ -156,7 +156,7 @@ fn parent(args: &Args) -> Result<serde_json::Value, String> {
     std::thread::sleep(Duration::from_millis(1500));
     kids.tell_all("STOP").map_err(|e| e.to_string())?;
     let (results, exited_ok) = bench::collect_results(kids, N)?;
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let _ = std::fs::remove_dir_all(&args.log_dir);
     if !exited_ok {
         return Err(format!("a member did not exit cleanly: {results:?}"));

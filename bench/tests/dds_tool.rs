@@ -2,12 +2,12 @@
 //! types and endpoints, `echo` prints samples (known types decoded, others in
 //! hex, keyed ones with their instance). The tool runs as a child with a deadline.
 
-use dds::DdsConfig;
-use dds::{DomainParticipant, Keyed};
-use dds::{History, Qos};
+use spindle_dds::DdsConfig;
+use spindle_dds::{DomainParticipant, Keyed};
+use spindle_dds::{History, Qos};
+use spindle_views::config::{Config, Transport};
 use std::process::Command;
 use std::time::Duration;
-use views::config::{Config, Transport};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Shape {

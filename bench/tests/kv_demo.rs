@@ -91,7 +91,7 @@ fn demo(transport: &str) {
     for i in 0..3 {
         let _ = std::fs::remove_dir_all(std::env::temp_dir().join(format!("kv-{name}-{i}")));
     }
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
 }
 
 #[test]

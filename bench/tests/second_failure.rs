@@ -5,7 +5,7 @@
 //! install a view of just themselves, deliver in it, and agree on everything
 //! delivered (`chaos` checks all three and exits non-zero otherwise). One run after
 //! the other. The timing of a kill against a change varies from run to run; the
-//! group simulator replays the failing pattern deterministically (`views::sim`).
+//! group simulator replays the failing pattern deterministically (`spindle_views::sim`).
 //!
 //! Bounded: `chaos` has its own deadlines (60 s per phase), and this test kills it
 //! after 150 s; its members die with it (parent-death signal) and their /dev/shm files

@@ -1,8 +1,8 @@
 //! `tailwind_dump` on segment files made here: a good segment with plain and
 //! tagged records, a trim floor, then a damaged segment (exit status 1, named).
 
+use spindle_tailwind::format::{Appender, BufLen, Tag};
 use std::process::Command;
-use tailwind::format::{Appender, BufLen, Tag};
 
 fn segment(records: &[(&[u8], Option<Tag>)]) -> Vec<u8> {
     let mut buf = vec![0u8; 4096];

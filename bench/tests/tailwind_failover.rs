@@ -22,11 +22,11 @@ use bench::mcast::Digest;
 use bench::MemberArgs;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sst::sync::lock;
+use spindle_sst::sync::lock;
+use spindle_tailwind::service::{Lsn, Recovery, TailwindConfig, TailwindLog};
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::{Lsn, Recovery, TailwindConfig, TailwindLog};
 use testkit::ChildSet;
 
 /// One run's settings, handed to the member processes.
@@ -60,7 +60,7 @@ fn killing_the_primary_mid_stream_loses_no_acknowledged_append() {
     const RUNS: u32 = 10;
     for transport in ["shm", "tcp"] {
         let args = Args { transport: transport.into(), acks: 2000, after: 300, max_record: 300, buffer: 64 * 1024 };
-        sst::transport::shm::remove_stale_files();
+        spindle_sst::transport::shm::remove_stale_files();
         let mut failovers = Vec::new();
         for run in 0..RUNS {
             let v = one_run(&args, run).unwrap_or_else(|e| panic!("{transport}: {e}"));
@@ -87,7 +87,7 @@ fn dir_of(group: &str, id: u32) -> std::path::PathBuf {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
-    // RUST_LOG=tailwind=debug shows a member's recovery steps on its stderr.
+    // RUST_LOG=spindle_tailwind=debug shows a member's recovery steps on its stderr.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -254,6 +254,6 @@ fn one_run(args: &Args, run: u32) -> Result<Value, String> {
         }))
     })();
     cleanup(kids);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     result
 }

@@ -15,10 +15,10 @@ use bench::mcast::Digest;
 use bench::MemberArgs;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_tailwind::service::{Lsn, TailwindConfig, TailwindLog};
 use std::io::Write;
 use std::time::{Duration, Instant};
-use tailwind::service::{Lsn, TailwindConfig, TailwindLog};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Args {
@@ -58,7 +58,7 @@ fn member() {
 }
 
 fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
-    // RUST_LOG=tailwind=info shows the recoveries on stderr.
+    // RUST_LOG=spindle_tailwind=info shows the recoveries on stderr.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -175,7 +175,7 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
 }
 
 fn run(args: &Args) -> Result<serde_json::Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_test_members(N, "member", args, Duration::from_secs(180), &[])?;
     let group = kids.group().to_string();
     let result = (|| -> Result<serde_json::Value, String> {
@@ -214,6 +214,6 @@ fn run(args: &Args) -> Result<serde_json::Value, String> {
     for i in 0..N as u32 {
         let _ = std::fs::remove_dir_all(dir_of(&group, i));
     }
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     result
 }

@@ -14,10 +14,10 @@
 use bench::MemberArgs;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use spindle_tailwind::service::{Ack, Lsn, TailwindConfig, TailwindLog};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use tailwind::service::{Ack, Lsn, TailwindConfig, TailwindLog};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Args {
@@ -36,7 +36,7 @@ fn kill_9_of_every_member_loses_no_acknowledged_append() {
         let _ = std::fs::remove_dir_all(&dir);
         let r = run(&Args { transport: transport.into(), phase: "append".into(), dir: dir.clone() });
         let _ = std::fs::remove_dir_all(&dir);
-        sst::transport::shm::remove_stale_files();
+        spindle_sst::transport::shm::remove_stale_files();
         let v = r.unwrap_or_else(|e| panic!("{transport}: {e}"));
         for check in ["all_acked_there", "each_once", "appended_after"] {
             assert_eq!(v[check], true, "{check}: {v}");
@@ -105,7 +105,7 @@ fn acked_of(dir: &Path) -> Vec<String> {
 }
 
 fn run(args: &Args) -> Result<serde_json::Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_test_members(N, "member", args, Duration::from_secs(120), &[])?;
     kids.expect_lines("APPENDING", &[0, 1, 2]).map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_millis(800));
@@ -114,7 +114,7 @@ fn run(args: &Args) -> Result<serde_json::Value, String> {
     }
     drop(kids);
     let acked = acked_of(&args.dir);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let read = Args { phase: "read".into(), ..args.clone() };
     let mut kids = bench::start_test_members(N, "member", &read, Duration::from_secs(120), &[])?;
     let results = bench::parse_results(&kids.expect_lines("RESULT ", &[0, 1, 2]).map_err(|e| e.to_string())?)?;

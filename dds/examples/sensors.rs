@@ -2,10 +2,10 @@
 //! subscribers print them; one that starts late first receives the history.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p dds --example sensors -- publish
-//! terminal 2:  cargo run --release -p dds --example sensors -- subscribe
+//! terminal 1:  cargo run --release -p spindle-dds --example sensors -- publish
+//! terminal 2:  cargo run --release -p spindle-dds --example sensors -- subscribe
 //! (wait a few seconds)
-//! terminal 3:  cargo run --release -p dds --example sensors -- subscribe
+//! terminal 3:  cargo run --release -p spindle-dds --example sensors -- subscribe
 //! ```
 //!
 //! Nothing to choose, on one host or across the hosts of a LAN: participants find
@@ -24,26 +24,26 @@
 //! again with the same `--id`, and it prints what its log held before it catches up. Stop the publisher and
 //! the subscribers see it leave the domain; start it again and it goes on.
 //!
-//! Clients take part without joining (see `dds::client`): with `--client` and
+//! Clients take part without joining (see `spindle_dds::client`): with `--client` and
 //! `--contact A,B` (members' control addresses; `--contacts` says the same) a publisher or subscriber connects
 //! through a member, causes no view change, and moves to the next contact if its
 //! member dies (kill it with Ctrl-C: the client prints where it moved, and a
 //! subscriber goes on with no gap in `#`; ADDR1-3: the addresses terminals 1-3 printed):
 //!
 //! ```text
-//! terminal 4:  cargo run --release -p dds --example sensors -- subscribe --client --contact ADDR2,ADDR3
-//! terminal 5:  cargo run --release -p dds --example sensors -- publish --client --contact ADDR3,ADDR1
+//! terminal 4:  cargo run --release -p spindle-dds --example sensors -- subscribe --client --contact ADDR2,ADDR3
+//! terminal 5:  cargo run --release -p spindle-dds --example sensors -- publish --client --contact ADDR3,ADDR1
 //! ```
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::DdsConfig;
-use dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
-use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
+use spindle_dds::DdsConfig;
+use spindle_dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
+use spindle_dds::{History, Level, Qos};
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug)]
 #[command(about = "A DDS sensor demo: a publisher and subscribers, one of them late")]
@@ -112,8 +112,8 @@ fn run(args: &Args) -> Result<(), String> {
         return client(args, qos);
     }
     let port = args.port.unwrap_or(0);
-    let id = args.id.unwrap_or(views::config::AUTO_ID);
-    let ip = args.ip.or_else(views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let id = args.id.unwrap_or(spindle_views::config::AUTO_ID);
+    let ip = args.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
     let mut b = Config::builder(id, SocketAddr::from((ip, port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })

@@ -3,15 +3,15 @@
 //! a writer task and a reader task share a tokio runtime.
 //!
 //! ```text
-//! cargo run --release -p dds --example tokio_stream -- --samples 100000
+//! cargo run --release -p spindle-dds --example tokio_stream -- --samples 100000
 //! ```
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::DdsConfig;
-use dds::DomainParticipant;
-use dds::{History, Qos};
 use futures::StreamExt;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_dds::{History, Qos};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -33,7 +33,7 @@ async fn main() {
 
 async fn run(n: u64) -> Result<(), String> {
     let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let group = views::config::Config::builder(1, listen)
+    let group = spindle_views::config::Config::builder(1, listen)
         .name(&format!("tokio{}", std::process::id()))
         .build()
         .map_err(|e| e.to_string())?;

@@ -1,12 +1,12 @@
 //! Who may publish and subscribe which topics: rules for the named identities
-//! clients prove (see `views::auth::Secret::identity` and docs/security.md), in
+//! clients prove (see `spindle_views::auth::Secret::identity` and docs/security.md), in
 //! the spirit of Zenoh's access-control rules and DDS Security's permissions.
 //!
 //! A policy is a list of rules; each grants `publish`, `subscribe` or both on
 //! `topics` (names, or `prefix*`, or `*`) to `identities` (names, or `*`):
 //!
 //! ```
-//! use dds::{AccessPolicy, Action};
+//! use spindle_dds::{AccessPolicy, Action};
 //! let p = AccessPolicy::from_toml(r#"
 //!     [[rule]]
 //!     identities = ["thermometer"]

@@ -1,8 +1,8 @@
-//! A participant's configuration: the group's TOML (`views::config`) plus a `[dds]`
+//! A participant's configuration: the group's TOML (`spindle_views::config`) plus a `[dds]`
 //! section. Unknown keys are errors that name the key.
 //!
 //! ```
-//! use dds::DdsConfig;
+//! use spindle_dds::DdsConfig;
 //! let cfg = DdsConfig::from_toml(r#"
 //!     node_id = 1
 //!     listen = "127.0.0.1:7101"
@@ -12,15 +12,15 @@
 //!     fsync = "every:64"
 //! "#).unwrap();
 //! assert_eq!(cfg.group.node_id, 1);
-//! assert_eq!(cfg.fsync, dds::log::Fsync::Every(64));
+//! assert_eq!(cfg.fsync, spindle_dds::log::Fsync::Every(64));
 //! assert!(DdsConfig::from_toml("node_id = 1\nlisten = \"127.0.0.1:1\"\n[dds]\nlog_dri = \"x\"").is_err());
 //! ```
 
 use crate::log::Fsync;
 use serde::Deserialize;
+use spindle_views::config::{Config, ConfigError};
 use std::path::PathBuf;
 use std::time::Duration;
-use views::config::{Config, ConfigError};
 
 /// A participant's configuration.
 #[derive(Debug, Clone)]
@@ -40,7 +40,7 @@ pub struct DdsConfig {
     pub catch_up_timeout: Duration,
     /// How many clients this member serves and how much it buffers for each
     /// (`[dds] max_clients`, `client_buffer_bytes`; see [`crate::client`]).
-    pub client_limits: views::group::ClientLimits,
+    pub client_limits: spindle_views::group::ClientLimits,
     /// What named client identities may publish and subscribe (`[dds]
     /// access_file`; see [`crate::access`]). `None`: everything.
     pub access: Option<crate::access::AccessPolicy>,
@@ -85,7 +85,7 @@ impl DdsConfig {
             fsync: Fsync::Every(64),
             setup_timeout: Duration::from_secs(30),
             catch_up_timeout: Duration::from_secs(30),
-            client_limits: views::group::ClientLimits::default(),
+            client_limits: spindle_views::group::ClientLimits::default(),
             access: None,
         }
     }

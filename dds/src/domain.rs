@@ -7,8 +7,8 @@ use crate::table::{Edit, Endpoint, TopicTable};
 use crate::{filter, logs, sample, DataReader, DataWriter, DdsError, DomainParticipant, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::time::Duration;
 
 impl DomainParticipant {
@@ -222,7 +222,7 @@ impl DomainParticipant {
     /// Leaves the domain gracefully (a view change removes this participant once
     /// everything it is owed is delivered); waits up to `within`.
     pub fn leave(&self, within: Duration) -> Result<(), DdsError> {
-        self.0.leaving.store(true, sst::sync::atomic::Ordering::Release);
+        self.0.leaving.store(true, spindle_sst::sync::atomic::Ordering::Release);
         if self.0.group.leave(within) {
             Ok(())
         } else {

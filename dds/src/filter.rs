@@ -11,14 +11,14 @@
 //! then, not a sample silently dropped later.
 //!
 //! ```no_run
-//! # fn f(p: &dds::DomainParticipant) -> Result<(), dds::DdsError> {
+//! # fn f(p: &spindle_dds::DomainParticipant) -> Result<(), spindle_dds::DdsError> {
 //! #[derive(serde::Serialize, serde::Deserialize)]
 //! struct Reading { sensor: u32, celsius: f32, room: String }
-//! let t = p.topic::<Reading>("readings", dds::Qos::ordered())?;
+//! let t = p.topic::<Reading>("readings", spindle_dds::Qos::ordered())?;
 //! // Only hot readings outside the attic reach this reader.
-//! let hot = p.create_reader_where(&t, dds::Qos::ordered(), "celsius > 30 AND NOT room = 'attic'")?;
+//! let hot = p.create_reader_where(&t, spindle_dds::Qos::ordered(), "celsius > 30 AND NOT room = 'attic'")?;
 //! // A field the type lacks is an error here, not a sample dropped later.
-//! assert!(p.create_reader_where(&t, dds::Qos::ordered(), "kelvin > 300").is_err());
+//! assert!(p.create_reader_where(&t, spindle_dds::Qos::ordered(), "kelvin > 300").is_err());
 //! # Ok(()) }
 //! ```
 

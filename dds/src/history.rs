@@ -13,10 +13,10 @@ use crate::qos::Level;
 use crate::qos::{History as Policy, Qos};
 use crate::sample::{info_of, SampleInfo, HEADER};
 use crate::sink::Src;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime};
-use views::view::ViewId;
 
 /// A sample kept in history: where it stands in the topic's order and its bytes
 /// (header and payload).
@@ -227,7 +227,7 @@ mod tests {
     use super::*;
     use crate::instance::{prefix, Kind};
     use crate::qos::History as Policy;
-    use views::view::ViewId;
+    use spindle_views::view::ViewId;
 
     fn entry(seq: u64, instance: u64) -> Entry {
         let mut bytes = crate::sample::header(1, seq + 1, std::time::SystemTime::now())

@@ -29,7 +29,7 @@ use serde::Serialize;
 /// postcard; its bytes name the instance.
 ///
 /// ```
-/// use dds::instance::Keyed;
+/// use spindle_dds::instance::Keyed;
 /// #[derive(serde::Serialize, serde::Deserialize)]
 /// struct Shape { colour: String, x: i32, y: i32 }
 /// impl Keyed for Shape {
@@ -55,7 +55,7 @@ impl InstanceHandle {
 
     /// The handle of the instance whose serialized key is `key` (never `NIL`).
     pub fn of_key_bytes(key: &[u8]) -> InstanceHandle {
-        InstanceHandle(sst::hash::digest(key).max(1))
+        InstanceHandle(spindle_sst::hash::digest(key).max(1))
     }
 
     /// The handle of the instance with key `key` of a [`Keyed`] type.
@@ -109,7 +109,7 @@ pub enum InstanceState {
 /// states; each part is a set (the default: any).
 ///
 /// ```
-/// use dds::instance::{InstanceState, SampleState, StateMask};
+/// use spindle_dds::instance::{InstanceState, SampleState, StateMask};
 /// let fresh = StateMask::ANY.samples(&[SampleState::NotRead]).instances(&[InstanceState::Alive]);
 /// assert!(fresh.matches(SampleState::NotRead, Default::default(), InstanceState::Alive));
 /// assert!(!fresh.matches(SampleState::Read, Default::default(), InstanceState::Alive));

@@ -57,10 +57,10 @@ pub use log::LogError;
 
 use participant::Participant;
 use sample::Codec;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::group::Group;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use views::group::Group;
 
 /// A member of a domain (see the crate docs). Cheap to clone; the domain membership
 /// ends when the last clone and every writer and reader are dropped.

@@ -33,7 +33,7 @@
 //! ```
 //! # let dir = std::env::temp_dir().join(format!("dds-log-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
-//! use dds::log::{SampleLog, Fsync};
+//! use spindle_dds::log::{SampleLog, Fsync};
 //! let path = dir.join("topic.log");
 //! let (mut log, old) = SampleLog::open(&path, Fsync::Always).unwrap();
 //! assert!(old.is_empty());

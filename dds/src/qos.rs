@@ -11,7 +11,7 @@
 //! writer's samples.
 //!
 //! ```
-//! use dds::qos::{History, Level, Qos};
+//! use spindle_dds::qos::{History, Level, Qos};
 //! let topic = Qos::volatile(History::KeepLast(100));
 //! assert_eq!(topic.level, Level::Volatile);
 //! assert!(Level::Ordered.satisfies(Level::Unordered));
@@ -20,8 +20,8 @@
 //! ```
 
 use serde::{Deserialize, Serialize};
+use spindle_tailwind::service::Ack;
 use std::time::Duration;
-use tailwind::service::Ack;
 use thiserror::Error;
 
 /// The delivery and durability level, weakest first.
@@ -126,7 +126,7 @@ pub struct Qos {
     /// touched only as used.
     pub arena_bytes: Option<u32>,
     /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
-    /// bytes for the slot size (`smc::spec::auto_window`: 256 KiB of slots, 256 to
+    /// bytes for the slot size (`spindle_smc::spec::auto_window`: 256 KiB of slots, 256 to
     /// 4096 of them: 4096 for 16-byte slots, 256 for 1 KB ones).
     pub window: Option<u32>,
     /// How long a sample stays valid after its writer wrote it (by its source
@@ -253,7 +253,7 @@ impl Qos {
 
     /// Slots per writer ring: `window`, or the byte-sized default.
     pub fn ring_window(&self) -> usize {
-        self.window.map_or_else(|| smc::spec::auto_window(self.max_msg()), |w| w as usize)
+        self.window.map_or_else(|| spindle_smc::spec::auto_window(self.max_msg()), |w| w as usize)
     }
 
     /// How many samples this policy keeps at most.
@@ -266,23 +266,23 @@ impl Qos {
 
     /// Checks the fields a topic needs.
     pub(crate) fn validate_topic(&self) -> Result<(), QosError> {
-        let most = smc::spec::MAX_ARENA - CLIENT_HEADER;
+        let most = spindle_smc::spec::MAX_ARENA - CLIENT_HEADER;
         let value = self.max_sample_bytes;
         if value == 0 || value as usize > most {
             return Err(QosError::MaxSampleBytes { value, max: most });
         }
-        let max = smc::MAX_MSG - CLIENT_HEADER;
+        let max = spindle_smc::MAX_MSG - CLIENT_HEADER;
         let value = self.slot_sample_bytes;
         if value == 0 || value as usize > max {
             return Err(QosError::SlotSampleBytes { value, max });
         }
         let min = self.max_sample_bytes as usize + CLIENT_HEADER;
-        let max = smc::spec::MAX_ARENA;
+        let max = spindle_smc::spec::MAX_ARENA;
         if let Some(value) = self.arena_bytes.filter(|&a| (a as usize) < min || a as usize > max) {
             return Err(QosError::ArenaBytes { value, min, max });
         }
-        if let Some(value) = self.window.filter(|&w| w == 0 || w as usize > smc::MAX_WINDOW) {
-            return Err(QosError::Window { value, max: smc::MAX_WINDOW });
+        if let Some(value) = self.window.filter(|&w| w == 0 || w as usize > spindle_smc::MAX_WINDOW) {
+            return Err(QosError::Window { value, max: spindle_smc::MAX_WINDOW });
         }
         self.validate_reader()
     }
@@ -352,7 +352,7 @@ impl LogQos {
     /// Checks the ranges: 1 to 16 replicas, buffers of 4 KiB to 256 MiB (a
     /// multiple of 8), 2 to 63 of them.
     pub(crate) fn validate(&self) -> Result<(), QosError> {
-        let max = if self.ack == Ack::Disk { tailwind::service::MAX_DISK_REPLICAS } else { 16 };
+        let max = if self.ack == Ack::Disk { spindle_tailwind::service::MAX_DISK_REPLICAS } else { 16 };
         if self.replicas == 0 || self.replicas as usize > max {
             return Err(QosError::Replicas { value: self.replicas, max });
         }
@@ -478,7 +478,7 @@ mod tests {
         assert!(matches!(past, Err(QosError::MaxSampleBytes { .. })), "a sample and its header past 1 GiB");
         assert_eq!(
             q.slot_sample_bytes(0).validate_topic(),
-            Err(QosError::SlotSampleBytes { value: 0, max: smc::MAX_MSG - CLIENT_HEADER })
+            Err(QosError::SlotSampleBytes { value: 0, max: spindle_smc::MAX_MSG - CLIENT_HEADER })
         );
         assert_eq!(q.history(History::KeepLast(0)).validate_reader(), Err(QosError::KeepsNothing));
         assert_eq!(q.lifespan(Duration::ZERO).validate_writer(), Err(QosError::ZeroLifespan));

@@ -13,7 +13,7 @@ use crate::status::Rejection;
 use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
 use crate::{DdsError, IncompatibleQos, InstanceCounts};
-use sst::sync::lock;
+use spindle_sst::sync::lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -294,7 +294,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// The statuses so far (deadlines counted up to now).
     pub fn status(&self) -> ReaderStatus {
         let mut s = self.core.status();
-        s.received += self.core.taken_by_listener.load(sst::sync::atomic::Ordering::Relaxed);
+        s.received += self.core.taken_by_listener.load(spindle_sst::sync::atomic::Ordering::Relaxed);
         s
     }
 

@@ -20,10 +20,10 @@ use crate::codec::CodecError;
 use crate::instance::{InstanceHandle, InstanceState, Keyed, SampleState, ViewState, KEYED_MARK};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use views::view::ViewId;
 
 pub(crate) use crate::qos::{CLIENT_HEADER, HEADER};
 /// The most writers and readers one participant may create.
@@ -248,7 +248,7 @@ fn serde_fingerprint<T: DeserializeOwned>() -> Option<u64> {
     let (format, _) = tracer.trace_type::<T>(&samples).ok()?;
     let registry = tracer.registry_unchecked();
     let bytes = postcard::to_stdvec(&(format, registry)).ok()?;
-    Some(sst::hash::digest(&bytes))
+    Some(spindle_sst::hash::digest(&bytes))
 }
 
 /// The type name participants compare for a serde type: `serde:Name#fingerprint`

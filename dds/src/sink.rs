@@ -7,7 +7,7 @@ use crate::sample::HEADER;
 /// slot, or in a buffer (history, catch-up).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Src<'a> {
-    Slot(smc::Message<'a>),
+    Slot(spindle_smc::Message<'a>),
     Bytes(&'a [u8]),
 }
 

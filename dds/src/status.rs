@@ -19,7 +19,7 @@ pub struct ReaderStatus {
     /// oldest go first; per instance for a keyed topic under `KeepLast`), and
     /// samples of the topic's order this reader never got: those delivered while
     /// its participant was out of the domain (removed, then rejoined; see
-    /// `views::config::Config::rejoin`) that the other members' history no longer
+    /// `spindle_views::config::Config::rejoin`) that the other members' history no longer
     /// held (an Ordered topic keeps none).
     pub lost: u64,
     /// Samples that could not be decoded or stored, and other failures (history

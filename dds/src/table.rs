@@ -1,5 +1,5 @@
 //! The topic table: the domain's layout document (a replicated, versioned part of
-//! every view; see `views::layout`) and the layout it defines.
+//! every view; see `spindle_views::layout`) and the layout it defines.
 //!
 //! The table lists the participants (node id and incarnation) and the topics, each
 //! with its type, its QoS and its endpoints (writers and readers, by node). Topic `t`
@@ -11,16 +11,16 @@
 //!
 //! Edits are postcard-encoded [`Edit`]s and idempotent: one that the table already
 //! reflects is `Ok(None)`. They come from peers' rows, so each is decoded and checked
-//! ([`views::layout::EditError::Invalid`] otherwise).
+//! ([`spindle_views::layout::EditError::Invalid`] otherwise).
 
 use crate::error::TopicError;
 use crate::qos::{Level, Qos};
 use crate::wire::WireError;
 use serde::{Deserialize, Serialize};
-use smc::{Mode, SubgroupSpec};
-use sst::transport::NodeId;
-use views::layout::{EditError, Layout, LayoutError};
-use views::view::View;
+use spindle_smc::{Mode, SubgroupSpec};
+use spindle_sst::transport::NodeId;
+use spindle_views::layout::{EditError, Layout, LayoutError};
+use spindle_views::view::View;
 
 /// The longest topic name.
 pub const MAX_NAME: usize = 128;
@@ -296,7 +296,7 @@ impl Layout for DdsLayout {
 mod tests {
     use super::*;
     use crate::qos::QosError;
-    use views::view::LayoutDoc;
+    use spindle_views::view::LayoutDoc;
 
     fn view(n: u32, t: &TopicTable) -> View {
         View::initial((0..n).map(NodeId).collect()).with_layout(LayoutDoc::new(1, t.encode()))

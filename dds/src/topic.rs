@@ -18,13 +18,13 @@ use crate::serve::relay::ClientOut;
 use crate::sink::Src;
 use crate::table::TopicEntry;
 use log_writer::{Durability, LogWriter};
-use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
-use views::view::ViewId;
 
 /// What the topic's lock guards: the engine, and what its effects go to that
 /// must change with it (the clients' outgoing frames, the log file).
@@ -204,7 +204,7 @@ impl TopicState {
     }
 
     /// The topic's subgroup in `view` (the last view's answer is cached).
-    pub(crate) fn subgroup_in(&self, view: &views::view::View) -> Option<usize> {
+    pub(crate) fn subgroup_in(&self, view: &spindle_views::view::View) -> Option<usize> {
         let c = self.pick.load(Ordering::Relaxed);
         if c >> 16 == view.id().0 + 1 && c & 0xffff != 0 {
             return Some((c & 0xffff) as usize - 1);
@@ -223,7 +223,7 @@ impl TopicState {
     }
 
     /// A delivered batch of the topic's subgroup, under one lock.
-    pub(crate) fn deliver_batch(&self, view: ViewId, batch: &views::group::InPlaceBatch<'_>) {
+    pub(crate) fn deliver_batch(&self, view: ViewId, batch: &spindle_views::group::InPlaceBatch<'_>) {
         let now = Now::real();
         self.run(|e, fx| {
             for m in batch.iter() {

@@ -6,9 +6,9 @@
 //! sleeps (never spins) until one is true or the timeout passes, and says which.
 //!
 //! ```no_run
-//! # fn demo(a: dds::DataReader<String>, b: dds::DataReader<u64>) {
-//! use dds::instance::StateMask;
-//! use dds::waitset::{GuardCondition, StatusKind, WaitSet};
+//! # fn demo(a: spindle_dds::DataReader<String>, b: spindle_dds::DataReader<u64>) {
+//! use spindle_dds::instance::StateMask;
+//! use spindle_dds::waitset::{GuardCondition, StatusKind, WaitSet};
 //! use std::time::Duration;
 //! let mut ws = WaitSet::new();
 //! let on_a = ws.attach(a.read_condition(StateMask::not_read()));
@@ -28,8 +28,8 @@
 use crate::instance::StateMask;
 use crate::queue::{ReaderCore, Signal, Watcher};
 use crate::status::ReaderStatus;
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::lock;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 

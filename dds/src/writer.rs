@@ -9,8 +9,8 @@ use crate::sample::{header, Codec, HEADER};
 use crate::status::DeadlineMissed;
 use crate::topic::TopicState;
 use crate::{DdsError, IncompatibleQos};
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -325,7 +325,7 @@ impl<T: bytemuck::Pod> DataWriter<T> {
 /// A sample being written in place (see [`DataWriter::write_in_place`]). Offsets are
 /// within the sample.
 pub struct SampleSlot<'a, 'b> {
-    slot: &'a mut smc::runtime::SendSlot<'b>,
+    slot: &'a mut spindle_smc::runtime::SendSlot<'b>,
     len: usize,
 }
 

@@ -4,12 +4,12 @@
 //! group secret may do everything; a wrong identity key is refused; an identity
 //! cannot be used to join as a member. Over tcp, every wait with a deadline.
 
-use dds::{AccessPolicy, Action, ClientConfig, DdsConfig, DdsError, DomainClient, DomainParticipant, Qos};
+use spindle_dds::{AccessPolicy, Action, ClientConfig, DdsConfig, DdsError, DomainClient, DomainParticipant, Qos};
+use spindle_views::auth::Secret;
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use views::auth::Secret;
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -76,7 +76,7 @@ fn named_identities_get_what_the_policy_grants_and_are_told_what_it_denies() {
     let b = member(&name, 1, Some(a.group().listen_addr()), &group);
     assert!(a.group().wait_for_members(2, WAIT) && b.group().wait_for_members(2, WAIT));
     let (at_a, at_b) = (a.group().listen_addr(), b.group().listen_addr());
-    let qos = Qos::volatile(dds::History::KeepLast(10));
+    let qos = Qos::volatile(spindle_dds::History::KeepLast(10));
 
     let thermo = client(at_a, &thermo_key, Some("thermometer")).unwrap();
     let t = thermo.topic::<f32>("temperature", qos).unwrap();

@@ -1,18 +1,18 @@
-//! A domain's replicated logs read by DDS clients (`dds::ClientLog`): three
+//! A domain's replicated logs read by DDS clients (`spindle_dds::ClientLog`): three
 //! member participants as threads of this process (tcp), a log on two of them, one
 //! client connected to the member that does not hold the log (its reads go to a
 //! replica) and one to a replica. Tails see every committed record once, in order;
 //! a trimmed record and a log the domain lacks are clear errors. Every wait has a
 //! deadline; the segment directories are removed by the test.
 
-use dds::DdsConfig;
-use dds::{log_members, LogQos};
-use dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant, TopicError};
+use spindle_dds::DdsConfig;
+use spindle_dds::{log_members, LogQos};
+use spindle_dds::{ClientConfig, ClientTail, DdsError, DomainClient, DomainParticipant, TopicError};
+use spindle_tailwind::service::Lsn;
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
-use tailwind::service::Lsn;
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -1,13 +1,13 @@
-//! DDS clients (`dds::client`): three member participants as threads of this
+//! DDS clients (`spindle_dds::client`): three member participants as threads of this
 //! process, clients connected to them over their control ports. Every wait has a
 //! deadline; shm files are removed by the transports.
 
-use dds::DdsConfig;
-use dds::{ClientConfig, DdsError, DomainClient, DomainParticipant, QosError, Sample, TopicError};
-use dds::{History, Level, Qos};
+use spindle_dds::DdsConfig;
+use spindle_dds::{ClientConfig, DdsError, DomainClient, DomainParticipant, QosError, Sample, TopicError};
+use spindle_dds::{History, Level, Qos};
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::time::Duration;
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -15,7 +15,7 @@ fn member_with(
     name: &str,
     id: u32,
     contact: Option<SocketAddr>,
-    limits: views::group::ClientLimits,
+    limits: spindle_views::group::ClientLimits,
 ) -> DomainParticipant {
     let port = testkit::free_ports(1).unwrap()[0];
     let mut b = Config::builder(id, format!("127.0.0.1:{port}").parse().unwrap()).name(name).transport(Transport::Tcp);
@@ -29,10 +29,10 @@ fn member_with(
 }
 
 fn domain(name: &str) -> Vec<DomainParticipant> {
-    domain_with(name, views::group::ClientLimits::default())
+    domain_with(name, spindle_views::group::ClientLimits::default())
 }
 
-fn domain_with(name: &str, limits: views::group::ClientLimits) -> Vec<DomainParticipant> {
+fn domain_with(name: &str, limits: spindle_views::group::ClientLimits) -> Vec<DomainParticipant> {
     let mut ps: Vec<DomainParticipant> = Vec::new();
     for id in 0..3 {
         let contact = ps.first().map(|p| p.group().listen_addr());
@@ -55,15 +55,15 @@ fn order(samples: &[Sample<(u32, u64)>]) -> Vec<((u64, u32, bool), u64, u64)> {
     samples.iter().map(|s| (s.info.writer.key(), s.info.seq, s.info.topic_seq)).collect()
 }
 
-fn view_ids(ps: &[DomainParticipant]) -> Vec<Option<views::view::ViewId>> {
+fn view_ids(ps: &[DomainParticipant]) -> Vec<Option<spindle_views::view::ViewId>> {
     ps.iter().map(|p| p.group().view().map(|v| v.id())).collect()
 }
 
-type MemberReaders = Vec<dds::DataReader<(u32, u64)>>;
+type MemberReaders = Vec<spindle_dds::DataReader<(u32, u64)>>;
 
 /// Topic `t` (Volatile, KeepAll) with a reader at every member, which serves
 /// clients on it.
-fn volatile_topic(ps: &[DomainParticipant]) -> (dds::Topic<(u32, u64)>, MemberReaders) {
+fn volatile_topic(ps: &[DomainParticipant]) -> (spindle_dds::Topic<(u32, u64)>, MemberReaders) {
     let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(64);
     let topic = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
     let mut member_readers = Vec::new();
@@ -166,7 +166,7 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
 
 #[test]
 fn hostile_client_calls_are_refused_and_the_members_go_on() {
-    use views::client::{Client, ClientError};
+    use spindle_views::client::{Client, ClientError};
     let ps = domain(&format!("dc{}h", std::process::id()));
     let qos = Qos { level: Level::Ordered, ..Qos::default() }.max_sample_bytes(16);
     let t = ps[0].topic::<(u32, u64)>("t", qos).unwrap();
@@ -213,7 +213,7 @@ fn hostile_client_calls_are_refused_and_the_members_go_on() {
 
 #[test]
 fn a_client_reader_that_stops_reading_is_dropped_and_moves_on_without_a_gap() {
-    let limits = views::group::ClientLimits { buffer_bytes: 1 << 20, ..Default::default() };
+    let limits = spindle_views::group::ClientLimits { buffer_bytes: 1 << 20, ..Default::default() };
     let ps = domain_with(&format!("dc{}s", std::process::id()), limits);
     let qos = Qos { level: Level::Volatile, history: History::KeepAll, ..Qos::default() }.max_sample_bytes(1024);
     let topic = ps[0].topic::<Vec<u8>>("t", qos).unwrap();
@@ -296,12 +296,15 @@ fn a_client_writer_below_a_readers_request_is_reported_on_both_sides() {
     let w = c.create_writer(&t, Qos { level: Level::Ordered, ..t.qos() }).unwrap();
     let bad = w.incompatible_qos();
     assert_eq!(bad.total_count, 1, "{bad:?}");
-    assert_eq!(bad.current[0].0, dds::WriterId { node: ps[0].node(), id: 0, client: None });
+    assert_eq!(bad.current[0].0, spindle_dds::WriterId { node: ps[0].node(), id: 0, client: None });
     assert_eq!(bad.current[0].1, Level::Volatile);
     w.write(&(1, 1)).unwrap();
     assert!(w.wait_for_delivery(WAIT));
     assert_eq!(lax.take_n(1, WAIT).len(), 1, "the lax reader gets it");
     assert!(strict.take().is_empty(), "the strict reader does not");
     let seen = strict.incompatible_qos();
-    assert_eq!(seen.current, vec![(dds::WriterId { node: ps[0].node(), id: 0, client: Some(c.id()) }, Level::Ordered)]);
+    assert_eq!(
+        seen.current,
+        vec![(spindle_dds::WriterId { node: ps[0].node(), id: 0, client: Some(c.id()) }, Level::Ordered)]
+    );
 }

@@ -4,17 +4,17 @@
 
 mod common;
 use common::{domain, WAIT};
-use dds::StateMask;
-use dds::{Awaited, DdsError, QosError, Sample, TopicError};
-use dds::{GuardCondition, StatusKind, WaitSet};
-use dds::{History, Qos};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_dds::StateMask;
+use spindle_dds::{Awaited, DdsError, QosError, Sample, TopicError};
+use spindle_dds::{GuardCondition, StatusKind, WaitSet};
+use spindle_dds::{History, Qos};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_views::config::Transport;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 use testkit::poll_until;
-use views::config::Transport;
 
 /// A late KeepLast(20) reader of a topic written at about 1 kHz gets exactly the
 /// 20 samples before its seam, then the live ones, with no gap.
@@ -196,7 +196,7 @@ fn deadlines_missed_are_counted_per_instance_at_readers_and_writers() {
     assert!(poll_until(WAIT, Duration::from_millis(5), || r.status().received == 1));
     assert_eq!(ws.wait(WAIT), vec![missed], "the deadline passes with no sample");
     let d = r.status().deadline_missed;
-    assert!(d.total_count >= 1 && d.last_instance == dds::InstanceHandle::NIL, "{d:?}");
+    assert!(d.total_count >= 1 && d.last_instance == spindle_dds::InstanceHandle::NIL, "{d:?}");
     assert!(w.offered_deadline_missed().total_count >= 1);
     let zero = ps[1].create_reader(&t1, Qos::ordered().deadline(Duration::ZERO));
     assert!(matches!(zero, Err(DdsError::Qos(QosError::ZeroDeadline))), "{:?}", zero.err());

@@ -5,12 +5,14 @@
 
 mod common;
 use common::{domain, WAIT};
-use dds::{DdsError, InstanceHandle, InstanceState, Keyed, Sample, SampleState, StateMask, TopicError, ViewState};
-use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
+use spindle_dds::{
+    DdsError, InstanceHandle, InstanceState, Keyed, Sample, SampleState, StateMask, TopicError, ViewState,
+};
+use spindle_dds::{History, Qos};
+use spindle_views::config::Transport;
 use std::time::Duration;
 use testkit::poll_until;
-use views::config::Transport;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Shape {
@@ -228,12 +230,12 @@ fn instances_lose_their_writers_when_the_writer_goes_at_the_same_point_everywher
 
 #[test]
 fn clients_write_and_read_instances_through_members() {
-    use dds::{ClientConfig, DomainClient};
+    use spindle_dds::{ClientConfig, DomainClient};
     let name = format!("ddskc{}", std::process::id());
     let ps = domain(&name, 2, Transport::Shm);
     let t0 = ps[0].keyed_topic::<Shape>("kc", Qos::volatile(History::KeepLast(1))).unwrap();
     let member = ps[0].create_reader(&t0, Qos::volatile(History::KeepAll)).unwrap();
-    let connect = |p: &dds::DomainParticipant| {
+    let connect = |p: &spindle_dds::DomainParticipant| {
         let mut cfg = ClientConfig::new(vec![p.group().listen_addr()]);
         cfg.failover_timeout = WAIT;
         DomainClient::connect(cfg).unwrap()

@@ -3,13 +3,13 @@
 //! member (from a queue, and in place) and at a client, in one order and whole, over
 //! shm and tcp. Members are threads of this process; every wait has a deadline.
 
-use dds::DdsConfig;
-use dds::Qos;
-use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use spindle_dds::DdsConfig;
+use spindle_dds::Qos;
+use spindle_dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(60);
 const MIB: usize = 1 << 20;
@@ -51,7 +51,7 @@ fn seen(s: &Sample<Vec<u8>>) -> Seen {
     (s.info.writer.key().0 ^ u64::from(s.info.writer.key().1), s.info.seq as u32, d.len(), whole)
 }
 
-fn take_all(r: &dds::DataReader<Vec<u8>>, n: usize) -> Vec<Seen> {
+fn take_all(r: &spindle_dds::DataReader<Vec<u8>>, n: usize) -> Vec<Seen> {
     let deadline = Instant::now() + WAIT;
     let mut got = Vec::new();
     while got.len() < n && Instant::now() < deadline {
@@ -144,7 +144,7 @@ fn large_samples(t: Transport) {
     let topic_qos = Qos::ordered().max_sample_bytes(1024);
     let small = ps[0].pod_topic::<u8>("small", topic_qos).unwrap();
     let sw = ps[0].create_writer(&small, small.qos()).unwrap();
-    assert!(matches!(sw.write_in_place(1025, |_| {}), Err(dds::DdsError::TooLarge { len: 1025, max: 1024 })));
+    assert!(matches!(sw.write_in_place(1025, |_| {}), Err(spindle_dds::DdsError::TooLarge { len: 1025, max: 1024 })));
 }
 
 #[test]

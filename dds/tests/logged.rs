@@ -4,14 +4,14 @@
 //! shm; a "restart" drops a participant and starts a new one with the same node id
 //! and log directory. Every wait has a deadline.
 
-use dds::log::Fsync;
-use dds::DdsConfig;
-use dds::{DdsError, DomainParticipant};
-use dds::{History, Qos};
+use spindle_dds::log::Fsync;
+use spindle_dds::DdsConfig;
+use spindle_dds::{DdsError, DomainParticipant};
+use spindle_dds::{History, Qos};
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -124,7 +124,7 @@ fn a_restarted_participant_recovers_its_log_and_a_late_joiner_catches_up_from_it
     assert!(w.wait_for_delivery(WAIT));
     drop((w, r, late));
     drop((p, q));
-    let (_, records) = dds::log::SampleLog::open(log_of(&dir, 1), Fsync::Never).unwrap();
+    let (_, records) = spindle_dds::log::SampleLog::open(log_of(&dir, 1), Fsync::Never).unwrap();
     assert_eq!(records.len(), 250, "the late joiner's log holds the history and the live samples");
 }
 
@@ -148,7 +148,7 @@ fn a_corrupted_log_is_a_clear_error() {
     let p = participant(&domain, 0, None, &dir).unwrap();
     let t = p.topic::<u64>("c", qos()).unwrap();
     let e = p.create_reader(&t, t.qos()).unwrap_err();
-    assert!(matches!(e, DdsError::Log(dds::log::LogError::Corrupt { .. })), "{e}");
+    assert!(matches!(e, DdsError::Log(spindle_dds::log::LogError::Corrupt { .. })), "{e}");
     assert!(e.to_string().contains("corrupt"), "{e}");
     assert_eq!(std::fs::read(&path).unwrap(), bytes, "the damaged file is left as it was");
     // Other topics of the participant still work.

@@ -1,20 +1,20 @@
-//! Replicated logs in a domain (`dds::logs`), participants as threads of one
+//! Replicated logs in a domain (`spindle_dds::logs`), participants as threads of one
 //! process: two logs with different primaries beside a topic, appends from every
 //! participant (forwarded to the primary), reads at every replica, a log created
 //! while samples flow, a participant removed (its logs go on with the acknowledged
 //! records), and bad input. Every wait has a deadline; shm files are removed by the
 //! transports, segment directories by the test.
 
-use dds::DdsConfig;
-use dds::Qos;
-use dds::{log_members, LogQos};
-use dds::{DdsError, DomainParticipant, QosError, TopicError};
+use spindle_dds::DdsConfig;
+use spindle_dds::Qos;
+use spindle_dds::{log_members, LogQos};
+use spindle_dds::{DdsError, DomainParticipant, QosError, TopicError};
+use spindle_tailwind::service::Lsn;
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
-use tailwind::service::Lsn;
 use testkit::poll_until;
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -56,7 +56,7 @@ fn two_names(p: &DomainParticipant) -> (String, String) {
     (first.clone(), second.clone())
 }
 
-fn records(log: &dds::ReplicatedLog) -> Vec<Vec<u8>> {
+fn records(log: &spindle_dds::ReplicatedLog) -> Vec<Vec<u8>> {
     log.read_from(Lsn(0)).map(|r| r.expect("a readable log").1).collect()
 }
 

@@ -3,12 +3,12 @@
 //! of Volatile topics, and bad input. Every wait has a deadline; shm files are
 //! removed by the transports.
 
-use dds::{CodecError, DdsError, QosError, Rejection, Sample, TopicError};
-use dds::{History, Level, Qos};
 use serde::{Deserialize, Serialize};
+use spindle_dds::{CodecError, DdsError, QosError, Rejection, Sample, TopicError};
+use spindle_dds::{History, Level, Qos};
+use spindle_views::config::Transport;
 use std::time::Duration;
 use testkit::poll_until;
-use views::config::Transport;
 
 mod common;
 use common::{domain, participant, WAIT};
@@ -31,7 +31,7 @@ fn ordered_writers_and_readers_agree(t: Transport) {
     let readers: Vec<_> = (0..3).map(|i| ps[i].create_reader(&topics[i], topics[i].qos()).unwrap()).collect();
     let writers: Vec<_> = (0..2).map(|i| ps[i].create_writer(&topics[i], topics[i].qos()).unwrap()).collect();
     assert!(ps[2].wait_for_matched("chat", 2, 3, WAIT).is_ok());
-    assert_eq!(ps[2].matched("chat"), Some(dds::Matched { writers: 2, readers: 3, ..Default::default() }));
+    assert_eq!(ps[2].matched("chat"), Some(spindle_dds::Matched { writers: 2, readers: 3, ..Default::default() }));
     assert_eq!(ps[2].matched("no such topic"), None);
     const N: u32 = 300;
     std::thread::scope(|s| {
@@ -99,7 +99,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
     let a1 = ps[1].topic::<u64>("a", Qos::ordered()).unwrap();
     let ra = ps[1].create_reader(&a1, a1.qos().history(History::KeepAll)).unwrap();
     let wa = ps[0].create_writer(&a0, a0.qos()).unwrap();
-    let done = sst::sync::atomic::AtomicBool::new(false);
+    let done = spindle_sst::sync::atomic::AtomicBool::new(false);
     let started = std::time::Instant::now();
     let (rb, wb, n) = std::thread::scope(|s| {
         let writer = s.spawn(|| {
@@ -109,7 +109,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
             while after < 100 {
                 wa.write(&i).unwrap();
                 i += 1;
-                if done.load(sst::sync::atomic::Ordering::Relaxed) {
+                if done.load(spindle_sst::sync::atomic::Ordering::Relaxed) {
                     after += 1;
                 }
             }
@@ -120,7 +120,7 @@ fn a_topic_created_while_another_flows_loses_nothing() {
         let rb = ps[1].create_reader(&b1, b1.qos()).unwrap();
         let b0 = ps[0].find_topic::<String>("b").unwrap();
         let wb = ps[0].create_writer(&b0, b0.qos()).unwrap();
-        done.store(true, sst::sync::atomic::Ordering::Relaxed);
+        done.store(true, spindle_sst::sync::atomic::Ordering::Relaxed);
         (rb, wb, writer.join().unwrap())
     });
     let usable = started.elapsed();
@@ -162,7 +162,10 @@ fn incompatible_qos_is_reported_on_both_sides() {
     assert_eq!(got, vec![2, 4], "only the matching writer's samples");
     let r = reader.incompatible_qos();
     assert_eq!(r.total_count, 1);
-    assert_eq!(r.current, vec![(dds::WriterId { node: ps[0].node(), id: weak.id(), client: None }, Level::Ordered)]);
+    assert_eq!(
+        r.current,
+        vec![(spindle_dds::WriterId { node: ps[0].node(), id: weak.id(), client: None }, Level::Ordered)]
+    );
     let w = weak.incompatible_qos();
     assert_eq!(w.total_count, 1, "{w:?}");
     assert_eq!(w.current[0].1, Level::Volatile);
@@ -313,10 +316,10 @@ fn pod_loans_and_in_place_reads() {
 #[test]
 fn participants_without_ids_get_them_from_the_domain() {
     let name = format!("dsauto{}", std::process::id());
-    let first = participant(&name, views::config::AUTO_ID, None, Transport::Shm);
+    let first = participant(&name, spindle_views::config::AUTO_ID, None, Transport::Shm);
     let contact = Some(first.group().listen_addr());
-    let ps = [first, participant(&name, views::config::AUTO_ID, contact, Transport::Shm)];
-    let ps = [&ps[0], &ps[1], &participant(&name, views::config::AUTO_ID, contact, Transport::Shm)];
+    let ps = [first, participant(&name, spindle_views::config::AUTO_ID, contact, Transport::Shm)];
+    let ps = [&ps[0], &ps[1], &participant(&name, spindle_views::config::AUTO_ID, contact, Transport::Shm)];
     assert!(ps[0].group().wait_for_members(3, WAIT));
     let ids: Vec<u32> = ps.iter().map(|p| p.node().0).collect();
     assert_eq!(ids[0], 0);

@@ -15,10 +15,10 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
-use sst::doorbell::Doorbell;
-use sst::publish;
-use sst::transport::{NodeId, RegionId};
-use sst::{LayoutBuilder, Region, Table};
+use spindle_sst::doorbell::Doorbell;
+use spindle_sst::publish;
+use spindle_sst::transport::{NodeId, RegionId};
+use spindle_sst::{LayoutBuilder, Region, Table};
 
 // ---------------------------------------------------------------- (a) guard publication
 //
@@ -71,7 +71,7 @@ fn guard_publication_with_a_relaxed_guard_is_caught() {
 
 // ---------------------------------------------------------------- (a2) one-copy publication
 //
-// The same guard rule on the mem/shm path (`sst::publish`): the owner publishes the
+// The same guard rule on the mem/shm path (`spindle_sst::publish`): the owner publishes the
 // data and then the guard into its own publication row (one copy each, under the
 // sequence word) and the reader reads that row in place, in the owner's memory. The
 // buggy variant publishes the guard with a plain Relaxed store, no fence.
@@ -300,7 +300,7 @@ fn monotonic_counter(use_advance: bool) {
         let layout = b.build();
         let region = Arc::new(Region::new(layout.table_bytes(1)));
         let row = Arc::new(Table::create(layout, &[NodeId(0)], NodeId(0), RegionId(0), region.clone()).unwrap());
-        let raise = move |row: &sst::LocalRow, v: u64| {
+        let raise = move |row: &spindle_sst::LocalRow, v: u64| {
             if use_advance {
                 let _ = row.advance(c, v);
             } else if region.load(c.range().off, Ordering::Relaxed) < v {

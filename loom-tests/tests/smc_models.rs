@@ -6,9 +6,9 @@
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::{Arc, Mutex};
 use loom::thread;
-use smc::{Faults, Mode, SmcCore, SmcLayout, SubgroupSpec};
-use sst::transport::{NodeId, RegionId};
-use sst::{LayoutBuilder, Pushes, Region, Table};
+use spindle_smc::{Faults, Mode, SmcCore, SmcLayout, SubgroupSpec};
+use spindle_sst::transport::{NodeId, RegionId};
+use spindle_sst::{LayoutBuilder, Pushes, Region, Table};
 
 const R: RegionId = RegionId(0);
 

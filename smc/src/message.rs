@@ -7,8 +7,8 @@
 //! rule); the slot itself does not change until the batch's upcall has returned and
 //! `delivered` has advanced past it.
 
-use sst::sync::Arc;
-use sst::{Bytes, Table};
+use spindle_sst::sync::Arc;
+use spindle_sst::{Bytes, Table};
 
 /// Where a message sits: plain data, no borrow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -24,11 +24,11 @@ use crate::core::{Reservation, SendError, Sender, SmcCore};
 use crate::message::Batch;
 use crate::spec::{SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
-use sst::predicate::{Kind, PollConfig, PredicateThread};
-use sst::sync::atomic::{fence, AtomicUsize, Ordering};
-use sst::sync::{lock, Arc, Condvar, Mutex};
-use sst::transport::{RegionId, Transport};
-use sst::Table;
+use spindle_sst::predicate::{Kind, PollConfig, PredicateThread};
+use spindle_sst::sync::atomic::{fence, AtomicUsize, Ordering};
+use spindle_sst::sync::{lock, Arc, Condvar, Mutex};
+use spindle_sst::transport::{RegionId, Transport};
+use spindle_sst::Table;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -87,7 +87,7 @@ pub enum StartError {
     },
     /// The table could not be built.
     #[error(transparent)]
-    Table(#[from] sst::table::TableError),
+    Table(#[from] spindle_sst::table::TableError),
     /// The predicate thread could not start.
     #[error("spawn predicate thread: {0}")]
     Spawn(std::io::Error),
@@ -111,8 +111,8 @@ struct Handoff {
     batch: Mutex<Option<crate::core::Deliverable>>,
     ready: Condvar,
     /// The delivery thread advanced `delivered`; the predicate thread must push it.
-    delivered_dirty: sst::sync::atomic::AtomicBool,
-    stop: sst::sync::atomic::AtomicBool,
+    delivered_dirty: spindle_sst::sync::atomic::AtomicBool,
+    stop: spindle_sst::sync::atomic::AtomicBool,
 }
 
 /// The multicast runtime of one node (see the module docs).
@@ -173,8 +173,8 @@ impl Runtime {
                 handoff: (s.delivery == Delivery::Dedicated).then(|| Handoff {
                     batch: Mutex::new(None),
                     ready: Condvar::new(),
-                    delivered_dirty: sst::sync::atomic::AtomicBool::new(false),
-                    stop: sst::sync::atomic::AtomicBool::new(false),
+                    delivered_dirty: spindle_sst::sync::atomic::AtomicBool::new(false),
+                    stop: spindle_sst::sync::atomic::AtomicBool::new(false),
                 }),
             }));
         }
@@ -208,13 +208,13 @@ impl Runtime {
     }
 
     /// The predicate thread's counters.
-    pub fn poll_stats(&self) -> sst::predicate::Stats {
+    pub fn poll_stats(&self) -> spindle_sst::predicate::Stats {
         self.pt.stats()
     }
 
     /// Stops the predicate thread and the delivery threads (also on drop); returns the
     /// predicate thread's final counters.
-    pub fn stop(mut self) -> sst::predicate::Stats {
+    pub fn stop(mut self) -> spindle_sst::predicate::Stats {
         self.shutdown();
         self.pt.stats()
     }
@@ -266,7 +266,7 @@ fn deliver_loop(sh: &Shared, transport: &dyn Transport) {
         // `finish` queues a push of `delivered`; the predicate thread posts it instead,
         // so it stays the only thread that posts (see the loom model
         // `two_posters_after_lock_release_are_caught`).
-        lock(&sh.core).finish(d, &mut sst::Pushes::default());
+        lock(&sh.core).finish(d, &mut spindle_sst::Pushes::default());
         h.delivered_dirty.store(true, Ordering::Release);
         transport.doorbell().ring();
         wake_waiters(sh);
@@ -308,7 +308,7 @@ fn has_work(sh: &Shared) -> bool {
 }
 
 /// One pass for one subgroup; the upcall runs with no lock held.
-fn pass(sh: &Shared, pushes: &mut sst::predicate::Pushes) {
+fn pass(sh: &Shared, pushes: &mut spindle_sst::predicate::Pushes) {
     let mut core = lock(&sh.core);
     core.poll(pushes);
     if let Some(h) = &sh.handoff {
@@ -460,7 +460,7 @@ impl Subgroup {
 
     /// Hands a batch taken from the core outside the normal pass (the trimmed one of a
     /// view change) to the upcall, with no lock held, then finishes it.
-    pub fn deliver(&self, d: crate::core::Deliverable, pushes: &mut sst::Pushes) {
+    pub fn deliver(&self, d: crate::core::Deliverable, pushes: &mut spindle_sst::Pushes) {
         if !d.batch.is_empty() {
             (lock(&self.shared.upcall))(&d.batch);
         }

@@ -23,9 +23,9 @@
 //! Slots stay sized for small messages; memory per sender is
 //! `window × (16 + max_msg) + arena` bytes of row.
 
-use sst::table::{ColumnRange, Layout};
-use sst::transport::NodeId;
-use sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder};
+use spindle_sst::table::{ColumnRange, Layout};
+use spindle_sst::transport::NodeId;
+use spindle_sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder};
 use thiserror::Error;
 
 /// Delivery mode of a subgroup.
@@ -60,7 +60,7 @@ pub struct SubgroupSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum SpecError {
     /// Members must be 1..=64, without duplicates.
-    #[error("a subgroup needs 1..={max} distinct members, got {0}", max = sst::table::MAX_ROWS)]
+    #[error("a subgroup needs 1..={max} distinct members, got {0}", max = spindle_sst::table::MAX_ROWS)]
     Members(usize),
     /// A sender must be a member, listed once.
     #[error("sender {0} is not a member or is listed twice")]
@@ -101,10 +101,10 @@ pub const AUTO_RING_BYTES: usize = 256 << 10;
 /// sender waits); large ones need no more than 256.
 ///
 /// ```
-/// assert_eq!(smc::spec::auto_window(16), 4096);
-/// assert_eq!(smc::spec::auto_window(128), 1820);
-/// assert_eq!(smc::spec::auto_window(1008), 256);
-/// assert_eq!(smc::spec::auto_window(10240), 256);
+/// assert_eq!(spindle_smc::spec::auto_window(16), 4096);
+/// assert_eq!(spindle_smc::spec::auto_window(128), 1820);
+/// assert_eq!(spindle_smc::spec::auto_window(1008), 256);
+/// assert_eq!(spindle_smc::spec::auto_window(10240), 256);
 /// ```
 pub fn auto_window(max_msg: usize) -> usize {
     let slot = HEADER + max_msg.div_ceil(8) * 8;
@@ -115,7 +115,7 @@ impl SubgroupSpec {
     /// Checks the spec.
     pub fn validate(&self) -> Result<(), SpecError> {
         let m = &self.members;
-        if m.is_empty() || m.len() > sst::table::MAX_ROWS || (1..m.len()).any(|i| m[..i].contains(&m[i])) {
+        if m.is_empty() || m.len() > spindle_sst::table::MAX_ROWS || (1..m.len()).any(|i| m[..i].contains(&m[i])) {
             return Err(SpecError::Members(m.len()));
         }
         if self.senders.is_empty() {

@@ -1,10 +1,10 @@
 //! What the core emits for given row states: exact pushes, null runs, delivery order,
 //! slot reuse, modes and errors. Driven by hand through `Sim::manual`.
 
-use smc::sim::Sim;
-use smc::{Mode, SendError, SubgroupSpec};
-use sst::predicate::Pushes;
-use sst::transport::NodeId;
+use spindle_smc::sim::Sim;
+use spindle_smc::{Mode, SendError, SubgroupSpec};
+use spindle_sst::predicate::Pushes;
+use spindle_sst::transport::NodeId;
 
 fn spec(n: u32, senders: &[u32], window: usize, max_msg: usize, mode: Mode) -> SubgroupSpec {
     SubgroupSpec {

@@ -2,10 +2,10 @@
 //! the slot, the same total order as small ones; the arena's room and back-pressure;
 //! lying entries refused. Driven by hand through `Sim::manual`.
 
-use smc::sim::Sim;
-use smc::{Mode, SendError, SubgroupSpec};
-use sst::predicate::Pushes;
-use sst::transport::NodeId;
+use spindle_smc::sim::Sim;
+use spindle_smc::{Mode, SendError, SubgroupSpec};
+use spindle_sst::predicate::Pushes;
+use spindle_sst::transport::NodeId;
 
 /// `n` members, every one of `senders` sending, slots of 8 bytes, an arena of `arena`.
 fn spec(n: u32, senders: &[u32], window: usize, arena: usize) -> SubgroupSpec {

@@ -1,11 +1,11 @@
 //! The runtime on real transports: several subgroups over the same nodes, senders that
 //! block on a full window, every node delivering the same sequence per subgroup.
 
-use smc::runtime::{Runtime, SubgroupSetup};
-use smc::{Mode, SmcLayout, SubgroupSpec};
-use sst::predicate::PollConfig;
-use sst::sync::{Arc, Mutex};
-use sst::transport::{NodeId, RegionId, RegionSpec};
+use spindle_smc::runtime::{Runtime, SubgroupSetup};
+use spindle_smc::{Mode, SmcLayout, SubgroupSpec};
+use spindle_sst::predicate::PollConfig;
+use spindle_sst::sync::{Arc, Mutex};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec};
 use std::time::Duration;
 use testkit::{local_group, TransportKind};
 
@@ -47,7 +47,7 @@ fn run(kind: TransportKind, mode: Mode) {
                         spec: spec.clone(),
                         region: RegionId(k as u16),
                         delivery: Default::default(),
-                        upcall: Box::new(move |b: &smc::Batch| {
+                        upcall: Box::new(move |b: &spindle_smc::Batch| {
                             let mut l = log.lock().unwrap();
                             for m in b.iter() {
                                 l.push((m.sender(), m.index(), m.to_vec()));
@@ -149,12 +149,12 @@ fn start_errors() {
     let setup = |spec: SubgroupSpec, region| SubgroupSetup {
         spec,
         region,
-        upcall: Box::new(|_: &smc::Batch| {}),
+        upcall: Box::new(|_: &spindle_smc::Batch| {}),
         delivery: Default::default(),
     };
     assert!(matches!(
         Runtime::start(t.clone(), vec![setup(spec, RegionId(0))], PollConfig::default()),
-        Err(smc::runtime::StartError::NotMember(0))
+        Err(spindle_smc::runtime::StartError::NotMember(0))
     ));
     let mine = SubgroupSpec {
         members: vec![NodeId(0)],
@@ -166,19 +166,19 @@ fn start_errors() {
     };
     assert!(matches!(
         Runtime::start(t.clone(), vec![setup(mine.clone(), RegionId(0))], PollConfig::default()),
-        Err(smc::runtime::StartError::Region { .. })
+        Err(spindle_smc::runtime::StartError::Region { .. })
     ));
     assert!(matches!(
         Runtime::start(t, vec![setup(mine, RegionId(7))], PollConfig::default()),
-        Err(smc::runtime::StartError::Region { .. })
+        Err(spindle_smc::runtime::StartError::Region { .. })
     ));
 }
 
 /// Subgroup 0's upcall blocks until the test releases it. Returns whether subgroup 1
 /// (inline delivery) delivered all its messages at every node while subgroup 0 was
 /// blocked, and then checks that subgroup 0 catches up after the release.
-fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
-    use smc::runtime::Delivery;
+fn blocked_upcall(delivery0: spindle_smc::runtime::Delivery, within: Duration) -> bool {
+    use spindle_smc::runtime::Delivery;
     let n = 2usize;
     let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let spec = SubgroupSpec {
@@ -192,8 +192,8 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
     let regions: Vec<RegionSpec> =
         (0..2).map(|i| RegionSpec { id: RegionId(i), len: SmcLayout::new(&spec).table_bytes() }).collect();
     let g = local_group(TransportKind::Mem, n, &regions, Duration::from_secs(20)).unwrap();
-    let gate = Arc::new((Mutex::new(false), sst::sync::Condvar::new()));
-    let counts: Vec<Vec<Arc<sst::sync::atomic::AtomicU64>>> =
+    let gate = Arc::new((Mutex::new(false), spindle_sst::sync::Condvar::new()));
+    let counts: Vec<Vec<Arc<spindle_sst::sync::atomic::AtomicU64>>> =
         (0..n).map(|_| (0..2).map(|_| Default::default()).collect()).collect();
     let rts: Vec<Runtime> = g
         .nodes
@@ -207,7 +207,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
                         spec: spec.clone(),
                         region: RegionId(k as u16),
                         delivery: if k == 0 { delivery0 } else { Delivery::Inline },
-                        upcall: Box::new(move |b: &smc::Batch| {
+                        upcall: Box::new(move |b: &spindle_smc::Batch| {
                             if k == 0 {
                                 let (open, cv) = &*gate;
                                 let mut o = open.lock().unwrap();
@@ -215,7 +215,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
                                     o = cv.wait(o).unwrap();
                                 }
                             }
-                            count.fetch_add(b.len() as u64, sst::sync::atomic::Ordering::SeqCst);
+                            count.fetch_add(b.len() as u64, spindle_sst::sync::atomic::Ordering::SeqCst);
                         }),
                     }
                 })
@@ -228,7 +228,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
         rts[0].subgroups()[0].send(&k.to_le_bytes()).unwrap();
         rts[0].subgroups()[1].send(&k.to_le_bytes()).unwrap();
     }
-    let delivered = |k: usize| (0..n).all(|i| counts[i][k].load(sst::sync::atomic::Ordering::SeqCst) == per);
+    let delivered = |k: usize| (0..n).all(|i| counts[i][k].load(spindle_sst::sync::atomic::Ordering::SeqCst) == per);
     let other_done = testkit::poll_until(within, Duration::from_millis(2), || delivered(1));
     assert!(!delivered(0), "subgroup 0 delivered through a blocked upcall");
     // Release subgroup 0: it catches up either way.
@@ -242,7 +242,7 @@ fn blocked_upcall(delivery0: smc::runtime::Delivery, within: Duration) -> bool {
 #[test]
 fn a_blocked_dedicated_upcall_does_not_stall_other_subgroups() {
     // Waits as long as it takes (up to a minute) for subgroup 1.
-    let done = blocked_upcall(smc::runtime::Delivery::Dedicated, Duration::from_secs(60));
+    let done = blocked_upcall(spindle_smc::runtime::Delivery::Dedicated, Duration::from_secs(60));
     assert!(done, "subgroup 1 was held up by subgroup 0's upcall");
 }
 
@@ -252,7 +252,7 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
     // cannot finish while one upcall blocks. This is what Delivery::Dedicated is for.
     // What does not happen is watched for a while (a slow machine cannot make it
     // happen, only make the watch weaker).
-    assert!(!blocked_upcall(smc::runtime::Delivery::Inline, Duration::from_secs(3)));
+    assert!(!blocked_upcall(spindle_smc::runtime::Delivery::Inline, Duration::from_secs(3)));
 }
 
 /// Two application threads share one sender in Dedicated mode; each must wait for the
@@ -260,7 +260,7 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
 /// per thread.
 /// Several application threads per node send into one subgroup at once (lock-free
 /// claims); with every node a sender, nulls are inserted between their claims.
-fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all_send: bool, threads: u8) {
+fn concurrent_senders(kind: TransportKind, delivery: spindle_smc::runtime::Delivery, all_send: bool, threads: u8) {
     let members = vec![NodeId(0), NodeId(1)];
     let senders = if all_send { members.clone() } else { vec![NodeId(0)] };
     let spec =
@@ -278,7 +278,7 @@ fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all
                 spec: spec.clone(),
                 region: RegionId(0),
                 delivery,
-                upcall: Box::new(move |b: &smc::Batch| {
+                upcall: Box::new(move |b: &spindle_smc::Batch| {
                     let mut l = log.lock().unwrap();
                     for m in b.iter() {
                         l.push((m.sender(), m.index(), m.to_vec()));
@@ -325,10 +325,10 @@ fn concurrent_senders(kind: TransportKind, delivery: smc::runtime::Delivery, all
 
 #[test]
 fn concurrent_senders_on_one_node_with_dedicated_delivery() {
-    concurrent_senders(TransportKind::Mem, smc::runtime::Delivery::Dedicated, false, 2);
+    concurrent_senders(TransportKind::Mem, spindle_smc::runtime::Delivery::Dedicated, false, 2);
 }
 
 #[test]
 fn concurrent_senders_on_every_node_with_nulls_over_shm() {
-    concurrent_senders(TransportKind::Shm, smc::runtime::Delivery::Inline, true, 3);
+    concurrent_senders(TransportKind::Shm, spindle_smc::runtime::Delivery::Inline, true, 3);
 }

@@ -4,15 +4,15 @@
 //! open at once (published or given back in any order, as several application threads
 //! would on the lock-free send path), half of them an arena for large messages (whose
 //! room is reused many times over a run) and link speeds, runs it to quiescence
-//! and checks every invariant after every step (see `smc::sim::invariants`).
+//! and checks every invariant after every step (see `spindle_smc::sim::invariants`).
 //!
 //! ```text
-//! cargo test -p smc --test sim                                  # 1,000 seeds
-//! SMC_SIM_SEEDS=100000 cargo test --release -p smc --test sim   # a longer run
-//! SMC_SIM_SEED=1234 cargo test -p smc --test sim replay -- --ignored --nocapture
+//! cargo test -p spindle-smc --test sim                                  # 1,000 seeds
+//! SMC_SIM_SEEDS=100000 cargo test --release -p spindle-smc --test sim   # a longer run
+//! SMC_SIM_SEED=1234 cargo test -p spindle-smc --test sim replay -- --ignored --nocapture
 //! ```
 
-use smc::sim::Sim;
+use spindle_smc::sim::Sim;
 
 use testkit::env_u64;
 
@@ -30,7 +30,7 @@ fn simulated_seeds_have_no_violations() {
                 large += r.large;
             }
             Err(v) => {
-                panic!("{v}\nreplay: SMC_SIM_SEED={seed} cargo test -p smc --test sim replay -- --ignored --nocapture")
+                panic!("{v}\nreplay: SMC_SIM_SEED={seed} cargo test -p spindle-smc --test sim replay -- --ignored --nocapture")
             }
         }
     }
@@ -45,7 +45,7 @@ fn simulated_seeds_have_no_violations() {
 #[ignore = "replay tool: set SMC_SIM_SEED"]
 fn replay() {
     let seed = env_u64("SMC_SIM_SEED").expect("set SMC_SIM_SEED");
-    let cfg = smc::sim::SimConfig::from_seed(seed);
+    let cfg = spindle_smc::sim::SimConfig::from_seed(seed);
     eprintln!("{cfg:#?}");
     match Sim::new(cfg).run() {
         Ok(r) => eprintln!("ok: {r:?}"),

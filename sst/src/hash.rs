@@ -8,8 +8,8 @@ pub const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
 /// FNV-1a over `bytes`.
 ///
 /// ```
-/// assert_eq!(sst::hash::digest(b""), sst::hash::EMPTY);
-/// assert_ne!(sst::hash::digest(b"a"), sst::hash::digest(b"b"));
+/// assert_eq!(spindle_sst::hash::digest(b""), spindle_sst::hash::EMPTY);
+/// assert_ne!(spindle_sst::hash::digest(b"a"), spindle_sst::hash::digest(b"b"));
 /// ```
 pub fn digest(bytes: &[u8]) -> u64 {
     continue_digest(EMPTY, bytes)

@@ -137,9 +137,9 @@ struct Inner<S> {
 /// A running predicate thread over state `S` (see the module docs).
 ///
 /// ```
-/// use sst::predicate::{Kind, PollConfig, PredicateThread};
-/// use sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
-/// use sst::sync::Arc;
+/// use spindle_sst::predicate::{Kind, PollConfig, PredicateThread};
+/// use spindle_sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
+/// use spindle_sst::sync::Arc;
 /// use std::time::Duration;
 /// let fabric = MemFabric::new();
 /// let t = fabric.join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(1)).unwrap();

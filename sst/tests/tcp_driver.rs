@@ -5,9 +5,9 @@
 mod common;
 
 use common::{eventually, group, Kind};
-use sst::sync::atomic::Ordering;
-use sst::sync::Arc;
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteOp};
 use std::time::{Duration, Instant};
 
 const R: RegionId = RegionId(0);

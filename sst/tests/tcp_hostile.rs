@@ -5,12 +5,12 @@
 mod common;
 
 use common::{eventually, wait_broken};
-use sst::predicate::{PollConfig, PredicateThread};
-use sst::sync::atomic::Ordering;
-use sst::sync::Arc;
-use sst::transport::frame::{self, Hello};
-use sst::transport::tcp::{self, TcpConfig, TcpTransport};
-use sst::transport::{NodeId, PeerEvent, RegionId, RegionSpec, Transport, WriteOp};
+use spindle_sst::predicate::{PollConfig, PredicateThread};
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::frame::{self, Hello};
+use spindle_sst::transport::tcp::{self, TcpConfig, TcpTransport};
+use spindle_sst::transport::{NodeId, PeerEvent, RegionId, RegionSpec, Transport, WriteOp};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -133,7 +133,7 @@ fn hostile(bad: Vec<u8>, close_after: bool, driven: bool) {
     assert_eq!(n0.region(R).unwrap().load(128, Ordering::Acquire), 42, "frames before the bad one were applied");
     assert_eq!(
         n0.post_write(NodeId(2), WriteOp::same(R, 0, 8)),
-        Err(sst::transport::WriteError::Disconnected(NodeId(2)))
+        Err(spindle_sst::transport::WriteError::Disconnected(NodeId(2)))
     );
     // The node and its other link keep working, both ways.
     link_works(&n0, &n1, 0, 1);
@@ -222,12 +222,12 @@ struct ToyAuth(u64);
 
 impl tcp::LinkAuth for ToyAuth {
     fn nonce(&self) -> std::io::Result<[u8; 32]> {
-        static N: sst::sync::atomic::AtomicU64 = sst::sync::atomic::AtomicU64::new(1);
-        let n = N.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
+        static N: spindle_sst::sync::atomic::AtomicU64 = spindle_sst::sync::atomic::AtomicU64::new(1);
+        let n = N.fetch_add(1, spindle_sst::sync::atomic::Ordering::Relaxed);
         Ok([n.to_le_bytes(); 4].concat().try_into().unwrap())
     }
     fn prove(&self, t: &[u8]) -> [u8; 32] {
-        let d = sst::hash::digest(&[&self.0.to_le_bytes()[..], t].concat());
+        let d = spindle_sst::hash::digest(&[&self.0.to_le_bytes()[..], t].concat());
         [d.to_le_bytes(); 4].concat().try_into().unwrap()
     }
     fn check(&self, t: &[u8], proof: &[u8; 32]) -> bool {

@@ -5,12 +5,12 @@
 mod common;
 
 use common::{children, eventually, group, wait_broken, Kind};
-use sst::heartbeat::{self, HeartbeatConfig, Reason, Suspicion};
-use sst::predicate::{Kind as PKind, PollConfig, PredicateThread};
-use sst::sync::atomic::Ordering;
-use sst::sync::Arc;
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteError, WriteOp};
-use sst::{Counter, LayoutBuilder, LocalRow, Table};
+use spindle_sst::heartbeat::{self, HeartbeatConfig, Reason, Suspicion};
+use spindle_sst::predicate::{Kind as PKind, PollConfig, PredicateThread};
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport, WriteError, WriteOp};
+use spindle_sst::{Counter, LayoutBuilder, LocalRow, Table};
 use std::time::{Duration, Instant};
 
 const R: RegionId = RegionId(0);
@@ -335,7 +335,7 @@ fn disconnect_freezes_published_rows(kind: Kind) {
 
 /// Posts a table push as the predicate thread does: one publication on a shared table,
 /// a write per target otherwise.
-fn post_push(t: &dyn Transport, p: &sst::Push) {
+fn post_push(t: &dyn Transport, p: &spindle_sst::Push) {
     let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
     match p.publish_at {
         Some(at) => {
@@ -388,7 +388,7 @@ struct Node {
     suspects: Vec<Suspicion>,
 }
 
-fn layout() -> (sst::table::Layout, Counter, Counter, Counter) {
+fn layout() -> (spindle_sst::table::Layout, Counter, Counter, Counter) {
     let mut b = LayoutBuilder::new();
     let ping = b.counter("ping");
     let pong = b.counter("pong");
@@ -442,7 +442,7 @@ fn table_ping_pong(kind: Kind) {
         },
     );
     // A one-time predicate and a transition predicate on node 2, which only watches.
-    let seen = Arc::new(sst::sync::atomic::AtomicU64::new(0));
+    let seen = Arc::new(spindle_sst::sync::atomic::AtomicU64::new(0));
     let s2 = seen.clone();
     pts[2].register(
         PKind::OneTime,
@@ -547,7 +547,7 @@ mod tcp {
 macro_rules! over_rdma {
     ($($name:ident),* $(,)?) => {
         $( #[test] fn $name() {
-            match sst::transport::rdma::available() {
+            match spindle_sst::transport::rdma::available() {
                 Ok(_) => super::$name(super::Kind::Rdma),
                 Err(why) => eprintln!("skipped {} over rdma: {why}", stringify!($name)),
             }

@@ -16,7 +16,7 @@
 
 use crate::format::{scan, Offset};
 use serde::{Deserialize, Serialize};
-use sst::region::Region;
+use spindle_sst::region::Region;
 use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -207,7 +207,7 @@ struct Shared {
     wake: Condvar,
 }
 
-use sst::sync::lock;
+use spindle_sst::sync::lock;
 
 /// A backup's buffer pool and flusher (see the module docs).
 #[derive(Debug)]

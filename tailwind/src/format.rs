@@ -22,7 +22,7 @@
 //! there.
 //!
 //! ```
-//! use tailwind::format::{scan, Appender, BufLen};
+//! use spindle_tailwind::format::{scan, Appender, BufLen};
 //! let mut buf = vec![0u8; 256];
 //! let mut log = Appender::new(BufLen(buf.len()));
 //! let a = log.append(&mut buf, b"first").unwrap();

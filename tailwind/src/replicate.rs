@@ -1,6 +1,6 @@
 //! The primary's data path: an append is written into the primary's buffer and, as
 //! the same bytes, into every backup's buffer by one one-sided write per backup
-//! (`sst::transport`); it is acknowledged only once every backup's write completed
+//! (`spindle_sst::transport`); it is acknowledged only once every backup's write completed
 //! (mem and shm: landed in the backup's memory; tcp: applied by the backup's
 //! transport, on its predicate thread, which copies bytes without parsing them).
 //! Backups run no code of their own for it.
@@ -17,8 +17,8 @@
 //! [`crate::service`] drives it inside a group: buffers, views and failover.
 
 use crate::format::{Appender, BufLen, Encoded, FormatError, Offset, Tag};
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::transport::{NodeId, RegionId, Transport, WriteOp};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::transport::{NodeId, RegionId, Transport, WriteOp};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;

@@ -1,11 +1,11 @@
 //! A backup's buffer pool: open, close, flush to a synced file, zero and reuse; the
 //! limit on buffers waiting for the disk; bad requests and a corrupted file.
 
-use sst::region::Region;
+use spindle_sst::region::Region;
+use spindle_tailwind::backup::{read_segment, segment_path, Backup, BackupConfig, Request, Response, SegmentId};
+use spindle_tailwind::format::{Appender, BufLen};
 use std::sync::Arc;
 use std::time::Duration;
-use tailwind::backup::{read_segment, segment_path, Backup, BackupConfig, Request, Response, SegmentId};
-use tailwind::format::{Appender, BufLen};
 
 const SIZE: usize = 4096;
 
@@ -102,7 +102,7 @@ fn a_new_view_brings_new_buffers_and_the_old_open_one_is_handed_over() {
     // The recovered segment, cut to 3 of its 6 records, is flushed like a closed one.
     let mut bytes = vec![0u8; SIZE];
     buf.read_bytes(0, &mut bytes);
-    let cut = tailwind::format::scan(&bytes).records[3].at.0 - tailwind::format::HEADER;
+    let cut = spindle_tailwind::format::scan(&bytes).records[3].at.0 - spindle_tailwind::format::HEADER;
     b.flush_recovered(id(4), &bytes[..cut]);
     assert!(b.wait_flushed(Duration::from_secs(10)));
     assert_eq!(read_segment(&segment_path(&dir.0, id(4))).unwrap(), recs[..3].to_vec());

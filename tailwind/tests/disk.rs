@@ -5,10 +5,10 @@
 //! Also: the log does not take appends while fewer than a majority of its
 //! replicas are back. (The kill -9 version: `bench/tests/tailwind_restart.rs`.)
 
+use spindle_tailwind::service::{Ack, Lsn, TailwindConfig, TailwindLog};
+use spindle_views::config::{Config, Transport};
 use std::path::PathBuf;
 use std::time::Duration;
-use tailwind::service::{Ack, Lsn, TailwindConfig, TailwindLog};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -56,7 +56,7 @@ fn a_restart_of_every_member_keeps_every_acknowledged_append() {
         l.group().shutdown();
     }
     drop(logs);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
 
     // Started again (another group name: the old one's files are gone). Member 0
     // alone does not take appends: a majority of the replicas must be back.

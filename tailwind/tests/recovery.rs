@@ -3,7 +3,7 @@
 //! after a recovery, random record sizes, and arbitrary bytes.
 
 use proptest::prelude::*;
-use tailwind::format::{extent, scan, scan_from, Appender, BufLen, Stop, Tag, ENTRY, HEADER};
+use spindle_tailwind::format::{extent, scan, scan_from, Appender, BufLen, Stop, Tag, ENTRY, HEADER};
 
 /// A buffer of `size` bytes holding `records`; returns it with each append's
 /// (start, end).

@@ -2,10 +2,10 @@
 //! every backup's buffer, as the same bytes, and a backup's recovery scan returns
 //! exactly the acknowledged records; a backup that is cut off fails the append.
 
-use sst::transport::{NodeId, RegionId, RegionSpec};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec};
+use spindle_tailwind::format::scan;
+use spindle_tailwind::replicate::{AppendError, Lsn, Replicator};
 use std::time::Duration;
-use tailwind::format::scan;
-use tailwind::replicate::{AppendError, Lsn, Replicator};
 use testkit::{local_group, TransportKind};
 
 const BUF: usize = 64 * 1024;

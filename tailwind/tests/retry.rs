@@ -4,12 +4,12 @@
 //! without being acknowledged), out-of-order numbers are refused, and
 //! `append_if` appends only at the expected number (over shm and tcp).
 
-use sst::transport::RegionId;
+use spindle_sst::transport::RegionId;
+use spindle_tailwind::format::{scan, Appender, BufLen, Tag};
+use spindle_tailwind::service::{AppendError, Lsn, TailwindConfig, TailwindLog, LOG_REGIONS};
+use spindle_views::config::{Config, Transport};
 use std::path::PathBuf;
 use std::time::Duration;
-use tailwind::format::{scan, Appender, BufLen, Tag};
-use tailwind::service::{AppendError, Lsn, TailwindConfig, TailwindLog, LOG_REGIONS};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -4,15 +4,15 @@
 //! record in order, a member that replaces a failed one is re-seeded, and appends
 //! forwarded from a backup land in the same log (over shm and tcp).
 
-use sst::transport::{NodeId, RegionId};
+use spindle_sst::transport::{NodeId, RegionId};
+use spindle_tailwind::format::{scan, Appender, BufLen};
+use spindle_tailwind::service::{
+    AppendError, Lsn, ReadError, Recovery, Tail, TailStream, TailwindConfig, TailwindLog, LOG_REGIONS,
+};
+use spindle_views::config::{Config, Transport};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailwind::format::{scan, Appender, BufLen};
-use tailwind::service::{
-    AppendError, Lsn, ReadError, Recovery, Tail, TailStream, TailwindConfig, TailwindLog, LOG_REGIONS,
-};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 

@@ -3,10 +3,10 @@
 //! segments back, and a member started again on its directory keeps its floor
 //! (over shm). Also the log's figures (`metrics`, `replica_lag`).
 
+use spindle_tailwind::service::{LogService, Lsn, ReadError, TailwindConfig, TailwindLog, LOG_REGIONS};
+use spindle_views::config::{Config, Transport};
 use std::path::PathBuf;
 use std::time::Duration;
-use tailwind::service::{LogService, Lsn, ReadError, TailwindConfig, TailwindLog, LOG_REGIONS};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -94,7 +94,7 @@ fn trimmed_segments_go_everywhere_and_stay_gone() {
     // Member 2 stops; its directory, opened again, keeps the floor.
     let segs2 = logs[2].as_ref().unwrap().segments();
     drop(logs.remove(2));
-    let again = LogService::new(sst::transport::NodeId(2), cfg(&dirs[2]), LOG_REGIONS, |_| Vec::new()).unwrap();
+    let again = LogService::new(spindle_sst::transport::NodeId(2), cfg(&dirs[2]), LOG_REGIONS, |_| Vec::new()).unwrap();
     assert_eq!(again.trimmed(), Lsn(100));
     assert_eq!(again.segments(), segs2);
     drop(again);

@@ -2,7 +2,7 @@
 
 use crate::local::{loopback, others, unique_group};
 use crate::{interrupted, TransportKind};
-use sst::transport::{rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
+use spindle_sst::transport::{rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};

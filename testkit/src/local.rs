@@ -1,8 +1,8 @@
 //! `n` nodes of one group as threads of this process.
 
 use crate::TransportKind;
-use sst::sync::atomic::{AtomicU32, Ordering};
-use sst::transport::{mem::MemFabric, rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
+use spindle_sst::sync::atomic::{AtomicU32, Ordering};
+use spindle_sst::transport::{mem::MemFabric, rdma, shm, tcp, NodeId, RegionSpec, SetupError, Transport};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;

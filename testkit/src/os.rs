@@ -1,7 +1,7 @@
 //! What the harness asks of the OS: Ctrl-C as a flag, dying with the parent, CPU
 //! clocks. All through safe wrappers (`signal-hook`, `nix`).
 
-use sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 

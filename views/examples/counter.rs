@@ -1,7 +1,7 @@
 //! `counter`: a replicated counter (and chat) to try in three terminals.
 //!
 //! ```text
-//! terminals 1, 2 and 3:  cargo run --release -p views --example counter
+//! terminals 1, 2 and 3:  cargo run --release -p spindle-views --example counter
 //! ```
 //!
 //! The same command three times, on one host or on several hosts of a LAN: the
@@ -29,12 +29,12 @@
 //! receives the counter as state before it takes part.
 
 use clap::Parser;
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{restart, GroupBuilder};
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::{Config, Transport};
-use views::group::{restart, GroupBuilder};
 
 #[derive(Parser, Debug)]
 #[command(about = "A replicated counter over a spindle group")]
@@ -80,8 +80,8 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let id = args.id.unwrap_or(views::config::AUTO_ID);
-    let ip = args.ip.or_else(views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let id = args.id.unwrap_or(spindle_views::config::AUTO_ID);
+    let ip = args.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
     let mut b = Config::builder(id, SocketAddr::from((ip, args.port)))
         .name(&args.name)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })

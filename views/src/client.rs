@@ -25,7 +25,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use views::client::Client;
+//! use spindle_views::client::Client;
 //! let contacts = ["127.0.0.1:7000".parse().unwrap(), "127.0.0.1:7010".parse().unwrap()];
 //! let c = Client::connect(&contacts, Duration::from_secs(5)).unwrap();
 //! c.subscribe(0).unwrap();
@@ -38,9 +38,9 @@ use crate::auth::Secret;
 use crate::link::Link;
 use crate::view::ViewId;
 use crate::wire::{encode, Message};
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::collections::{HashMap, VecDeque};
 use std::net::{Shutdown, SocketAddr};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};

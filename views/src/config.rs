@@ -2,7 +2,7 @@
 //! values are errors that name the key.
 //!
 //! ```
-//! use views::config::Config;
+//! use spindle_views::config::Config;
 //! let cfg = Config::from_toml(r#"
 //!     node_id = 3
 //!     listen = "127.0.0.1:7003"
@@ -18,7 +18,7 @@
 //!
 //! // Without `node_id` the group gives one at join (see `Group::node`).
 //! let auto = Config::from_toml("listen = \"127.0.0.1:7004\"\ncontact = \"127.0.0.1:7000\"").unwrap();
-//! assert_eq!(auto.node_id, views::config::AUTO_ID);
+//! assert_eq!(auto.node_id, spindle_views::config::AUTO_ID);
 //! ```
 
 use serde::Deserialize;
@@ -39,7 +39,7 @@ pub enum Transport {
     /// Nodes are processes on any hosts.
     Tcp,
     /// Nodes on hosts with RDMA devices (sst's `rdma` feature; see
-    /// `sst::transport::rdma`). Setup goes over the data port, like tcp's.
+    /// `spindle_sst::transport::rdma`). Setup goes over the data port, like tcp's.
     Rdma,
 }
 
@@ -86,7 +86,7 @@ pub struct Config {
     #[serde(default)]
     pub contact: Option<SocketAddr>,
     /// Find the group by UDP multicast beacons of its name (see
-    /// `views::group::discovery`): a node without a contact looks for
+    /// `spindle_views::group::discovery`): a node without a contact looks for
     /// `discovery_wait_ms`, and every member answers lookers. One LAN segment (or
     /// one host) only: it does not cross routers. On by default.
     #[serde(default = "defaults::yes")]
@@ -137,7 +137,7 @@ pub struct Config {
     /// who it is: its node id and the last view it installed. A member started
     /// again on it with no node id takes that id back, and if the group it left
     /// lost its majority meanwhile, it restores the group with the members that
-    /// are still there (see `views::group::restart`). Absent: nothing is kept, and
+    /// are still there (see `spindle_views::group::restart`). Absent: nothing is kept, and
     /// a restarted member is a new one.
     #[serde(default)]
     pub state_dir: Option<std::path::PathBuf>,
@@ -227,7 +227,7 @@ mod defaults {
         1000
     }
     pub fn spin_us() -> u64 {
-        sst::predicate::DEFAULT_SPIN_US
+        spindle_sst::predicate::DEFAULT_SPIN_US
     }
     pub fn majority() -> bool {
         true
@@ -347,18 +347,21 @@ impl Config {
         let explicit = self.node_id != AUTO_ID;
         if explicit
             && matches!(self.transport, Transport::Mem | Transport::Shm)
-            && self.node_id >= sst::transport::MAX_NODE_ID
+            && self.node_id >= spindle_sst::transport::MAX_NODE_ID
         {
-            return Err(invalid("node_id", format!("must be below {} for mem and shm", sst::transport::MAX_NODE_ID)));
+            return Err(invalid(
+                "node_id",
+                format!("must be below {} for mem and shm", spindle_sst::transport::MAX_NODE_ID),
+            ));
         }
-        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
-            return Err(invalid("window", format!("must be in 1..={}", smc::spec::MAX_WINDOW)));
+        if self.window == 0 || self.window > spindle_smc::spec::MAX_WINDOW {
+            return Err(invalid("window", format!("must be in 1..={}", spindle_smc::spec::MAX_WINDOW)));
         }
-        if self.max_msg == 0 || self.max_msg > smc::spec::MAX_MSG {
-            return Err(invalid("max_msg", format!("must be in 1..={}", smc::spec::MAX_MSG)));
+        if self.max_msg == 0 || self.max_msg > spindle_smc::spec::MAX_MSG {
+            return Err(invalid("max_msg", format!("must be in 1..={}", spindle_smc::spec::MAX_MSG)));
         }
-        if self.arena > smc::spec::MAX_ARENA {
-            return Err(invalid("arena", format!("must be at most {}", smc::spec::MAX_ARENA)));
+        if self.arena > spindle_smc::spec::MAX_ARENA {
+            return Err(invalid("arena", format!("must be at most {}", spindle_smc::spec::MAX_ARENA)));
         }
         if self.heartbeat_ms == 0 {
             return Err(invalid("heartbeat_ms", "must be positive"));

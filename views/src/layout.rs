@@ -3,9 +3,9 @@
 //! group waits for more members instead of starting (docs/DESIGN.md "views").
 //!
 //! ```
-//! use sst::transport::NodeId;
-//! use views::layout::{Layout, Senders, Shards};
-//! use views::view::View;
+//! use spindle_sst::transport::NodeId;
+//! use spindle_views::layout::{Layout, Senders, Shards};
+//! use spindle_views::view::View;
 //! let layout = Shards { shard_size: 2, max_shards: 2, senders: Senders::All, ..Shards::default() };
 //! let specs = layout.subgroups(&View::initial((0..5).map(NodeId).collect())).unwrap();
 //! assert_eq!(specs.len(), 2);
@@ -14,8 +14,8 @@
 //! ```
 
 use crate::view::View;
-use smc::{Mode, SubgroupSpec};
-use sst::transport::NodeId;
+use spindle_smc::{Mode, SubgroupSpec};
+use spindle_sst::transport::NodeId;
 use thiserror::Error;
 
 /// Why a view cannot host the layout (yet).

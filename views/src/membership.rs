@@ -26,8 +26,8 @@
 
 use crate::layout::{MAX_DOC, MAX_EDITS};
 use crate::view::LayoutDoc;
-use sst::transport::NodeId;
-use sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder, LocalRow, Push, Table};
+use spindle_sst::transport::NodeId;
+use spindle_sst::{Bytes, Counter, CounterVec, Flag, LayoutBuilder, LocalRow, Push, Table};
 use std::net::{Ipv4Addr, SocketAddrV4};
 
 /// At most this many joiners are added by one view change (more wait for the next).
@@ -80,7 +80,7 @@ pub struct Proposal {
 /// The membership table's columns for a view with the given subgroup sender counts.
 #[derive(Debug, Clone)]
 pub struct MembershipLayout {
-    layout: sst::table::Layout,
+    layout: spindle_sst::table::Layout,
     pub(crate) suspected: Bytes,
     proposals: Bytes,
     docs: Bytes,
@@ -147,7 +147,7 @@ impl MembershipLayout {
     }
 
     /// The sst table layout.
-    pub fn table_layout(&self) -> &sst::table::Layout {
+    pub fn table_layout(&self) -> &spindle_sst::table::Layout {
         &self.layout
     }
 
@@ -316,10 +316,15 @@ mod tests {
     #[test]
     fn edits_round_trip_and_a_full_list_refuses_more() {
         let lay = MembershipLayout::new(&[1]);
-        let region = std::sync::Arc::new(sst::Region::new(lay.table_bytes(1)));
-        let row =
-            Table::create(lay.table_layout().clone(), &[NodeId(0)], NodeId(0), sst::transport::RegionId(0), region)
-                .unwrap();
+        let region = std::sync::Arc::new(spindle_sst::Region::new(lay.table_bytes(1)));
+        let row = Table::create(
+            lay.table_layout().clone(),
+            &[NodeId(0)],
+            NodeId(0),
+            spindle_sst::transport::RegionId(0),
+            region,
+        )
+        .unwrap();
         assert!(lay.read_edits(row.table(), 0).is_empty());
         assert!(lay.append_edit(&row, b"one"));
         assert!(lay.append_edit(&row, &[]));

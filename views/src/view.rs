@@ -8,8 +8,8 @@
 //! majority.
 //!
 //! ```
-//! use sst::transport::NodeId;
-//! use views::view::{View, Change};
+//! use spindle_sst::transport::NodeId;
+//! use spindle_views::view::{View, Change};
 //! let v = View::initial(vec![NodeId(0), NodeId(1), NodeId(2)]);
 //! let next = v.next(&[Change::Failed(NodeId(0)), Change::Joined(NodeId(7))], true).unwrap();
 //! assert_eq!(next.members(), &[NodeId(1), NodeId(2), NodeId(7)]);
@@ -18,7 +18,7 @@
 //! assert!(v.next(&[Change::Failed(NodeId(0)), Change::Failed(NodeId(1))], true).is_err());
 //! ```
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::sync::Arc;
 use thiserror::Error;
 

@@ -13,7 +13,7 @@
 //! failure is an error for the caller to close the connection with; nothing panics.
 //!
 //! ```
-//! use views::wire::{decode, encode, Message};
+//! use spindle_views::wire::{decode, encode, Message};
 //! let bytes = encode(&Message::JoinRefused { reason: "minority".into() }).unwrap();
 //! let (msg, used) = decode(&bytes).unwrap().unwrap();
 //! assert_eq!(used, bytes.len());
@@ -180,7 +180,7 @@ pub enum Message {
     /// A member started again on its state directory asks to join, saying the
     /// last view it installed: a running group takes it as any joiner; a member
     /// stranded in a view no later than that counts it towards restoring the
-    /// group (see `views::group::restart`).
+    /// group (see `spindle_views::group::restart`).
     RestoreRequest {
         /// The joiner, with its kept node id.
         member: MemberInfo,

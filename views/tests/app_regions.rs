@@ -4,12 +4,12 @@
 
 mod common;
 
-use sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, WriteOp};
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{Group, GroupBuilder, StartError, APP_REGIONS};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use testkit::poll_until;
-use views::config::{Config, Transport};
-use views::group::{Group, GroupBuilder, StartError, APP_REGIONS};
 
 const WAIT: Duration = Duration::from_secs(30);
 const R: RegionId = RegionId(APP_REGIONS + 1);

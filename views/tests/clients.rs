@@ -1,15 +1,15 @@
-//! Clients outside the view (`views::client`): three members as threads of this
+//! Clients outside the view (`spindle_views::client`): three members as threads of this
 //! process over shm or tcp, clients connected to them over their control ports.
 //! Every wait has a deadline; shm files are removed by the transports.
 
+use spindle_views::client::{Client, ClientError, Relayed};
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{ClientLimits, Group, GroupBuilder};
+use spindle_views::wire::{encode, read_frame, Message};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::client::{Client, ClientError, Relayed};
-use views::config::{Config, Transport};
-use views::group::{ClientLimits, Group, GroupBuilder};
-use views::wire::{encode, read_frame, Message};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -49,7 +49,7 @@ fn group(name: &str, t: Transport, limits: ClientLimits) -> Vec<(Group, Log)> {
 
 /// Each member's current view. (The view id, not `Metrics::views_installed`: a
 /// member's counter moves just after its view does.)
-fn views(members: &[(Group, Log)]) -> Vec<Option<views::view::ViewId>> {
+fn views(members: &[(Group, Log)]) -> Vec<Option<spindle_views::view::ViewId>> {
     members.iter().map(|(g, _)| g.view().map(|v| v.id())).collect()
 }
 
@@ -85,7 +85,7 @@ fn relayed_in_order(t: Transport, name: &str) {
     let dead = testkit::free_control_addr();
     let mut b = Client::connect(&[dead, addrs[2]], WAIT).unwrap();
     assert_eq!(a.member().0 .0, 1);
-    assert_eq!(b.member(), (sst::transport::NodeId(2), addrs[2]));
+    assert_eq!(b.member(), (spindle_sst::transport::NodeId(2), addrs[2]));
     a.subscribe(0).unwrap();
     b.subscribe(0).unwrap();
     // A request round trip also proves each subscription is in place (the member
@@ -220,7 +220,7 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     // Garbage, a huge length, a subscription before the hello.
     for bytes in [
         vec![0xAB; 64],
-        [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes(), &u32::MAX.to_le_bytes()].concat(),
+        [b"SPCP".as_slice(), &spindle_views::wire::VERSION.to_le_bytes(), &u32::MAX.to_le_bytes()].concat(),
         encode(&Message::Subscribe { subgroup: 0 }).unwrap(),
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
@@ -229,9 +229,11 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
     }
     // A session that sends an out-of-range subgroup or a member-only frame is ended.
     for bad in [
-        [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes()].concat(), // cut inside a header
-        encode(&Message::JoinRequest { member: views::wire::MemberInfo { node: 9, control: addr, data: None } })
-            .unwrap(),
+        [b"SPCP".as_slice(), &spindle_views::wire::VERSION.to_le_bytes()].concat(), // cut inside a header
+        encode(&Message::JoinRequest {
+            member: spindle_views::wire::MemberInfo { node: 9, control: addr, data: None },
+        })
+        .unwrap(),
     ] {
         let mut s = TcpStream::connect(addr).unwrap();
         s.write_all(&encode(&Message::ClientHello { resume: None }).unwrap()).unwrap();
@@ -241,7 +243,7 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
         let ended = read_until(&mut s, |m| matches!(m, Message::ClientDropped { .. }));
         assert!(matches!(ended, Some(Message::ClientDropped { .. })), "the member says why it ends the session");
     }
-    let mut raw = [b"SPCP".as_slice(), &views::wire::VERSION.to_le_bytes()].concat();
+    let mut raw = [b"SPCP".as_slice(), &spindle_views::wire::VERSION.to_le_bytes()].concat();
     let body = [10u8, 0xff, 0xff, 0xff, 0x0f]; // the Subscribe tag, then a subgroup of u32::MAX
     raw.extend_from_slice(&(body.len() as u32).to_le_bytes());
     raw.extend_from_slice(&body);
@@ -286,15 +288,15 @@ fn hostile_client_frames_are_refused_and_the_members_go_on() {
 /// session that posted (reversed), requests answer with the session's id, and the
 /// handler hears of the end of each session.
 struct Echo {
-    seen: Mutex<Vec<views::group::ClientSession>>,
+    seen: Mutex<Vec<spindle_views::group::ClientSession>>,
     closed: Arc<Mutex<Vec<u64>>>,
 }
 
-impl views::group::ClientHandler for Echo {
-    fn request(&self, s: &views::group::ClientSession, body: &[u8]) -> Vec<u8> {
+impl spindle_views::group::ClientHandler for Echo {
+    fn request(&self, s: &spindle_views::group::ClientSession, body: &[u8]) -> Vec<u8> {
         [&s.id().to_le_bytes()[..], body].concat()
     }
-    fn post(&self, s: &views::group::ClientSession, body: &[u8]) {
+    fn post(&self, s: &spindle_views::group::ClientSession, body: &[u8]) {
         let mut seen = self.seen.lock().unwrap();
         if !seen.iter().any(|x| x.id() == s.id()) {
             seen.push(s.clone());
@@ -302,7 +304,7 @@ impl views::group::ClientHandler for Echo {
         let back: Vec<u8> = body.iter().rev().copied().collect();
         seen.retain(|x| x.push(&back));
     }
-    fn closed(&self, s: &views::group::ClientSession) {
+    fn closed(&self, s: &spindle_views::group::ClientSession) {
         self.closed.lock().unwrap().push(s.id());
     }
 }
@@ -322,7 +324,7 @@ fn a_client_handler_serves_posts_requests_and_pushes() {
             let mut got = Vec::new();
             let deadline = Instant::now() + WAIT;
             while got.len() < 100 && Instant::now() < deadline {
-                if let Some(views::client::Event::Push(b)) = c.recv_event(Duration::from_millis(100)).unwrap() {
+                if let Some(spindle_views::client::Event::Push(b)) = c.recv_event(Duration::from_millis(100)).unwrap() {
                     got.push(b);
                 }
             }

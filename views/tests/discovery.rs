@@ -5,11 +5,11 @@
 //! Every wait has a deadline. (Stalls of a whole process, SIGSTOP/SIGCONT, are in
 //! `bench/tests/rejoin.rs`; across hosts in `bench/tests/hosts.rs`.)
 
-use sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{Group, GroupBuilder};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::{Config, Transport};
-use views::group::{Group, GroupBuilder};
 
 const WAIT: Duration = Duration::from_secs(30);
 

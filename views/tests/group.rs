@@ -1,11 +1,11 @@
 //! The Group runtime in one process: members as threads over shm or tcp on loopback.
 //! Every wait has a deadline; shm files are removed by the transports.
 
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{Group, GroupBuilder};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::{Config, Transport};
-use views::group::{Group, GroupBuilder};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -142,12 +142,14 @@ fn hostile_control_connections_are_closed_and_the_group_goes_on() {
     let name = format!("gh{}", std::process::id());
     let (g0, _log0) = member(config(&name, 0, None, Transport::Shm), Arc::new(Mutex::new(0)));
     let addr = g0.listen_addr();
-    let mut wrong_version = views::wire::encode(&views::wire::Message::JoinRefused { reason: "x".into() }).unwrap();
+    let mut wrong_version =
+        spindle_views::wire::encode(&spindle_views::wire::Message::JoinRefused { reason: "x".into() }).unwrap();
     wrong_version[4] = 99;
     let mut huge = b"SPCP".to_vec();
-    huge.extend_from_slice(&views::wire::VERSION.to_le_bytes());
+    huge.extend_from_slice(&spindle_views::wire::VERSION.to_le_bytes());
     huge.extend_from_slice(&u32::MAX.to_le_bytes());
-    let not_a_join = views::wire::encode(&views::wire::Message::Reply { id: 1, body: vec![1, 2, 3] }).unwrap();
+    let not_a_join =
+        spindle_views::wire::encode(&spindle_views::wire::Message::Reply { id: 1, body: vec![1, 2, 3] }).unwrap();
     for bad in [b"GET / HTTP/1.1\r\n\r\n".to_vec(), wrong_version, huge, not_a_join, vec![0u8; 3]] {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -167,7 +169,7 @@ fn hostile_control_connections_are_closed_and_the_group_goes_on() {
 /// not the leader, which redirects), the subgroup exists and sends go through.
 #[test]
 fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
-    use views::layout::Shards;
+    use spindle_views::layout::Shards;
     let name = format!("gw{}", std::process::id());
     let two = || Shards { shard_size: 2, window: 8, max_msg: 64, ..Shards::default() };
     let start = |id: u32, contact: Option<SocketAddr>| {
@@ -182,7 +184,7 @@ fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
         (g, log)
     };
     let (g0, log0) = start(0, None);
-    assert_eq!(g0.subgroup(0).send(b"alone"), Err(views::group::SendError::NotReady(Some(0))));
+    assert_eq!(g0.subgroup(0).send(b"alone"), Err(spindle_views::group::SendError::NotReady(Some(0))));
     let (g1, _log1) = start(1, Some(g0.listen_addr()));
     assert!(g0.wait_for_members(2, WAIT));
     // Node 2 asks node 1, which is not the leader: it is redirected to node 0.
@@ -191,7 +193,7 @@ fn a_view_short_of_the_layout_waits_and_joins_redirect_to_the_leader() {
     g0.subgroup(0).send(b"pair").unwrap();
     wait("delivery in the two-member subgroup", || log0.lock().unwrap().len() == 1);
     assert!(log2.lock().unwrap().is_empty(), "node 2 is not in the first shard");
-    assert_eq!(g2.subgroup(0).send(b"x"), Err(views::group::SendError::NotSender(0)));
+    assert_eq!(g2.subgroup(0).send(b"x"), Err(spindle_views::group::SendError::NotSender(0)));
 }
 
 /// Point-to-point requests over the control plane: a member's handler answers; a
@@ -211,7 +213,7 @@ fn members_answer_point_to_point_requests() {
         .unwrap();
     let g1 = GroupBuilder::new(config(&name, 1, Some(g0.listen_addr()), Transport::Shm)).start().unwrap();
     assert!(g1.wait_for_members(2, WAIT));
-    let id = |n| sst::transport::NodeId(n);
+    let id = |n| spindle_sst::transport::NodeId(n);
     assert_eq!(g1.request(id(0), b"ping", WAIT).unwrap(), b"PING");
     assert_eq!(g1.request(id(0), &[], WAIT).unwrap(), b"");
     for i in 0..50u8 {
@@ -220,7 +222,7 @@ fn members_answer_point_to_point_requests() {
     assert_eq!(threads.lock().unwrap().len(), 1, "52 requests in a row over one connection");
     let refused = g0.request(id(1), b"ping", WAIT).unwrap_err();
     assert!(refused.to_string().contains("takes no requests"), "{refused}");
-    assert_eq!(g1.request(id(9), b"x", WAIT), Err(views::group::RequestError::NotAMember(id(9))));
+    assert_eq!(g1.request(id(9), b"x", WAIT), Err(spindle_views::group::RequestError::NotAMember(id(9))));
 }
 
 /// Services keep the layers' protocols apart: each request goes to its service's
@@ -228,7 +230,7 @@ fn members_answer_point_to_point_requests() {
 /// application's requests and a service's share a connection.
 #[test]
 fn requests_reach_the_handler_of_their_service() {
-    use views::group::Service;
+    use spindle_views::group::Service;
     let name = format!("gv{}", std::process::id());
     let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
         .on_request(|b| [b"app:", b].concat())
@@ -238,7 +240,7 @@ fn requests_reach_the_handler_of_their_service() {
         .unwrap();
     let g1 = GroupBuilder::new(config(&name, 1, Some(g0.listen_addr()), Transport::Shm)).start().unwrap();
     assert!(g1.wait_for_members(2, WAIT));
-    let to = sst::transport::NodeId(0);
+    let to = spindle_sst::transport::NodeId(0);
     for _ in 0..3 {
         assert_eq!(g1.request_service(Service(7), to, b"x", WAIT).unwrap(), b"seven:x");
         assert_eq!(g1.request(to, b"x", WAIT).unwrap(), b"app:x");
@@ -285,10 +287,10 @@ fn a_stop_frees_a_sender_waiting_on_a_full_window() {
 fn an_rdma_group_without_a_device_is_refused_with_the_reason() {
     let mut cfg = Config::builder(0, testkit::free_control_addr()).name("rdmanone").build().unwrap();
     cfg.transport = Transport::Rdma;
-    match sst::transport::rdma::available() {
+    match spindle_sst::transport::rdma::available() {
         Ok(dev) => eprintln!("skipped: this machine has an RDMA device ({dev})"),
         Err(why) => match GroupBuilder::new(cfg).start() {
-            Err(views::group::StartError::Setup(e)) => assert_eq!(e, why),
+            Err(spindle_views::group::StartError::Setup(e)) => assert_eq!(e, why),
             other => panic!("expected a setup error, got {other:?}"),
         },
     }

@@ -4,10 +4,10 @@
 //! after which every message is delivered exactly once, in order, whole. Every wait
 //! has a deadline; shm files are removed by the transports.
 
+use spindle_views::config::Transport;
+use spindle_views::group::{Group, GroupBuilder};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::config::Transport;
-use views::group::{Group, GroupBuilder};
 
 mod common;
 

@@ -4,13 +4,13 @@
 
 mod common;
 
+use spindle_views::config::Transport;
+use spindle_views::group::{Group, GroupBuilder};
+use spindle_views::layout::{EditError, Layout, LayoutError};
+use spindle_views::view::View;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::Transport;
-use views::group::{Group, GroupBuilder};
-use views::layout::{EditError, Layout, LayoutError};
-use views::view::View;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -18,21 +18,21 @@ const WAIT: Duration = Duration::from_secs(30);
 /// of 4-byte ids), all sending, once one is named. An edit names one more.
 struct Named;
 
-fn named(view: &View) -> Vec<sst::transport::NodeId> {
+fn named(view: &View) -> Vec<spindle_sst::transport::NodeId> {
     let ids: Vec<u32> =
         view.layout().bytes().chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
     view.members().iter().copied().filter(|n| ids.contains(&n.0)).collect()
 }
 
 impl Layout for Named {
-    fn subgroups(&self, view: &View) -> Result<Vec<smc::SubgroupSpec>, LayoutError> {
-        let spec = |m: Vec<sst::transport::NodeId>| smc::SubgroupSpec {
+    fn subgroups(&self, view: &View) -> Result<Vec<spindle_smc::SubgroupSpec>, LayoutError> {
+        let spec = |m: Vec<spindle_sst::transport::NodeId>| spindle_smc::SubgroupSpec {
             members: m.clone(),
             senders: m,
             window: 8,
             max_msg: 64,
             arena: 0,
-            mode: smc::Mode::Ordered,
+            mode: spindle_smc::Mode::Ordered,
         };
         let mut out = vec![spec(view.members().to_vec())];
         let one = named(view);
@@ -60,7 +60,7 @@ fn member(name: &str, id: u32, contact: Option<SocketAddr>) -> (Group, Log) {
         .layout(Named)
         .deliver_by(move |_view, k, _spec| {
             let l = l.clone();
-            Some(Box::new(move |b: &views::group::InPlaceBatch<'_>| {
+            Some(Box::new(move |b: &spindle_views::group::InPlaceBatch<'_>| {
                 for d in b.iter() {
                     l.lock().unwrap().push((k, d.sender.0, d.message.to_vec()));
                 }
@@ -107,7 +107,7 @@ fn a_layout_edit_is_a_view_change_that_loses_nothing_in_flight() {
     assert_eq!(v1.members(), before.members(), "same members, new layout");
     assert!(v1.layout().version() >= 1 && v2.layout().version() >= 1);
     let now = g0.view().unwrap();
-    assert_eq!(named(&now), vec![sst::transport::NodeId(1), sst::transport::NodeId(2)]);
+    assert_eq!(named(&now), vec![spindle_sst::transport::NodeId(1), spindle_sst::transport::NodeId(2)]);
 
     // An edit a view already holds returns at once with that view.
     assert_eq!(g1.edit_layout(&1u32.to_le_bytes(), WAIT).unwrap().layout(), now.layout());

@@ -2,11 +2,11 @@
 //! view, its members and the ones lost; `Group::removal`; and every send fails
 //! with `SendError::NoMajority` instead of waiting out the send timeout.
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::config::Transport;
+use spindle_views::group::{GroupBuilder, NoMajority, Removal, SendError};
 use std::sync::mpsc::channel;
 use std::time::Duration;
-use views::config::Transport;
-use views::group::{GroupBuilder, NoMajority, Removal, SendError};
 
 mod common;
 

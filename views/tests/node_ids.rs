@@ -2,11 +2,11 @@
 //! get one at join, distinct from every id the group has had, over shm and tcp.
 //! Members are threads of this process; every wait has a deadline.
 
+use spindle_views::config::{Transport, AUTO_ID};
+use spindle_views::group::{Group, GroupBuilder};
+use spindle_views::view::ViewId;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::config::{Transport, AUTO_ID};
-use views::group::{Group, GroupBuilder};
-use views::view::ViewId;
 
 mod common;
 

@@ -3,13 +3,13 @@
 //! restore the group with its state; a new member that finds only a stranded group
 //! refuses to start a second one. Members are threads over shm on loopback.
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::config::{Transport, AUTO_ID};
+use spindle_views::group::{Group, GroupBuilder, StartError};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use testkit::TempDirs;
-use views::config::{Transport, AUTO_ID};
-use views::group::{Group, GroupBuilder, StartError};
 
 mod common;
 
@@ -43,7 +43,7 @@ fn members(g: &Group) -> Vec<u32> {
 
 fn stranded(g: &Group) -> bool {
     testkit::poll_until(WAIT, Duration::from_millis(10), || {
-        matches!(g.removal(), Some(views::group::Removal::NoMajority(_)))
+        matches!(g.removal(), Some(spindle_views::group::Removal::NoMajority(_)))
     })
 }
 

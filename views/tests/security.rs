@@ -4,14 +4,14 @@
 //! that link while the group goes on. Over tcp with a contact and over shm with
 //! discovery. Every wait has a deadline.
 
+use spindle_views::auth::{AuthError, Secret};
+use spindle_views::client::Client;
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::{Group, GroupBuilder, StartError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use views::auth::{AuthError, Secret};
-use views::client::Client;
-use views::config::{Config, Transport};
-use views::group::{Group, GroupBuilder, StartError};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -154,7 +154,7 @@ fn control_frames_travel_encrypted_with_a_secret_and_in_clear_without() {
 /// passes from the client to the member.
 struct Flipper {
     addr: SocketAddr,
-    armed: std::sync::Arc<sst::sync::atomic::AtomicBool>,
+    armed: std::sync::Arc<spindle_sst::sync::atomic::AtomicBool>,
     /// Every byte it passed, both ways.
     seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 }
@@ -163,7 +163,7 @@ impl Flipper {
     fn start(to: SocketAddr) -> Flipper {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let armed = std::sync::Arc::new(sst::sync::atomic::AtomicBool::new(false));
+        let armed = std::sync::Arc::new(spindle_sst::sync::atomic::AtomicBool::new(false));
         let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (flag, s1, s2) = (armed.clone(), seen.clone(), seen.clone());
         std::thread::spawn(move || {
@@ -177,14 +177,14 @@ impl Flipper {
     }
 
     fn arm(&self) {
-        self.armed.store(true, sst::sync::atomic::Ordering::SeqCst);
+        self.armed.store(true, spindle_sst::sync::atomic::Ordering::SeqCst);
     }
 }
 
 fn pipe(
     mut from: TcpStream,
     mut to: TcpStream,
-    flip: Option<std::sync::Arc<sst::sync::atomic::AtomicBool>>,
+    flip: Option<std::sync::Arc<spindle_sst::sync::atomic::AtomicBool>>,
     seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
 ) {
     from.set_read_timeout(Some(WAIT)).unwrap();
@@ -196,7 +196,7 @@ fn pipe(
         };
         seen.lock().unwrap().extend_from_slice(&buf[..n]);
         if let Some(f) = &flip {
-            if f.swap(false, sst::sync::atomic::Ordering::SeqCst) {
+            if f.swap(false, spindle_sst::sync::atomic::Ordering::SeqCst) {
                 buf[n / 2] ^= 0x10;
             }
         }

@@ -3,7 +3,7 @@
 //! `VIEWS_SIM_SEEDS=N` runs seeds `0..N` (default 1000); `VIEWS_SIM_SEED=S` replays
 //! one seed.
 
-use views::sim::{GroupSim, GroupSimConfig};
+use spindle_views::sim::{GroupSim, GroupSimConfig};
 
 use testkit::env_u64;
 

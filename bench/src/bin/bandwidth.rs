@@ -30,9 +30,9 @@ use bench::mcast::{self, Common, Digest, ModeArg};
 use bench::{err, out, round};
 use clap::Parser;
 use serde_json::{json, Value};
-use sst::sync::atomic::Ordering;
-use sst::sync::{Arc, Mutex};
-use sst::transport::Transport;
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::{Arc, Mutex};
+use spindle_sst::transport::Transport;
 use std::time::{Duration, Instant};
 use testkit::TransportKind;
 
@@ -67,7 +67,7 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
         .iter()
         .map(|s| {
             let s = s.clone();
-            Box::new(move |b: &smc::Batch| {
+            Box::new(move |b: &spindle_smc::Batch| {
                 let mut s = s.lock().unwrap();
                 for m in b.iter() {
                     let d = if ordered { &mut s.digests[0] } else { &mut s.digests[m.sender()] };
@@ -77,7 +77,7 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
                 }
                 s.msgs += b.len() as u64;
                 s.last = Some(Instant::now());
-            }) as smc::runtime::Upcall
+            }) as spindle_smc::runtime::Upcall
         })
         .collect();
     let rt = c.start(t, upcalls)?;
@@ -118,7 +118,7 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
             std::thread::sleep(Duration::from_millis(1));
         }
     });
-    let mut stats = smc::Stats::default();
+    let mut stats = spindle_smc::Stats::default();
     for sg in rt.subgroups() {
         let s = sg.stats();
         stats.nulls += s.nulls;
@@ -168,7 +168,7 @@ fn baseline(kind: TransportKind, size: usize, secs: f64) -> f64 {
 fn copy_loop(size: usize, secs: f64) -> f64 {
     const SLOTS: usize = 64;
     let words = size.div_ceil(8);
-    let ring = Arc::new(sst::Region::new(16 + SLOTS * words * 8));
+    let ring = Arc::new(spindle_sst::Region::new(16 + SLOTS * words * 8));
     let (head, tail) = (0usize, 8usize);
     let base = 16;
     let stop = Instant::now() + Duration::from_secs_f64(secs);

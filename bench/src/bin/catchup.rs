@@ -15,14 +15,14 @@
 
 use bench::{err, out, round};
 use clap::Parser;
-use dds::DdsConfig;
-use dds::DomainParticipant;
-use dds::{History, Qos};
 use serde_json::json;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_dds::{History, Qos};
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Time from a late joiner's topic creation to its first history sample")]
@@ -102,7 +102,7 @@ fn once(args: &Args, run: usize) -> Result<f64, String> {
     });
     drop(p1);
     drop(p0);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     result
 }
 

@@ -19,11 +19,11 @@
 
 use bench::{out, round, MemberArgs};
 use clap::Parser;
-use dds::DdsConfig;
-use dds::{DataReader, DomainParticipant, Sample};
-use dds::{History, Qos};
 use futures::StreamExt;
 use serde_json::{json, Value};
+use spindle_dds::DdsConfig;
+use spindle_dds::{DataReader, DomainParticipant, Sample};
+use spindle_dds::{History, Qos};
 use std::time::{Duration, Instant};
 use testkit::TransportKind;
 
@@ -200,7 +200,7 @@ fn take_all<T: bytemuck::Pod + Send>(r: &DataReader<T>, tally: &mut Tally) {
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut ok = true;
     for round_no in 0..args.rounds {
         for &instances in &args.instances {

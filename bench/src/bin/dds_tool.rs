@@ -12,9 +12,9 @@
 //! as hex; disposals and instance changes show `valid_data=false`.
 
 use clap::{Parser, Subcommand};
-use dds::{ClientConfig, DomainClient, Sample};
-use dds::{Endpoint, TopicTable};
-use dds::{History, Qos};
+use spindle_dds::{ClientConfig, DomainClient, Sample};
+use spindle_dds::{Endpoint, TopicTable};
+use spindle_dds::{History, Qos};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

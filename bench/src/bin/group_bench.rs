@@ -23,14 +23,14 @@ use bench::mcast::{Digest, Senders};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_views::group::GroupBuilder;
+use spindle_views::layout::Shards;
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::TransportKind;
-use views::group::GroupBuilder;
-use views::layout::Shards;
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Multicast throughput through the Group runtime, next to raw smc")]
@@ -62,7 +62,7 @@ struct Args {
     /// Skip the raw smc run.
     #[arg(long)]
     no_raw: bool,
-    /// Clients (`views::client`, threads of this program) subscribed to the
+    /// Clients (`spindle_views::client`, threads of this program) subscribed to the
     /// subgroup, spread over the members round-robin; each reports its rate.
     #[arg(long, default_value_t = 0)]
     clients: usize,
@@ -87,11 +87,11 @@ impl Args {
         if !(1..=64).contains(&self.nodes) {
             return Err("--nodes must be in 1..=64".into());
         }
-        if self.size < 8 || self.size > smc::spec::MAX_MSG {
-            return Err(format!("--size must be in 8..={}", smc::spec::MAX_MSG));
+        if self.size < 8 || self.size > spindle_smc::spec::MAX_MSG {
+            return Err(format!("--size must be in 8..={}", spindle_smc::spec::MAX_MSG));
         }
-        if self.window == 0 || self.window > smc::spec::MAX_WINDOW {
-            return Err(format!("--window must be in 1..={}", smc::spec::MAX_WINDOW));
+        if self.window == 0 || self.window > spindle_smc::spec::MAX_WINDOW {
+            return Err(format!("--window must be in 1..={}", spindle_smc::spec::MAX_WINDOW));
         }
         if self.count == 0 {
             return Err("--count must be positive".into());
@@ -148,8 +148,8 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let layout = Shards {
         shard_size: args.nodes,
         max_shards: 1,
-        senders: views::layout::Senders::First(k),
-        mode: smc::Mode::Ordered,
+        senders: spindle_views::layout::Senders::First(k),
+        mode: spindle_smc::Mode::Ordered,
         window: args.window,
         max_msg: args.size,
         arena: 0,
@@ -224,7 +224,9 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         let body = [7u8; 64];
         for _ in 0..args.requests {
             let t = Instant::now();
-            group.request(sst::transport::NodeId(0), &body, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+            group
+                .request(spindle_sst::transport::NodeId(0), &body, Duration::from_secs(10))
+                .map_err(|e| e.to_string())?;
             lat.record(t.elapsed());
         }
     }
@@ -244,7 +246,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
 
 fn parent(args: &Args) -> Result<bool, String> {
     testkit::catch_interrupts();
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     // The members join as a Group; the bare-transport handshake of the child
     // protocol is only used for its READY/JOINED/GO lines.
     let mut kids = bench::start_members(args.nodes, TransportKind::Shm, Duration::from_secs(3600), &[], &[], &[])?;
@@ -349,7 +351,7 @@ fn run_clients(
     let mut clients = Vec::new();
     for i in 0..k {
         let at = (i + 1) % addrs.len(); // member 0 sends: clients start at member 1
-        let c = views::client::Client::connect(&addrs[at..=at], wait).map_err(|e| e.to_string())?;
+        let c = spindle_views::client::Client::connect(&addrs[at..=at], wait).map_err(|e| e.to_string())?;
         c.subscribe(0).map_err(|e| e.to_string())?;
         c.request(b"ready", wait).map_err(|e| e.to_string())?; // the subscription is in place
         clients.push(c);

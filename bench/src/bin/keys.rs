@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
+use spindle_views::auth::Secret;
 use std::path::PathBuf;
-use views::auth::Secret;
 
 #[derive(Parser, Debug)]
 #[command(about = "Make a group secret, or an identity's key derived from one")]

@@ -2,7 +2,7 @@
 //! LSM store (fjall), its write-ahead log a Tailwind log: every `put` and `del` is
 //! a record appended to the log (acknowledged once the primary and every backup
 //! hold it) and applied to each member's store from the log's committed tail
-//! (`bench::kvstore`). Kill the primary and the next member takes over with every
+//! (`spindle_kv`). Kill the primary and the next member takes over with every
 //! acknowledged update; stop a member and start it again on its directory and it
 //! goes on from where its store stopped.
 //!
@@ -26,14 +26,14 @@
 //! directory; `--fresh` empties it first).
 #![forbid(unsafe_code)]
 
-use bench::kvstore::Store;
+use spindle_kv::Store;
 use clap::Parser;
+use spindle_tailwind::service::{TailwindConfig, TailwindLog};
+use spindle_views::config::{Config, Transport};
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tailwind::service::{TailwindConfig, TailwindLog};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug)]
 #[command(about = "A replicated key-value store on a Tailwind log")]

@@ -17,8 +17,8 @@ use bench::mcast::{self, Common, ModeArg};
 use bench::{out, round, Latency};
 use clap::Parser;
 use serde_json::{json, Value};
-use sst::sync::{Arc, Condvar, Mutex};
-use sst::transport::Transport;
+use spindle_sst::sync::{Arc, Condvar, Mutex};
+use spindle_sst::transport::Transport;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug, Clone)]
@@ -48,12 +48,12 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
     let sender_rank = c.sender_ids().iter().position(|s| *s == me);
     let state = Arc::new((Mutex::new(InFlight::default()), Condvar::new()));
     let total_msgs = c.count * c.sender_ids().len() as u64;
-    let delivered = Arc::new(sst::sync::atomic::AtomicU64::new(0));
-    let upcalls: Vec<smc::runtime::Upcall> = (0..c.subgroups)
+    let delivered = Arc::new(spindle_sst::sync::atomic::AtomicU64::new(0));
+    let upcalls: Vec<spindle_smc::runtime::Upcall> = (0..c.subgroups)
         .map(|k| {
             let (st, d) = (state.clone(), delivered.clone());
-            Box::new(move |b: &smc::Batch| {
-                d.fetch_add(b.len() as u64, sst::sync::atomic::Ordering::Relaxed);
+            Box::new(move |b: &spindle_smc::Batch| {
+                d.fetch_add(b.len() as u64, spindle_sst::sync::atomic::Ordering::Relaxed);
                 if k != 0 {
                     return;
                 }
@@ -67,7 +67,7 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
                         cv.notify_all();
                     }
                 }
-            }) as smc::runtime::Upcall
+            }) as spindle_smc::runtime::Upcall
         })
         .collect();
     let rt = c.start(t, upcalls)?;
@@ -96,7 +96,7 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
     }
     // Everyone stays until every sender's messages are delivered here.
     let all = testkit::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
-        delivered.load(sst::sync::atomic::Ordering::Relaxed) >= total_msgs
+        delivered.load(spindle_sst::sync::atomic::Ordering::Relaxed) >= total_msgs
     });
     if !all {
         return Err("not every message was delivered".into());

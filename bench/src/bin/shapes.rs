@@ -21,15 +21,15 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use dds::DdsConfig;
-use dds::InstanceState;
-use dds::{DomainParticipant, Keyed};
-use dds::{History, Qos};
 use serde::{Deserialize, Serialize};
+use spindle_dds::DdsConfig;
+use spindle_dds::InstanceState;
+use spindle_dds::{DomainParticipant, Keyed};
+use spindle_dds::{History, Qos};
+use spindle_views::config::{Config, Transport};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug)]
 #[command(about = "The shapes demo: keyed instances by colour, per-instance history, dispose")]
@@ -93,10 +93,11 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let mut b = Config::builder(views::config::AUTO_ID, SocketAddr::from(([127, 0, 0, 1], args.port.unwrap_or(0))))
-        .name(&args.domain)
-        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
-        .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
+    let mut b =
+        Config::builder(spindle_views::config::AUTO_ID, SocketAddr::from(([127, 0, 0, 1], args.port.unwrap_or(0))))
+            .name(&args.domain)
+            .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
+            .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
     if let Some(c) = args.contact {
         b = b.contact(c);
     }
@@ -142,7 +143,7 @@ impl Stop {
     }
 }
 
-fn publish(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
+fn publish(p: &DomainParticipant, topic: &spindle_dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
     if args.colours.is_empty() {
         return Err("name the colours to publish: `pub red,green`".into());
     }
@@ -201,7 +202,7 @@ struct Row {
     state: Option<InstanceState>,
 }
 
-fn subscribe(p: &DomainParticipant, topic: &dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
+fn subscribe(p: &DomainParticipant, topic: &spindle_dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
     let qos = Qos::volatile(History::KeepLast(5));
     let r = match &args.filter {
         Some(f) => p.create_reader_where(topic, qos, f),

@@ -22,11 +22,11 @@
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use serde_json::json;
-use sst::heartbeat::{self, HeartbeatConfig};
-use sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
-use sst::sync::Arc;
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
-use sst::{Counter, LayoutBuilder, LocalRow, Table};
+use spindle_sst::heartbeat::{self, HeartbeatConfig};
+use spindle_sst::predicate::{Kind, PollConfig, PredicateThread, DEFAULT_SPIN_US};
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use spindle_sst::{Counter, LayoutBuilder, LocalRow, Table};
 use std::time::{Duration, Instant};
 use testkit::{poll_until as wait_for, CpuClock, TransportKind};
 
@@ -80,7 +80,7 @@ struct Cols {
     beat: Counter,
 }
 
-fn layout() -> (sst::table::Layout, Cols) {
+fn layout() -> (spindle_sst::table::Layout, Cols) {
     let mut b = LayoutBuilder::new();
     let c = Cols {
         ping: b.counter("ping"),
@@ -372,7 +372,7 @@ fn run(args: &Args) -> Result<(serde_json::Value, Vec<serde_json::Value>), Strin
         }
         kind => {
             testkit::catch_interrupts();
-            let stale = sst::transport::shm::remove_stale_files();
+            let stale = spindle_sst::transport::shm::remove_stale_files();
             if stale > 0 && progress {
                 err(&format!("sst_bench: removed {stale} /dev/shm files left by killed runs"));
             }

@@ -17,10 +17,10 @@
 use bench::{err, out, round};
 use clap::Parser;
 use serde_json::json;
+use spindle_views::config::{Config, ConfigBuilder, Transport};
+use spindle_views::group::{Group, GroupBuilder};
 use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
-use views::config::{Config, ConfigBuilder, Transport};
-use views::group::{Group, GroupBuilder};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "Time from a member's start to its first delivery, with discovery and with a contact")]

@@ -35,11 +35,11 @@ use bench::rpclog::{self, RpcPrimary, MAX_RECORD};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicBool, Ordering};
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::transport::NodeId;
+use spindle_tailwind::service::{TailwindConfig, TailwindLog};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tailwind::service::{TailwindConfig, TailwindLog};
 use testkit::{CpuClock, TransportKind};
 
 #[derive(Parser, Debug, Clone)]
@@ -81,7 +81,7 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     spin_us: u64,
     /// Tailwind buffer (segment) bytes.
-    #[arg(long, default_value_t = tailwind::backup::DEFAULT_BUFFER)]
+    #[arg(long, default_value_t = spindle_tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,
     /// (internal) the mode a child runs.
     #[arg(long, hide = true, default_value = "tailwind")]
@@ -303,13 +303,13 @@ fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
     for i in 0..N as u32 {
         let _ = std::fs::remove_dir_all(dir_of(&group, i));
     }
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     r.map(|_| rows)
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
     testkit::catch_interrupts();
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let tw = run_mode(args, "tailwind")?;
     let rpc = match args.baseline {
         Some(_) => run_mode(args, "rpc")?,

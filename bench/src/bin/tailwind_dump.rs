@@ -14,9 +14,9 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
+use spindle_tailwind::format::scan;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use tailwind::format::scan;
 
 #[derive(Parser, Debug)]
 #[command(about = "Verify and print a Tailwind member's segment files")]

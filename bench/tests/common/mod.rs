@@ -20,7 +20,7 @@ pub fn run_json(bin: &str, args: &[&str], limit: Duration) -> Vec<serde_json::Va
         std::thread::sleep(Duration::from_millis(50));
     };
     let out = child.wait_with_output().expect("output");
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(finished, "{bin} {args:?} did not finish within {limit:?}: {stderr}");

@@ -5,11 +5,11 @@ use crate::error::CatchUpError;
 use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
 use crate::wire::member::{Answer, Ask, Fetch, WireEntry};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use views::view::ViewId;
 
 fn ask(shared: &Shared, to: NodeId, f: &Fetch) -> Result<Answer, CatchUpError> {
     let group = shared.group.get().and_then(|g| g.upgrade()).ok_or(CatchUpError::Closing)?;

@@ -3,7 +3,7 @@
 //!
 //! A participant that enters a topic's subgroup for the first time in view `v` holds
 //! back the live samples of `v` and asks the other members, over the control plane
-//! ([`views::group::Group::request`]), for the history before `v` from its own
+//! ([`spindle_views::group::Group::request`]), for the history before `v` from its own
 //! count on (0, or the length of its own log after a restart). A member that was
 //! complete at the start of `v` (its `Seam`) answers with the entries before the
 //! seam, in pages, and the seam itself; the joiner applies them, numbers the held

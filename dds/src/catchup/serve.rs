@@ -5,9 +5,9 @@ use crate::engine::{Now, Served};
 use crate::participant::state::Shared;
 use crate::topic::{Entry, TopicState};
 use crate::wire::member::{Answer, Ask, Refusal, WireEntry};
-use sst::sync::lock;
+use spindle_sst::sync::lock;
+use spindle_views::view::ViewId;
 use std::time::{Duration, Instant};
-use views::view::ViewId;
 
 /// Bytes of history per answer (well under the control plane's frame limit).
 const PAGE: usize = 2 << 20;
@@ -111,7 +111,7 @@ fn read_log(path: &std::path::Path, from: u64, seam: u64, seen: Vec<(u64, u32, u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sst::transport::NodeId;
+    use spindle_sst::transport::NodeId;
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     use std::time::Duration;

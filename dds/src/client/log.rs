@@ -6,10 +6,10 @@
 //! record once, in order, never one a failover may drop.
 //!
 //! ```no_run
-//! # fn main() -> Result<(), dds::DdsError> {
-//! use dds::{ClientConfig, DomainClient};
+//! # fn main() -> Result<(), spindle_dds::DdsError> {
+//! use spindle_dds::{ClientConfig, DomainClient};
 //! use std::time::Duration;
-//! use tailwind::service::Lsn;
+//! use spindle_tailwind::service::Lsn;
 //! let client = DomainClient::connect(ClientConfig::new(vec!["127.0.0.1:7000".parse().unwrap()]))?;
 //! let mut orders = client.log("orders").subscribe(Lsn(0));
 //! while let Some(r) = orders.next_within(Duration::from_secs(5)) {
@@ -23,9 +23,9 @@ use super::DomainClient;
 use crate::error::{TopicError, Unavailable};
 use crate::wire::client::{Call, LogFailure, Reply};
 use crate::DdsError;
+use spindle_tailwind::service::Lsn;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
-use tailwind::service::Lsn;
 
 /// The most bytes a client asks for in one page.
 const PAGE: usize = 1 << 20;

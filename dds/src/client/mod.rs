@@ -30,10 +30,10 @@
 //!
 //! What a client may not do: write as another client (the member stamps the
 //! session's id), write on a writer it did not register, or take more than its
-//! member's bounded buffer ([`views::group::ClientLimits`]).
+//! member's bounded buffer ([`spindle_views::group::ClientLimits`]).
 //!
 //! ```no_run
-//! use dds::{ClientConfig, DomainClient, qos::Qos};
+//! use spindle_dds::{ClientConfig, DomainClient, qos::Qos};
 //! use std::time::Duration;
 //! let contacts = vec!["127.0.0.1:7101".parse().unwrap(), "127.0.0.1:7102".parse().unwrap()];
 //! let c = DomainClient::connect(ClientConfig::new(contacts)).unwrap();
@@ -63,21 +63,21 @@ use crate::wire::client::{self as wire, Call, Refusal, Reply};
 use crate::{DdsError, Matched, Topic};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
-use sst::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_views::client::Client;
 use std::collections::{HashMap, HashSet};
 use std::marker::PhantomData;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use views::client::Client;
 use writer::WriterSlot;
 
 /// Readers and writers one client may have at once (its member refuses more).
 pub(crate) const MAX_ENDPOINTS: usize = 1024;
 /// The largest sample a client writes or reads: 64 MiB (one control frame holds it;
-/// see `views::wire::MAX_BODY`).
+/// see `spindle_views::wire::MAX_BODY`).
 pub const MAX_CLIENT_SAMPLE: usize = 64 << 20;
 
 /// How a client connects and how long it waits.
@@ -215,7 +215,8 @@ impl DomainClient {
     /// Connects to the first contact that takes the session and starts the thread
     /// that receives samples and acknowledgements.
     pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
-        let security = views::config::Security { secret_file: cfg.secret_file.clone(), identity: cfg.identity.clone() };
+        let security =
+            spindle_views::config::Security { secret_file: cfg.secret_file.clone(), identity: cfg.identity.clone() };
         let secret = security.secret()?;
         let link = Client::connect_with(&cfg.contacts, cfg.connect_timeout, secret)?;
         let h = Arc::new(Handle {
@@ -323,7 +324,7 @@ impl DomainClient {
     pub fn domain(&self) -> Result<DomainInfo, DdsError> {
         match self.h().call(&Call::Domain)? {
             Reply::Domain { view, members, table } => Ok(DomainInfo {
-                view: views::view::ViewId(view),
+                view: spindle_views::view::ViewId(view),
                 members: members.into_iter().map(NodeId).collect(),
                 table: TopicTable::decode(&table).map_err(|_| DdsError::Protocol(crate::ProtocolError::Malformed))?,
             }),
@@ -436,7 +437,7 @@ impl DomainClient {
 #[derive(Debug, Clone)]
 pub struct DomainInfo {
     /// The view.
-    pub view: views::view::ViewId,
+    pub view: spindle_views::view::ViewId,
     /// Its members.
     pub members: Vec<NodeId>,
     /// Its topics, their endpoints, and the replicated logs.

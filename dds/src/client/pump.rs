@@ -9,12 +9,12 @@ use crate::sink::Src;
 use crate::status::Rejection;
 use crate::wire::client::{decode, Call, PushRef, Reply};
 use crate::DdsError;
-use sst::sync::atomic::Ordering;
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use views::view::ViewId;
 
 /// Runs until the client is closed or no member takes it within the failover
 /// timeout.

@@ -9,8 +9,8 @@ use crate::sample::Codec;
 use crate::sample::WriterId;
 use crate::wire::client::{Call, Reply};
 use crate::{DdsError, IncompatibleQos};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -60,7 +60,7 @@ impl WriterSlot {
     /// unacknowledged, in order, before any new sample (under the writer's lock).
     pub(crate) fn register(&self, h: &Handle) -> Result<(), DdsError> {
         let mut st = lock(&self.st);
-        let session = h.session.load(sst::sync::atomic::Ordering::Acquire);
+        let session = h.session.load(spindle_sst::sync::atomic::Ordering::Acquire);
         match h.call(&Call::Writer { topic: self.topic.clone(), writer: self.id, level: self.level })? {
             Reply::Writer { incompatible } => {
                 let list = incompatible
@@ -183,7 +183,7 @@ impl<T> ClientWriter<T> {
         st.next_seq += 1;
         let seq = st.next_seq;
         let ts = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        if st.session == h.session.load(sst::sync::atomic::Ordering::Acquire) {
+        if st.session == h.session.load(spindle_sst::sync::atomic::Ordering::Acquire) {
             // A failed post is sent again after the move, like every unacknowledged one.
             let call = Call::Write { writer: self.slot.id, seq, ts, payload: payload.to_vec() };
             let _ = h.link.post(&call.encode());

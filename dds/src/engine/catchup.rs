@@ -5,8 +5,8 @@
 use super::Mutation;
 use super::{Effects, Entry, Now, Rejection, Seam, Seen, TopicEngine};
 use crate::error::CatchUpError;
-use sst::transport::NodeId;
-use views::view::ViewId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 
 /// What this node can serve a late joiner of `view` (see [`TopicEngine::serve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -174,8 +174,8 @@ impl<R> TopicEngine<R> {
 mod tests {
     use super::*;
     use crate::sample::WriterId;
-    use sst::transport::NodeId;
-    use views::view::ViewId;
+    use spindle_sst::transport::NodeId;
+    use spindle_views::view::ViewId;
 
     fn info(client: Option<u64>, id: u32, seq: u64) -> SampleInfo {
         let (mut i, _) = crate::sample::info_of(|_| 0, NodeId(1), ViewId(1), 0, false);

@@ -5,8 +5,8 @@ use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
 use crate::sample::info_of;
 use crate::sink::Src;
-use sst::transport::NodeId;
-use views::view::ViewId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 
 impl<R> TopicEngine<R> {
     /// A message of the topic's subgroup, delivered in view `view` from `sender`

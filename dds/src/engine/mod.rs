@@ -36,10 +36,10 @@ use crate::history::{Entry, History};
 use crate::qos::{Level, Qos};
 use crate::sample::{SampleInfo, WriterId};
 use crate::sink::Src;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Instant, SystemTime};
-use views::view::ViewId;
 
 /// The time an input happens at: monotonic (pins of the history) and wall-clock
 /// (the lifespan of samples, whose timestamps are wall-clock).

@@ -5,8 +5,8 @@ use super::{CatchUp, Effects, Now, Seam, TopicEngine, PIN_FOR, SEAMS};
 use crate::qos::Level;
 use crate::sample::WriterId;
 use crate::table::{Endpoint, TopicEntry};
-use sst::transport::NodeId;
-use views::view::ViewId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 
 impl<R> TopicEngine<R> {
     /// A new view in which this node is in the topic's subgroup (`entry` as the

@@ -185,10 +185,10 @@ pub enum Awaited {
 /// Why a participant stopped being a member of its domain.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum Stop {
-    /// It was removed (see [`views::group::Removal`]); it rejoins by itself
+    /// It was removed (see [`spindle_views::group::Removal`]); it rejoins by itself
     /// unless configured not to.
     #[error("{0}")]
-    Removed(views::group::Removal),
+    Removed(spindle_views::group::Removal),
     /// It left, or was closed.
     #[error("it left or was closed")]
     Left,

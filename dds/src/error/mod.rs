@@ -13,10 +13,10 @@ use thiserror::Error;
 pub enum DdsError {
     /// The configuration was refused.
     #[error(transparent)]
-    Config(#[from] views::config::ConfigError),
+    Config(#[from] spindle_views::config::ConfigError),
     /// The domain's group could not start or join.
     #[error("domain: {0}")]
-    Start(#[from] views::group::StartError),
+    Start(#[from] spindle_views::group::StartError),
     /// The topic (or log) cannot be created, found or used as asked: see
     /// [`TopicError`] for each case.
     #[error("topic `{topic}`: {why}")]
@@ -68,15 +68,15 @@ pub enum DdsError {
         /// The log.
         log: String,
         /// Why.
-        why: tailwind::service::StartError,
+        why: spindle_tailwind::service::StartError,
     },
     /// A replica's copy of the log is damaged or does not match what was
     /// committed: read from another member, and look at that member's disk.
     #[error("log `{0}`: a replica's copy is damaged")]
     LogDamaged(String),
-    /// The client's link to its member failed (see [`views::client::ClientError`]).
+    /// The client's link to its member failed (see [`spindle_views::client::ClientError`]).
     #[error("client: {0}")]
-    Client(#[from] views::client::ClientError),
+    Client(#[from] spindle_views::client::ClientError),
     /// The client ended ([`ClientEnd`] says why): connect again.
     #[error("the client ended: {0}")]
     ClientEnded(ClientEnd),
@@ -85,7 +85,7 @@ pub enum DdsError {
     NoThread(std::io::ErrorKind),
     /// A write could not be sent.
     #[error("write: {0}")]
-    Send(views::group::SendError),
+    Send(spindle_views::group::SendError),
     /// A write found no room in its ring within the writer's
     /// [`crate::Qos::max_blocking_time`] (or at once, for `try_write`): the
     /// readers are behind. Nothing was sent; try again.
@@ -152,10 +152,10 @@ pub enum DdsError {
     },
 }
 
-impl From<views::group::SendError> for DdsError {
-    fn from(e: views::group::SendError) -> DdsError {
+impl From<spindle_views::group::SendError> for DdsError {
+    fn from(e: spindle_views::group::SendError) -> DdsError {
         match e {
-            views::group::SendError::Timeout(d) => DdsError::NoRoom(d),
+            spindle_views::group::SendError::Timeout(d) => DdsError::NoRoom(d),
             other => DdsError::Send(other),
         }
     }

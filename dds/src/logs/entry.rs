@@ -4,8 +4,8 @@
 use crate::error::TopicError;
 use crate::qos::LogQos;
 use serde::{Deserialize, Serialize};
-use sst::transport::NodeId;
-use views::view::View;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::View;
 
 /// The most logs a domain holds.
 pub const MAX_LOGS: usize = 256;

@@ -1,4 +1,4 @@
-//! Replicated logs in a domain: Tailwind ([`tailwind::service`]) as one service
+//! Replicated logs in a domain: Tailwind ([`spindle_tailwind::service`]) as one service
 //! among the domain's topics, in the same group and views.
 //!
 //! A log is created at run time like a topic, by an edit of the domain's table
@@ -12,7 +12,7 @@
 //! id, [`members_of`]); the highest is the primary. So logs' primaries spread over
 //! the members, a member that joins or leaves moves only the logs it scores high
 //! for, and a failed primary's log goes to the next one in its order, which has
-//! every acknowledged record (see [`tailwind::service`] for the failover).
+//! every acknowledged record (see [`spindle_tailwind::service`] for the failover).
 //!
 //! **Buffers.** Log `i` of the table (in creation order) has its buffers in
 //! regions `LOG_REGIONS + 64 i ..` of every view's transport (at every member: a
@@ -22,7 +22,7 @@
 //! `-` and `_` written as `_`).
 //!
 //! ```no_run
-//! use dds::{DdsConfig, DomainParticipant, LogQos};
+//! use spindle_dds::{DdsConfig, DomainParticipant, LogQos};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let cfg = DdsConfig::from_toml("node_id = 0\nlisten = \"127.0.0.1:7400\"\nname = \"shop\"")?;
 //! let p = DomainParticipant::new(cfg)?;
@@ -35,15 +35,15 @@
 //! # Ok(()) }
 //! ```
 
-use sst::sync::lock;
-use sst::transport::{NodeId, RegionSpec, Transport};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::{NodeId, RegionSpec, Transport};
+pub use spindle_tailwind::service::Ack;
+use spindle_tailwind::service::{wire, LogService, StartError, TailwindConfig, LOG_REGIONS};
+use spindle_views::group::Group;
+use spindle_views::view::View;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-pub use tailwind::service::Ack;
-use tailwind::service::{wire, LogService, StartError, TailwindConfig, LOG_REGIONS};
-use views::group::Group;
-use views::view::View;
 
 pub(crate) mod entry;
 
@@ -77,7 +77,7 @@ pub(crate) fn regions(view: &View) -> Vec<RegionSpec> {
         .logs
         .iter()
         .enumerate()
-        .flat_map(|(i, l)| tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0))))
+        .flat_map(|(i, l)| spindle_tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0))))
         .collect()
 }
 

@@ -3,8 +3,8 @@
 use super::Participant;
 use crate::logs::ReplicatedLog;
 use crate::DdsError;
+use spindle_views::view::View;
 use std::sync::Arc;
-use views::view::View;
 
 impl Participant {
     /// A handle on log `name` of `view`'s table (this member of it started if

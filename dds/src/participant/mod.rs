@@ -15,15 +15,15 @@ use crate::sample::Codec;
 use crate::table::{self, Edit, Endpoint, TopicTable};
 use crate::topic::TopicState;
 use crate::{catchup, instance, reader, sample, DataReader, DdsError, Topic};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_views::group::InPlaceBatch;
+use spindle_views::layout::EditError;
+use spindle_views::view::View;
 use std::marker::PhantomData;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use views::group::InPlaceBatch;
-use views::layout::EditError;
-use views::view::View;
 
 impl Participant {
     pub(crate) fn edit(&self, e: &Edit, what: &str) -> Result<View, DdsError> {
@@ -51,7 +51,7 @@ impl Participant {
         self.group.stopped()?;
         Some(match self.group.removal() {
             Some(r) => Stop::Removed(r),
-            None if self.leaving.load(sst::sync::atomic::Ordering::Acquire) => Stop::Left,
+            None if self.leaving.load(spindle_sst::sync::atomic::Ordering::Acquire) => Stop::Left,
             None => Stop::Failed,
         })
     }
@@ -135,7 +135,7 @@ impl Participant {
             return Ok(free.swap_remove(i));
         }
         drop(free);
-        let id = self.next_endpoint.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
+        let id = self.next_endpoint.fetch_add(1, spindle_sst::sync::atomic::Ordering::Relaxed);
         if id >= sample::MAX_WRITERS {
             return Err(DdsError::Qos(QosError::TooManyEndpoints { max: sample::MAX_WRITERS }));
         }
@@ -176,7 +176,7 @@ impl Participant {
     /// `<log_dir>/<domain>/<topic, made file-safe>-<hash>.<node>.log`.
     pub(crate) fn log_path(&self, topic: &str) -> PathBuf {
         let safe: String = topic.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-        let hash = sst::hash::digest(topic.as_bytes()) & 0xffff_ffff;
+        let hash = spindle_sst::hash::digest(topic.as_bytes()) & 0xffff_ffff;
         self.cfg.log_dir.join(&self.cfg.group.name).join(format!("{safe}-{hash:08x}.{}.log", self.shared.me().0))
     }
 

@@ -6,10 +6,10 @@ use super::{deliverer, rejoined, view_started};
 use crate::config::DdsConfig;
 use crate::table::{DdsLayout, Edit};
 use crate::{catchup, logs, serve, wire, DdsError};
-use sst::sync::atomic::AtomicU32;
+use spindle_sst::sync::atomic::AtomicU32;
+use spindle_views::group::GroupBuilder;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use views::group::GroupBuilder;
 
 /// Creates the domain (no `contact` in the group config) or joins it, and
 /// announces the participant (a view change).
@@ -30,7 +30,7 @@ pub(crate) fn start(cfg: DdsConfig) -> Result<Arc<Participant>, DdsError> {
         .deliver_by(move |view, k, _spec| deliverer(&s1, view, k))
         .on_rejoin(move |_| rejoined(&s3))
         .serve(wire::SERVICE, move |body| catchup::answer(&s2, body))
-        .serve(tailwind::service::wire::SERVICE, move |body| s7.logs.answer(body))
+        .serve(spindle_tailwind::service::wire::SERVICE, move |body| s7.logs.answer(body))
         .regions_by(logs::regions)
         .on_view_start(move |v, t| {
             let group = s4.group.get().and_then(Weak::upgrade);

@@ -1,5 +1,5 @@
 //! A member's side of DDS clients (see [`crate::client`]): the domain participant's
-//! [`views::group::ClientHandler`]. A client's topics, readers and writers become
+//! [`spindle_views::group::ClientHandler`]. A client's topics, readers and writers become
 //! the member's: the member lists one proxy writer and one proxy reader per topic
 //! its clients use ([`crate::sample::PROXY`]; the first costs a view change, the
 //! later ones nothing), relays samples to client readers ([`super::relay`]) and
@@ -19,12 +19,12 @@ use crate::sample::{client_header, CLIENT_HEADER};
 use crate::table::TopicTable;
 use crate::topic::TopicState;
 use crate::wire::client::{decode, Call, LogFailure, Push, Refusal, Reply};
-use sst::sync::lock;
+use spindle_sst::sync::lock;
+use spindle_tailwind::service::{Lsn, ReadError};
+use spindle_views::group::{ClientHandler, ClientSession};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::{Lsn, ReadError};
-use views::group::{ClientHandler, ClientSession};
 
 /// Most bytes of history per `History` answer (under the control plane's frame limit).
 const HISTORY_PAGE: usize = 2 << 20;
@@ -251,7 +251,7 @@ impl Serve {
         );
         match sent {
             Ok(_) => {}
-            Err(views::group::SendError::Timeout(_)) => fail(WriteFailure::NoRoom),
+            Err(spindle_views::group::SendError::Timeout(_)) => fail(WriteFailure::NoRoom),
             Err(e) => {
                 tracing::debug!(%e, client = s.id(), writer, "a client's sample not sent");
                 fail(WriteFailure::NotSent)

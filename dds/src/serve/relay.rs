@@ -7,8 +7,8 @@
 use crate::sample::SampleInfo;
 use crate::sink::Src;
 use crate::wire::client::{wire_sample, Push, WireSample};
+use spindle_views::group::ClientSession;
 use std::collections::HashMap;
-use views::group::ClientSession;
 
 /// See the module docs.
 #[derive(Debug, Default)]

@@ -6,8 +6,8 @@
 use crate::engine::{Now, Seen, Served, TopicEngine};
 use crate::error::CatchUpError;
 use crate::history::Entry;
-use sst::transport::NodeId;
-use views::view::ViewId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 
 /// A late join in progress at one member.
 #[derive(Debug)]

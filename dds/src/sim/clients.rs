@@ -7,7 +7,7 @@ use super::member::{key_of, SampleKey};
 use crate::engine::record::Fx;
 use crate::engine::{Now, TopicEngine};
 use crate::qos::Level;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// The reader number and the writer number every client uses.
 pub(crate) const READER: u32 = 0;

@@ -2,7 +2,7 @@
 
 use crate::engine::Mutation;
 use crate::qos::{History, Level, Qos};
-use smc::sim::Rng;
+use spindle_smc::sim::Rng;
 
 /// One simulated topic and its participants.
 #[derive(Debug, Clone)]

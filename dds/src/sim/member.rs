@@ -6,7 +6,7 @@ use crate::engine::{LocalReader, Mutation, Now, TopicEngine};
 use crate::instance::{prefix, InstanceHandle, Kind};
 use crate::qos::{Level, Qos};
 use crate::sample::SampleInfo;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// The writer number every member writes as.
 pub(crate) const WRITER: u32 = 1;

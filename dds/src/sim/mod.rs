@@ -18,9 +18,9 @@
 //! replays exactly:
 //!
 //! ```text
-//! cargo test -p dds --lib sim::                                             # 2,000 seeds
-//! DDS_SIM_SEEDS=100000 cargo test --release -p dds --lib sim::tests::seeds  # a long run
-//! DDS_SIM_SEED=1234 cargo test -p dds --lib sim::tests::replay -- --ignored --nocapture
+//! cargo test -p spindle-dds --lib sim::                                             # 2,000 seeds
+//! DDS_SIM_SEEDS=100000 cargo test --release -p spindle-dds --lib sim::tests::seeds  # a long run
+//! DDS_SIM_SEED=1234 cargo test -p spindle-dds --lib sim::tests::replay -- --ignored --nocapture
 //! ```
 //!
 //! With `DDS_SIM_TRACE` set, a run prints its views, catch-up requests and

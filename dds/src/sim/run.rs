@@ -4,7 +4,7 @@
 use super::invariants;
 use super::world::World;
 use super::{Stats, Violation};
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// Steps of traffic and faults before the run winds down.
 const STEPS: u64 = 4_000;

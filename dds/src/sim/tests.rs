@@ -15,7 +15,7 @@ fn seeds() {
         match run_seed(seed) {
             Ok(s) => total.add(s),
             Err(v) => panic!(
-                "{v}\nreplay: DDS_SIM_SEED={seed} cargo test -p dds --lib sim::tests::replay -- --ignored --nocapture"
+                "{v}\nreplay: DDS_SIM_SEED={seed} cargo test -p spindle-dds --lib sim::tests::replay -- --ignored --nocapture"
             ),
         }
         if count >= 10_000 && (seed - start + 1) % 10_000 == 0 {

@@ -4,8 +4,8 @@ use super::catchup::Fetch;
 use super::world::World;
 use crate::qos::Level;
 use crate::table::{Endpoint, TopicEntry};
-use sst::transport::NodeId;
-use views::view::ViewId;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 
 impl World {
     /// A kill, a restart, a late join or a client's failover, by the seed's odds.

@@ -9,11 +9,11 @@ use crate::engine::record::Fx;
 use crate::engine::Now;
 use crate::qos::Level;
 use crate::sink::Src;
-use smc::sim::Rng;
-use sst::transport::NodeId;
+use spindle_smc::sim::Rng;
+use spindle_sst::transport::NodeId;
+use spindle_views::view::ViewId;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
-use views::view::ViewId;
 
 /// See the module docs.
 #[derive(Debug)]

@@ -6,7 +6,7 @@
 
 use super::TopicState;
 use crate::log::SampleLog;
-use sst::sync::lock;
+use spindle_sst::sync::lock;
 use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};

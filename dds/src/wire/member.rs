@@ -1,9 +1,9 @@
 //! What members ask each other (frames, see [`super`], under the DDS service
-//! number of [`views::group::Group::request_service`]): a late joiner's history,
+//! number of [`spindle_views::group::Group::request_service`]): a late joiner's history,
 //! and how many clients a member serves on a topic.
 
 use serde::{Deserialize, Serialize};
-use views::view::ViewId;
+use spindle_views::view::ViewId;
 
 /// A request between members (the participant's `on_request` handler).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

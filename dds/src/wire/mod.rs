@@ -26,7 +26,7 @@ use thiserror::Error;
 pub(crate) const VERSION: u8 = 0xD2;
 
 /// The DDS layer's service number on the group's control plane.
-pub(crate) const SERVICE: views::group::Service = views::group::Service(3);
+pub(crate) const SERVICE: spindle_views::group::Service = spindle_views::group::Service(3);
 
 /// Why a frame was refused.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -10,7 +10,7 @@ use std::time::Duration;
 /// See the module docs.
 ///
 /// ```no_run
-/// use dds::{DdsError, Writer};
+/// use spindle_dds::{DdsError, Writer};
 /// // Publishes readings through any writer, a participant's or a client's.
 /// fn publish(w: &impl Writer<u64>, readings: &[u64]) -> Result<(), DdsError> {
 ///     for r in readings {

@@ -4,7 +4,7 @@
 //! free slots on the receivers' receipt alone, which raises no local event).
 
 use crate::topic::TopicState;
-use sst::sync::lock;
+use spindle_sst::sync::lock;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Condvar, Mutex, OnceLock};

@@ -2,11 +2,11 @@
 //! fast failure detection, every wait bounded.
 #![allow(dead_code)]
 
-use dds::DdsConfig;
-use dds::DomainParticipant;
+use spindle_dds::DdsConfig;
+use spindle_dds::DomainParticipant;
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::time::Duration;
-use views::config::{Config, Transport};
 
 pub const WAIT: Duration = Duration::from_secs(30);
 

@@ -21,7 +21,7 @@ impl SmcCore {
     }
 
     /// The push that publishes the `wedged` flag.
-    pub fn wedged_push(&self) -> sst::Push {
+    pub fn wedged_push(&self) -> spindle_sst::Push {
         self.row.push(self.lay.wedged.range())
     }
 

@@ -105,7 +105,7 @@ impl SmcCore {
     }
 
     /// The push that publishes this node's `delivered` vector.
-    pub fn delivered_push(&self) -> sst::Push {
+    pub fn delivered_push(&self) -> spindle_sst::Push {
         self.row.push(self.lay.delivered.range())
     }
 

@@ -53,10 +53,10 @@
 use crate::message::{Batch, MsgRef};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
-use sst::sync::Arc;
-use sst::transport::NodeId;
-use sst::Pushes;
-use sst::{Bytes, LocalRow, Table};
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::NodeId;
+use spindle_sst::Pushes;
+use spindle_sst::{Bytes, LocalRow, Table};
 use std::collections::VecDeque;
 use thiserror::Error;
 
@@ -484,8 +484,8 @@ impl SmcCore {
     pub fn set_faults(&mut self, f: Faults) {
         self.faults = f;
         if let Some(s) = &self.send {
-            s.reuse_early.store(f.reuse_early, sst::sync::atomic::Ordering::Relaxed);
-            s.arena_early.store(f.arena_early, sst::sync::atomic::Ordering::Relaxed);
+            s.reuse_early.store(f.reuse_early, spindle_sst::sync::atomic::Ordering::Relaxed);
+            s.arena_early.store(f.arena_early, spindle_sst::sync::atomic::Ordering::Relaxed);
         }
     }
 

@@ -45,9 +45,9 @@
 use super::arena::Arena;
 use super::{parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_NULL};
 use crate::spec::HEADER;
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::{lock, Arc, Mutex};
-use sst::{Bytes, CounterVec, LocalRow};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::{lock, Arc, Mutex};
+use spindle_sst::{Bytes, CounterVec, LocalRow};
 
 const ENTRY_BITS: u32 = 43;
 const ENTRY_MASK: u64 = (1 << ENTRY_BITS) - 1;

@@ -23,10 +23,10 @@ pub use rng::Rng;
 use crate::core::{Reservation, SmcCore};
 use crate::spec::{Mode, SmcLayout, SubgroupSpec};
 use invariants::Checks;
-use sst::sync::Arc;
-use sst::transport::{NodeId, RegionId};
-use sst::Pushes;
-use sst::{Region, Table};
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, RegionId};
+use spindle_sst::Pushes;
+use spindle_sst::{Region, Table};
 use std::collections::VecDeque;
 
 /// How a sender sends.
@@ -192,7 +192,7 @@ pub struct Sim {
 
 const REGION: RegionId = RegionId(0);
 
-pub use sst::hash::digest;
+pub use spindle_sst::hash::digest;
 
 /// The payload sender `r` sends as its `k`-th message: up to `largest` bytes (the
 /// spec's [`SubgroupSpec::largest`], so large ones too where there is an arena).

@@ -126,7 +126,7 @@ impl ColumnRange {
 /// Declares the columns of a row. Column offsets are fixed in declaration order.
 ///
 /// ```
-/// use sst::table::LayoutBuilder;
+/// use spindle_sst::table::LayoutBuilder;
 /// let mut b = LayoutBuilder::new();
 /// let sent = b.counter("sent");
 /// let received = b.counters("received", 3);

@@ -5,7 +5,7 @@
 //! and gates as `shm`. Nodes find each other through a shared [`MemFabric`].
 //!
 //! ```
-//! use sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec, Transport, WriteOp};
+//! use spindle_sst::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec, Transport, WriteOp};
 //! use std::time::Duration;
 //! let fabric = MemFabric::new();
 //! let regions = [RegionSpec { id: RegionId(0), len: 64 }];
@@ -16,7 +16,7 @@
 //! a.region(RegionId(0)).unwrap().apply_write(8, &[42]);
 //! a.post_write(NodeId(1), WriteOp::same(RegionId(0), 8, 8)).unwrap();
 //! a.flush();
-//! assert_eq!(b.region(RegionId(0)).unwrap().load(8, sst::sync::atomic::Ordering::Acquire), 42);
+//! assert_eq!(b.region(RegionId(0)).unwrap().load(8, spindle_sst::sync::atomic::Ordering::Acquire), 42);
 //! ```
 
 use super::direct::{segment_bytes, DirectTransport, Flavor, NodeMem, MAX_NODE_ID};

@@ -2,8 +2,8 @@
 //! child processes of the test binary, with deadlines and cleanup.
 #![allow(dead_code, missing_docs)]
 
-use sst::sync::Arc;
-use sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
+use spindle_sst::sync::Arc;
+use spindle_sst::transport::{NodeId, PeerEvent, RegionSpec, Transport};
 use std::process::Command;
 use std::time::Duration;
 pub use testkit::TransportKind as Kind;

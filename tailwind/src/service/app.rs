@@ -6,7 +6,7 @@
 
 use super::member::LogService;
 use super::node::lock;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::sync::Arc;
 use std::time::Duration;
 

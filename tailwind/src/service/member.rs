@@ -15,12 +15,12 @@ use crate::backup::{Backup, BackupConfig, SegmentId};
 use crate::format::{extent, Tag, TAG_BYTES};
 use crate::replicate::{AppendError, Lsn};
 use node::{AppendOpts, ReadFrom, Tail};
-use sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
+use spindle_views::group::Group;
+use spindle_views::view::View;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use views::group::Group;
-use views::view::View;
 
 /// The regions a log with settings `cfg` takes from `base` on: its buffers, then
 /// its commit word's.
@@ -64,7 +64,8 @@ impl LogService {
         members: impl Fn(&View) -> Vec<NodeId> + Send + Sync + 'static,
     ) -> Result<LogService, StartError> {
         cfg.validate()?;
-        if region_base < views::group::APP_REGIONS || region_base.checked_add(cfg.buffers as u16 + 1).is_none() {
+        if region_base < spindle_views::group::APP_REGIONS || region_base.checked_add(cfg.buffers as u16 + 1).is_none()
+        {
             return Err(StartError::Config(format!("region ids from {region_base:#x} are not the application's")));
         }
         let pool = Backup::new(BackupConfig { dir: cfg.dir.clone(), max_unflushed: cfg.max_unflushed })
@@ -219,7 +220,7 @@ impl LogService {
         let deadline = Instant::now() + within;
         let mut st = node::lock(&self.shared.st);
         loop {
-            if st.ready && !self.shared.fence.load(sst::sync::atomic::Ordering::SeqCst) {
+            if st.ready && !self.shared.fence.load(spindle_sst::sync::atomic::Ordering::SeqCst) {
                 return st.members.first().copied();
             }
             let left = deadline.saturating_duration_since(Instant::now());

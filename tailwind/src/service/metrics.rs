@@ -3,8 +3,8 @@
 
 use super::node::lock;
 use super::{wire, LogService, Lsn};
-use sst::sync::atomic::Ordering;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::transport::NodeId;
 use std::time::Duration;
 
 /// What one member of a log has done and holds ([`LogService::metrics`]). Rates

@@ -1,10 +1,10 @@
-//! Tailwind as a service of a [`views::group::Group`]: a replicated log whose
+//! Tailwind as a service of a [`spindle_views::group::Group`]: a replicated log whose
 //! primary is the first of the log's members in the view and whose backups are
 //! the others. [`LogService`] is one member of one log, driven by whoever owns the
 //! group: [`TailwindLog`] (a group of its own, the [`Replicas`] layout: the first
 //! `replicas` members of the view in rank order) or a DDS domain, which runs
 //! several logs beside its topics with their primaries spread over the members
-//! (`dds::logs`).
+//! (`spindle_dds::logs`).
 //!
 //! ```text
 //!  view v:  primary ──one-sided writes──▶ backup buffers (regions of v's transport)
@@ -48,7 +48,7 @@
 //!
 //! **Rejoin.** A member removed while alive (a stall, a partition) ends the view
 //! it was removed from as any view ends (a primary stops taking appends) and joins
-//! again (`views::config::Config::rejoin`) with its committed segments only: what it
+//! again (`spindle_views::config::Config::rejoin`) with its committed segments only: what it
 //! scanned of its open buffer is dropped (the members that stayed hold every
 //! acknowledged record of it, and it may hold records they dropped), and the new
 //! primary re-seeds it with the segments it lacks.
@@ -58,9 +58,9 @@
 //! record larger than a buffer is refused.
 //!
 //! ```no_run
-//! use tailwind::service::{TailwindConfig, TailwindLog};
+//! use spindle_tailwind::service::{TailwindConfig, TailwindLog};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let group = views::config::Config::from_toml(
+//! let group = spindle_views::config::Config::from_toml(
 //!     "node_id = 0\nlisten = \"127.0.0.1:7100\"\ntransport = \"shm\"\nname = \"logs\"",
 //! )?;
 //! let log = TailwindLog::start(group, TailwindConfig::new("/tmp/tw-node0"))?;
@@ -85,15 +85,15 @@ pub use app::{AppError, APP};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
 pub use node::{ReadError, ReadFrom, Tail, TailStream, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
-use smc::{Mode, SubgroupSpec};
-use sst::transport::NodeId;
+use spindle_smc::{Mode, SubgroupSpec};
+use spindle_sst::transport::NodeId;
+use spindle_views::group::{Group, GroupBuilder, APP_REGIONS};
+use spindle_views::layout::{Layout, LayoutError};
+use spindle_views::view::{View, ViewId};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use views::group::{Group, GroupBuilder, APP_REGIONS};
-use views::layout::{Layout, LayoutError};
-use views::view::{View, ViewId};
 
 /// The log's buffers are regions `LOG_REGIONS`, `LOG_REGIONS + 1`, ... of every
 /// view's transport.
@@ -213,7 +213,7 @@ pub enum StartError {
     Files(String),
     /// The group did not start.
     #[error(transparent)]
-    Group(#[from] views::group::StartError),
+    Group(#[from] spindle_views::group::StartError),
 }
 
 /// What a primary recovered when it took over (see [`LogService::on_recovered`]).
@@ -257,8 +257,8 @@ impl TailwindLog {
     /// Starts (or joins, if `group.contact` is set) the group and this member of
     /// the log. The group runs the [`Replicas`] layout; the log uses its control
     /// plane and its regions [`LOG_REGIONS`]..
-    pub fn start(group: views::config::Config, cfg: TailwindConfig) -> Result<TailwindLog, StartError> {
-        if group.node_id == views::config::AUTO_ID {
+    pub fn start(group: spindle_views::config::Config, cfg: TailwindConfig) -> Result<TailwindLog, StartError> {
+        if group.node_id == spindle_views::config::AUTO_ID {
             // Its segment files and its place among the replicas go by the node id,
             // which a restarted member must keep.
             return Err(StartError::Config("a Tailwind member needs an explicit node_id".into()));

@@ -19,12 +19,12 @@ use super::node::{lock, Primary, Shared};
 use super::wire::{self, Held, Msg, Reply};
 use super::Recovery;
 use crate::backup::Request;
-use sst::transport::{NodeId, Transport};
+use spindle_sst::transport::{NodeId, Transport};
+use spindle_views::group::Group;
+use spindle_views::view::View;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use views::group::Group;
-use views::view::View;
 
 /// The worker loop: waits for views, recovers where this member is the primary.
 /// It holds the group only while it works (the host owns it).

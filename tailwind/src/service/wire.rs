@@ -1,4 +1,4 @@
-//! The service's control-plane frames (over [`views::group::Group::request`]): a
+//! The service's control-plane frames (over [`spindle_views::group::Group::request`]): a
 //! version byte ([`VERSION`], which also tells a host's request router that the
 //! frame is a log's: no other frame of this project starts with it), the log's
 //! number (8 bytes, little-endian: a group may hold several logs), then a postcard
@@ -13,9 +13,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 pub const VERSION: u8 = 0xF2;
 
 /// The service number the log members' requests travel under on a group's control
-/// plane ([`views::group::Service`]): a host that runs other protocols on the same
+/// plane ([`spindle_views::group::Service`]): a host that runs other protocols on the same
 /// group registers the log service's handler for it.
-pub const SERVICE: views::group::Service = views::group::Service(2);
+pub const SERVICE: spindle_views::group::Service = spindle_views::group::Service(2);
 /// Bytes before the postcard body: the version and the log.
 pub const HEAD: usize = 9;
 /// The most bytes of a segment one `Fetch`/`Store` page carries.

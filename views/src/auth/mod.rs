@@ -244,11 +244,11 @@ pub(crate) fn client_id() -> std::io::Result<u64> {
 }
 
 /// The group secret as the proof the tcp data plane's links exchange at setup
-/// (see `sst::transport::tcp::LinkAuth`).
+/// (see `spindle_sst::transport::tcp::LinkAuth`).
 #[derive(Debug)]
 pub(crate) struct LinkProof(pub(crate) Secret);
 
-impl sst::transport::tcp::LinkAuth for LinkProof {
+impl spindle_sst::transport::tcp::LinkAuth for LinkProof {
     fn nonce(&self) -> std::io::Result<[u8; 32]> {
         let mut n = [0u8; 32];
         random(&mut n)?;

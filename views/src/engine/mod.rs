@@ -39,9 +39,9 @@ mod trim;
 use crate::layout::{Layout, MAX_DOC};
 use crate::membership::{Joiner, MembershipLayout, Proposal};
 use crate::view::{LayoutDoc, View};
-use smc::{Deliverable, SmcCore, SubgroupSpec};
-use sst::transport::NodeId;
-use sst::{LocalRow, Pushes, Table};
+use spindle_smc::{Deliverable, SmcCore, SubgroupSpec};
+use spindle_sst::transport::NodeId;
+use spindle_sst::{LocalRow, Pushes, Table};
 use std::sync::Arc;
 
 /// Access to this node's smc cores, by subgroup index in the view's layout.
@@ -292,13 +292,13 @@ impl Engine {
     }
 
     /// Raises this node's heartbeat and returns its (quiet) push.
-    pub fn beat(&self) -> sst::Push {
+    pub fn beat(&self) -> spindle_sst::Push {
         self.row.increment(self.lay.heartbeat);
         self.row.push(self.lay.heartbeat.range()).quiet()
     }
 
     /// The heartbeat column (for a failure detector over the table).
-    pub fn heartbeat_column(&self) -> sst::Counter {
+    pub fn heartbeat_column(&self) -> spindle_sst::Counter {
         self.lay.heartbeat
     }
 
@@ -512,7 +512,7 @@ impl Engine {
         }
         let mut my_cuts = Vec::new();
         for k in mine {
-            if self.specs[k].mode == smc::Mode::Unordered {
+            if self.specs[k].mode == spindle_smc::Mode::Unordered {
                 continue; // delivered on receipt somewhere, maybe: never sent twice
             }
             if self.faults().no_resend {

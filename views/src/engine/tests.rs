@@ -4,7 +4,7 @@
 use super::*;
 use crate::membership::MembershipLayout;
 use crate::view::ViewId;
-use sst::{Region, RegionId};
+use spindle_sst::{Region, RegionId};
 
 struct Net {
     engines: Vec<Engine>,

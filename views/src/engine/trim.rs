@@ -31,7 +31,7 @@
 //! when its sender fails may reach only some members; see the crate docs).
 
 use super::{Action, Cores, Engine, StopReason};
-use smc::CutError;
+use spindle_smc::CutError;
 
 impl Engine {
     pub(super) fn trim<C: Cores>(&mut self, cores: &mut C, out: &mut Vec<Action>) -> Result<(), StopReason> {
@@ -53,7 +53,7 @@ impl Engine {
                 continue;
             }
             let agreed = self.cuts[k].clone().expect("set above");
-            let unordered = self.specs[k].mode == smc::Mode::Unordered;
+            let unordered = self.specs[k].mode == spindle_smc::Mode::Unordered;
             let local = unordered || self.faults().local_cut;
             let cut = if local { cores.with_core(k, |c| c.received().to_vec()) } else { agreed };
             match cores.with_core(k, |c| c.take_up_to_cut(&cut)) {

@@ -14,7 +14,7 @@ use super::{DataListener, Group, Inner, StartError, APP_REGIONS};
 use crate::config::{Config, AUTO_ID};
 use crate::layout::{Layout, Shards};
 use crate::view::View;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::net::TcpListener;
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex, RwLock};
@@ -26,7 +26,7 @@ pub struct GroupBuilder {
     layout: Arc<dyn Layout>,
     hooks: Hooks,
     app_regions: super::RegionsFn,
-    fixed_regions: Option<Vec<sst::transport::RegionSpec>>,
+    fixed_regions: Option<Vec<spindle_sst::transport::RegionSpec>>,
     client_limits: ClientLimits,
     setup_timeout: Duration,
     send_timeout: Duration,
@@ -101,7 +101,7 @@ impl GroupBuilder {
     /// slot (word reads or a copy of what it needs; valid until it returns): no copy.
     ///
     /// ```no_run
-    /// # use views::{config::Config, group::GroupBuilder};
+    /// # use spindle_views::{config::Config, group::GroupBuilder};
     /// # let cfg = Config::builder(0, "127.0.0.1:7000".parse().unwrap()).build().unwrap();
     /// let g = GroupBuilder::new(cfg).on_deliver_in_place(0, |d| {
     ///     let first = d.message.word(0); // bytes 0..8 of the payload, read in place
@@ -121,7 +121,7 @@ impl GroupBuilder {
     /// read in place ([`InPlaceBatch::iter`](super::InPlaceBatch::iter)).
     pub fn deliver_by(
         mut self,
-        f: impl Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync + 'static,
+        f: impl Fn(&View, usize, &spindle_smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync + 'static,
     ) -> Self {
         self.hooks.deliver_by = Some(Box::new(f));
         self
@@ -206,7 +206,7 @@ impl GroupBuilder {
     /// transport, for the application's own one-sided writes
     /// ([`Group::transport`]); each view's are fresh and zeroed (see
     /// [`GroupBuilder::on_view_end`] to keep what they held).
-    pub fn regions(mut self, regions: Vec<sst::transport::RegionSpec>) -> Self {
+    pub fn regions(mut self, regions: Vec<spindle_sst::transport::RegionSpec>) -> Self {
         self.fixed_regions = Some(regions.clone());
         self.app_regions = Arc::new(move |_| regions.clone());
         self
@@ -217,7 +217,10 @@ impl GroupBuilder {
     /// regions from the view that lists it). Every member must compute the same
     /// regions for a view. A view's regions whose ids are below [`APP_REGIONS`] or
     /// repeat are left out of that view (and logged).
-    pub fn regions_by(mut self, f: impl Fn(&View) -> Vec<sst::transport::RegionSpec> + Send + Sync + 'static) -> Self {
+    pub fn regions_by(
+        mut self,
+        f: impl Fn(&View) -> Vec<spindle_sst::transport::RegionSpec> + Send + Sync + 'static,
+    ) -> Self {
         self.fixed_regions = None;
         self.app_regions = Arc::new(f);
         self
@@ -228,7 +231,10 @@ impl GroupBuilder {
     /// last delivery and before its regions are dropped:
     /// the moment to read what peers wrote into the application's regions. Runs on
     /// the thread that installs views; it must not call into the [`Group`].
-    pub fn on_view_end(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
+    pub fn on_view_end(
+        mut self,
+        f: impl FnMut(&View, &Arc<dyn spindle_sst::transport::Transport>) + Send + 'static,
+    ) -> Self {
         self.hooks.on_view_end = Mutex::new(Some(Box::new(f)));
         self
     }
@@ -237,7 +243,10 @@ impl GroupBuilder {
     /// view's transport, just before [`GroupBuilder::on_view`]: the moment to take
     /// the new view's application regions ([`GroupBuilder::regions`]). Runs on the
     /// thread that installs views; it must not call into the [`Group`].
-    pub fn on_view_start(mut self, f: impl FnMut(&View, &Arc<dyn sst::transport::Transport>) + Send + 'static) -> Self {
+    pub fn on_view_start(
+        mut self,
+        f: impl FnMut(&View, &Arc<dyn spindle_sst::transport::Transport>) + Send + 'static,
+    ) -> Self {
         self.hooks.on_view_start = Mutex::new(Some(Box::new(f)));
         self
     }
@@ -301,7 +310,7 @@ impl GroupBuilder {
         if cfg.transport == crate::config::Transport::Shm {
             // Files of members that were killed (or interrupted) before they could
             // remove theirs; only files whose creating process is gone are removed.
-            let swept = sst::transport::shm::remove_stale_files();
+            let swept = spindle_sst::transport::shm::remove_stale_files();
             if swept > 0 {
                 tracing::info!(swept, "removed /dev/shm files of processes that no longer exist");
             }
@@ -420,7 +429,7 @@ impl GroupBuilder {
             }
         };
         let transport = epoch.transport.clone();
-        *sst::sync::write(&inner.current) = Some(epoch);
+        *spindle_sst::sync::write(&inner.current) = Some(epoch);
         super::restart::remember(&inner, &first);
         inner.hooks.view_started(&first, &transport);
         let manager = {
@@ -451,11 +460,13 @@ fn bind(cfg: &mut Config) -> Result<(TcpListener, Option<DataListener>), StartEr
         }
         let addr = data_addr(listen);
         let data = match cfg.transport {
-            crate::config::Transport::Tcp => sst::transport::tcp::bind(addr).map(|l| Some(DataListener::Tcp(l))),
+            crate::config::Transport::Tcp => {
+                spindle_sst::transport::tcp::bind(addr).map(|l| Some(DataListener::Tcp(l)))
+            }
             crate::config::Transport::Rdma => {
                 // Refuse at once, with the reason, rather than at the first view.
-                sst::transport::rdma::available().map_err(StartError::Setup)?;
-                sst::transport::rdma::bind(addr).map(|l| Some(DataListener::Rdma(l)))
+                spindle_sst::transport::rdma::available().map_err(StartError::Setup)?;
+                spindle_sst::transport::rdma::bind(addr).map(|l| Some(DataListener::Rdma(l)))
             }
             _ => Ok(None),
         };
@@ -475,7 +486,7 @@ fn bind(cfg: &mut Config) -> Result<(TcpListener, Option<DataListener>), StartEr
 struct AllMembers(Shards);
 
 impl Layout for AllMembers {
-    fn subgroups(&self, view: &View) -> Result<Vec<smc::SubgroupSpec>, crate::layout::LayoutError> {
+    fn subgroups(&self, view: &View) -> Result<Vec<spindle_smc::SubgroupSpec>, crate::layout::LayoutError> {
         let n = view.members().len();
         Shards { shard_size: n, ..self.0.clone() }.subgroups(view)
     }

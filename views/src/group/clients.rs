@@ -28,9 +28,9 @@ use super::Inner;
 use crate::link::Link;
 use crate::view::ViewId;
 use crate::wire::{encode, Message, MAX_REASON};
-use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::collections::VecDeque;
 use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
@@ -171,7 +171,7 @@ impl Clients {
 
     /// Relays one delivered batch of subgroup `k` of `view`, whose first message is
     /// at `first` in the view's delivery order, to the sessions subscribed to `k`.
-    pub(crate) fn relay(&self, view: ViewId, k: usize, first: u64, batch: &smc::Batch, senders: &[NodeId]) {
+    pub(crate) fn relay(&self, view: ViewId, k: usize, first: u64, batch: &spindle_smc::Batch, senders: &[NodeId]) {
         if self.subscriptions.load(Ordering::Acquire) == 0 {
             return;
         }

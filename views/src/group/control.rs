@@ -9,9 +9,9 @@ use crate::engine::JoinRefusal;
 use crate::link::{Link, LinkError};
 use crate::membership::Joiner;
 use crate::wire::{MemberInfo, Message, ViewMsg};
-use sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
@@ -109,13 +109,13 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         Err(reason)
     };
     let auto = member.node == crate::config::AUTO_ID;
-    if !auto && member.node >= sst::transport::MAX_NODE_ID {
-        return refuse(&mut stream, format!("node ids must be below {}", sst::transport::MAX_NODE_ID));
+    if !auto && member.node >= spindle_sst::transport::MAX_NODE_ID {
+        return refuse(&mut stream, format!("node ids must be below {}", spindle_sst::transport::MAX_NODE_ID));
     }
     let SocketAddr::V4(addr) = member.control else {
         return refuse(&mut stream, "joiners need an IPv4 control address".into());
     };
-    let cur = sst::sync::read(&inner.current);
+    let cur = spindle_sst::sync::read(&inner.current);
     let Some(epoch) = cur.as_ref() else {
         // Stranded: a member of the view it lost the majority of is back (see
         // `restart`); the restart takes it in once enough are.
@@ -137,8 +137,11 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
     };
     // A joiner without an id gets one no member of the group ever had.
     let node = if auto { inner.directory.grant(addr, &epoch.view) } else { NodeId(member.node) };
-    if node.0 >= sst::transport::MAX_NODE_ID {
-        return refuse(&mut stream, format!("this group gave out every node id below {}", sst::transport::MAX_NODE_ID));
+    if node.0 >= spindle_sst::transport::MAX_NODE_ID {
+        return refuse(
+            &mut stream,
+            format!("this group gave out every node id below {}", spindle_sst::transport::MAX_NODE_ID),
+        );
     }
     match epoch.request_join(Joiner { node, addr: Some(addr) }) {
         Ok(()) => {

@@ -10,9 +10,9 @@
 
 use super::clients::Clients;
 use crate::view::ViewId;
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::sync::{Arc, Mutex};
 
 /// A delivered message as the callback sees it.
@@ -34,7 +34,7 @@ pub struct InPlace<'a> {
     /// Its sender.
     pub sender: NodeId,
     /// The message in its slot: `len`, `word(i)`, `read(buf)`, `to_vec()`.
-    pub message: smc::Message<'a>,
+    pub message: spindle_smc::Message<'a>,
 }
 
 /// The messages of one delivered batch, in delivery order, read in place (see
@@ -44,7 +44,7 @@ pub struct InPlaceBatch<'a> {
     /// The view they were delivered in.
     pub view: ViewId,
     senders: &'a [NodeId],
-    batch: &'a smc::Batch,
+    batch: &'a spindle_smc::Batch,
 }
 
 impl InPlaceBatch<'_> {
@@ -81,11 +81,11 @@ pub(crate) fn upcall(
     (vid, k): (ViewId, usize),
     senders: Vec<NodeId>,
     clients: Arc<Clients>,
-) -> smc::runtime::Upcall {
+) -> spindle_smc::runtime::Upcall {
     let mut buf = Vec::new();
     // Position of the next message in this view's delivery order of `k`.
     let mut index = 0u64;
-    Box::new(move |batch: &smc::Batch| {
+    Box::new(move |batch: &spindle_smc::Batch| {
         count.fetch_add(batch.len() as u64, Ordering::Relaxed);
         clients.relay(vid, k, index, batch, &senders);
         index += batch.len() as u64;

@@ -4,8 +4,8 @@
 use crate::link::Link;
 use crate::view::View;
 use crate::wire::MemberInfo;
-use sst::sync::lock;
-use sst::transport::{GoneProbe, NodeId};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::{GoneProbe, NodeId};
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Mutex;

@@ -44,7 +44,7 @@ const ANSWER_EVERY: Duration = Duration::from_millis(50);
 /// The multicast address and port of group `name`: 239.255.a.b (site-local
 /// scope), port 17400 to 18399, both from a hash of the name.
 pub fn beacon_addr(name: &str) -> SocketAddrV4 {
-    let h = sst::hash::digest(name.as_bytes());
+    let h = spindle_sst::hash::digest(name.as_bytes());
     let ip = Ipv4Addr::new(239, 255, (h >> 8) as u8, h as u8);
     SocketAddrV4::new(ip, 17_400 + ((h >> 16) % 1000) as u16)
 }
@@ -283,7 +283,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
             Ok(b) => b,
             Err(e) => match with_other_credentials(&buf[..n], &inner.cfg.name).filter(|q| q.kind == QUERY) {
                 Some(q) => {
-                    inner.counters.auth_refused.fetch_add(1, sst::sync::atomic::Ordering::Relaxed);
+                    inner.counters.auth_refused.fetch_add(1, spindle_sst::sync::atomic::Ordering::Relaxed);
                     q
                 }
                 None => {
@@ -303,7 +303,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
         }
         // A member that runs a view answers here; one that lost its majority
         // answers stranded (not one between views or rejoining otherwise).
-        let running = sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
+        let running = spindle_sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
         let (kind, view, members) = match (running, inner.status.removal()) {
             (Some(v), _) => (HERE, v.id().0, v.members().len()),
             (None, Some(super::Removal::NoMajority(m))) => (STRANDED, m.view.0, m.members.len()),

@@ -43,12 +43,12 @@ use crate::engine::{Action, Cores, Engine, JoinRefusal};
 use crate::membership::Joiner;
 use crate::membership::MembershipLayout;
 use crate::view::View;
-use smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
-use smc::{SmcCore, SmcLayout, SubgroupSpec};
-use sst::heartbeat::Detector;
-use sst::predicate::{Kind, PollConfig};
-use sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
-use sst::{Pushes, Table};
+use spindle_smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
+use spindle_smc::{SmcCore, SmcLayout, SubgroupSpec};
+use spindle_sst::heartbeat::Detector;
+use spindle_sst::predicate::{Kind, PollConfig};
+use spindle_sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
+use spindle_sst::{Pushes, Table};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -92,7 +92,7 @@ impl Cores for SubCores<'_> {
     }
 }
 
-use sst::sync::lock;
+use spindle_sst::sync::lock;
 
 impl Epoch {
     /// Builds the runtime of `view` (the transport setup waits for its members).
@@ -138,7 +138,7 @@ impl Epoch {
             }
             crate::config::Transport::Tcp | crate::config::Transport::Rdma => {
                 let addrs = inner.directory.data_addrs(&peers)?;
-                let group = sst::hash::digest(cfg.name.as_bytes()) ^ view.id().0;
+                let group = spindle_sst::hash::digest(cfg.name.as_bytes()) ^ view.id().0;
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
                     DataListener::Tcp(listener) => {
@@ -155,13 +155,13 @@ impl Epoch {
                         Arc::new(listener.establish(&c).map_err(|e| format!("tcp setup of view {v}: {e}"))?)
                     }
                     DataListener::Rdma(listener) => {
-                        let c = sst::transport::rdma::RdmaConfig {
+                        let c = spindle_sst::transport::rdma::RdmaConfig {
                             timeout,
                             partial: true,
                             device: cfg.rdma_device.clone(),
                             port: cfg.rdma_port,
                             gid_index: cfg.gid_index,
-                            ..sst::transport::rdma::RdmaConfig::new(me, addrs, group, regions)
+                            ..spindle_sst::transport::rdma::RdmaConfig::new(me, addrs, group, regions)
                         };
                         listener.establish_dyn(&c).map_err(|e| format!("rdma setup of view {v}: {e}"))?
                     }

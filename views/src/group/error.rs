@@ -2,7 +2,7 @@
 //! Each error says whether the caller can fix it or this node is done.
 
 use crate::config::ConfigError;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::net::SocketAddr;
 use thiserror::Error;
 

@@ -3,9 +3,9 @@
 use super::clients::Clients;
 use super::deliver::{self, Callback, InPlaceBatch};
 use crate::view::View;
-use sst::sync::atomic::AtomicU64;
-use sst::sync::lock;
-use sst::transport::Transport;
+use spindle_sst::sync::atomic::AtomicU64;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::Transport;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -23,7 +23,7 @@ pub(crate) type WedgeFn = Arc<dyn Fn(&View) + Send + Sync>;
 /// A per-batch in-place delivery callback (see [`super::GroupBuilder::deliver_by`]).
 pub type BatchCallback = Box<dyn FnMut(&InPlaceBatch<'_>) + Send>;
 /// Makes the batch delivery callback of one subgroup of one view.
-pub type DeliverFactory = Box<dyn Fn(&View, usize, &smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync>;
+pub type DeliverFactory = Box<dyn Fn(&View, usize, &spindle_smc::SubgroupSpec) -> Option<BatchCallback> + Send + Sync>;
 
 /// State a subgroup declares for joiners: `get` runs at the member that takes the
 /// join, at the start of the view that adds it; `set` runs at the joiner before it
@@ -66,10 +66,10 @@ impl Hooks {
         &self,
         k: usize,
         view: &View,
-        spec: &smc::SubgroupSpec,
+        spec: &spindle_smc::SubgroupSpec,
         delivered: Arc<AtomicU64>,
         clients: Arc<Clients>,
-    ) -> smc::runtime::Upcall {
+    ) -> spindle_smc::runtime::Upcall {
         let cb = self.deliver.get(&k).cloned().or_else(|| {
             let f = self.deliver_by.as_ref()?(view, k, spec)?;
             Some(Arc::new(Mutex::new(Callback::Batch(f))))

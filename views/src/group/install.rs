@@ -5,8 +5,8 @@ use super::epoch::Epoch;
 use super::{control, Event, Inner};
 use crate::engine::{Next, StopReason};
 use crate::wire::ViewMsg;
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,7 +30,7 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
                 }
             }
             Ok(Event::Stop(why)) => {
-                let view = sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
+                let view = spindle_sst::sync::read(&inner.current).as_ref().map(|e| e.view.clone());
                 let removal = view.and_then(|v| match &why {
                     StopReason::Minority { lost, .. } => Some(super::Removal::NoMajority(super::NoMajority {
                         view: v.id(),
@@ -78,7 +78,7 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
 
 fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc::Sender<Event>) -> Result<(), String> {
     let me = NodeId(inner.cfg.node_id);
-    let mut cur = sst::sync::write(&inner.current);
+    let mut cur = spindle_sst::sync::write(&inner.current);
     let mut old = cur.take().ok_or("no view to leave")?;
     // No send is in flight now (senders hold the read lock): take what the trim
     // discarded, including anything published since the engine looked.
@@ -130,7 +130,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
                         Ok(_) => resent += 1,
                         // The new view is already changing (an edit or a failure came
                         // at once): the rest go out after the next install.
-                        Err(smc::SendError::Wedged) => {
+                        Err(spindle_smc::SendError::Wedged) => {
                             let rest: Vec<Vec<u8>> = std::iter::once(m).chain(msgs).collect();
                             carried += rest.len() as u64;
                             lock(&inner.carry).push((k, rest));

@@ -1,7 +1,7 @@
 //! What a running group counts: views, deliveries, sends and resends.
 
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -28,9 +28,9 @@
 //! later than others are not removed until no majority is left.
 //!
 //! ```no_run
-//! use views::config::Config;
-//! use views::group::GroupBuilder;
-//! use views::layout::Shards;
+//! use spindle_views::config::Config;
+//! use spindle_views::group::GroupBuilder;
+//! use spindle_views::layout::Shards;
 //! let cfg = Config::builder(0, "127.0.0.1:7000".parse().unwrap()).name("demo").build().unwrap();
 //! let group = GroupBuilder::new(cfg)
 //!     .layout(Shards { shard_size: 3, ..Shards::default() })
@@ -66,8 +66,8 @@ use crate::view::View;
 use directory::Directory;
 use epoch::Epoch;
 use metrics::Counters;
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use status::Status;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, RwLock};
@@ -102,12 +102,12 @@ impl Service {
 pub const APP_REGIONS: u16 = 0x8000;
 
 /// The application's regions of a view ([`GroupBuilder::regions_by`]).
-pub(crate) type RegionsFn = Arc<dyn Fn(&View) -> Vec<sst::transport::RegionSpec> + Send + Sync>;
+pub(crate) type RegionsFn = Arc<dyn Fn(&View) -> Vec<spindle_sst::transport::RegionSpec> + Send + Sync>;
 
 /// Where a member's data plane sets up each view's transport (tcp and rdma).
 pub(crate) enum DataListener {
-    Tcp(sst::transport::tcp::Listener),
-    Rdma(sst::transport::rdma::RdmaListener),
+    Tcp(spindle_sst::transport::tcp::Listener),
+    Rdma(spindle_sst::transport::rdma::RdmaListener),
 }
 
 /// What the predicate thread tells the manager thread.
@@ -166,7 +166,7 @@ impl Inner {
     /// waiting for a slot (which holds the read lock) gives up and lets a stop take
     /// the write lock. Without it a minority member whose window was full hung here.
     fn freeze_current(&self) {
-        if let Some(e) = sst::sync::read(&self.current).as_ref() {
+        if let Some(e) = spindle_sst::sync::read(&self.current).as_ref() {
             for s in e.subs.iter().flatten() {
                 s.with_core(|c| c.wedge());
                 s.wake_senders();
@@ -187,7 +187,7 @@ impl Inner {
         self.status.set_stopped(why);
         self.clients.close_all();
         self.freeze_current();
-        let mut cur = sst::sync::write(&self.current);
+        let mut cur = spindle_sst::sync::write(&self.current);
         if let Some(mut e) = cur.take() {
             e.stop();
         }
@@ -212,14 +212,14 @@ impl std::fmt::Debug for Group {
 impl Group {
     /// The current view, if this node still runs one.
     pub fn view(&self) -> Option<View> {
-        sst::sync::read(&self.inner.current).as_ref().map(|e| e.view.clone())
+        spindle_sst::sync::read(&self.inner.current).as_ref().map(|e| e.view.clone())
     }
 
     /// The current view and its transport, for one-sided writes into the
     /// application's regions ([`GroupBuilder::regions`]) of its members. A new view
     /// has a new transport: take it again after a view change.
-    pub fn transport(&self) -> Option<(View, Arc<dyn sst::transport::Transport>)> {
-        let cur = sst::sync::read(&self.inner.current);
+    pub fn transport(&self) -> Option<(View, Arc<dyn spindle_sst::transport::Transport>)> {
+        let cur = spindle_sst::sync::read(&self.inner.current);
         cur.as_ref().map(|e| (e.view.clone(), e.transport.clone()))
     }
 
@@ -283,7 +283,7 @@ impl Group {
         let deadline = Instant::now() + within;
         loop {
             let gen = self.inner.status.generation();
-            if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
+            if let Some(e) = spindle_sst::sync::read(&self.inner.current).as_ref() {
                 if f(e) {
                     return true;
                 }
@@ -344,7 +344,7 @@ impl Group {
             return Ok(view);
         }
         lock(&self.inner.edits).push(edit.to_vec());
-        if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
+        if let Some(e) = spindle_sst::sync::read(&self.inner.current).as_ref() {
             // If this view's list is full or it is ending, the next view asks again.
             e.request_edit(edit);
         }
@@ -370,7 +370,7 @@ impl Group {
     /// Leaves the group gracefully: a view change removes this node after everything
     /// it is owed is delivered. Waits up to `within`.
     pub fn leave(&self, within: Duration) -> bool {
-        if let Some(e) = sst::sync::read(&self.inner.current).as_ref() {
+        if let Some(e) = spindle_sst::sync::read(&self.inner.current).as_ref() {
             e.leave();
         }
         let deadline = Instant::now() + within;

@@ -26,8 +26,8 @@ use super::directory::member_info;
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
 use crate::view::{LayoutDoc, View, ViewId};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::net::SocketAddr;
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::Arc;
@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 /// The view a joiner's welcome gives: runs the state hooks and learns the members'
 /// addresses first.
 pub(crate) fn take_welcome(inner: &Inner, (view, states, client_key): control::Welcome) -> View {
-    *sst::sync::lock(&inner.client_key) = client_key;
+    *spindle_sst::sync::lock(&inner.client_key) = client_key;
     for (k, bytes) in states {
         inner.hooks.set_state(k, &bytes);
     }
@@ -73,7 +73,7 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     inner.clients.close_all();
     inner.freeze_current();
     let mut last = None;
-    if let Some(mut old) = sst::sync::write(&inner.current).take() {
+    if let Some(mut old) = spindle_sst::sync::write(&inner.current).take() {
         last = Some(old.view.clone());
         // The view is over for this node (no more deliveries): as at any view's
         // end, the application reads what it needs from its regions.
@@ -178,7 +178,7 @@ fn restart_if_back(inner: &Arc<Inner>, last: Option<&View>, tx: &Sender<Event>) 
 /// announced.
 fn back_in(inner: &Arc<Inner>, epoch: Epoch, view: &View) {
     let transport = epoch.transport.clone();
-    *sst::sync::write(&inner.current) = Some(epoch);
+    *spindle_sst::sync::write(&inner.current) = Some(epoch);
     inner.status.set_rejoining(None);
     inner.status.set_removal(None);
     inner.restore.clear();

@@ -4,7 +4,7 @@
 //! (see `rejoin`).
 
 use crate::view::ViewId;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// A node that could not reach a strict majority of its view's members (the
 /// majority rule, [`crate::config::Config::majority`]): it stopped taking part in

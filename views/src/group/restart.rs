@@ -26,8 +26,8 @@
 use super::Inner;
 use crate::view::{View, ViewId};
 use serde::{Deserialize, Serialize};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -82,7 +82,7 @@ pub(crate) fn load(dir: &Path, group: &str) -> Result<Option<Stored>, StateDirEr
         Err(e) => return Err(io(&path, e)),
     };
     let s: Stored = postcard::from_bytes(&bytes).map_err(|_| StateDirError::Damaged(path.clone()))?;
-    if s.version != VERSION || s.node >= sst::transport::MAX_NODE_ID || !s.members.contains(&s.node) {
+    if s.version != VERSION || s.node >= spindle_sst::transport::MAX_NODE_ID || !s.members.contains(&s.node) {
         return Err(StateDirError::Damaged(path));
     }
     if s.group != group {

@@ -3,7 +3,7 @@
 
 use super::{Group, SendError};
 use crate::view::View;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::time::{Duration, Instant};
 
 /// Sends in one subgroup of a [`Group`] (see [`Group::subgroup`]).
@@ -19,7 +19,11 @@ impl SubgroupHandle<'_> {
         self.group.send(self.k, data)
     }
     /// Sends a message built in place (see [`Group::send_with`]).
-    pub fn send_with(&self, len: usize, build: impl Fn(&mut smc::runtime::SendSlot<'_>)) -> Result<(), SendError> {
+    pub fn send_with(
+        &self,
+        len: usize,
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
+    ) -> Result<(), SendError> {
         self.group.send_with(self.k, len, build)
     }
 }
@@ -42,7 +46,7 @@ impl Group {
         &self,
         k: usize,
         len: usize,
-        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
         self.send_where(|_| Some(k), len, build)
     }
@@ -55,7 +59,7 @@ impl Group {
         &self,
         pick: impl Fn(&View) -> Option<usize>,
         len: usize,
-        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
     ) -> Result<(), SendError> {
         self.send_where_within(pick, len, build, None, None)
     }
@@ -69,7 +73,7 @@ impl Group {
         &self,
         pick: impl Fn(&View) -> Option<usize>,
         len: usize,
-        build: impl Fn(&mut smc::runtime::SendSlot<'_>),
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
         room: Option<Duration>,
         view: Option<Duration>,
     ) -> Result<(), SendError> {
@@ -87,7 +91,7 @@ impl Group {
             // a view change must be able to take meanwhile.
             let mut full = None;
             {
-                let cur = sst::sync::read(&self.inner.current);
+                let cur = spindle_sst::sync::read(&self.inner.current);
                 if cur.is_none() {
                     // Out of the view for lack of a majority: say so now, not after
                     // the send timeout (a removed node waits: it is back soon).
@@ -109,14 +113,16 @@ impl Group {
                                     self.inner.counters.sent_one();
                                     return Ok(());
                                 }
-                                Err(smc::SendError::TooLarge { len, max }) => {
+                                Err(spindle_smc::SendError::TooLarge { len, max }) => {
                                     return Err(SendError::TooLarge { len, max })
                                 }
-                                Err(smc::SendError::Busy) if !backoff.is_completed() => {
+                                Err(spindle_smc::SendError::Busy) if !backoff.is_completed() => {
                                     backoff.snooze();
                                     continue;
                                 }
-                                Err(smc::SendError::Full | smc::SendError::Busy) => full = Some(s.clone()),
+                                Err(spindle_smc::SendError::Full | spindle_smc::SendError::Busy) => {
+                                    full = Some(s.clone())
+                                }
                                 Err(_) => {} // wedged: wait for the next view
                             }
                         }

@@ -1,8 +1,8 @@
 //! Whether this node still runs, why it stopped, and the generation counter that
 //! waiters (senders, `wait_for_members`, layout edits) sleep on between views.
 
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 

@@ -2,9 +2,9 @@
 //! time), sizes, modes, faults and timing, all drawn from one seed.
 
 use crate::view::View;
-use smc::sim::Rng;
-use smc::{Mode, SubgroupSpec};
-use sst::transport::NodeId;
+use spindle_smc::sim::Rng;
+use spindle_smc::{Mode, SubgroupSpec};
+use spindle_sst::transport::NodeId;
 
 /// A fault the schedule injects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -4,7 +4,7 @@
 use super::{Fault, GroupSim};
 use crate::engine::JoinRefusal;
 use crate::membership::Joiner;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 impl GroupSim {
     pub(super) fn crash(&mut self, i: usize, torn: bool) {

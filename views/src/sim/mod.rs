@@ -32,10 +32,10 @@ use crate::engine::{Action, Engine, Next};
 use crate::membership::MembershipLayout;
 use crate::view::View;
 use invariants::Checks;
-use smc::sim::Rng;
-use smc::{Mode, SmcCore, SmcLayout, SubgroupSpec};
-use sst::transport::{NodeId, RegionId};
-use sst::{Pushes, Region, Table};
+use spindle_smc::sim::Rng;
+use spindle_smc::{Mode, SmcCore, SmcLayout, SubgroupSpec};
+use spindle_sst::transport::{NodeId, RegionId};
+use spindle_sst::{Pushes, Region, Table};
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -43,7 +43,7 @@ use config::SimLayout;
 pub use config::{Fault, GroupSimConfig, Senders};
 
 use network::Link;
-pub use smc::sim::Violation;
+pub use spindle_smc::sim::Violation;
 
 /// What a finished run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

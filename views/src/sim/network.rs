@@ -2,7 +2,7 @@
 //! each landing only in the view it was posted in.
 
 use super::GroupSim;
-use sst::Pushes;
+use spindle_sst::Pushes;
 use std::collections::VecDeque;
 
 /// One posted write in flight.

@@ -12,7 +12,7 @@
 //! peer that never comes uses up the deadline of every peer after it.
 
 use super::{GroupSim, SimNode};
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// A node's setup of its current view.
 #[derive(Debug, Clone)]

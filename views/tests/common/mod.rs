@@ -1,8 +1,8 @@
 //! What the Group tests share: a member's config on loopback.
 
+use spindle_views::config::{Config, ConfigBuilder, Transport};
 use std::net::SocketAddr;
 use std::time::Duration;
-use views::config::{Config, ConfigBuilder, Transport};
 
 /// Member `id` of group `name` over `t`, on a free loopback control port, joining
 /// through `contact` if given, with short test timeouts (heartbeat 50 ms, failure

@@ -32,15 +32,15 @@ use bench::mcast::Digest;
 use bench::{err, out, round};
 use clap::Parser;
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_views::config::{Config, Transport};
+use spindle_views::group::GroupBuilder;
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use views::config::{Config, Transport};
-use views::group::GroupBuilder;
 
 mod member;
 mod rejoin;
@@ -297,7 +297,7 @@ impl Drop for Members {
             let _ = m.child.kill();
             let _ = m.child.wait();
         }
-        sst::transport::shm::remove_stale_files();
+        spindle_sst::transport::shm::remove_stale_files();
     }
 }
 
@@ -305,7 +305,7 @@ impl Drop for Members {
 /// Who is killed, and when (sorted). With `--kill-leader`, member 0 (the leader: the
 /// lowest rank of every view it is in) is the last victim, so it dies while the
 /// change that the earlier kills started is running.
-fn kill_schedule(args: &Args, rng: &mut smc::sim::Rng, total: Duration) -> (Vec<usize>, Vec<Duration>) {
+fn kill_schedule(args: &Args, rng: &mut spindle_smc::sim::Rng, total: Duration) -> (Vec<usize>, Vec<Duration>) {
     let mut victims: Vec<usize> = Vec::new();
     let first = if args.kill_leader { 1 } else { 0 };
     while victims.len() < args.kill - usize::from(args.kill_leader) {
@@ -317,7 +317,7 @@ fn kill_schedule(args: &Args, rng: &mut smc::sim::Rng, total: Duration) -> (Vec<
     if args.kill_leader {
         victims.push(0);
     }
-    let mid = |rng: &mut smc::sim::Rng| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0));
+    let mid = |rng: &mut spindle_smc::sim::Rng| total.mul_f64(0.2 + 0.6 * (rng.below(1000) as f64 / 1000.0));
     let mut at: Vec<Duration> = if args.burst_ms > 0 {
         let start = mid(rng);
         let w = args.burst_ms * 1000;
@@ -333,7 +333,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
     });
-    let mut rng = smc::sim::Rng::new(seed);
+    let mut rng = spindle_smc::sim::Rng::new(seed);
     let name = format!("chaos{}", std::process::id());
     let ports = testkit::free_ports(args.nodes)?;
     let (tx, rx) = channel();

@@ -5,7 +5,7 @@ use super::*;
 
 pub(crate) fn child(args: &Args, id: u32) -> i32 {
     testkit::die_with_parent();
-    // RUST_LOG=views=info shows each view change's steps on stderr.
+    // RUST_LOG=spindle_views=info shows each view change's steps on stderr.
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
@@ -56,13 +56,14 @@ fn whole(m: &[u8], expect: &[u8]) -> bool {
 fn run_member(args: &Args, id: u32) -> Result<(), String> {
     // --auto: nothing chosen by hand (the group gives the id, the OS the ports,
     // discovery the contact).
-    let (id, port) = if args.auto { (views::config::AUTO_ID, 0) } else { (id, args.port.ok_or("--port is required")?) };
+    let (id, port) =
+        if args.auto { (spindle_views::config::AUTO_ID, 0) } else { (id, args.port.ok_or("--port is required")?) };
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
     let mut b = Config::builder(id, SocketAddr::from((args.ip, port)))
         .name(args.name.as_deref().unwrap_or("chaos"))
         .transport(transport)
         .max_msg(args.size.min(SLOT))
-        .arena(if args.size > SLOT { (4 * args.size).clamp(64 << 20, smc::spec::MAX_ARENA) } else { 0 })
+        .arena(if args.size > SLOT { (4 * args.size).clamp(64 << 20, spindle_smc::spec::MAX_ARENA) } else { 0 })
         .window(64)
         .timeouts(Duration::from_millis(args.heartbeat_ms), Duration::from_millis(args.failure_ms));
     if let Some(c) = args.contact {
@@ -200,7 +201,9 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
                         }
                         // Out of the view (no majority): sends fail at once until
                         // it is back; try again shortly rather than spin.
-                        Err(views::group::SendError::NoMajority(_)) => std::thread::sleep(Duration::from_millis(10)),
+                        Err(spindle_views::group::SendError::NoMajority(_)) => {
+                            std::thread::sleep(Duration::from_millis(10))
+                        }
                         Err(_) => {}
                     }
                 }

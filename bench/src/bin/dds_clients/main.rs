@@ -29,12 +29,12 @@ mod stall;
 use bench::mcast::Digest;
 use bench::{out, round};
 use clap::Parser;
-use dds::DdsConfig;
-use dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
-use dds::{History, Level, Qos};
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_dds::DdsConfig;
+use spindle_dds::{ClientConfig, DomainClient, DomainParticipant, Sample};
+use spindle_dds::{History, Level, Qos};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -221,7 +221,7 @@ pub(crate) fn client(contacts: Vec<SocketAddr>) -> Result<DomainClient, String> 
 
 /// One run: a domain, two clients, a kill.
 fn run(args: &Args) -> Result<Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_members(N, TransportKind::Shm, Duration::from_secs(120), &[], &[], &[])?;
     let all: Vec<usize> = (0..N).collect();
     let addrs = kids.expect_lines("LISTEN ", &all).map_err(|e| e.to_string())?;
@@ -273,8 +273,9 @@ fn run(args: &Args) -> Result<Value, String> {
     // stops moves again (to a member still running), which is not the kill's move.
     let (reader_moves, writer_moves) = (rc.failovers(), wc.failovers());
     let (results, exited_ok) = bench::stop_survivors(kids, N, VICTIM, &format!("STOP {total}"))?;
-    sst::transport::shm::remove_stale_files();
-    let me = dds::WriterId { node: sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }.to_string();
+    spindle_sst::transport::shm::remove_stale_files();
+    let me = spindle_dds::WriterId { node: spindle_sst::transport::NodeId(0), id: writer.id(), client: Some(wc.id()) }
+        .to_string();
     let exactly_once = results.iter().all(|r| {
         r["client_writers"].as_array().is_some_and(|ws| {
             ws.iter().any(|w| {

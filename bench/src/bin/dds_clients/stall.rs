@@ -6,10 +6,10 @@
 
 use super::{client, Args, VICTIM};
 use bench::round;
-use dds::Sample;
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_dds::Sample;
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
@@ -87,7 +87,7 @@ fn signal(pid: u32, sig: &str) -> Result<(), String> {
 
 /// The run: see the module docs.
 pub(super) fn run() -> Result<Value, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut kids = bench::start_members(3, TransportKind::Shm, Duration::from_secs(120), &[], &[], &[])?;
     let all: Vec<usize> = (0..3).collect();
     let addrs = kids.expect_lines("LISTEN ", &all).map_err(|e| e.to_string())?;
@@ -125,7 +125,7 @@ pub(super) fn run() -> Result<Value, String> {
     kids.tell_all("EXIT").map_err(|e| e.to_string())?;
     let exited_ok = kids.wait_all_but(&[]).map_err(|e| e.to_string())?;
     drop(kids);
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let rate = |x: (Instant, u64), y: (Instant, u64)| (y.1 - x.1) as f64 / (y.0 - x.0).as_secs_f64().max(1e-9);
     let (before, stopped) = (rate(a, b), rate(b, c));
     let client: Value = serde_json::from_str(&report).map_err(|e| format!("the client reported {report:?}: {e}"))?;

@@ -1,14 +1,14 @@
-//! `dds_perf --clients K`: K subscriber clients (`dds::DomainClient`, over TCP)
+//! `dds_perf --clients K`: K subscriber clients (`spindle_dds::DomainClient`, over TCP)
 //! in this process, spread over the member readers, each reading every sample in
 //! place as a member reader does. Members list their proxy endpoints before the
 //! clients connect, so clients cost no view change; each member reports its CPU,
 //! its memory at the start and end of the run and the view changes during it.
 
 use bench::round;
-use dds::{ClientConfig, DomainClient, DomainParticipant};
 use serde_json::{json, Value};
-use sst::sync::atomic::Ordering;
-use sst::sync::lock;
+use spindle_dds::{ClientConfig, DomainClient, DomainParticipant};
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::lock;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -20,7 +20,7 @@
 //! run also times a plain sequential write of the same bytes to a file in the same
 //! directory (the disk's baseline) and reports both.
 //!
-//! With `--clients K`, K subscriber clients (`dds::DomainClient`, over TCP) in
+//! With `--clients K`, K subscriber clients (`spindle_dds::DomainClient`, over TCP) in
 //! the parent process read the topic too, spread over the member readers; the
 //! summary adds their rates (`client_samples_per_s`, `min_client_samples_per_s`),
 //! the members' CPU and memory, and `view_changes_during_run` (which must be 0).
@@ -30,17 +30,17 @@ mod clients;
 
 use bench::{out, round, Latency};
 use clap::Parser;
-use dds::DdsConfig;
-use dds::{DataReader, DataWriter, DomainParticipant};
-use dds::{History, Level, Qos};
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_dds::DdsConfig;
+use spindle_dds::{DataReader, DataWriter, DomainParticipant};
+use spindle_dds::{History, Level, Qos};
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::TransportKind;
-use views::config::{Config, Transport};
 
 #[derive(Parser, Debug, Clone)]
 #[command(about = "DDS pub/sub throughput and latency over spindle, like ddsperf")]
@@ -113,7 +113,7 @@ fn main() {
     let args = Args::parse();
     if let Some(s) = &args.secret_file {
         // Before any thread: the members read it at start, the children inherit it.
-        std::env::set_var(views::config::SECRET_ENV, s);
+        std::env::set_var(spindle_views::config::SECRET_ENV, s);
     }
     let large = args.size.is_power_of_two() && (POD_MAX * 2..=64 << 20).contains(&args.size);
     if !SIZES.contains(&args.size) && !large {
@@ -244,7 +244,7 @@ fn joined(child: bool) -> Result<(), String> {
 fn throughput_pub<T: bytemuck::Pod>(
     args: &Args,
     p: &DomainParticipant,
-    topic: &dds::Topic<T>,
+    topic: &spindle_dds::Topic<T>,
     child: bool,
 ) -> Result<(Value, DataWriter<T>), String> {
     let t0 = Instant::now();
@@ -319,7 +319,7 @@ impl Count {
 fn throughput_sub<T: bytemuck::Pod + Send>(
     args: &Args,
     p: &DomainParticipant,
-    topic: &dds::Topic<T>,
+    topic: &spindle_dds::Topic<T>,
     id: u32,
     child: bool,
 ) -> Result<Value, String> {
@@ -378,8 +378,8 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
 fn latency_pub<T: bytemuck::Pod + Send>(
     args: &Args,
     p: &DomainParticipant,
-    ping: &dds::Topic<T>,
-    pong: &dds::Topic<T>,
+    ping: &spindle_dds::Topic<T>,
+    pong: &spindle_dds::Topic<T>,
     child: bool,
 ) -> Result<Value, String> {
     let w: DataWriter<T> = p.create_writer(ping, ping.qos()).map_err(|e| e.to_string())?;
@@ -412,8 +412,8 @@ fn latency_pub<T: bytemuck::Pod + Send>(
 fn latency_sub<T: bytemuck::Pod + Send>(
     args: &Args,
     p: &DomainParticipant,
-    ping: &dds::Topic<T>,
-    pong: &dds::Topic<T>,
+    ping: &spindle_dds::Topic<T>,
+    pong: &spindle_dds::Topic<T>,
     id: u32,
     child: bool,
 ) -> Result<Value, String> {
@@ -447,7 +447,7 @@ fn disk_baseline(size: usize, samples: u64) -> Result<f64, String> {
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let path = dir.join("baseline");
     let mut f = std::fs::File::create(&path).map_err(|e| e.to_string())?;
-    let rec = vec![0x5au8; dds::log::SAMPLE_RECORD_OVERHEAD + size];
+    let rec = vec![0x5au8; spindle_dds::log::SAMPLE_RECORD_OVERHEAD + size];
     let start = Instant::now();
     for i in 0..samples {
         f.write_all(&rec).map_err(|e| e.to_string())?;
@@ -463,7 +463,7 @@ fn disk_baseline(size: usize, samples: u64) -> Result<f64, String> {
 
 fn parent(args: &Args) -> Result<bool, String> {
     testkit::catch_interrupts();
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let n = 1 + args.subscribers;
     let dir = log_dir();
     let mut kids = bench::start_members(

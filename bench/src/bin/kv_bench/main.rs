@@ -1,6 +1,6 @@
 //! kv_bench: the seed paper's experiment on this machine: a persistent key-value
 //! store made durable by its own synced write-ahead log, against the same store
-//! with a replicated Tailwind log as its write-ahead log (`bench::kvstore`).
+//! with a replicated Tailwind log as its write-ahead log (`spindle_kv`).
 //!
 //! ```text
 //! cargo run --release -p bench --bin kv_bench
@@ -31,7 +31,7 @@
 //!   while it is more than 4096 behind.
 //!
 //! With `--backup-apply lazy` the backups' stores apply nothing while nobody
-//! reads there ([`bench::kvstore::Apply::Lazy`]; for `rpc`, the backups keep the
+//! reads there ([`spindle_kv::Apply::Lazy`]; for `rpc`, the backups keep the
 //! log only): the replicated rows then measure the primary's store on a
 //! replicated log with passive backups, as Tailwind's paper has them.
 //!
@@ -42,17 +42,17 @@
 //! `puts_per_s`, `p50_us`, `p99_us`; without `--json`, a table.
 #![forbid(unsafe_code)]
 
-use bench::kvstore::{Apply, Store};
+use spindle_kv::{Apply, Store};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use serde_json::{json, Value};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_tailwind::service::{Ack, TailwindConfig, TailwindLog};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::{Ack, TailwindConfig, TailwindLog};
 use testkit::TransportKind;
 
 #[derive(Parser, Debug, Clone)]
@@ -340,12 +340,12 @@ fn replicated(args: &Args, transport: &str, mode: &str) -> Result<Vec<Value>, St
     for i in 0..REPLICAS as u32 {
         let _ = std::fs::remove_dir_all(dir_of(&group, i));
     }
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     r.map(|_| rows)
 }
 
 fn parent(args: &Args) -> Result<bool, String> {
-    sst::transport::shm::remove_stale_files();
+    spindle_sst::transport::shm::remove_stale_files();
     let mut rows = Vec::new();
     if !args.no_alone {
         let dir = std::env::temp_dir().join(format!("kv-bench-alone-{}", std::process::id()));

@@ -2,11 +2,11 @@
 //! ([`bench::rpclog`]), as the module docs of `kv_bench` describe.
 
 use super::{key, load, member_row, serve_runs, Args, REPLICAS};
-use bench::kvstore::{Pair, Update, MAX_LAG};
+use spindle_kv::{Pair, Update, MAX_LAG};
 use bench::rpclog::{self, RpcPrimary, MAX_RECORD};
 use fjall::{Database, KeyspaceCreateOptions};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::mpsc::{channel, Sender};
@@ -157,7 +157,7 @@ pub(crate) fn member(args: &Args, id: u32, dir: &Path) -> Result<(), String> {
     if id != 0 {
         let stop = Arc::new(AtomicBool::new(false));
         let (s, d) = (stop.clone(), dir.join("log"));
-        let buffer = tailwind::backup::DEFAULT_BUFFER;
+        let buffer = spindle_tailwind::backup::DEFAULT_BUFFER;
         let lazy = args.backup_apply == "lazy";
         let h = std::thread::spawn(move || {
             rpclog::handler(t, id as usize, Duration::ZERO, buffer, d, s, |rec| match decode_batch(rec) {

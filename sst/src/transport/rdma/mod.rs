@@ -27,7 +27,7 @@
 //!   is placed in the target's memory before a later write of the same queue pair
 //!   is (InfiniBand Architecture Specification, vol. 1, ch. 9.5, "Transaction
 //!   ordering"; the ordering Derecho's SST relies on). The receiver loads the guard
-//!   word with Acquire before it reads the data (`sst::region`), so a guard written
+//!   word with Acquire before it reads the data (`spindle_sst::region`), so a guard written
 //!   after its data is never seen before it. Inside one write no order is promised,
 //!   as on every transport.
 //! - **Failures.** A completion with an error status, or a post the queue pair

@@ -33,8 +33,8 @@
 use super::*;
 use crate::backup::segment_path;
 use crate::format::scan_from;
-use sst::region::Region;
-use sst::transport::WriteOp;
+use spindle_sst::region::Region;
+use spindle_sst::transport::WriteOp;
 use std::io::Write;
 
 /// How long after it last found records a syncer naps [`BUSY_NAP`] between looks

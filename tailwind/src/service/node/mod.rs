@@ -6,21 +6,21 @@ use super::{RecoveredFn, Recovery, TailwindConfig};
 use crate::backup::{read_segment, segment_path, Backup, Request, Response, SegmentError, SegmentId};
 use crate::format::{scan, FormatError, ENTRY};
 use crate::replicate::{AppendError, Lsn, Replicator};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::transport::{NodeId, RegionId, Transport};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::transport::{NodeId, RegionId, Transport};
+use spindle_views::group::Group;
+use spindle_views::view::View;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 use thiserror::Error;
-use views::group::Group;
-use views::view::View;
 
 /// The most segments a member takes pages of at once (the primary copies one at a
 /// time; this bounds what a confused or hostile sender can make it hold).
 const MAX_SEEDING: usize = 4;
 
-pub(super) use sst::sync::lock;
+pub(super) use spindle_sst::sync::lock;
 
 /// The log's members in a view, the primary first.
 pub(super) type MembersFn = Box<dyn Fn(&View) -> Vec<NodeId> + Send + Sync>;

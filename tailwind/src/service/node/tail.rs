@@ -18,7 +18,7 @@
 
 use super::*;
 use crate::format::{scan_from, RecordHeader, HEADER};
-use sst::region::Region;
+use spindle_sst::region::Region;
 
 /// Where a reader is in the open buffer.
 struct Cursor {
@@ -98,9 +98,9 @@ impl Tail {
     /// Fails only if the thread cannot be started.
     ///
     /// ```no_run
-    /// # fn demo(log: &tailwind::service::LogService) -> std::io::Result<()> {
+    /// # fn demo(log: &spindle_tailwind::service::LogService) -> std::io::Result<()> {
     /// use futures::StreamExt;
-    /// let mut records = log.subscribe(tailwind::service::Lsn(0)).into_stream()?;
+    /// let mut records = log.subscribe(spindle_tailwind::service::Lsn(0)).into_stream()?;
     /// futures::executor::block_on(async {
     ///     while let Some(r) = records.next().await {
     ///         let (lsn, bytes) = r.expect("a committed record");

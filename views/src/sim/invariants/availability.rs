@@ -7,7 +7,7 @@
 //! view change).
 
 use crate::view::View;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// The invariant's name in reports.
 pub const NAME: &str = "availability";

@@ -9,7 +9,7 @@
 //! not, as in Derecho. Unordered subgroups deliver on receipt and promise no common
 //! sequence, so they are not compared.
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::collections::HashMap;
 
 /// The invariant's name in reports.
@@ -28,7 +28,7 @@ pub struct Deliveries {
 impl Deliveries {
     /// `node` delivers `m` in view `vid`, subgroup `k`.
     pub fn on_deliver(&mut self, node: NodeId, vid: u64, k: usize, m: &[u8]) -> Result<(), String> {
-        self.seqs.entry((node, vid, k)).or_default().push(smc::sim::digest(m));
+        self.seqs.entry((node, vid, k)).or_default().push(spindle_smc::sim::digest(m));
         Ok(())
     }
 

@@ -6,7 +6,7 @@
 //! simulator reports those.
 
 use super::super::parse_payload;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::collections::{BTreeSet, HashMap};
 
 /// The invariant's name in reports.

@@ -12,7 +12,7 @@ pub mod wedged_before_install;
 
 use crate::engine::Next;
 use crate::view::View;
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// Every check, fed by the simulator.
 #[derive(Debug, Default)]

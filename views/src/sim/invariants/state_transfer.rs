@@ -4,7 +4,7 @@
 //! in it; every member that installs a view must have the same state, and a joiner
 //! gets the state of the member that starts it.
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 use std::collections::HashMap;
 
 /// The invariant's name in reports.
@@ -25,7 +25,7 @@ impl State {
         if k == 0 {
             let s = self.state.entry(node).or_default();
             s.0 += 1;
-            s.1 = (s.1 ^ smc::sim::digest(m)).wrapping_mul(0x100_0000_01b3);
+            s.1 = (s.1 ^ spindle_smc::sim::digest(m)).wrapping_mul(0x100_0000_01b3);
         }
     }
 

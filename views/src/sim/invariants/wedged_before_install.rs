@@ -2,7 +2,7 @@
 //! sending and receiving in the old one, so its `received` counts are final when the
 //! trim is computed (Derecho TOCS §4.2, the wedge step).
 
-use sst::transport::NodeId;
+use spindle_sst::transport::NodeId;
 
 /// The invariant's name in reports.
 pub const NAME: &str = "wedged before install";

@@ -3,9 +3,9 @@
 //! another member's store, then the log after it.
 //!
 //! The asking member's applier, told by the log that the records it needs are
-//! gone ([`tailwind::service::ReadError::Gap`]), asks the log's members in turn
+//! gone ([`spindle_tailwind::service::ReadError::Gap`]), asks the log's members in turn
 //! (the primary first) for a checkpoint over the log's application requests
-//! ([`tailwind::service::LogService::ask_app`]). The member asked takes a snapshot
+//! ([`spindle_tailwind::service::LogService::ask_app`]). The member asked takes a snapshot
 //! of its store (its keys and the record its state reaches, read together) and
 //! serves it in pages of about 1 MiB, in key order, each page naming the key to go
 //! on after; it keeps the snapshot between pages (at most 8 sessions, each for
@@ -15,15 +15,15 @@
 //! Then its applier reads the log from there on. Pages are network input: checked
 //! for order and for the same snapshot throughout.
 
-use super::{Inner, APPLIED};
+use super::{Inner, Refusal, TransferError, APPLIED};
 use fjall::Readable;
 use serde::{Deserialize, Serialize};
-use sst::sync::lock;
-use sst::transport::NodeId;
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_tailwind::service::LogService;
 use std::ops::{Bound, Deref};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tailwind::service::LogService;
 
 /// Bytes of pairs per page (under the control plane's frame limit).
 const PAGE: usize = 1 << 20;
@@ -50,7 +50,7 @@ enum Answer {
         pairs: Vec<(Vec<u8>, Vec<u8>)>,
         done: bool,
     },
-    Refused(String),
+    Refused(Refusal),
 }
 
 /// A member's open checkpoints.
@@ -74,19 +74,19 @@ fn encode(a: &Answer) -> Vec<u8> {
 pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) -> Vec<u8> {
     let ask: Ask = match postcard::from_bytes(body) {
         Ok(a) => a,
-        Err(e) => return encode(&Answer::Refused(format!("bad checkpoint request: {e}"))),
+        Err(_) => return encode(&Answer::Refused(Refusal::Malformed)),
     };
     let mut open = lock(&s.sessions.open);
     open.retain(|x| x.used.elapsed() < KEEP);
     let at = match (open.iter().position(|x| x.id == ask.session), &ask.after) {
         (Some(i), _) => i,
-        (None, Some(_)) => return encode(&Answer::Refused("no such checkpoint (expired?): start again".into())),
+        (None, Some(_)) => return encode(&Answer::Refused(Refusal::Expired)),
         (None, None) => {
             let snapshot = s.db.snapshot();
             let applied = match snapshot.get(&s.meta, APPLIED) {
                 Ok(Some(v)) if v.len() == 8 => u64::from_le_bytes(v[..].try_into().expect("8 bytes")),
                 Ok(_) => 0,
-                Err(e) => return encode(&Answer::Refused(format!("the store: {e}"))),
+                Err(_) => return encode(&Answer::Refused(Refusal::Store)),
             };
             if open.len() >= SESSIONS {
                 open.remove(0);
@@ -112,7 +112,7 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
                 bytes += k.len() + v.len() + 8;
                 pairs.push((k.to_vec(), v.to_vec()));
             }
-            Err(e) => return encode(&Answer::Refused(format!("the store: {e}"))),
+            Err(_) => return encode(&Answer::Refused(Refusal::Store)),
         }
     }
     let applied = session.applied;
@@ -124,44 +124,45 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
 
 /// Replaces this store's contents with a checkpoint of another member's that
 /// reaches at least record `floor`; returns the record it reaches (now applied).
-pub(super) fn fetch<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, String> {
+pub(super) fn fetch<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, TransferError> {
     let me = s.log.node();
-    let mut why = String::from("the log has no other member");
+    let mut why = TransferError::NoMember;
     for m in s.log.members().into_iter().filter(|m| *m != me) {
         match fetch_from(s, m, floor) {
             Ok(applied) => return Ok(applied),
-            Err(e) => why = format!("{m}: {e}"),
+            Err(e) => why = e,
         }
     }
     Err(why)
 }
 
-fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: u64) -> Result<u64, String> {
+fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: u64) -> Result<u64, TransferError> {
+    let malformed = TransferError::Malformed { member: from };
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     let session = (u64::from(s.log.node().0) << 32) | u64::from(nanos);
     let mut after: Option<Vec<u8>> = None;
     let mut applied = None;
     loop {
-        let body = postcard::to_stdvec(&Ask { session, after: after.clone() }).map_err(|e| e.to_string())?;
-        let reply = s.log.ask_app(from, &body, ASK_WITHIN).map_err(|e| e.to_string())?;
+        let body = postcard::to_stdvec(&Ask { session, after: after.clone() }).unwrap_or_default();
+        let reply = s.log.ask_app(from, &body, ASK_WITHIN).map_err(|why| TransferError::Ask { member: from, why })?;
         let (a, pairs, done) = match postcard::from_bytes::<Answer>(&reply) {
             Ok(Answer::Page { applied, pairs, done }) => (applied, pairs, done),
-            Ok(Answer::Refused(why)) => return Err(why),
-            Err(e) => return Err(format!("a bad checkpoint page: {e}")),
+            Ok(Answer::Refused(why)) => return Err(TransferError::Refused { member: from, why }),
+            Err(_) => return Err(malformed),
         };
         match applied {
-            None if a < floor => return Err(format!("its checkpoint reaches record {a}, the log starts at {floor}")),
+            None if a < floor => return Err(TransferError::Short { member: from, reaches: a, floor }),
             None => {
                 clear(s)?;
                 applied = Some(a);
             }
-            Some(x) if x != a => return Err("the checkpoint changed between pages".into()),
+            Some(x) if x != a => return Err(malformed),
             Some(_) => {}
         }
         let in_order = pairs.windows(2).all(|w| w[0].0 < w[1].0)
             && pairs.first().map_or(true, |(k, _)| after.as_ref().map_or(true, |last| k > last));
         if !in_order {
-            return Err("a checkpoint page out of key order".into());
+            return Err(malformed);
         }
         let mut b = s.db.batch();
         for (k, v) in &pairs {
@@ -170,19 +171,19 @@ fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: 
         if done {
             b.insert(&s.meta, APPLIED, a.to_le_bytes().to_vec());
         }
-        b.commit().map_err(|e| format!("the store: {e}"))?;
+        b.commit().map_err(|e| TransferError::Store(Arc::new(e)))?;
         if done {
             return Ok(a);
         }
         after = match pairs.last() {
             Some((k, _)) => Some(k.clone()),
-            None => return Err("an empty checkpoint page that is not the last".into()),
+            None => return Err(malformed),
         };
     }
 }
 
 /// Removes every key of this store (before a checkpoint is written into it).
-fn clear<L: Deref<Target = LogService>>(s: &Inner<L>) -> Result<(), String> {
+fn clear<L: Deref<Target = LogService>>(s: &Inner<L>) -> Result<(), TransferError> {
     loop {
         let keys: Vec<Vec<u8>> = s.kv.iter().take(4096).filter_map(|g| g.key().ok().map(|k| k.to_vec())).collect();
         if keys.is_empty() {
@@ -192,6 +193,6 @@ fn clear<L: Deref<Target = LogService>>(s: &Inner<L>) -> Result<(), String> {
         for k in &keys {
             b.remove(&s.kv, k.as_slice());
         }
-        b.commit().map_err(|e| format!("the store: {e}"))?;
+        b.commit().map_err(|e| TransferError::Store(Arc::new(e)))?;
     }
 }

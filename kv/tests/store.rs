@@ -1,15 +1,15 @@
-//! The replicated key-value store (`bench::kvstore`), members as threads of this
+//! The replicated key-value store (`spindle_kv`), members as threads of this
 //! process over shm: puts at the primary and at a backup, reads everywhere,
 //! prefix scans, snapshots and a log trim, a failover under concurrent puts after
 //! which every member's contents equal the acknowledged puts, and a member's store
 //! reopened on its directory that goes on from where it stopped.
 
-use bench::kvstore::{Apply, Store, StoreError};
+use spindle_kv::{Apply, Store, StoreError};
+use spindle_tailwind::service::{Lsn, TailwindConfig, TailwindLog};
+use spindle_views::config::{Config, Transport};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tailwind::service::{Lsn, TailwindConfig, TailwindLog};
-use views::config::{Config, Transport};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -114,7 +114,7 @@ fn failover(apply: Apply) {
                 let (k, v) = (format!("late/{i:04}").into_bytes(), vec![b'x'; 100]);
                 match s1.put(&k, &v) {
                     Ok(_) => a.lock().unwrap().push((k, v)),
-                    Err(StoreError::Log(_) | StoreError::Apply(_) | StoreError::NotApplied(_)) => {}
+                    Err(StoreError::Log(_) | StoreError::NoPrimary | StoreError::Read(_) | StoreError::NotApplied(_)) => {}
                     Err(e) => panic!("{e}"),
                 }
             }

@@ -1,48 +1,10 @@
-//! A replicated persistent key-value store: an embedded LSM store (fjall) is the
-//! state machine, a Tailwind log ([`tailwind::service::LogService`]) is its
-//! write-ahead log, as the seed paper puts RocksDB on a replicated log.
-//!
-//! ```text
-//!  put ─▶ committer (group commit: every put waiting, one tagged append batch)
-//!           └─▶ log: acknowledged once the primary and every backup hold it
-//!  every member: applier ◀─ tail of the committed log ─ applies batches to fjall
-//!                          (its journal is never synced by the store)
-//! ```
-//!
-//! - A `put` returns once its record is acknowledged (the primary and every
-//!   backup hold it); a `get` or `scan` at the same member first waits until the
-//!   store applied every update acknowledged to it, so it sees them. Members
-//!   apply only committed records (the log's commit point), so no member's store
-//!   ever holds an update a failover dropped. Puts wait while this member's
-//!   store is more than [`MAX_LAG`] records behind the log.
-//! - Durability is the log's (replicated memory, segments on disk as they close);
-//!   the store's own journal is written but never synced by the store. The store
-//!   keeps, atomically with each applied batch, the number of the next record to
-//!   apply; a restarted member replays the log from there.
-//! - [`Store::snapshot`] syncs the store (its state up to a record is then on
-//!   disk) and appends a marker naming this member and that record;
-//!   [`Store::trim_log`] trims the log below the oldest marker of the log's
-//!   members, so no member ever needs a record the log dropped.
-//! - Records are tagged (producer, number): a batch retried through a failover
-//!   lands once.
-//! - With [`Apply::Lazy`] a member other than the log's primary applies only
-//!   when something there waits for it (a read, a sync, a snapshot): its store
-//!   is as passive as its copy of the log, and the CPU goes to the primary.
-//!
-//! - A member that does not hold the log (the log keeps `replicas` copies; a
-//!   fourth member of a three-replica log, say, or one that joined later) applies
-//!   the committed log as it reads it in pages from the replicas, from its own
-//!   applied point on: a member added to a running store gets every update before
-//!   its join this way, then follows the log, and serves puts and reads.
-//!
-//! - A store older than the log's trim point (a member that joined after a trim,
-//!   or one away that long) first takes a checkpoint of another member's store,
-//!   streamed in pages, then applies the log after it (`transfer`); only if no
-//!   member can give one does it report [`StoreError::Behind`].
+#![doc = include_str!("../README.md")]
+#![forbid(unsafe_code)]
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
-use sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use sst::sync::lock;
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use spindle_sst::sync::lock;
+use spindle_tailwind::service::{LogService, Lsn};
 use std::collections::{HashMap, VecDeque};
 use std::ops::Deref;
 use std::path::Path;
@@ -50,10 +12,11 @@ use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use tailwind::service::{LogService, Lsn};
 
 mod apply;
+mod error;
 mod transfer;
+pub use error::{Refusal, StoreError, TransferError};
 use apply::apply_loop;
 
 /// Committer threads, each with one append batch in flight.
@@ -82,38 +45,6 @@ pub enum Apply {
     /// Reads at such a member first replay what it had not applied, so the
     /// first read after a long run (and a failover to it) takes longer.
     Lazy,
-}
-
-/// What went wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// The embedded store failed.
-    #[error("store: {0}")]
-    Store(String),
-    /// The log did not take the update.
-    #[error("log: {0}")]
-    Log(#[from] tailwind::service::AppendError),
-    /// The log could not be read to apply it.
-    #[error("applying the log: {0}")]
-    Apply(String),
-    /// This member's store is older than the log's trim point.
-    #[error("this store applied up to record {applied}, the log starts at {floor}: it needs a state transfer")]
-    Behind {
-        /// The next record this store would apply.
-        applied: u64,
-        /// The log's trim floor.
-        floor: u64,
-    },
-    /// The update was acknowledged but not applied here in time.
-    #[error("record {0:?} was not applied here in time")]
-    NotApplied(Lsn),
-    /// The store is closing.
-    #[error("the store is closed")]
-    Closed,
-}
-
-fn store_err(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Store(e.to_string())
 }
 
 /// A log record: an update or a snapshot marker.
@@ -223,7 +154,7 @@ struct Inner<L> {
     queue_cv: Condvar,
     /// The newest snapshot marker of each member.
     markers: Mutex<HashMap<u32, u64>>,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<StoreError>>,
     stop: AtomicBool,
     timeout: Duration,
     /// Checkpoints this member serves to stores older than the log's trim point.
@@ -248,12 +179,12 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
 
     /// [`Store::open`], applying as `apply` says.
     pub fn open_with(dir: &Path, log: Arc<L>, apply: Apply) -> Result<Store<L>, StoreError> {
-        let db = Database::builder(dir).open().map_err(store_err)?;
-        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).map_err(store_err)?;
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).map_err(store_err)?;
-        let applied = match meta.get(APPLIED).map_err(store_err)? {
+        let db = Database::builder(dir).open()?;
+        let kv = db.keyspace("kv", KeyspaceCreateOptions::default)?;
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default)?;
+        let applied = match meta.get(APPLIED)? {
             Some(v) if v.len() == 8 => u64::from_le_bytes(v[..].try_into().expect("8 bytes")),
-            Some(_) => return Err(StoreError::Store("a damaged applied counter".into())),
+            Some(_) => return Err(StoreError::Damaged),
             None => 0,
         };
         // A store older than the log's trim point takes a checkpoint of another
@@ -286,7 +217,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             None => Vec::new(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new().name(name.into()).spawn(f).map_err(store_err)
+            std::thread::Builder::new().name(name.into()).spawn(f).map_err(|e| StoreError::Thread(Arc::new(e)))
         };
         let a = inner.clone();
         let mut threads = vec![spawn("kv-apply", Box::new(move || apply_loop(&a)))?];
@@ -358,7 +289,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
         // segment before the open one (re-seeding comes first) and learns the
         // commit point from the primary's writes.
         if self.inner.log.wait_for_primary(self.inner.timeout).is_none() {
-            return Err(StoreError::Log(tailwind::service::AppendError::Unavailable("no primary".into())));
+            return Err(StoreError::NoPrimary);
         }
         match self.inner.log.committed() {
             Some(c) => self.wait_applied(c.0, self.inner.timeout),
@@ -375,14 +306,14 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     }
 
     /// Waits (up to `within`, woken by the applier) until `done(applied)` holds.
-    /// An applier that failed is [`StoreError::Apply`]; a timeout is `Err` with
+    /// An applier that failed is its error; a timeout is `Err` with
     /// the applied count, for the caller's error.
     fn wait_applier(&self, within: Duration, done: impl Fn(u64) -> bool) -> Result<(), WaitFailed> {
         let deadline = Instant::now() + within;
         let mut a = lock(&self.inner.applied);
         while !done(*a) {
             if let Some(e) = lock(&self.inner.error).clone() {
-                return Err(WaitFailed::Applier(StoreError::Apply(e)));
+                return Err(WaitFailed::Applier(e));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -401,7 +332,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// The value of `key` in this member's store.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         self.read_barrier()?;
-        Ok(self.inner.kv.get(key).map_err(store_err)?.map(|v| v.to_vec()))
+        Ok(self.inner.kv.get(key)?.map(|v| v.to_vec()))
     }
 
     /// The keys starting with `prefix`, with their values, in key order (at most
@@ -410,7 +341,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
         self.read_barrier()?;
         let mut out = Vec::new();
         for g in self.inner.kv.prefix(prefix).take(limit) {
-            let (k, v) = g.into_inner().map_err(store_err)?;
+            let (k, v) = g.into_inner()?;
             out.push((k.to_vec(), v.to_vec()));
         }
         Ok(out)
@@ -425,7 +356,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// every record before the returned one.
     pub fn snapshot(&self) -> Result<Lsn, StoreError> {
         let at = *lock(&self.inner.applied);
-        self.inner.db.persist(PersistMode::SyncAll).map_err(store_err)?;
+        self.inner.db.persist(PersistMode::SyncAll)?;
         let node = self.inner.log.node().0;
         self.append(Update::Marker { node, applied: at }.encode())?;
         Ok(Lsn(at))
@@ -517,9 +448,9 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                 }
             }
             Err(e) => {
-                let why = e.to_string();
+                let e = StoreError::from(e);
                 for p in batch {
-                    let _ = p.done.send(Err(StoreError::Apply(format!("not appended: {why}"))));
+                    let _ = p.done.send(Err(e.clone()));
                 }
             }
         }

@@ -4,17 +4,17 @@
 //! another member's store ([`super::transfer`]).
 
 use super::{Inner, StoreError, Update, APPLIED};
-use sst::sync::atomic::Ordering;
-use sst::sync::lock;
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::lock;
+use spindle_tailwind::service::{LogService, Lsn, ReadError};
 use std::ops::Deref;
 use std::time::Duration;
-use tailwind::service::{LogService, Lsn, ReadError};
 
 /// Where the applier reads the committed log: its own copy (a replica's tailing
 /// reader), or pages asked of the replicas (a member that does not hold the log,
 /// such as one that joined after the log's replicas were chosen).
 enum Source {
-    Copy(tailwind::service::Tail),
+    Copy(spindle_tailwind::service::Tail),
     Pages,
 }
 
@@ -27,7 +27,7 @@ const PAGE_POLL: Duration = Duration::from_millis(20);
 /// needs more).
 pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
-    let fail = |why: String| {
+    let fail = |why: StoreError| {
         *lock(&s.error) = Some(why);
         s.applied_cv.notify_all();
     };
@@ -59,7 +59,7 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                         }
                         Err(e) => return fail(e),
                     },
-                    Some(Err(e)) => return fail(e.to_string()),
+                    Some(Err(e)) => return fail(StoreError::Read(std::sync::Arc::new(e))),
                     Some(Ok(r)) => recs.push(r),
                 }
                 while recs.len() < 4096 {
@@ -116,7 +116,7 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         }
         b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
         if let Err(e) = b.commit() {
-            return fail(format!("the store: {e}"));
+            return fail(e.into());
         }
         *lock(&s.applied) = next;
         s.applied_cv.notify_all();
@@ -126,7 +126,7 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
 /// The log no longer holds the records this store needs (it starts at `floor`):
 /// takes a checkpoint of another member's store ([`super::transfer`]); returns the
 /// record it reaches, now applied here.
-fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, String> {
+fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, StoreError> {
     let applied = *lock(&s.applied);
     tracing::warn!(applied, floor, "this store is older than the log: taking a checkpoint of another member's");
     match super::transfer::fetch(s, floor) {
@@ -136,6 +136,6 @@ fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u
             tracing::info!(applied = a, "checkpoint taken");
             Ok(a)
         }
-        Err(why) => Err(format!("{}; no checkpoint: {why}", StoreError::Behind { applied, floor })),
+        Err(why) => Err(StoreError::Behind { applied, floor, why }),
     }
 }
