@@ -204,8 +204,12 @@ impl LogService {
 
     /// The current primary, if the log takes appends now (the primary recovered).
     pub fn primary(&self) -> Option<NodeId> {
+        // This member only once it took over (its own lock first: the order
+        // `become_primary` takes them in).
+        let me_primary = self.is_primary();
         let st = node::lock(&self.shared.st);
-        st.ready.then(|| st.members.first().copied()).flatten()
+        let p = st.ready.then(|| st.members.first().copied()).flatten()?;
+        (p != self.shared.me || me_primary).then_some(p)
     }
 
     /// True if this member is the primary and takes appends.

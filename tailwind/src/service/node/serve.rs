@@ -61,7 +61,11 @@ impl Shared {
                     (Response::Closed, Some((base, n))) => {
                         st.segments.insert(base, n);
                     }
-                    (Response::Opened, None) if st.check(view).is_ok() => {
+                    // A backup's buffer opened: the log takes appends. Not at the
+                    // primary itself, which opens its own while it recovers: it is
+                    // ready once it took over (`become_primary`), or a caller of
+                    // `primary()` there would see it before it takes appends.
+                    (Response::Opened, None) if st.check(view).is_ok() && st.members.first() != Some(&self.me) => {
                         st.ready = true;
                         self.cv.notify_all();
                     }
