@@ -29,8 +29,8 @@
 //! receives the counter as state before it takes part.
 
 use clap::Parser;
-use spindle_views::config::{Config, Transport};
-use spindle_views::group::{restart, GroupBuilder};
+use spindle::views::config::{Config, Transport};
+use spindle::views::group::{restart, GroupBuilder};
 use std::io::BufRead;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -80,8 +80,8 @@ fn main() {
 }
 
 fn run(args: &Args) -> Result<(), String> {
-    let id = args.id.unwrap_or(spindle_views::config::AUTO_ID);
-    let ip = args.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let id = args.id.unwrap_or(spindle::views::config::AUTO_ID);
+    let ip = args.ip.or_else(spindle::views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
     let mut b = Config::builder(id, SocketAddr::from((ip, args.port)))
         .name(&args.name)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })

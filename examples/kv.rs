@@ -1,18 +1,25 @@
-//! kv: a replicated persistent key-value store. The state machine is an embedded
-//! LSM store (fjall), its write-ahead log a Tailwind log: every `put` and `del` is
-//! a record appended to the log (acknowledged once the primary and every backup
-//! hold it) and applied to each member's store from the log's committed tail
-//! (`spindle_kv`). Kill the primary and the next member takes over with every
-//! acknowledged update; stop a member and start it again on its directory and it
-//! goes on from where its store stopped.
+//! kv: a replicated persistent key-value store (`spindle::kv`). The state machine
+//! is an embedded LSM store (fjall), its write-ahead log a Tailwind log: every
+//! `put` and `del` is a record appended to the log (acknowledged once the primary
+//! and every backup hold it) and applied to each member's store from the log's
+//! committed tail. Kill the primary and the next member takes over with every
+//! acknowledged update; stop a member and start it again and it goes on from where
+//! its store stopped.
 //!
-//! Three terminals (`--transport tcp` works the same way):
+//! The same command in three terminals, on one host:
 //!
 //! ```text
-//! cargo run --release -p bench --bin kv -- --id 0 --listen 127.0.0.1:7300
-//! cargo run --release -p bench --bin kv -- --id 1 --listen 127.0.0.1:7310 --contact 127.0.0.1:7300
-//! cargo run --release -p bench --bin kv -- --id 2 --listen 127.0.0.1:7320 --contact 127.0.0.1:7300
+//! cargo run --release -p examples --example kv
 //! ```
+//!
+//! The first finds no store of its name on the local network and starts it; the
+//! others find it (UDP multicast discovery) and join. Each member keeps its id, its
+//! log and its store in a data directory of its own: the first free `slot-N` under
+//! `~/.local/share/spindle/kv/<name>` (or `$SPINDLE_DATA_DIR/kv/<name>`), or
+//! `--data-dir DIR`. A new member picks a random id and keeps it there; started
+//! again with the same command it finds its slot and comes back as itself.
+//! `--transport tcp` runs the data plane over tcp (members on several hosts of a
+//! LAN); `--contact ADDR`, `--id N`, `--ip A` and `--port P` choose by hand.
 //!
 //! Then type at any of them: `put colour blue`, `get colour`, `del colour`,
 //! `scan col`, `list`, `snapshot`, `trim`, `status`, `quit`. An update typed at a
@@ -22,14 +29,13 @@
 //! and how many records it recovered; `get` and `put` go on at the survivors.
 //! `snapshot` syncs this member's store and notes it in the log; `trim` (once
 //! every member took one) drops the log's segments below the oldest snapshot.
-//! Files go to `--dir` (default: a directory per member and group under the temp
-//! directory; `--fresh` empties it first).
 #![forbid(unsafe_code)]
 
-use spindle_kv::Store;
 use clap::Parser;
-use spindle_tailwind::service::{TailwindConfig, TailwindLog};
-use spindle_views::config::{Config, Transport};
+use spindle::kv::Store;
+use spindle::tailwind::service::{TailwindConfig, TailwindLog};
+use spindle::views::config::{Config, Transport};
+use spindle::views::group::{restart, StartError};
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -38,24 +44,28 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(about = "A replicated key-value store on a Tailwind log")]
 struct Args {
-    /// This member's id (distinct in the group).
+    /// This member's id (distinct in the group, below 1024). Left out: the one
+    /// kept in the data directory, else a random free one.
     #[arg(long)]
-    id: u32,
-    /// This member's control address (loopback for the demo).
+    id: Option<u32>,
+    /// The address this member listens on and the others reach it at (left out:
+    /// the default route's interface, or 127.0.0.1 where there is none).
     #[arg(long)]
-    listen: SocketAddr,
-    /// A running member's address, to join it.
+    ip: Option<std::net::Ipv4Addr>,
+    /// Control port (the data port is the next one); 0: the OS picks.
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Join through this member (left out: discovery finds the store, or this
+    /// member starts it).
     #[arg(long)]
     contact: Option<SocketAddr>,
     /// Transport: shm (one host) or tcp.
     #[arg(long, default_value = "shm", value_parser = ["shm", "tcp"])]
     transport: String,
-    /// Where this member keeps its log segments and its store.
+    /// Where this member keeps its id, its log segments and its store. Left out:
+    /// the first free slot under the data directory.
     #[arg(long)]
-    dir: Option<std::path::PathBuf>,
-    /// Empty the directory first.
-    #[arg(long)]
-    fresh: bool,
+    data_dir: Option<std::path::PathBuf>,
     /// Group name (members of one store use the same).
     #[arg(long, default_value = "kv")]
     name: String,
@@ -73,25 +83,60 @@ fn main() {
     }
 }
 
+/// Ids a new member tries before it gives up (each refused one was taken).
+const ID_TRIES: usize = 4;
+
+/// A random node id below 1024 (from the clock and the process id: only to make
+/// two new members unlikely to pick the same; the group refuses a taken one).
+fn random_id(attempt: usize) -> u32 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let x = u64::from(nanos) ^ (u64::from(std::process::id()) << 20) ^ (attempt as u64).wrapping_mul(0x9e37_79b9);
+    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 54) as u32
+}
+
 fn run(args: &Args) -> Result<(), String> {
-    let dir = args.dir.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("kv-{}-{}", args.name, args.id)));
-    if args.fresh {
-        let _ = std::fs::remove_dir_all(&dir);
+    let dir = match &args.data_dir {
+        Some(d) => d.clone(),
+        None => restart::claim_slot(&restart::default_state_base("kv", &args.name)).map_err(|e| e.to_string())?,
+    };
+    let kept = restart::saved_node(&dir, &args.name).map_err(|e| e.to_string())?;
+    let ip = args.ip.or_else(spindle::views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    match args.contact {
+        Some(c) => println!("joining through {c}..."),
+        None => println!("looking for store `{}` on the local network...", args.name),
     }
-    let mut b = Config::builder(args.id, args.listen)
-        .name(&args.name)
-        .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
-        .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
-    if let Some(s) = &args.secret_file {
-        b = b.secret_file(s);
-    }
-    if let Some(c) = args.contact {
-        b = b.contact(c);
-    }
-    let mut cfg = TailwindConfig::new(dir.join("log"));
-    cfg.buffer = 1 << 20;
-    let log = Arc::new(TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?);
-    let me = args.id;
+    let mut attempt = 0;
+    let log = loop {
+        let (id, chosen) = match args.id.or(kept) {
+            Some(id) => (id, true),
+            None => (random_id(attempt), false),
+        };
+        let mut b = Config::builder(id, SocketAddr::from((ip, args.port)))
+            .name(&args.name)
+            .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
+            .state_dir(&dir)
+            .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
+        if let Some(s) = &args.secret_file {
+            b = b.secret_file(s);
+        }
+        if let Some(c) = args.contact {
+            b = b.contact(c);
+        }
+        let mut cfg = TailwindConfig::new(dir.join("log"));
+        cfg.buffer = 1 << 20;
+        match TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg) {
+            Ok(log) => break Arc::new(log),
+            // A random id another member holds: the join is refused; try another.
+            Err(spindle::tailwind::service::StartError::Group(StartError::Join(why)))
+                if !chosen && attempt + 1 < ID_TRIES =>
+            {
+                println!("id {id} refused ({why}); trying another");
+                attempt += 1;
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    let me = log.node().0;
     log.on_recovered(move |r| {
         println!("member {me} is now the primary: the log holds {} records ({} dropped)", r.next.0, r.dropped);
     });
@@ -101,8 +146,9 @@ fn run(args: &Args) -> Result<(), String> {
         let _ = std::io::stdout().flush();
     };
     say(&format!(
-        "member {me} up; members {:?}; store applied up to record {}; type help",
-        log.group().members(),
+        "member {me} up at {}; members {}; store applied up to record {}; type help",
+        log.group().listen_addr(),
+        names(&log.group().members()),
         store.applied().0
     ));
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
@@ -148,9 +194,9 @@ fn run(args: &Args) -> Result<(), String> {
                 Err(e) => say(&format!("error: {e}")),
             },
             ["status"] => say(&format!(
-                "member {me}: members {:?}, primary {:?}, {} segments on disk, store applied up to record {}, ~{} keys",
-                log.group().members(),
-                log.primary(),
+                "member {me}: members {}, primary {}, {} segments on disk, store applied up to record {}, ~{} keys",
+                names(&log.group().members()),
+                log.primary().map_or("none".into(), |p| p.0.to_string()),
                 log.segments().len(),
                 store.applied().0,
                 store.approximate_len()
@@ -159,6 +205,9 @@ fn run(args: &Args) -> Result<(), String> {
                 say("leaving");
                 drop(store);
                 log.leave(Duration::from_secs(5));
+                if args.data_dir.is_none() {
+                    restart::release_slot(&dir);
+                }
                 return Ok(());
             }
             _ => say(
@@ -167,4 +216,9 @@ fn run(args: &Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Node ids as `0, 3, 7`.
+fn names(members: &[spindle::sst::transport::NodeId]) -> String {
+    members.iter().map(|m| m.0.to_string()).collect::<Vec<_>>().join(", ")
 }

@@ -24,7 +24,7 @@
 //! again with the same `--id`, and it prints what its log held before it catches up. Stop the publisher and
 //! the subscribers see it leave the domain; start it again and it goes on.
 //!
-//! Clients take part without joining (see `spindle_dds::client`): with `--client` and
+//! Clients take part without joining (see `spindle::dds::client`): with `--client` and
 //! `--contact A,B` (members' control addresses; `--contacts` says the same) a publisher or subscriber connects
 //! through a member, causes no view change, and moves to the next contact if its
 //! member dies (kill it with Ctrl-C: the client prints where it moved, and a
@@ -38,10 +38,10 @@
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use spindle_dds::DdsConfig;
-use spindle_dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
-use spindle_dds::{History, Level, Qos};
-use spindle_views::config::{Config, Transport};
+use spindle::dds::DdsConfig;
+use spindle::dds::{ClientConfig, DataReader, DomainClient, DomainParticipant};
+use spindle::dds::{History, Level, Qos};
+use spindle::views::config::{Config, Transport};
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -112,8 +112,8 @@ fn run(args: &Args) -> Result<(), String> {
         return client(args, qos);
     }
     let port = args.port.unwrap_or(0);
-    let id = args.id.unwrap_or(spindle_views::config::AUTO_ID);
-    let ip = args.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let id = args.id.unwrap_or(spindle::views::config::AUTO_ID);
+    let ip = args.ip.or_else(spindle::views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
     let mut b = Config::builder(id, SocketAddr::from((ip, port)))
         .name(&args.domain)
         .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })

@@ -22,11 +22,11 @@
 
 use clap::Parser;
 use serde::{Deserialize, Serialize};
-use spindle_dds::DdsConfig;
-use spindle_dds::InstanceState;
-use spindle_dds::{DomainParticipant, Keyed};
-use spindle_dds::{History, Qos};
-use spindle_views::config::{Config, Transport};
+use spindle::dds::DdsConfig;
+use spindle::dds::InstanceState;
+use spindle::dds::{DomainParticipant, Keyed};
+use spindle::dds::{History, Qos};
+use spindle::views::config::{Config, Transport};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -94,7 +94,7 @@ fn main() {
 
 fn run(args: &Args) -> Result<(), String> {
     let mut b =
-        Config::builder(spindle_views::config::AUTO_ID, SocketAddr::from(([127, 0, 0, 1], args.port.unwrap_or(0))))
+        Config::builder(spindle::views::config::AUTO_ID, SocketAddr::from(([127, 0, 0, 1], args.port.unwrap_or(0))))
             .name(&args.domain)
             .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
             .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
@@ -143,7 +143,7 @@ impl Stop {
     }
 }
 
-fn publish(p: &DomainParticipant, topic: &spindle_dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
+fn publish(p: &DomainParticipant, topic: &spindle::dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
     if args.colours.is_empty() {
         return Err("name the colours to publish: `pub red,green`".into());
     }
@@ -202,7 +202,12 @@ struct Row {
     state: Option<InstanceState>,
 }
 
-fn subscribe(p: &DomainParticipant, topic: &spindle_dds::Topic<Shape>, args: &Args, stop: &Stop) -> Result<(), String> {
+fn subscribe(
+    p: &DomainParticipant,
+    topic: &spindle::dds::Topic<Shape>,
+    args: &Args,
+    stop: &Stop,
+) -> Result<(), String> {
     let qos = Qos::volatile(History::KeepLast(5));
     let r = match &args.filter {
         Some(f) => p.create_reader_where(topic, qos, f),

@@ -9,9 +9,9 @@
 
 use clap::Parser;
 use futures::StreamExt;
-use spindle_dds::DdsConfig;
-use spindle_dds::DomainParticipant;
-use spindle_dds::{History, Qos};
+use spindle::dds::DdsConfig;
+use spindle::dds::DomainParticipant;
+use spindle::dds::{History, Qos};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -33,7 +33,7 @@ async fn main() {
 
 async fn run(n: u64) -> Result<(), String> {
     let listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    let group = spindle_views::config::Config::builder(1, listen)
+    let group = spindle::views::config::Config::builder(1, listen)
         .name(&format!("tokio{}", std::process::id()))
         .build()
         .map_err(|e| e.to_string())?;

@@ -34,7 +34,9 @@ mod writer;
 pub use client::{ClientConfig, ClientLog, ClientTail, ClientWriter, DomainClient, DomainInfo, MAX_CLIENT_SAMPLE};
 pub use config::{default_data_dir, DdsConfig};
 pub use logs::{members_of as log_members, LogQos, ReplicatedLog, MAX_LOGS};
-pub use reader::{DataReader, SampleRef, SampleStream};
+#[cfg(feature = "async")]
+pub use reader::SampleStream;
+pub use reader::{DataReader, SampleRef};
 pub use waitset::{Condition, GuardCondition, ReadCondition, StatusCondition, StatusKind, WaitSet};
 pub use writer::{DataWriter, Loan, SampleSlot, Writer};
 // QoS.

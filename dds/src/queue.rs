@@ -71,6 +71,8 @@ impl Signal {
 /// Who waits on a reader besides `wait`: WaitSets and async tasks.
 pub(crate) enum Watcher {
     Set(Weak<Signal>),
+    /// A reader's stream (only with the `async` feature).
+    #[cfg_attr(not(feature = "async"), allow(dead_code))]
     Task(std::task::Waker),
 }
 

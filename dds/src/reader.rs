@@ -17,7 +17,9 @@ use spindle_sst::sync::lock;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "async")]
 mod stream;
+#[cfg(feature = "async")]
 pub use stream::SampleStream;
 
 /// A sample read where it lies (see [`DataReader::on_sample_in_place`]): valid
@@ -253,6 +255,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// The samples as a `futures::Stream`, in delivery order (they are taken).
     /// Its task sleeps while none wait: delivery wakes it. Usable from any
     /// executor.
+    #[cfg(feature = "async")]
     pub fn stream(&self) -> SampleStream<'_, T> {
         SampleStream::new(self)
     }

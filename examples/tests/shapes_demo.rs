@@ -13,7 +13,7 @@ use testkit::LineChild;
 const WAIT: Duration = Duration::from_secs(60);
 
 fn start(args: &[&str]) -> LineChild {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_shapes"));
+    let mut cmd = Command::new(testkit::example_binary("shapes"));
     cmd.args(args).args(["--domain", &format!("shapes{}", std::process::id()), "--seconds", "300"]);
     LineChild::start(cmd)
 }

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 mod apply;
 mod error;
 mod transfer;
-pub use error::{Refusal, StoreError, TransferError};
 use apply::apply_loop;
+pub use error::{Refusal, StoreError, TransferError};
 
 /// Committer threads, each with one append batch in flight.
 const COMMITTERS: usize = 2;

@@ -114,7 +114,9 @@ fn failover(apply: Apply) {
                 let (k, v) = (format!("late/{i:04}").into_bytes(), vec![b'x'; 100]);
                 match s1.put(&k, &v) {
                     Ok(_) => a.lock().unwrap().push((k, v)),
-                    Err(StoreError::Log(_) | StoreError::NoPrimary | StoreError::Read(_) | StoreError::NotApplied(_)) => {}
+                    Err(
+                        StoreError::Log(_) | StoreError::NoPrimary | StoreError::Read(_) | StoreError::NotApplied(_),
+                    ) => {}
                     Err(e) => panic!("{e}"),
                 }
             }

@@ -131,6 +131,13 @@ pub fn default_state_base(program: &str, group: &str) -> PathBuf {
     root.join(program).join(group)
 }
 
+/// The node id a member of `group` kept in state directory `dir`, if it ran there
+/// before: for a program that needs its id before it starts (a Tailwind log's
+/// member, whose segment files go by it).
+pub fn saved_node(dir: &Path, group: &str) -> Result<Option<u32>, StateDirError> {
+    Ok(load(dir, group)?.map(|s| s.node))
+}
+
 /// Claims a state directory under `base` for this process, for programs that run
 /// several members per host with one command (a demo in three terminals): the
 /// first `slot-N` that no live process holds. A member killed and started again

@@ -42,11 +42,11 @@
 //! `puts_per_s`, `p50_us`, `p99_us`; without `--json`, a table.
 #![forbid(unsafe_code)]
 
-use spindle_kv::{Apply, Store};
 use bench::{err, out, round, Latency};
 use clap::Parser;
 use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use serde_json::{json, Value};
+use spindle_kv::{Apply, Store};
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_sst::sync::lock;
 use spindle_tailwind::service::{Ack, TailwindConfig, TailwindLog};

@@ -2,9 +2,9 @@
 //! ([`bench::rpclog`]), as the module docs of `kv_bench` describe.
 
 use super::{key, load, member_row, serve_runs, Args, REPLICAS};
-use spindle_kv::{Pair, Update, MAX_LAG};
 use bench::rpclog::{self, RpcPrimary, MAX_RECORD};
 use fjall::{Database, KeyspaceCreateOptions};
+use spindle_kv::{Pair, Update, MAX_LAG};
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_sst::sync::lock;
 use std::collections::VecDeque;

@@ -300,4 +300,6 @@ pub use dedupe::{PER_PRODUCER, SCAN_SEGMENTS};
 pub use disk::MAX_REPLICAS;
 pub(super) use disk::{recover_open_files, sync_loop};
 pub use read::{ReadError, ReadFrom};
-pub use tail::{Tail, TailStream};
+pub use tail::Tail;
+#[cfg(feature = "async")]
+pub use tail::TailStream;

@@ -109,6 +109,7 @@ impl Tail {
     /// });
     /// # Ok(()) }
     /// ```
+    #[cfg(feature = "async")]
     pub fn into_stream(self) -> std::io::Result<TailStream> {
         let (mut tx, rx) = futures::channel::mpsc::channel(STREAM_QUEUE);
         let mut tail = self;
@@ -253,12 +254,15 @@ pub(super) fn read_record(region: &Region, pos: usize) -> Option<Vec<u8>> {
     Some(bytes)
 }
 
+#[cfg(feature = "async")]
 /// Records a [`TailStream`] holds ready before its thread waits for the consumer.
 const STREAM_QUEUE: usize = 256;
+#[cfg(feature = "async")]
 /// How often a stream's thread looks whether the stream was dropped while no
 /// record commits: the longest its thread outlives the stream.
 const STREAM_CHECK: Duration = Duration::from_millis(50);
 
+#[cfg(feature = "async")]
 /// A tailing reader as a [`futures::Stream`] of committed records
 /// ([`Tail::into_stream`]). It ends as the [`Tail`] does: when the member stops,
 /// or after the first error (which it yields). Dropping it never blocks; its
@@ -267,12 +271,14 @@ pub struct TailStream {
     rx: futures::channel::mpsc::Receiver<Result<(Lsn, Vec<u8>), ReadError>>,
 }
 
+#[cfg(feature = "async")]
 impl std::fmt::Debug for TailStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TailStream").finish_non_exhaustive()
     }
 }
 
+#[cfg(feature = "async")]
 impl futures::Stream for TailStream {
     type Item = Result<(Lsn, Vec<u8>), ReadError>;
 
