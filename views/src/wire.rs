@@ -198,6 +198,11 @@ pub enum Message {
         #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
+    /// Anyone with the group's credentials asks a member how the group is doing
+    /// (answered by a [`Message::Status`]; an operator's tool, not a member).
+    StatusRequest,
+    /// A member's answer to a [`Message::StatusRequest`].
+    Status(crate::group::report::GroupStatus),
 }
 
 /// Subgroups a client may subscribe to are numbered below this.

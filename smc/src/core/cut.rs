@@ -40,6 +40,12 @@ impl SmcCore {
         &self.deliv
     }
 
+    /// Member `rank`'s `delivered` counts summed over every sender: how many of
+    /// this view's messages it delivered, as its row says here.
+    pub fn member_delivered_total(&self, rank: usize) -> u64 {
+        (0..self.deliv.len()).map(|r| self.table.counter_at(rank, self.lay.delivered, r)).sum()
+    }
+
     /// Member `rank`'s `received` count for sender `r`.
     pub fn member_received(&self, rank: usize, r: usize) -> u64 {
         self.table.counter_at(rank, self.lay.received, r)

@@ -85,6 +85,10 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         e.to_string()
     })?;
     let msg = stream.recv().map_err(|e| e.to_string())?;
+    if let Message::StatusRequest = msg {
+        // Read-only, and for client identities too: what `spindle status` shows.
+        return stream.send(&Message::Status(super::report::status(inner))).map_err(|e| e.to_string());
+    }
     if stream.peer.is_some() && !matches!(msg, Message::ClientHello { .. }) {
         // A named identity may open a client session, never join or ask as a member.
         inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);

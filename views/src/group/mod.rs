@@ -55,6 +55,7 @@ mod install;
 mod metrics;
 mod rejoin;
 mod removal;
+pub mod report;
 pub mod restart;
 mod send;
 mod status;
