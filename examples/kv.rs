@@ -17,7 +17,9 @@
 //! log and its store in a data directory of its own: the first free `slot-N` under
 //! `~/.local/share/spindle/kv/<name>` (or `$SPINDLE_DATA_DIR/kv/<name>`), or
 //! `--data-dir DIR`. A new member picks a random id and keeps it there; started
-//! again with the same command it finds its slot and comes back as itself.
+//! again with the same command it finds its slot and comes back as itself. Each
+//! member also answers clients: `spindle kv get colour --connect ADDR` (ADDR: the
+//! address a member prints).
 //! `--transport tcp` runs the data plane over tcp (members on several hosts of a
 //! LAN); `--contact ADDR`, `--id N`, `--ip A` and `--port P` choose by hand.
 //!
@@ -32,13 +34,10 @@
 #![forbid(unsafe_code)]
 
 use clap::Parser;
-use spindle::kv::Store;
-use spindle::tailwind::service::{TailwindConfig, TailwindLog};
-use spindle::views::config::{Config, Transport};
-use spindle::views::group::{restart, StartError};
+use spindle::kv::member::{Member, MemberConfig};
+use spindle::views::config::Transport;
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -83,64 +82,22 @@ fn main() {
     }
 }
 
-/// Ids a new member tries before it gives up (each refused one was taken).
-const ID_TRIES: usize = 4;
-
-/// A random node id below 1024 (from the clock and the process id: only to make
-/// two new members unlikely to pick the same; the group refuses a taken one).
-fn random_id(attempt: usize) -> u32 {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let x = u64::from(nanos) ^ (u64::from(std::process::id()) << 20) ^ (attempt as u64).wrapping_mul(0x9e37_79b9);
-    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 54) as u32
-}
-
 fn run(args: &Args) -> Result<(), String> {
-    let dir = match &args.data_dir {
-        Some(d) => d.clone(),
-        None => restart::claim_slot(&restart::default_state_base("kv", &args.name)).map_err(|e| e.to_string())?,
-    };
-    let kept = restart::saved_node(&dir, &args.name).map_err(|e| e.to_string())?;
-    let ip = args.ip.or_else(spindle::views::config::reachable_ipv4).unwrap_or(std::net::Ipv4Addr::LOCALHOST);
+    let mut cfg = MemberConfig::new(&args.name);
+    cfg.transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+    (cfg.ip, cfg.port, cfg.contact, cfg.id) = (args.ip, args.port, args.contact, args.id);
+    (cfg.data_dir, cfg.secret_file) = (args.data_dir.clone(), args.secret_file.clone());
     match args.contact {
         Some(c) => println!("joining through {c}..."),
         None => println!("looking for store `{}` on the local network...", args.name),
     }
-    let mut attempt = 0;
-    let log = loop {
-        let (id, chosen) = match args.id.or(kept) {
-            Some(id) => (id, true),
-            None => (random_id(attempt), false),
-        };
-        let mut b = Config::builder(id, SocketAddr::from((ip, args.port)))
-            .name(&args.name)
-            .transport(if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm })
-            .state_dir(&dir)
-            .timeouts(Duration::from_millis(100), Duration::from_millis(1000));
-        if let Some(s) = &args.secret_file {
-            b = b.secret_file(s);
-        }
-        if let Some(c) = args.contact {
-            b = b.contact(c);
-        }
-        let mut cfg = TailwindConfig::new(dir.join("log"));
-        cfg.buffer = 1 << 20;
-        match TailwindLog::start(b.build().map_err(|e| e.to_string())?, cfg) {
-            Ok(log) => break Arc::new(log),
-            // A random id another member holds: the join is refused; try another.
-            Err(spindle::tailwind::service::StartError::Group(StartError::Join(why)))
-                if !chosen && attempt + 1 < ID_TRIES =>
-            {
-                println!("id {id} refused ({why}); trying another");
-                attempt += 1;
-            }
-            Err(e) => return Err(e.to_string()),
-        }
-    };
+    let member = Member::start(&cfg, |id, why| println!("id {id} refused ({why}); trying another"))
+        .map_err(|e| e.to_string())?;
+    let (log, store) = (member.log.clone(), member.store.clone());
     let me = log.node().0;
     log.on_recovered(move |r| {
         println!("member {me} is now the primary: the log holds {} records ({} dropped)", r.next.0, r.dropped);
     });
-    let store = Store::open(&dir.join("store"), log.clone()).map_err(|e| e.to_string())?;
     let say = |s: &str| {
         println!("{s}");
         let _ = std::io::stdout().flush();
@@ -203,11 +160,8 @@ fn run(args: &Args) -> Result<(), String> {
             )),
             ["quit"] => {
                 say("leaving");
-                drop(store);
-                log.leave(Duration::from_secs(5));
-                if args.data_dir.is_none() {
-                    restart::release_slot(&dir);
-                }
+                drop((store, log));
+                member.leave(Duration::from_secs(5));
                 return Ok(());
             }
             _ => say(

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 mod apply;
 mod error;
+pub mod member;
+pub mod remote;
 mod transfer;
 use apply::apply_loop;
 pub use error::{Refusal, StoreError, TransferError};

@@ -10,6 +10,7 @@ pub mod group;
 pub mod layout;
 pub(crate) mod link;
 pub mod membership;
+pub mod report;
 #[cfg(all(not(loom), any(test, feature = "sim")))]
 pub mod sim;
 pub mod view;

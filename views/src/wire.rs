@@ -202,7 +202,7 @@ pub enum Message {
     /// (answered by a [`Message::Status`]; an operator's tool, not a member).
     StatusRequest,
     /// A member's answer to a [`Message::StatusRequest`].
-    Status(crate::group::report::GroupStatus),
+    Status(crate::report::GroupStatus),
 }
 
 /// Subgroups a client may subscribe to are numbered below this.

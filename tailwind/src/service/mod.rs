@@ -260,6 +260,18 @@ impl TailwindLog {
     /// the log. The group runs the [`Replicas`] layout; the log uses its control
     /// plane and its regions [`LOG_REGIONS`]..
     pub fn start(group: spindle_views::config::Config, cfg: TailwindConfig) -> Result<TailwindLog, StartError> {
+        TailwindLog::start_with(group, cfg, |b| b)
+    }
+
+    /// [`TailwindLog::start`], with `more` adding to the group's builder what the
+    /// application needs beside the log (a client handler, say: see
+    /// [`GroupBuilder::client_handler`]). The log's own hooks are set after it:
+    /// `more` must not replace them.
+    pub fn start_with(
+        group: spindle_views::config::Config,
+        cfg: TailwindConfig,
+        more: impl FnOnce(GroupBuilder) -> GroupBuilder,
+    ) -> Result<TailwindLog, StartError> {
         if group.node_id == spindle_views::config::AUTO_ID {
             // Its segment files and its place among the replicas go by the node id,
             // which a restarted member must keep.
@@ -269,7 +281,7 @@ impl TailwindLog {
         let service = Arc::new(LogService::new(NodeId(group.node_id), cfg, LOG_REGIONS, move |v| layout.members(v))?);
         let (s1, s2, s3, s4, s5) =
             (service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
-        let group = GroupBuilder::new(group)
+        let group = more(GroupBuilder::new(group))
             .on_rejoin(move |_| s4.rejoined())
             .on_wedge(move |v| s5.wedged(v))
             .layout(layout)

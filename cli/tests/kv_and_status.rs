@@ -1,0 +1,107 @@
+//! `spindle kv serve` as a new user starts it (nothing chosen but the loopback
+//! address), used from outside with `kv put/get/del/scan/status` and looked at with
+//! `spindle status`; `spindle bench` on a small run; completions. Every command
+//! runs as a child with a deadline.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use testkit::{LineChild, TempDirs};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `spindle ARGS`, bounded; its exit code, stdout and stderr.
+fn spindle(args: &[&str]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + WAIT;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    let code = out.status.code().unwrap_or(-1);
+    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn a_store_served_by_the_command_is_used_and_looked_at_by_it() {
+    let name = format!("clikv{}", std::process::id());
+    let data = TempDirs::new(&name, 1);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--name", &name])
+        .env("SPINDLE_DATA_DIR", &data[0]);
+    let mut serve = LineChild::start(cmd);
+    let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));
+    let addr = line.split(" serving at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
+    let id: u32 = line.strip_prefix("member n").and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    let kv = |args: &[&str]| {
+        let mut all = vec!["kv"];
+        all.extend(args);
+        all.extend(["--connect", &addr]);
+        spindle(&all)
+    };
+    let (code, out, err) = kv(&["put", "colour", "blue"]);
+    assert_eq!((code, out.trim()), (0, "ok (record 0)"), "{err}");
+    let (code, out, err) = kv(&["put", "column", "3"]);
+    assert_eq!((code, out.trim()), (0, "ok (record 1)"), "{err}");
+    let (code, out, err) = kv(&["get", "colour"]);
+    assert_eq!((code, out.trim()), (0, "blue"), "{err}");
+    let (code, out, err) = kv(&["scan", "col", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let keys: Vec<String> = out
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(keys, ["colour", "column"]);
+    let (code, _, err) = kv(&["del", "colour"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = kv(&["get", "colour"]);
+    assert_eq!(code, 4, "a missing key exits with 4: {out} {err}");
+    assert!(err.contains("no key `colour`"), "{err}");
+    let (code, out, err) = kv(&["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(s["primary"], id, "{s}");
+    assert_eq!(s["applied"], 3, "three updates applied: {s}");
+
+    // The group's status: one member, itself, no lag.
+    let (code, out, err) = spindle(&["status", "--json", "--connect", &addr]);
+    assert_eq!(code, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(s["node"], id, "{s}");
+    assert_eq!(s["members"].as_array().map(|m| m.len()), Some(1), "{s}");
+    assert_eq!(s["members"][0]["addr"], addr.as_str(), "{s}");
+    let (code, out, _) = spindle(&["status", "--connect", &addr]);
+    assert_eq!(code, 0);
+    assert!(out.contains(&format!("member n{id} answered")), "{out}");
+
+    serve.kill();
+    spindle::sst::transport::shm::remove_stale_files();
+    let (code, _, err) = spindle(&["kv", "get", "colour", "--timeout", "1", "--connect", &addr]);
+    assert_eq!(code, 3, "no member there any more: {err}");
+}
+
+#[test]
+fn bench_runs_a_small_group_and_its_members_agree() {
+    let (code, out, err) = spindle(&["bench", "--nodes", "2", "--count", "2000", "--size", "64", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let last: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["agree"], true, "{out}");
+    assert_eq!(out.lines().count(), 3, "a line per member and the summary: {out}");
+    let (code, _, err) = spindle(&["bench", "--size", "4"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn completions_are_printed_for_a_shell() {
+    let (code, out, err) = spindle(&["completions", "bash"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("_spindle") && out.contains("kv"), "a bash completion function");
+}

@@ -1,0 +1,179 @@
+//! A member of a store started with nothing chosen by hand, as the demo and
+//! `spindle kv serve` start one: discovery finds the store's group on the local
+//! network (or this member founds it), the member keeps its id, log and store in a
+//! data directory of its own, and it answers [`crate::remote::KvClient`]s.
+//!
+//! - Data directory: `data_dir` if given, else the first free `slot-N` under
+//!   `$SPINDLE_DATA_DIR/kv/<name>` (or `~/.local/share/spindle/kv/<name>`; see
+//!   [`spindle_views::group::restart::claim_slot`]): a member killed and started
+//!   again with the same settings finds its slot and comes back as itself.
+//! - Node id: `id` if given, else the one kept in the data directory, else a
+//!   random one below 1024 (a Tailwind member needs its id before it starts: its
+//!   segment files go by it). The group refuses an id a member holds; a random one
+//!   refused is replaced by another, up to [`ID_TRIES`] times.
+
+use crate::remote::Handler;
+use crate::{Store, StoreError};
+use spindle_tailwind::service::{StartError, TailwindConfig, TailwindLog};
+use spindle_views::config::{Config, ConfigError, Transport};
+use spindle_views::group::restart::{self, StateDirError};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Random ids a new member tries before it gives up.
+pub const ID_TRIES: usize = 4;
+
+/// How to start a member (see the module docs); [`MemberConfig::new`] gives the
+/// defaults.
+#[derive(Debug, Clone)]
+pub struct MemberConfig {
+    /// The store's name (its group's): members of one store use the same.
+    pub name: String,
+    /// The data plane: shm (one host, the default) or tcp.
+    pub transport: Transport,
+    /// The address to listen on and be reached at (`None`: the default route's
+    /// interface, or 127.0.0.1 where there is none).
+    pub ip: Option<Ipv4Addr>,
+    /// Control port (the data port is the next); 0: the OS picks.
+    pub port: u16,
+    /// Join through this member instead of discovery.
+    pub contact: Option<SocketAddr>,
+    /// This member's node id (`None`: kept, or random).
+    pub id: Option<u32>,
+    /// Where it keeps its id, log and store (`None`: a slot, see the module docs).
+    pub data_dir: Option<PathBuf>,
+    /// The group's secret file (`None`: `SPINDLE_SECRET_FILE`'s, if set).
+    pub secret_file: Option<PathBuf>,
+    /// Copies of the log (the first members of the view hold them).
+    pub replicas: usize,
+    /// The failure timeout.
+    pub failure_timeout: Duration,
+}
+
+impl MemberConfig {
+    /// The defaults for store `name`: shm, discovery, a slot, 3 replicas, a 1 s
+    /// failure timeout.
+    pub fn new(name: &str) -> MemberConfig {
+        MemberConfig {
+            name: name.into(),
+            transport: Transport::Shm,
+            ip: None,
+            port: 0,
+            contact: None,
+            id: None,
+            data_dir: None,
+            secret_file: None,
+            replicas: 3,
+            failure_timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a member did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum MemberError {
+    /// The data directory could not be claimed or read.
+    #[error(transparent)]
+    DataDir(#[from] StateDirError),
+    /// The group's configuration was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The log (its group) did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The store did not open.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A running member: its log, its store, and where it keeps them.
+#[derive(Debug)]
+pub struct Member {
+    /// The log under the store.
+    pub log: Arc<TailwindLog>,
+    /// The store.
+    pub store: Arc<Store<TailwindLog>>,
+    dir: PathBuf,
+    slot: bool,
+}
+
+/// A random node id below 1024 (from the clock and the process id: enough to make
+/// two new members unlikely to pick the same; the group refuses a taken one).
+fn random_id(attempt: usize) -> u32 {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let x = u64::from(nanos) ^ (u64::from(std::process::id()) << 20) ^ (attempt as u64).wrapping_mul(0x9e37_79b9);
+    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 54) as u32
+}
+
+impl Member {
+    /// Starts a member; `refused(id, why)` hears of each random id the group
+    /// refused before another is tried.
+    pub fn start(cfg: &MemberConfig, mut refused: impl FnMut(u32, &str)) -> Result<Member, MemberError> {
+        let (dir, slot) = match &cfg.data_dir {
+            Some(d) => (d.clone(), false),
+            None => (restart::claim_slot(&restart::default_state_base("kv", &cfg.name))?, true),
+        };
+        let kept = restart::saved_node(&dir, &cfg.name)?;
+        let ip = cfg.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(Ipv4Addr::LOCALHOST);
+        let handler = Handler::new();
+        let mut attempt = 0;
+        let log = loop {
+            let (id, chosen) = match cfg.id.or(kept) {
+                Some(id) => (id, true),
+                None => (random_id(attempt), false),
+            };
+            let mut b = Config::builder(id, SocketAddr::from((ip, cfg.port)))
+                .name(&cfg.name)
+                .transport(cfg.transport)
+                .state_dir(&dir)
+                .timeouts(Duration::from_millis(100).min(cfg.failure_timeout / 4), cfg.failure_timeout);
+            if let Some(s) = &cfg.secret_file {
+                b = b.secret_file(s);
+            }
+            if let Some(c) = cfg.contact {
+                b = b.contact(c);
+            }
+            let mut tw = TailwindConfig::new(dir.join("log"));
+            tw.buffer = 1 << 20;
+            tw.replicas = cfg.replicas;
+            let h = handler.clone();
+            match TailwindLog::start_with(b.build()?, tw, |b| b.client_handler(h)) {
+                Ok(log) => break Arc::new(log),
+                Err(StartError::Group(spindle_views::group::StartError::Join(why)))
+                    if !chosen && attempt + 1 < ID_TRIES =>
+                {
+                    refused(id, &why);
+                    attempt += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
+        let store = Arc::new(Store::open(&dir.join("store"), log.clone())?);
+        handler.serve(&store);
+        Ok(Member { log, store, dir, slot })
+    }
+
+    /// This member's node id.
+    pub fn id(&self) -> u32 {
+        self.log.node().0
+    }
+
+    /// Where it keeps its id, log and store.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Closes the store, leaves the group (waiting up to `within`) and gives its
+    /// data slot back; false if it could not leave in time.
+    pub fn leave(self, within: Duration) -> bool {
+        let Member { log, store, dir, slot } = self;
+        drop(store);
+        let left = log.leave(within);
+        if slot {
+            restart::release_slot(&dir);
+        }
+        left
+    }
+}
