@@ -12,6 +12,14 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 echo "== docs (warnings are errors: broken intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
+echo "== packages (each product crate packs, and builds from its package, in dependency order)"
+# (No repository address is published yet: cargo's warning about it is expected.)
+if ! packed=$(cargo package --quiet --allow-dirty -p spindle-sst -p spindle-smc -p spindle-views \
+    -p spindle-tailwind -p spindle-dds -p spindle-kv -p spindle -p spindle-cli 2>&1); then
+    echo "$packed"
+    exit 1
+fi
+
 echo "== tree (file sizes, import circles)"
 python3 scripts/check-tree.py
 
