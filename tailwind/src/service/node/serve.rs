@@ -61,11 +61,7 @@ impl Shared {
                     (Response::Closed, Some((base, n))) => {
                         st.segments.insert(base, n);
                     }
-                    // A backup's buffer opened: the log takes appends. Not at the
-                    // primary itself, which opens its own while it recovers: it is
-                    // ready once it took over (`become_primary`), or a caller of
-                    // `primary()` there would see it before it takes appends.
-                    (Response::Opened, None) if st.check(view).is_ok() && st.members.first() != Some(&self.me) => {
+                    (Response::Opened, None) if opened_makes_ready(st.check(view).is_ok(), &st.members, self.me) => {
                         st.ready = true;
                         self.cv.notify_all();
                     }
@@ -181,5 +177,27 @@ impl Shared {
         self.pool.flush_recovered(id, &all);
         st.segments.insert(id.segment, count);
         Reply::Done
+    }
+}
+
+/// Whether a buffer opened by the primary's pool request in the running view
+/// (`in_view`) tells this member that the log takes appends: at a backup, yes. Not
+/// at the primary itself (the first of `members`), which opens its own buffer while
+/// it recovers: it is ready once it took over (`become_primary`), or `primary()`
+/// and `wait_for_primary` there would name it before it takes appends.
+fn opened_makes_ready(in_view: bool, members: &[NodeId], me: NodeId) -> bool {
+    in_view && members.first() != Some(&me)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_backup_is_made_ready_by_an_opened_buffer() {
+        let members = [NodeId(4), NodeId(1), NodeId(2)];
+        assert!(opened_makes_ready(true, &members, NodeId(1)));
+        assert!(!opened_makes_ready(true, &members, NodeId(4)), "the primary waits for its takeover");
+        assert!(!opened_makes_ready(false, &members, NodeId(1)), "not for another view");
     }
 }
