@@ -6,8 +6,8 @@
 
 use spindle::dds::{DdsConfig, DomainParticipant, History, Keyed, Qos};
 use spindle::views::config::{Config, Transport};
-use std::io::Write;
-use std::process::{Command, Stdio};
+mod common;
+use common::spindle;
 use std::time::Duration;
 
 #[derive(serde::Serialize, serde::Deserialize)]
@@ -21,31 +21,6 @@ impl Keyed for Shape {
     fn key(&self) -> String {
         self.colour.clone()
     }
-}
-
-/// Runs `spindle ARGS` (with `input` on stdin), bounded; its exit code, stdout
-/// and stderr.
-fn spindle(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let _ = stdin.write_all(input.as_bytes());
-    drop(stdin);
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().unwrap_or(-1);
-    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
 fn tool(addr: std::net::SocketAddr, args: &[&str]) -> (bool, String, String) {

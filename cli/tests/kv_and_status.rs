@@ -3,31 +3,16 @@
 //! `spindle status`; `spindle bench` on a small run; completions. Every command
 //! runs as a child with a deadline.
 
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+use std::process::Command;
+use std::time::Duration;
 use testkit::{LineChild, TempDirs};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// Runs `spindle ARGS`, bounded; its exit code, stdout and stderr.
+/// `spindle ARGS` with nothing on stdin.
 fn spindle(args: &[&str]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_spindle"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + WAIT;
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    let code = out.status.code().unwrap_or(-1);
-    (code, String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    common::spindle(args, "")
 }
 
 #[test]
