@@ -1,7 +1,7 @@
 //! `counter`: a replicated counter (and chat) to try in three terminals.
 //!
 //! ```text
-//! terminals 1, 2 and 3:  cargo run --release -p spindle-views --example counter
+//! terminals 1, 2 and 3:  cargo run --release -p examples --example counter
 //! ```
 //!
 //! The same command three times, on one host or on several hosts of a LAN: the

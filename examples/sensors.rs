@@ -2,10 +2,10 @@
 //! subscribers print them; one that starts late first receives the history.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p spindle-dds --example sensors -- publish
-//! terminal 2:  cargo run --release -p spindle-dds --example sensors -- subscribe
+//! terminal 1:  cargo run --release -p examples --example sensors -- publish
+//! terminal 2:  cargo run --release -p examples --example sensors -- subscribe
 //! (wait a few seconds)
-//! terminal 3:  cargo run --release -p spindle-dds --example sensors -- subscribe
+//! terminal 3:  cargo run --release -p examples --example sensors -- subscribe
 //! ```
 //!
 //! Nothing to choose, on one host or across the hosts of a LAN: participants find
@@ -31,8 +31,8 @@
 //! subscriber goes on with no gap in `#`; ADDR1-3: the addresses terminals 1-3 printed):
 //!
 //! ```text
-//! terminal 4:  cargo run --release -p spindle-dds --example sensors -- subscribe --client --contact ADDR2,ADDR3
-//! terminal 5:  cargo run --release -p spindle-dds --example sensors -- publish --client --contact ADDR3,ADDR1
+//! terminal 4:  cargo run --release -p examples --example sensors -- subscribe --client --contact ADDR2,ADDR3
+//! terminal 5:  cargo run --release -p examples --example sensors -- publish --client --contact ADDR3,ADDR1
 //! ```
 #![forbid(unsafe_code)]
 

@@ -3,9 +3,9 @@
 //! instance (colour): its last position, its state and how many samples came.
 //!
 //! ```text
-//! terminal 1:  cargo run --release -p bench --bin shapes -- pub red,green --port 7400
-//! terminal 2:  cargo run --release -p bench --bin shapes -- pub blue --contact 127.0.0.1:7400
-//! terminal 3:  cargo run --release -p bench --bin shapes -- sub --contact 127.0.0.1:7400
+//! terminal 1:  cargo run --release -p examples --example shapes -- pub red,green --port 7400
+//! terminal 2:  cargo run --release -p examples --example shapes -- pub blue --contact 127.0.0.1:7400
+//! terminal 3:  cargo run --release -p examples --example shapes -- sub --contact 127.0.0.1:7400
 //! ```
 //!
 //! The topic `Square` is keyed by colour and Volatile with the last 5 samples of

@@ -3,7 +3,7 @@
 //! a writer task and a reader task share a tokio runtime.
 //!
 //! ```text
-//! cargo run --release -p spindle-dds --example tokio_stream -- --samples 100000
+//! cargo run --release -p examples --example tokio_stream -- --samples 100000
 //! ```
 #![forbid(unsafe_code)]
 
