@@ -6,6 +6,7 @@ use clap::Subcommand;
 use serde_json::json;
 use spindle::kv::member::{Member, MemberConfig};
 use spindle::kv::remote::{KvClient, RemoteError};
+use spindle::tailwind::service::Ack;
 use spindle::views::client::ClientError;
 use spindle::views::config::Transport;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -44,6 +45,10 @@ pub enum KvCmd {
         /// Copies of the log.
         #[arg(long, default_value_t = 3)]
         replicas: usize,
+        /// When a put is acknowledged: `memory` (every copy holds it) or `disk`
+        /// (also synced by a majority of the copies: survives a restart of all).
+        #[arg(long, default_value = "memory", value_parser = ["memory", "disk"])]
+        ack: String,
         /// The group's secret file. Left out: `SPINDLE_SECRET_FILE`, if set.
         #[arg(long)]
         secret_file: Option<PathBuf>,
@@ -106,11 +111,12 @@ fn text(b: &[u8]) -> String {
 
 pub fn run(out: &Out, cmd: KvCmd) -> Result<(), CliError> {
     match cmd {
-        KvCmd::Serve { name, transport, ip, port, contact, id, data_dir, replicas, secret_file } => {
+        KvCmd::Serve { name, transport, ip, port, contact, id, data_dir, replicas, ack, secret_file } => {
             let mut cfg = MemberConfig::new(&name);
             cfg.transport = if transport == "tcp" { Transport::Tcp } else { Transport::Shm };
             (cfg.ip, cfg.port, cfg.contact, cfg.id, cfg.data_dir) = (ip, port, contact, id, data_dir);
             (cfg.replicas, cfg.secret_file) = (replicas, secret_file);
+            cfg.ack = if ack == "disk" { Ack::Disk } else { Ack::Memory };
             serve(out, &cfg)
         }
         KvCmd::Put { key, value, target } => {

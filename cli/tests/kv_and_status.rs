@@ -20,7 +20,7 @@ fn a_store_served_by_the_command_is_used_and_looked_at_by_it() {
     let name = format!("clikv{}", std::process::id());
     let data = TempDirs::new(&name, 1);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
-    cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--name", &name])
+    cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--ack", "disk", "--name", &name])
         .env("SPINDLE_DATA_DIR", &data[0]);
     let mut serve = LineChild::start(cmd);
     let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));

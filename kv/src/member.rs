@@ -14,7 +14,7 @@
 
 use crate::remote::Handler;
 use crate::{Store, StoreError};
-use spindle_tailwind::service::{StartError, TailwindConfig, TailwindLog};
+use spindle_tailwind::service::{Ack, StartError, TailwindConfig, TailwindLog};
 use spindle_views::config::{Config, ConfigError, Transport};
 use spindle_views::group::restart::{self, StateDirError};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -48,13 +48,16 @@ pub struct MemberConfig {
     pub secret_file: Option<PathBuf>,
     /// Copies of the log (the first members of the view hold them).
     pub replicas: usize,
+    /// When a put is acknowledged: once every copy holds it in memory, or also
+    /// once a majority of them synced it to disk (see the crate docs).
+    pub ack: Ack,
     /// The failure timeout.
     pub failure_timeout: Duration,
 }
 
 impl MemberConfig {
-    /// The defaults for store `name`: shm, discovery, a slot, 3 replicas, a 1 s
-    /// failure timeout.
+    /// The defaults for store `name`: shm, discovery, a slot, 3 replicas acked in
+    /// memory, a 1 s failure timeout.
     pub fn new(name: &str) -> MemberConfig {
         MemberConfig {
             name: name.into(),
@@ -66,6 +69,7 @@ impl MemberConfig {
             data_dir: None,
             secret_file: None,
             replicas: 3,
+            ack: Ack::Memory,
             failure_timeout: Duration::from_secs(1),
         }
     }
@@ -138,6 +142,7 @@ impl Member {
             let mut tw = TailwindConfig::new(dir.join("log"));
             tw.buffer = 1 << 20;
             tw.replicas = cfg.replicas;
+            tw.ack = cfg.ack;
             let h = handler.clone();
             match TailwindLog::start_with(b.build()?, tw, |b| b.client_handler(h)) {
                 Ok(log) => break Arc::new(log),
