@@ -136,6 +136,10 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         return Err("no new primary within 60 s".into());
     }
     if log.is_primary() {
+        // The member is the primary before its recovery hook has run: wait for it.
+        if !testkit::poll_until(Duration::from_secs(60), Duration::from_millis(1), || lock(&recovered).is_some()) {
+            return Err("the primary's recovery hook did not run within 60 s".into());
+        }
         let next = lock(&recovered).as_ref().map(|r| r.next.0).ok_or("no recovery")?;
         for i in next..next + args.after {
             let lsn =

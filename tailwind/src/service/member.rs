@@ -420,7 +420,9 @@ impl LogService {
     }
 
     /// Called at the primary each time it takes over (its first view included),
-    /// after recovery and before it takes appends.
+    /// after recovery, on the thread that recovered, just after it began to take
+    /// appends: a caller that sees [`LogService::is_primary`] may get there before
+    /// the hook ran.
     pub fn on_recovered(&self, f: impl FnMut(&Recovery) + Send + 'static) {
         *node::lock(&self.shared.on_recovered) = Some(Box::new(f));
     }
