@@ -1,6 +1,6 @@
-//! hello: one topic, a writer and a reader. Run it in two terminals on one host (or
-//! on two hosts of a LAN); the second finds the first and joins its domain, and
-//! each prints what both wrote:
+//! hello: one topic, a writer and a reader. Run it in two terminals on one host; the
+//! second finds the first (discovery over loopback) and joins its domain, and each
+//! prints what both wrote (`counter` and `sensors` show members on several hosts):
 //!
 //! ```text
 //! terminal 1:  cargo run --release -p examples --example hello
