@@ -14,8 +14,15 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
 echo "== packages (each product crate packs, and builds from its package, in dependency order)"
 # (No repository address is published yet: cargo's warning about it is expected.)
-if ! packed=$(cargo package --quiet --allow-dirty -p spindle-sst -p spindle-smc -p spindle-views \
-    -p spindle-tailwind -p spindle-dds -p spindle-kv -p spindle -p spindle-cli 2>&1); then
+# Verified in a target dir of its own. Cargo takes a registry crate of a version it
+# built before as built, and keeps registry sources unpacked under CARGO_HOME: the
+# spindle crates of the previous run (there, and unpacked from the local registry
+# the check makes) are removed first, or a changed crate would be checked stale.
+pkg_target=target/package-check
+rm -rf "$pkg_target"/debug/.fingerprint/spindle* "$pkg_target"/debug/deps/*spindle* \
+    "$pkg_target"/debug/build/spindle* "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/spindle*-[0-9]*
+if ! packed=$(cargo package --quiet --allow-dirty --target-dir "$pkg_target" -p spindle-sst -p spindle-smc \
+    -p spindle-views -p spindle-tailwind -p spindle-dds -p spindle-kv -p spindle -p spindle-cli 2>&1); then
     echo "$packed"
     exit 1
 fi
