@@ -6,7 +6,7 @@ use clap::{Args, ValueEnum};
 use serde_json::Value;
 use spindle_smc::runtime::{Runtime, SubgroupSetup};
 use spindle_smc::{Mode, SmcLayout, SubgroupSpec};
-use spindle_sst::predicate::{PollConfig, DEFAULT_SPIN_US};
+use spindle_sst::predicate::PollConfig;
 use spindle_sst::sync::Arc;
 use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use std::time::Duration;
@@ -80,9 +80,11 @@ pub struct Common {
     /// Subgroups over the same nodes, each with its own table and sender threads.
     #[arg(long, default_value_t = 1)]
     pub subgroups: usize,
-    /// Predicate-thread spin budget after the last work (µs).
-    #[arg(long, default_value_t = DEFAULT_SPIN_US)]
-    pub spin_us: u64,
+    /// Predicate-thread spin budget after the last work (µs). Left out: chosen
+    /// from the host as the Group runtime does (`spindle_sst::spin`: the default
+    /// while the nodes, all on this host, have a core each; none past that).
+    #[arg(long)]
+    pub spin_us: Option<u64>,
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -179,10 +181,16 @@ impl Common {
             .collect()
     }
 
+    /// The spin budget in µs: the one given, or the host's choice for this many
+    /// nodes on it.
+    pub fn spin(&self) -> u64 {
+        self.spin_us.unwrap_or_else(|| spindle_sst::spin::auto_spin_us(self.nodes, spindle_sst::spin::host_cores()))
+    }
+
     /// The predicate thread's configuration.
     pub fn poll(&self, me: NodeId) -> PollConfig {
         PollConfig {
-            spin: Duration::from_micros(self.spin_us),
+            spin: Duration::from_micros(self.spin()),
             name: format!("smc-pred-{}", me.0),
             ..PollConfig::default()
         }

@@ -94,6 +94,7 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
         .transport(transport)
         .discovery(false)
         .max_msg(args.size)
+        .window(256)
         .timeouts(Duration::from_millis(100), Duration::from_secs(2));
     if let Some(c) = args.contact {
         b = b.contact(c);

@@ -5,6 +5,8 @@
 pub mod heartbeat;
 #[cfg(not(loom))]
 pub mod predicate;
+#[cfg(not(loom))]
+pub mod spin;
 
 // `unsafe` is denied everywhere but in the modules below that say why they need it.
 // The futex system calls.

@@ -120,9 +120,12 @@ pub struct Config {
     /// A peer silent this long is suspected, in milliseconds.
     #[serde(default = "defaults::failure_timeout_ms")]
     pub failure_timeout_ms: u64,
-    /// Predicate-thread spin budget, in microseconds.
-    #[serde(default = "defaults::spin_us")]
-    pub spin_us: u64,
+    /// Predicate-thread spin budget, in microseconds. Left out: chosen from the
+    /// host at each view (`spindle_views::group::spin`): the short default while this host's
+    /// members have a core each, none once they outnumber its cores (their spinning
+    /// threads would take the cores the others need).
+    #[serde(default)]
+    pub spin_us: Option<u64>,
     /// A member that finds itself in a minority stops instead of installing a view.
     #[serde(default = "defaults::majority")]
     pub majority: bool,
@@ -226,9 +229,6 @@ mod defaults {
     pub fn failure_timeout_ms() -> u64 {
         1000
     }
-    pub fn spin_us() -> u64 {
-        spindle_sst::predicate::DEFAULT_SPIN_US
-    }
     pub fn majority() -> bool {
         true
     }
@@ -325,7 +325,7 @@ impl Config {
             arena: defaults::arena(),
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
-            spin_us: defaults::spin_us(),
+            spin_us: None,
             majority: defaults::majority(),
             rejoin: defaults::yes(),
             state_dir: None,
@@ -375,7 +375,7 @@ impl Config {
         if self.rdma_port == 0 {
             return Err(invalid("rdma_port", "ports are numbered from 1"));
         }
-        if self.spin_us > 1_000_000 {
+        if self.spin_us.is_some_and(|s| s > 1_000_000) {
             return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
         }
         if let Some(a) = self.discovery_addr {
@@ -444,9 +444,10 @@ impl ConfigBuilder {
         self.0.failure_timeout_ms = failure.as_millis() as u64;
         self
     }
-    /// Predicate-thread spin budget.
+    /// Predicate-thread spin budget (left out: chosen from the host, see
+    /// [`Config::spin_us`]).
     pub fn spin(mut self, spin: Duration) -> Self {
-        self.0.spin_us = spin.as_micros() as u64;
+        self.0.spin_us = Some(spin.as_micros() as u64);
         self
     }
     /// Majority rule on or off.
@@ -529,7 +530,7 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
-        assert_eq!((c.transport, c.window, c.max_msg, c.spin_us, c.majority), (Transport::Tcp, 8, 64, 0, false));
+        assert_eq!((c.transport, c.window, c.max_msg, c.spin_us, c.majority), (Transport::Tcp, 8, 64, Some(0), false));
         assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
         let d = Config::from_toml(&format!(
             "{BASE}discovery = false\ndiscovery_addr = \"239.255.1.2:17500\"\ndiscovery_wait_ms = 200\n"
@@ -574,7 +575,7 @@ mod tests {
         assert!(b.clone().window(0).build().is_err());
         assert!(b.clone().timeouts(Duration::from_millis(100), Duration::from_millis(150)).build().is_err());
         let c = b.transport(Transport::Mem).majority(false).spin(Duration::ZERO).build().unwrap();
-        assert_eq!((c.transport, c.majority, c.spin_us), (Transport::Mem, false, 0));
+        assert_eq!((c.transport, c.majority, c.spin_us), (Transport::Mem, false, Some(0)));
     }
 
     #[test]

@@ -303,7 +303,7 @@ fn main() {
         "send_batch_mean": mean("send_batch_mean"),
         "recv_batch_mean": mean("recv_batch_mean"),
         "deliver_batch_mean": mean("deliver_batch_mean"),
-        "spin_us": c.spin_us,
+        "spin_us": c.spin(),
     });
     if let Some(b) = base {
         line["baseline_gb_per_s"] = json!(round(b, 4));

@@ -152,7 +152,7 @@ fn main() {
         "lat_us_p99": round(worst("p99"), 2),
         "lat_us_p999": round(worst("p999"), 2),
         "samples": samples,
-                "spin_us": c.spin_us,
+                "spin_us": c.spin(),
         "gap_us": args.gap_us,
     });
     let mut line = line;

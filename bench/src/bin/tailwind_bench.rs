@@ -74,12 +74,12 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     rate: u64,
     /// The predicate-thread spin budget of each member's group, in µs (its
-    /// `spin_us`). 0, the default here, measured best with three member processes
-    /// on this 2-core machine: over tcp, Tailwind at 100 B did 20.5 K appends/s
-    /// at p50 43 µs with 0, 8.0 K with 20 and 3.6 K at p50 304 µs with the
-    /// group's default of 100 (spinning threads take the cores the others need).
-    #[arg(long, default_value_t = 0)]
-    spin_us: u64,
+    /// `spin_us`). Left out: the group's choice from the host (none while this
+    /// host's members outnumber its cores, as three do on a 2-core machine, where
+    /// Tailwind over tcp at 100 B did 20.5 K appends/s at p50 43 µs with 0, 8.0 K
+    /// with 20 and 3.6 K at p50 304 µs with 100).
+    #[arg(long)]
+    spin_us: Option<u64>,
     /// Tailwind buffer (segment) bytes.
     #[arg(long, default_value_t = spindle_tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,
@@ -284,7 +284,7 @@ fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
             row["replicas"] = json!(N);
             row["backup_cpu_pct"] = json!(pct);
             if mode == "tailwind" {
-                row["spin_us"] = json!(args.spin_us);
+                row["spin_us"] = json!(args.spin_us); // null: the group chose it from the host
             }
             if mode == "rpc" {
                 row["rpc_spin_us"] = json!(args.rpc_spin_us);

@@ -62,6 +62,8 @@ pub(crate) struct Epoch {
     pub(crate) subs: Vec<Option<Subgroup>>,
     pub(crate) driver: Arc<Mutex<Driver>>,
     pub(crate) rt: Option<Runtime>,
+    /// The predicate thread's spin budget in this view, in µs.
+    pub(crate) spin_us: u64,
 }
 
 impl std::fmt::Debug for Epoch {
@@ -193,8 +195,12 @@ impl Epoch {
                 });
             }
         }
+        let spin_us = cfg.spin_us.unwrap_or_else(|| {
+            let here = super::spin::members_here(&view, cfg.transport, cfg.listen, &inner.directory);
+            super::spin::auto_spin_us(here, super::spin::host_cores())
+        });
         let poll = PollConfig {
-            spin: Duration::from_micros(cfg.spin_us),
+            spin: Duration::from_micros(spin_us),
             name: format!("spindle-{}-v{}", me.0, view.id().0),
             ..PollConfig::default()
         };
@@ -226,7 +232,7 @@ impl Epoch {
             on_wedge: inner.hooks.on_wedge.clone(),
         }));
         wire_predicates(&rt, &driver, cfg.heartbeat());
-        Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt) })
+        Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt), spin_us })
     }
 
     /// The handle of subgroup `k`, if this node is in it.

@@ -58,6 +58,7 @@ mod removal;
 pub mod report;
 pub mod restart;
 mod send;
+pub mod spin;
 mod status;
 
 use crate::config::Config;
@@ -257,6 +258,13 @@ impl Group {
     /// Why this node stopped, if it did.
     pub fn stopped(&self) -> Option<String> {
         self.inner.status.stopped()
+    }
+
+    /// The predicate thread's spin budget in the current view, in µs: the
+    /// configured one, or the one chosen from the host (see [`spin`]); `None`
+    /// before the first view.
+    pub fn spin_us(&self) -> Option<u64> {
+        self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|e| e.spin_us)
     }
 
     /// Counters so far.

@@ -81,12 +81,12 @@ pub(crate) struct Args {
     #[arg(long, hide = true, default_value = "memory")]
     mode: String,
     /// The predicate-thread spin budget of each member's group, in µs (its
-    /// `spin_us`). 0, the default here, measured best with three member processes
-    /// on this 2-core machine: over tcp, `tailwind_bench` at 100 B did 20.5 K appends/s
-    /// at p50 43 µs with 0, 8.0 K with 20 and 3.6 K at p50 304 µs with the
-    /// group's default of 100 (spinning threads take the cores the others need).
-    #[arg(long, default_value_t = 0)]
-    spin_us: u64,
+    /// `spin_us`). Left out: the group's choice from the host (none while this
+    /// host's members outnumber its cores, as three do on a 2-core machine, where
+    /// Tailwind over tcp at 100 B did 20.5 K appends/s at p50 43 µs with 0, 8.0 K
+    /// with 20 and 3.6 K at p50 304 µs with 100).
+    #[arg(long)]
+    spin_us: Option<u64>,
     /// How the backups' stores apply the log in the replicated configurations:
     /// `eager` (as it commits, every member's store follows) or `lazy`
     /// (`kvstore::Apply::Lazy`: only when read there or once primary; for `rpc`,
@@ -280,7 +280,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         store.wait_applied(committed, Duration::from_secs(60)).map_err(|e| e.to_string())?;
         let mut row = member_row(args, &format!("tailwind_{}", args.mode), value, r, lag, t);
         row["puts_measured"] = json!(round(total, 0));
-        row["spin_us"] = json!(args.spin_us);
+        row["spin_us"] = json!(log.group().spin_us());
         Ok(row)
     })?;
     drop(store);
