@@ -47,8 +47,24 @@ fn three_logs(name: &str, dirs: &[std::path::PathBuf], t: Transport) -> Vec<Arc<
     logs
 }
 
+/// Waits until `s` applied everything the log had committed. `Store::sync` gives
+/// up after the log's append timeout (10 s) and says so (`NotApplied`); on a
+/// loaded machine that is not a failure, so this asks again, up to a minute.
+fn synced(s: &Kv) {
+    let mut last = None;
+    let ok = testkit::poll_until(2 * WAIT, Duration::from_millis(10), || match s.sync() {
+        Ok(()) => true,
+        Err(e @ StoreError::NotApplied(_)) => {
+            last = Some(e);
+            false
+        }
+        Err(e) => panic!("sync: {e}"),
+    });
+    assert!(ok, "the store did not apply the committed log within a minute: {last:?}");
+}
+
 fn contents(s: &Kv) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    s.sync().unwrap();
+    synced(s);
     s.scan(b"", usize::MAX).unwrap().into_iter().collect()
 }
 
@@ -97,7 +113,7 @@ fn failover(apply: Apply) {
         s(i).snapshot().unwrap();
     }
     for i in 0..3 {
-        s(i).sync().unwrap();
+        synced(s(i));
     }
     let point = s(0).trim_log().unwrap().expect("every member took a snapshot");
     assert!(point.0 >= 300, "{point:?}");
@@ -236,13 +252,13 @@ fn a_member_added_after_a_trim_takes_a_checkpoint_of_the_store() {
     stores[0].del(b"key/00042").unwrap();
     want.remove(b"key/00042".as_slice());
     for s in &stores {
-        s.sync().unwrap();
+        synced(s);
     }
     for s in &stores {
         s.snapshot().unwrap();
     }
     for s in &stores {
-        s.sync().unwrap();
+        synced(s);
     }
     let point = stores[0].trim_log().unwrap().expect("every member took a snapshot");
     // Record 0 is gone: the joiner, which needs the log from 0, must take a checkpoint.
@@ -288,7 +304,7 @@ fn idle_hostile_connections_do_not_stall_a_join_over_tcp() {
     let l3 = log_over(&name, 3, Some(logs[0].group().listen_addr()), &dirs[3], Transport::Tcp);
     let s3: Kv = Store::open(&dirs[3].join("store"), l3.clone()).unwrap();
     primary.put(b"after", b"join").unwrap();
-    s3.sync().unwrap();
+    synced(&s3);
     assert_eq!(s3.get(b"after").unwrap(), Some(b"join".to_vec()), "a put at the primary, read at the joiner");
     let all = contents(&primary);
     assert_eq!(all.len(), 201);
