@@ -204,12 +204,10 @@ impl LogService {
 
     /// The current primary, if the log takes appends now (the primary recovered).
     pub fn primary(&self) -> Option<NodeId> {
-        // This member only once it took over (its own lock first: the order
-        // `become_primary` takes them in).
-        let me_primary = self.is_primary();
+        // Ready at the primary itself only once it took over (`become_primary`;
+        // see `opened_makes_ready`), so this never names it before that.
         let st = node::lock(&self.shared.st);
-        let p = st.ready.then(|| st.members.first().copied()).flatten()?;
-        (p != self.shared.me || me_primary).then_some(p)
+        st.ready.then(|| st.members.first().copied()).flatten()
     }
 
     /// True if this member is the primary and takes appends.
