@@ -24,7 +24,7 @@ fn keep_last_late_joiner(t: Transport) {
     let qos = Qos::volatile(History::KeepLast(20));
     let t0 = ps[0].topic::<u64>("ticks", qos).unwrap();
     let t1 = ps[1].topic::<u64>("ticks", qos).unwrap();
-    let _early = ps[1].create_reader(&t1, qos).unwrap();
+    let early = ps[1].create_reader(&t1, qos.history(History::KeepAll)).unwrap();
     let w = ps[0].create_writer(&t0, qos).unwrap();
     let stop = AtomicBool::new(false);
     let got = std::thread::scope(|s| {
@@ -36,7 +36,9 @@ fn keep_last_late_joiner(t: Transport) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         });
-        std::thread::sleep(Duration::from_millis(300));
+        // Node 2 asks only once 40 samples are delivered at node 1, so its request is
+        // ordered after them and its seam has at least 20 before it, however slow the host.
+        assert_eq!(early.take_n(40, WAIT).len(), 40, "the writer is running");
         let t2 = ps[2].find_topic::<u64>("ticks").unwrap();
         let late = ps[2].create_reader(&t2, Qos::volatile(History::KeepAll)).unwrap();
         let got = late.take_n(60, WAIT);
