@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{eventually, wait_broken};
+use common::{eventually, wait_broken, ToyAuth};
 use spindle_sst::predicate::{PollConfig, PredicateThread};
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::Arc;
@@ -212,26 +212,6 @@ fn a_driving_predicate_thread_is_as_strict() {
     for (name, bad, close) in hostile_inputs() {
         eprintln!("driven: {name}");
         hostile(bad, close, true);
-    }
-}
-
-/// A stand-in for the group layer's proof (a test double, not cryptography): the
-/// digest of a key and the transcript.
-#[derive(Debug)]
-struct ToyAuth(u64);
-
-impl tcp::LinkAuth for ToyAuth {
-    fn nonce(&self) -> std::io::Result<[u8; 32]> {
-        static N: spindle_sst::sync::atomic::AtomicU64 = spindle_sst::sync::atomic::AtomicU64::new(1);
-        let n = N.fetch_add(1, spindle_sst::sync::atomic::Ordering::Relaxed);
-        Ok([n.to_le_bytes(); 4].concat().try_into().unwrap())
-    }
-    fn prove(&self, t: &[u8]) -> [u8; 32] {
-        let d = spindle_sst::hash::digest(&[&self.0.to_le_bytes()[..], t].concat());
-        [d.to_le_bytes(); 4].concat().try_into().unwrap()
-    }
-    fn check(&self, t: &[u8], proof: &[u8; 32]) -> bool {
-        self.prove(t) == *proof
     }
 }
 

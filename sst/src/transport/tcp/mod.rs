@@ -29,6 +29,11 @@
 //! A connection with a bad Hello (garbage, wrong version, wrong group, unknown or
 //! duplicate id) is logged and closed, and setup goes on waiting for the real peer.
 //!
+//! With a group secret ([`TcpConfig::auth`]) each link proves it both ways after the
+//! Hellos, and from then on carries its frames sealed in records by a cipher per
+//! direction (module `seal`): a record whose tag fails breaks the link before any of
+//! its bytes are applied.
+//!
 //! After setup, a peer that sends a bad frame (garbage, an unknown kind, a truncated
 //! frame, a write outside a region) is disconnected with a logged error and reported
 //! as [`PeerEvent::Broken`]; this node and its other links keep working.
@@ -39,7 +44,6 @@ use crate::doorbell::{Doorbell, Ticket};
 use crate::region::Region;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use crate::sync::{lock, Arc, Mutex};
-use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::thread::JoinHandle;
@@ -47,8 +51,10 @@ use std::time::{Duration, Instant};
 
 mod helper;
 mod rx;
+mod seal;
 mod setup;
 
+pub use seal::{Ciphers, RECORD, TAG};
 pub use setup::{bind, Listener};
 
 /// How to connect a `tcp` node to its peers.
@@ -72,8 +78,8 @@ pub struct TcpConfig {
     /// Stops waiting for a peer this says is gone (see `shm::ShmConfig::gone`).
     pub gone: Option<super::GoneProbe>,
     /// With a group secret: every link proves it at setup, both ways, after the
-    /// Hellos (see [`LinkAuth`]); a peer that cannot is refused like one with a bad
-    /// Hello.
+    /// Hellos (see [`LinkAuth`]), and then seals every frame it carries; a peer that
+    /// cannot prove it is refused like one with a bad Hello.
     pub auth: Option<std::sync::Arc<dyn LinkAuth>>,
 }
 
@@ -90,6 +96,24 @@ pub trait LinkAuth: Send + Sync + std::fmt::Debug {
     fn prove(&self, transcript: &[u8]) -> [u8; 32];
     /// Whether `proof` is the proof of `transcript` (compared in constant time).
     fn check(&self, transcript: &[u8], proof: &[u8; 32]) -> bool;
+    /// The ciphers of a link whose proofs held: `(sending, receiving)`, keyed from
+    /// `send` (this end's transcript) and `receive` (the peer's). The peer derives
+    /// its receiving cipher from the same bytes as this end's sending one. Keys must
+    /// be fresh per link (the transcripts hold both nonces) and the two directions'
+    /// keys must differ, as each cipher numbers its records from 0.
+    fn ciphers(&self, send: &[u8], receive: &[u8]) -> Ciphers;
+}
+
+/// One direction of a sealed link (see module `seal`), supplied by the layer that
+/// holds the secret: an AEAD whose nonce is the record's sequence number on the
+/// link, counted inside.
+pub trait LinkCipher: Send + std::fmt::Debug {
+    /// Encrypts the next record's `body` in place, bound to `header` (sent in clear);
+    /// returns its tag.
+    fn seal(&mut self, header: &[u8], body: &mut [u8]) -> [u8; TAG];
+    /// Decrypts the next record's `body` in place if `tag` holds for it and `header`;
+    /// false otherwise (the link is then broken, so the sequence need not go on).
+    fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool;
 }
 
 impl TcpConfig {
@@ -112,7 +136,7 @@ impl TcpConfig {
 /// Bytes a flush sends to one peer, holding its socket.
 struct Sending<'a> {
     p: &'a TcpPeer,
-    tx: crate::sync::MutexGuard<'a, TcpStream>,
+    tx: crate::sync::MutexGuard<'a, seal::Tx>,
     bytes: Vec<u8>,
     at: usize,
 }
@@ -136,7 +160,7 @@ struct TcpPeer {
     out: Mutex<Vec<u8>>,
     dirty: AtomicBool,
     /// The socket's write side; held for the whole of a flush so frames keep their order.
-    tx: Mutex<TcpStream>,
+    tx: Mutex<seal::Tx>,
     /// A clone of the socket, read without blocking and shut down without taking `tx`.
     sock: TcpStream,
     posted: AtomicU64,
@@ -181,7 +205,7 @@ impl Shared {
     /// Sends what is queued for `p` if no flush is sending and the socket takes it
     /// without blocking; the rest stays queued, in order, for the next flush.
     fn send_now(&self, p: &TcpPeer) {
-        let Ok(tx) = p.tx.try_lock() else { return }; // a flush is sending: it or the next one takes it
+        let Ok(mut tx) = p.tx.try_lock() else { return }; // a flush is sending: it or the next one takes it
         if p.cut.load(Ordering::Acquire) {
             return;
         }
@@ -189,10 +213,11 @@ impl Shared {
         if out.is_empty() {
             return;
         }
-        match socket2::SockRef::from(&*tx).send_with_flags(&out, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+        match tx.send_dontwait(&out) {
             Ok(n) => {
                 out.drain(..n);
-                if out.is_empty() {
+                // Sealed bytes the socket did not take are sent by the next flush.
+                if out.is_empty() && !tx.pending() {
                     p.dirty.store(false, Ordering::Release);
                 }
             }
@@ -223,13 +248,14 @@ pub struct TcpTransport {
 }
 
 impl TcpTransport {
-    pub(super) fn start(
-        cfg: &TcpConfig,
-        links: Vec<(NodeId, TcpStream, Vec<RegionSpec>)>,
-    ) -> Result<TcpTransport, SetupError> {
+    fn start(cfg: &TcpConfig, links: Vec<(NodeId, setup::Link)>) -> Result<TcpTransport, SetupError> {
         let regions = cfg.regions.iter().map(|r| (r.id, Arc::new(Region::new(r.len)))).collect();
         let mut peers = Vec::new();
-        for (id, stream, remote) in links {
+        for (id, setup::Link { stream, remote, ciphers }) in links {
+            let (send, receive) = match ciphers {
+                Some((s, r)) => (Some(s), Some(r)),
+                None => (None, None),
+            };
             let err = SetupError::io(format!("socket to {id}"));
             stream.set_read_timeout(None).map_err(err)?;
             stream.set_write_timeout(Some(cfg.write_timeout)).map_err(SetupError::io("write timeout"))?;
@@ -239,7 +265,7 @@ impl TcpTransport {
                 out: Mutex::new(Vec::new()),
                 dirty: AtomicBool::new(false),
                 sock: stream.try_clone().map_err(SetupError::io("clone socket"))?,
-                tx: Mutex::new(stream),
+                tx: Mutex::new(seal::Tx::new(stream, send)),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
                 heard: AtomicU64::new(0),
@@ -247,7 +273,7 @@ impl TcpTransport {
                 ack_lock: Mutex::new(()),
                 ack_cv: std::sync::Condvar::new(),
                 cut: AtomicBool::new(false),
-                rx: Mutex::new(rx::Rx::default()),
+                rx: Mutex::new(rx::Rx::new(receive.map(seal::Opening::new))),
             });
         }
         peers.sort_by_key(|p| p.id);
@@ -273,6 +299,11 @@ impl TcpTransport {
     fn flush_one(&self, p: &TcpPeer) {
         loop {
             let mut tx = lock(&p.tx);
+            if let Err(e) = tx.write_pending() {
+                drop(tx);
+                self.shared.broken(p, format!("send: {e}"));
+                return;
+            }
             while let Some(bytes) = p.take_out() {
                 let res = tx.write_all(&bytes);
                 p.give_back(bytes);
@@ -385,7 +416,12 @@ impl Transport for TcpTransport {
                 if !p.dirty.load(Ordering::Acquire) || p.cut.load(Ordering::Relaxed) {
                     continue;
                 }
-                let tx = lock(&p.tx);
+                let mut tx = lock(&p.tx);
+                if let Err(e) = tx.write_pending() {
+                    drop(tx);
+                    self.shared.broken(p, format!("send: {e}"));
+                    continue;
+                }
                 if let Some(bytes) = p.take_out() {
                     live.push(Sending { p, tx, bytes, at: 0 });
                 }

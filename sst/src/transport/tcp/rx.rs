@@ -1,13 +1,15 @@
 //! Reading a link and applying its frames, on whichever thread receives (the driver
 //! or the fallback thread; one at a time per link, under the link's `rx` lock).
 
+use super::seal::{self, Opening};
 use super::{Shared, TcpPeer};
 use crate::sync::atomic::Ordering;
 use crate::sync::lock;
 use crate::transport::frame::{self, Frame};
 use std::os::fd::AsFd;
 
-/// What has been read from a link and not yet applied: `buf[start..end]`.
+/// What has been read from a link and not yet applied: `buf[start..end]` (on a
+/// sealed link, the plaintext of the records opened so far).
 #[derive(Debug)]
 pub(super) struct Rx {
     buf: Vec<u8>,
@@ -15,12 +17,8 @@ pub(super) struct Rx {
     end: usize,
     /// Writes applied so far on this link (what an Ack reports).
     applied: u64,
-}
-
-impl Default for Rx {
-    fn default() -> Self {
-        Rx { buf: vec![0; INITIAL_BUF], start: 0, end: 0, applied: 0 }
-    }
+    /// A sealed link's records read and not yet opened.
+    sealed: Option<Opening>,
 }
 
 /// The receive buffer's starting size; it grows to fit one frame larger than this.
@@ -31,6 +29,10 @@ const INITIAL_BUF: usize = 256 << 10;
 const MAX_READS: usize = 4;
 
 impl Rx {
+    pub(super) fn new(sealed: Option<Opening>) -> Rx {
+        Rx { buf: vec![0; INITIAL_BUF], start: 0, end: 0, applied: 0, sealed }
+    }
+
     /// Makes room at the end of the buffer: moves the unapplied bytes to the front,
     /// or grows the buffer for one frame larger than it (bounded by `MAX_BODY`).
     fn make_room(&mut self) -> Result<(), String> {
@@ -52,6 +54,28 @@ impl Rx {
         self.buf.resize(len, 0);
         Ok(())
     }
+}
+
+/// Appends a record's plaintext to the frames not yet applied (`buf[*start..*end]`),
+/// growing the buffer if those are one frame and part of the next (at most a
+/// largest frame and a record).
+fn push_plain(buf: &mut Vec<u8>, start: &mut usize, end: &mut usize, plain: &[u8]) -> Result<(), String> {
+    if buf.len() - *end < plain.len() {
+        buf.copy_within(*start..*end, 0);
+        *end -= *start;
+        *start = 0;
+        let need = *end + plain.len();
+        let most = frame::MAX_BODY + 4 + seal::RECORD;
+        if need > most {
+            return Err(format!("bad frame: {need} bytes that make no whole frame"));
+        }
+        if need > buf.len() {
+            buf.resize(need.max(buf.len() * 2).min(most), 0);
+        }
+    }
+    buf[*end..*end + plain.len()].copy_from_slice(plain);
+    *end += plain.len();
+    Ok(())
 }
 
 /// What one call of `apply` found.
@@ -80,11 +104,17 @@ impl Shared {
             if p.cut.load(Ordering::Acquire) {
                 break;
             }
-            if let Err(e) = rx.make_room() {
+            let rx = &mut *rx;
+            if let Some(o) = &mut rx.sealed {
+                o.make_room();
+            } else if let Err(e) = rx.make_room() {
                 failed = Some(e);
                 break;
             }
-            let Rx { buf, start, end, .. } = &mut *rx;
+            let (buf, start, end) = match &mut rx.sealed {
+                Some(o) => (&mut o.buf, &mut o.start, &mut o.end),
+                None => (&mut rx.buf, &mut rx.start, &mut rx.end),
+            };
             let room = buf.len() - *end;
             let n = match crate::sys::recv_dontwait(p.sock.as_fd(), &mut buf[*end..]) {
                 Ok(0) if *end > *start => {
@@ -105,7 +135,11 @@ impl Shared {
             };
             *end += n;
             p.heard.fetch_add(1, Ordering::Relaxed);
-            if let Err(e) = self.apply(p, &mut rx, &mut done) {
+            let applied = match rx.sealed.is_some() {
+                true => self.open_and_apply(p, rx, &mut done),
+                false => self.apply(p, rx, &mut done),
+            };
+            if let Err(e) = applied {
                 failed = Some(e);
                 break;
             }
@@ -132,6 +166,20 @@ impl Shared {
             }
         }
         done.any
+    }
+
+    /// Opens every complete record of a sealed link and applies the frames they
+    /// complete, a record at a time.
+    fn open_and_apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
+        loop {
+            let Rx { buf, start, end, sealed, .. } = &mut *rx;
+            match sealed.as_mut().expect("a sealed link").next() {
+                Ok(Some(plain)) => push_plain(buf, start, end, plain)?,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("bad record: {e}")),
+            }
+            self.apply(p, rx, done)?;
+        }
     }
 
     /// Applies every complete frame in `rx`, in order.

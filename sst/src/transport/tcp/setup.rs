@@ -2,7 +2,7 @@
 //! its checks (see the module docs of [`super`]). The data path is in [`super`].
 
 use super::frame::{self, Frame, Hello};
-use super::{LinkAuth, TcpConfig, TcpTransport};
+use super::{Ciphers, LinkAuth, TcpConfig, TcpTransport};
 use crate::transport::{check_peers, check_regions, probe_gone, GoneProbe, NodeId, RegionSpec, SetupError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -60,7 +60,7 @@ impl Listener {
                     .map_err(SetupError::io("spawn a connect thread"))
             })
             .collect::<Result<_, _>>()?;
-        let mut links: Vec<(NodeId, TcpStream, Vec<RegionSpec>)> = Vec::new();
+        let mut links: Vec<(NodeId, Link)> = Vec::new();
         let mut first_error = None;
         match self.accept_higher(cfg, &ids, &hello, deadline) {
             Ok(accepted) => links.extend(accepted),
@@ -68,7 +68,7 @@ impl Listener {
         }
         for (id, h) in connects {
             match h.join().unwrap_or_else(|_| Err(SetupError::Invalid("a connect thread panicked".into()))) {
-                Ok((stream, theirs)) => links.push((id, stream, theirs)),
+                Ok(link) => links.push((id, link)),
                 Err(e) if cfg.partial => tracing::warn!(node = %cfg.me, peer = %id, %e, "going on without a peer"),
                 Err(e) => {
                     first_error.get_or_insert(e);
@@ -93,7 +93,7 @@ impl Listener {
         ids: &[NodeId],
         hello: &Hello,
         deadline: Instant,
-    ) -> Result<Vec<(NodeId, TcpStream, Vec<RegionSpec>)>, SetupError> {
+    ) -> Result<Vec<(NodeId, Link)>, SetupError> {
         let mut links = Vec::new();
         // Each peer waited for, with when the probe last asked about it.
         let mut waiting: Vec<(NodeId, Instant)> =
@@ -105,11 +105,11 @@ impl Listener {
             while let Ok((from, read)) = hellos.try_recv() {
                 reading -= 1;
                 match read {
-                    Ok((id, stream, theirs)) if waiting.iter().any(|(w, _)| *w == id) => {
+                    Ok((id, link)) if waiting.iter().any(|(w, _)| *w == id) => {
                         waiting.retain(|(w, _)| *w != id);
-                        links.push((id, stream, theirs));
+                        links.push((id, link));
                     }
-                    Ok((id, _, _)) => tracing::warn!(node = %cfg.me, %from, %id, "refused a second link of a peer"),
+                    Ok((id, _)) => tracing::warn!(node = %cfg.me, %from, %id, "refused a second link of a peer"),
                     Err(why) => tracing::warn!(node = %cfg.me, %from, %why, "refused a connection"),
                 }
             }
@@ -185,8 +185,13 @@ fn read_hello(stream: &mut TcpStream) -> Result<Hello, String> {
     }
 }
 
-/// A link made at setup: the connection and the peer's regions.
-type Link = (TcpStream, Vec<RegionSpec>);
+/// A link made at setup: the connection, the peer's regions and, with a secret,
+/// the link's ciphers.
+pub(super) struct Link {
+    pub(super) stream: TcpStream,
+    pub(super) remote: Vec<RegionSpec>,
+    pub(super) ciphers: Option<Ciphers>,
+}
 
 fn connect_peer(
     id: NodeId,
@@ -198,7 +203,7 @@ fn connect_peer(
 ) -> Result<Link, SetupError> {
     let mut probed = Instant::now();
     loop {
-        let attempt = (|| -> Result<(TcpStream, Vec<RegionSpec>), String> {
+        let attempt = (|| -> Result<Link, String> {
             let left = deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
             let mut s = TcpStream::connect_timeout(&addr, left).map_err(|e| format!("connect {addr}: {e}"))?;
             s.set_nodelay(true).map_err(|e| e.to_string())?;
@@ -210,10 +215,11 @@ fn connect_peer(
             if theirs.node != id || theirs.group != hello.group {
                 return Err(format!("answered by {} of group {}", theirs.node, theirs.group));
             }
-            if let Some(a) = auth {
-                prove(&mut s, a, CONNECTOR, hello.node, id, hello.group)?;
-            }
-            Ok((s, theirs.regions))
+            let ciphers = match auth {
+                Some(a) => Some(prove(&mut s, a, CONNECTOR, hello.node, id, hello.group)?),
+                None => None,
+            };
+            Ok(Link { stream: s, remote: theirs.regions, ciphers })
         })();
         match attempt {
             Ok(ok) => return Ok(ok),
@@ -230,7 +236,7 @@ fn accept_peer(
     waiting: &[NodeId],
     deadline: Instant,
     auth: Option<&dyn LinkAuth>,
-) -> Result<(NodeId, TcpStream, Vec<RegionSpec>), String> {
+) -> Result<(NodeId, Link), String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
     s.set_nodelay(true).map_err(|e| e.to_string())?;
     set_deadline(&s, deadline).map_err(|e| e.to_string())?;
@@ -244,10 +250,11 @@ fn accept_peer(
     let mut out = Vec::new();
     frame::encode_hello(&mut out, hello);
     s.write_all(&out).map_err(|e| format!("send hello: {e}"))?;
-    if let Some(a) = auth {
-        prove(&mut s, a, ACCEPTOR, hello.node, theirs.node, hello.group)?;
-    }
-    Ok((theirs.node, s, theirs.regions))
+    let ciphers = match auth {
+        Some(a) => Some(prove(&mut s, a, ACCEPTOR, hello.node, theirs.node, hello.group)?),
+        None => None,
+    };
+    Ok((theirs.node, Link { stream: s, remote: theirs.regions, ciphers }))
 }
 
 const CONNECTOR: u8 = 1;
@@ -267,19 +274,28 @@ fn transcript(role: u8, me: NodeId, peer: NodeId, group: u64, mine: &[u8; 32], t
     t
 }
 
-/// Both ends prove the secret to each other (see [`LinkAuth`]).
-fn prove(s: &mut TcpStream, a: &dyn LinkAuth, role: u8, me: NodeId, peer: NodeId, group: u64) -> Result<(), String> {
+/// Both ends prove the secret to each other (see [`LinkAuth`]); then the link's
+/// ciphers are keyed from the two transcripts.
+fn prove(
+    s: &mut TcpStream,
+    a: &dyn LinkAuth,
+    role: u8,
+    me: NodeId,
+    peer: NodeId,
+    group: u64,
+) -> Result<Ciphers, String> {
     let mine = a.nonce().map_err(|e| format!("nonce: {e}"))?;
     s.write_all(&mine).map_err(|e| format!("send nonce: {e}"))?;
     let mut theirs = [0u8; 32];
     s.read_exact(&mut theirs).map_err(|e| format!("read nonce: {e}"))?;
-    s.write_all(&a.prove(&transcript(role, me, peer, group, &mine, &theirs)))
-        .map_err(|e| format!("send proof: {e}"))?;
+    let ours = transcript(role, me, peer, group, &mine, &theirs);
+    s.write_all(&a.prove(&ours)).map_err(|e| format!("send proof: {e}"))?;
     let mut proof = [0u8; 32];
     s.read_exact(&mut proof).map_err(|e| format!("read proof: {e}"))?;
     let other = if role == CONNECTOR { ACCEPTOR } else { CONNECTOR };
-    if !a.check(&transcript(other, peer, me, group, &theirs, &mine), &proof) {
+    let peers = transcript(other, peer, me, group, &theirs, &mine);
+    if !a.check(&peers, &proof) {
         return Err(format!("{peer} does not prove the group's secret"));
     }
-    Ok(())
+    Ok(a.ciphers(&ours, &peers))
 }
