@@ -38,8 +38,19 @@ fn record(log: &Log, m: &[u8]) {
 
 /// Member `id`: slots of 256 bytes, a 40 MiB arena per sender; member 2 reads its
 /// messages in place (out of the sender's arena on shm), the others get copies.
-fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transport) -> (Group, Log) {
-    let cfg = common::member_config(name, id, contact, t).window(16).max_msg(256).arena(40 * MIB).build().unwrap();
+/// `secret`: a group secret file (over tcp, every data link is then sealed).
+fn member(
+    name: &str,
+    id: u32,
+    contact: Option<std::net::SocketAddr>,
+    t: Transport,
+    secret: Option<&std::path::Path>,
+) -> (Group, Log) {
+    let mut cfg = common::member_config(name, id, contact, t).window(16).max_msg(256).arena(40 * MIB);
+    if let Some(s) = secret {
+        cfg = cfg.secret_file(s);
+    }
+    let cfg = cfg.build().unwrap();
     let log: Log = Arc::new(Mutex::new(Vec::new()));
     let l = log.clone();
     let b = GroupBuilder::new(cfg);
@@ -55,13 +66,13 @@ fn member(name: &str, id: u32, contact: Option<std::net::SocketAddr>, t: Transpo
     (b.start().unwrap(), log)
 }
 
-fn three(t: Transport, tag: &str) -> Vec<(Group, Log)> {
+fn three(t: Transport, tag: &str, secret: Option<&std::path::Path>) -> Vec<(Group, Log)> {
     let name = format!("lg{tag}{}{}", std::process::id(), t as u8);
-    let first = member(&name, 0, None, t);
+    let first = member(&name, 0, None, t, secret);
     let contact = Some(first.0.listen_addr());
     let mut all = vec![first];
     for id in 1..3 {
-        all.push(member(&name, id, contact, t));
+        all.push(member(&name, id, contact, t, secret));
     }
     assert!(all[0].0.wait_for_members(3, WAIT), "three members: {:?}", all[0].0.view());
     all
@@ -78,8 +89,8 @@ fn wait(what: &str, mut f: impl FnMut() -> bool) {
 /// The sizes each sender sends, in order: 1 MiB and small ones, one of 16 MiB.
 const SIZES: [usize; 8] = [MIB, 100, MIB, 16 * MIB, 8, MIB, 3000, MIB];
 
-fn in_order_everywhere(t: Transport) {
-    let members = three(t, "o");
+fn in_order_everywhere(t: Transport, secret: Option<&std::path::Path>) {
+    let members = three(t, if secret.is_some() { "s" } else { "o" }, secret);
     std::thread::scope(|s| {
         for (id, (g, _)) in members.iter().enumerate() {
             s.spawn(move || {
@@ -107,19 +118,30 @@ fn in_order_everywhere(t: Transport) {
 
 #[test]
 fn shm_large_messages_are_in_order_and_whole_at_every_member() {
-    in_order_everywhere(Transport::Shm);
+    in_order_everywhere(Transport::Shm, None);
 }
 
 #[test]
 fn tcp_large_messages_are_in_order_and_whole_at_every_member() {
-    in_order_everywhere(Transport::Tcp);
+    in_order_everywhere(Transport::Tcp, None);
+}
+
+#[test]
+fn tcp_large_messages_on_sealed_links_are_in_order_and_whole_at_every_member() {
+    let dir = std::env::temp_dir().join(format!("views-large-key-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("group.key");
+    spindle_views::auth::Secret::generate(&key).unwrap();
+    in_order_everywhere(Transport::Tcp, Some(&key));
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Member 0 sends 1 MiB messages; member 2 fails while they flow. The survivors
 /// install a view of the two of them and deliver every message once, in order.
 fn view_change_mid_transfer(t: Transport) {
     const N: u32 = 40;
-    let members = three(t, "v");
+    let members = three(t, "v", None);
     let before = members[0].0.view().expect("a view").id();
     std::thread::scope(|s| {
         let g0 = &members[0].0;

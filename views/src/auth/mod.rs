@@ -25,10 +25,11 @@
 //! beacons carry a tag of the secret too, over their bytes and the time they were
 //! sent (refused beyond [`BEACON_AGE`]).
 //!
-//! Beacons are tagged, not encrypted, and the tcp data plane's frames are neither
-//! (see docs/security.md). HMAC-SHA-256 and ChaCha20-Poly1305 come from
-//! RustCrypto's `hmac`, `sha2` and `chacha20poly1305` crates; nothing cryptographic
-//! is written here.
+//! Beacons are tagged, not encrypted. The tcp data plane's links prove the secret at
+//! setup and then seal their records with AES-256-GCM (module `link`; see
+//! docs/security.md). HMAC-SHA-256 and ChaCha20-Poly1305 come from RustCrypto's
+//! `hmac`, `sha2` and `chacha20poly1305` crates, AES-256-GCM from `ring`; nothing
+//! cryptographic is written here.
 
 use chacha20poly1305::aead::AeadInPlace;
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
@@ -178,7 +179,7 @@ impl Secret {
     }
 
     /// HMAC-SHA-256 of the parts, in order, under this secret.
-    fn mac(&self, parts: &[&[u8]]) -> [u8; FULL] {
+    pub(crate) fn mac(&self, parts: &[&[u8]]) -> [u8; FULL] {
         let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         for p in parts {
             m.update(p);
@@ -187,7 +188,7 @@ impl Secret {
     }
 
     /// Whether `tag` is the secret's HMAC of the parts (compared in constant time).
-    fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
+    pub(crate) fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
         let mut m = HmacSha256::new_from_slice(&self.0).expect("HMAC takes a key of any length");
         for p in parts {
             m.update(p);
@@ -243,27 +244,8 @@ pub(crate) fn client_id() -> std::io::Result<u64> {
     Ok(u64::from_le_bytes(b).max(1))
 }
 
-/// The group secret as the proof the tcp data plane's links exchange at setup
-/// (see `spindle_sst::transport::tcp::LinkAuth`).
-#[derive(Debug)]
-pub(crate) struct LinkProof(pub(crate) Secret);
-
-impl spindle_sst::transport::tcp::LinkAuth for LinkProof {
-    fn nonce(&self) -> std::io::Result<[u8; 32]> {
-        let mut n = [0u8; 32];
-        random(&mut n)?;
-        Ok(n)
-    }
-    fn prove(&self, transcript: &[u8]) -> [u8; 32] {
-        self.0.mac(&[b"data link", transcript])
-    }
-    fn check(&self, transcript: &[u8], proof: &[u8; 32]) -> bool {
-        self.0.verify(&[b"data link", transcript], proof)
-    }
-}
-
 /// Fills `b` with the operating system's random bytes.
-fn random(b: &mut [u8]) -> std::io::Result<()> {
+pub(crate) fn random(b: &mut [u8]) -> std::io::Result<()> {
     getrandom::fill(b).map_err(|e| std::io::Error::other(e.to_string()))
 }
 
@@ -407,6 +389,9 @@ pub(crate) fn respond(s: &mut (impl Read + Write), group: &Secret, head: [u8; 5]
     }
     Ok(Keys { peer, ..keys(secret, &ni, &nr, false) })
 }
+
+mod link;
+pub(crate) use link::LinkProof;
 
 #[cfg(test)]
 mod tests;
