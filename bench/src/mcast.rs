@@ -88,6 +88,10 @@ pub struct Common {
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// A group secret file (tcp only): every link proves it at setup and seals its
+    /// frames with AES-256-GCM, as a Group with a secret does.
+    #[arg(long)]
+    pub secret_file: Option<std::path::PathBuf>,
     /// The hidden arguments of a node process (it takes its role from testkit's
     /// environment; these are accepted and unused).
     #[command(flatten)]
@@ -117,6 +121,12 @@ impl Common {
         }
         if self.count == 0 {
             return Err("--count must be positive".into());
+        }
+        if let Some(p) = &self.secret_file {
+            if self.transport != TransportKind::Tcp {
+                return Err("--secret-file: only tcp links are sealed (shm and mem stay in one host's memory)".into());
+            }
+            spindle_views::auth::Secret::load(p).map_err(|e| format!("--secret-file: {e}"))?;
         }
         if self.transport == TransportKind::Rdma {
             // Refuse before any process starts, with the reason.
@@ -255,7 +265,17 @@ where
         return false;
     }
     testkit::die_with_parent();
-    let result = testkit::child_transport(&c.regions(), Duration::from_secs(60))
+    let auth = match &c.secret_file {
+        Some(p) => match spindle_views::auth::Secret::load(p) {
+            Ok(s) => Some(s.link_auth()),
+            Err(e) => {
+                crate::err(&format!("node: {e}"));
+                std::process::exit(1);
+            }
+        },
+        None => None,
+    };
+    let result = testkit::child_transport_with(&c.regions(), Duration::from_secs(60), auth)
         .map_err(|e| e.to_string())
         .and_then(|(_, _, t)| node(t));
     match result {

@@ -7,13 +7,13 @@
 
 use crate::out::{CliError, Out};
 use serde_json::{json, Value};
+use spindle::sst::sync::atomic::{AtomicU64, Ordering};
 use spindle::views::config::{Config, Transport};
 use spindle::views::group::GroupBuilder;
 use spindle::views::layout::{Senders, Shards};
 use std::io::{BufRead, BufReader, Write};
 use std::net::SocketAddr;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use spindle::sst::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

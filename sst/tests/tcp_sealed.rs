@@ -21,7 +21,8 @@ const DEADLINE: Duration = Duration::from_secs(30);
 const MARK: u64 = 0x5eed_5eed_c0ff_ee42;
 
 fn cfg(me: u32, peers: Vec<(NodeId, SocketAddr)>, sealed: bool) -> TcpConfig {
-    let c = TcpConfig { timeout: DEADLINE, ..TcpConfig::new(NodeId(me), peers, 9, vec![RegionSpec { id: R, len: LEN }]) };
+    let c =
+        TcpConfig { timeout: DEADLINE, ..TcpConfig::new(NodeId(me), peers, 9, vec![RegionSpec { id: R, len: LEN }]) };
     TcpConfig { auth: sealed.then(|| std::sync::Arc::new(ToyAuth(42)) as std::sync::Arc<dyn tcp::LinkAuth>), ..c }
 }
 
@@ -99,7 +100,8 @@ fn three(sealed: bool) -> (Vec<TcpTransport>, Relay) {
 /// completion, and checks that it landed.
 fn write_lands(from: &TcpTransport, to: &TcpTransport, off: usize, words: &[u64]) {
     from.region(R).unwrap().apply_write(off, words);
-    let seq = from.post_write(to.local_id(), WriteOp { signaled: true, ..WriteOp::same(R, off, words.len() * 8) }).unwrap();
+    let seq =
+        from.post_write(to.local_id(), WriteOp { signaled: true, ..WriteOp::same(R, off, words.len() * 8) }).unwrap();
     from.flush();
     assert!(from.wait_completed(to.local_id(), seq, Instant::now() + DEADLINE), "write {off} was acknowledged");
     let last = off + (words.len() - 1) * 8;

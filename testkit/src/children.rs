@@ -229,6 +229,15 @@ pub fn child_transport(
     regions: &[RegionSpec],
     timeout: Duration,
 ) -> Result<(NodeId, usize, Arc<dyn Transport>), SetupError> {
+    child_transport_with(regions, timeout, None)
+}
+
+/// [`child_transport`], with tcp links that prove a secret and are sealed by `auth`.
+pub fn child_transport_with(
+    regions: &[RegionSpec],
+    timeout: Duration,
+    auth: Option<std::sync::Arc<dyn tcp::LinkAuth>>,
+) -> Result<(NodeId, usize, Arc<dyn Transport>), SetupError> {
     let env =
         |k: &str| std::env::var(k).map_err(|_| SetupError::Invalid(format!("{k} is not set; not started by ChildSet")));
     let kind: TransportKind = env("SPINDLE_CHILD_KIND")?.parse().map_err(SetupError::Invalid)?;
@@ -261,7 +270,8 @@ pub fn child_transport(
             let l = tcp::bind(loopback())?;
             println!("ADDR {}", l.local_addr());
             read(&mut stdin, &mut line)?;
-            let cfg = tcp::TcpConfig { timeout, ..tcp::TcpConfig::new(me, addresses(&line)?, 1, regions.to_vec()) };
+            let cfg =
+                tcp::TcpConfig { timeout, auth, ..tcp::TcpConfig::new(me, addresses(&line)?, 1, regions.to_vec()) };
             Arc::new(l.establish(&cfg)?)
         }
         TransportKind::Rdma => {

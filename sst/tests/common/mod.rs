@@ -97,7 +97,8 @@ impl ToyCipher {
         }
     }
     fn tag(&self, header: &[u8], body: &[u8]) -> [u8; 16] {
-        let d = spindle_sst::hash::digest(&[&self.key.to_le_bytes()[..], &self.seq.to_le_bytes(), header, body].concat());
+        let d =
+            spindle_sst::hash::digest(&[&self.key.to_le_bytes()[..], &self.seq.to_le_bytes(), header, body].concat());
         [d.to_le_bytes(); 2].concat().try_into().unwrap()
     }
 }

@@ -69,7 +69,8 @@ impl LinkAead {
 
 impl LinkCipher for LinkAead {
     fn seal(&mut self, header: &[u8], body: &mut [u8]) -> [u8; TAG] {
-        let tag = self.key.seal_in_place_separate_tag(self.nonce(), Aad::from(header), body).expect("a record under 64 GiB");
+        let tag =
+            self.key.seal_in_place_separate_tag(self.nonce(), Aad::from(header), body).expect("a record under 64 GiB");
         self.seq += 1;
         tag.as_ref().try_into().expect("AES-GCM's tag is 16 bytes")
     }

@@ -131,6 +131,13 @@ impl Secret {
         Ok(Secret(self.0, Some(name.into())))
     }
 
+    /// The proof and ciphers of tcp data links for this secret, for a program that
+    /// sets up `spindle_sst` tcp transports itself (`TcpConfig::auth`); a Group
+    /// does this on its own.
+    pub fn link_auth(&self) -> std::sync::Arc<dyn spindle_sst::transport::tcp::LinkAuth> {
+        std::sync::Arc::new(LinkProof(self.clone()))
+    }
+
     /// The identity this key is of (`None`: the group secret itself).
     pub fn name(&self) -> Option<&str> {
         self.1.as_deref()

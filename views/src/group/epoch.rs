@@ -144,9 +144,7 @@ impl Epoch {
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
                     DataListener::Tcp(listener) => {
-                        let auth = inner.secret.as_ref().map(|s| {
-                            std::sync::Arc::new(crate::auth::LinkProof(s.clone())) as std::sync::Arc<dyn tcp::LinkAuth>
-                        });
+                        let auth = inner.secret.as_ref().map(crate::auth::Secret::link_auth);
                         let c = tcp::TcpConfig {
                             timeout,
                             partial: true,

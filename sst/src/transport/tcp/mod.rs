@@ -163,6 +163,8 @@ struct TcpPeer {
     tx: Mutex<seal::Tx>,
     /// A clone of the socket, read without blocking and shut down without taking `tx`.
     sock: TcpStream,
+    /// Frames are split to fit a sealed record (see module `seal`).
+    sealed: bool,
     posted: AtomicU64,
     acked: AtomicU64,
     /// Reads that returned bytes from this peer (see [`Transport::heard`]).
@@ -265,6 +267,7 @@ impl TcpTransport {
                 out: Mutex::new(Vec::new()),
                 dirty: AtomicBool::new(false),
                 sock: stream.try_clone().map_err(SetupError::io("clone socket"))?,
+                sealed: send.is_some(),
                 tx: Mutex::new(seal::Tx::new(stream, send)),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
@@ -304,8 +307,8 @@ impl TcpTransport {
                 self.shared.broken(p, format!("send: {e}"));
                 return;
             }
-            while let Some(bytes) = p.take_out() {
-                let res = tx.write_all(&bytes);
+            while let Some(mut bytes) = p.take_out() {
+                let res = tx.write_all(&mut bytes);
                 p.give_back(bytes);
                 if let Err(e) = res {
                     drop(tx);
@@ -373,13 +376,15 @@ impl Transport for TcpTransport {
             .into());
         }
         let mut out = lock(&p.out);
-        // Larger writes are split into frames of at most MAX_WRITE bytes. Frames of one
+        // Larger writes are split into frames of at most MAX_WRITE bytes (FRAME_DATA on
+        // a sealed link, so that a frame fits a record). Frames of one
         // link are applied in order, so the split only means that the pieces of one
         // write may land at different times, which the ordering guarantee allows.
-        let pieces = op.len.div_ceil(frame::MAX_WRITE).max(1);
+        let most = if p.sealed { seal::FRAME_DATA } else { frame::MAX_WRITE };
+        let pieces = op.len.div_ceil(most).max(1);
         for i in 0..pieces {
-            let at = i * frame::MAX_WRITE;
-            let n = (op.len - at).min(frame::MAX_WRITE);
+            let at = i * most;
+            let n = (op.len - at).min(most);
             frame::encode_write_header(
                 &mut out,
                 op.region,
@@ -433,15 +438,16 @@ impl Transport for TcpTransport {
                 let mut k = 0;
                 while k < live.len() {
                     let s = &mut live[k];
-                    let end = (s.at + FLUSH_PIECE).min(s.bytes.len());
-                    if let Err(e) = s.tx.write_all(&s.bytes[s.at..end]) {
-                        let s = live.swap_remove(k);
-                        let p = s.p;
-                        s.finish();
-                        self.shared.broken(p, format!("send: {e}"));
-                        continue;
+                    match s.tx.write_piece(&mut s.bytes[s.at..], FLUSH_PIECE) {
+                        Ok(n) => s.at += n,
+                        Err(e) => {
+                            let s = live.swap_remove(k);
+                            let p = s.p;
+                            s.finish();
+                            self.shared.broken(p, format!("send: {e}"));
+                            continue;
+                        }
                     }
-                    s.at = end;
                     if s.at == s.bytes.len() {
                         // Posted meanwhile: sent in this flush, under the same lock.
                         match s.p.take_out() {

@@ -78,6 +78,30 @@ fn push_plain(buf: &mut Vec<u8>, start: &mut usize, end: &mut usize, plain: &[u8
     Ok(())
 }
 
+/// Takes one opened record of a sealed link: `apply` applies the whole frames at
+/// the front of the bytes it is given and returns how many bytes they took. With no
+/// frame pending (`buf[*start..*end]` empty) the record's frames are applied where
+/// it was opened and only a frame it cuts off is kept; otherwise the record
+/// completes the pending frame in `buf` first.
+fn take_record(
+    buf: &mut Vec<u8>,
+    start: &mut usize,
+    end: &mut usize,
+    plain: &[u8],
+    mut apply: impl FnMut(&[u8]) -> Result<usize, String>,
+) -> Result<(), String> {
+    if *start == *end {
+        let used = apply(plain)?;
+        return push_plain(buf, start, end, &plain[used..]);
+    }
+    push_plain(buf, start, end, plain)?;
+    *start += apply(&buf[*start..*end])?;
+    if *start == *end {
+        (*start, *end) = (0, 0);
+    }
+    Ok(())
+}
+
 /// What one call of `apply` found.
 #[derive(Default)]
 struct Applied {
@@ -169,23 +193,37 @@ impl Shared {
     }
 
     /// Opens every complete record of a sealed link and applies the frames they
-    /// complete, a record at a time.
+    /// complete, a record at a time. A record that starts with a frame (the sender
+    /// cuts records at frames) is applied where it was opened; only a frame it cuts
+    /// off is copied, to be completed by the next.
     fn open_and_apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
         loop {
-            let Rx { buf, start, end, sealed, .. } = &mut *rx;
-            match sealed.as_mut().expect("a sealed link").next() {
-                Ok(Some(plain)) => push_plain(buf, start, end, plain)?,
+            let Rx { buf, start, end, sealed, applied } = &mut *rx;
+            let plain = match sealed.as_mut().expect("a sealed link").next() {
+                Ok(Some(plain)) => plain,
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(format!("bad record: {e}")),
-            }
-            self.apply(p, rx, done)?;
+            };
+            take_record(buf, start, end, plain, |b| self.apply_frames(p, b, applied, done))?;
         }
     }
 
     /// Applies every complete frame in `rx`, in order.
     fn apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
+        rx.start += self.apply_frames(p, &rx.buf[rx.start..rx.end], &mut rx.applied, done)?;
+        if rx.start == rx.end {
+            rx.start = 0;
+            rx.end = 0;
+        }
+        Ok(())
+    }
+
+    /// Applies every complete frame at the front of `bytes`, in order; returns the
+    /// bytes they took. `applied` counts the link's writes (what an Ack reports).
+    fn apply_frames(&self, p: &TcpPeer, bytes: &[u8], applied: &mut u64, done: &mut Applied) -> Result<usize, String> {
+        let mut at = 0;
         loop {
-            let (f, used) = match frame::decode(&rx.buf[rx.start..rx.end]) {
+            let (f, used) = match frame::decode(&bytes[at..]) {
                 Ok(None) => break,
                 Err(e) => return Err(format!("bad frame: {e}")),
                 Ok(Some(x)) => x,
@@ -197,9 +235,9 @@ impl Shared {
                     };
                     r.check_range(offset, data.len() as u64).map_err(|e| format!("bad frame: {e}"))?;
                     r.apply_write_bytes(offset as usize, data);
-                    rx.applied += 1;
+                    *applied += 1;
                     if signaled {
-                        done.ack = Some(rx.applied);
+                        done.ack = Some(*applied);
                     }
                     done.ring |= wake;
                     done.any = true;
@@ -220,12 +258,62 @@ impl Shared {
                 }
                 Frame::Hello(_) => return Err("bad frame: hello after setup".into()),
             }
-            rx.start += used;
+            at += used;
         }
-        if rx.start == rx.end {
-            rx.start = 0;
-            rx.end = 0;
+        Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames of 4-byte length prefixes and bodies, as `frame` lays them out.
+    fn frames(sizes: &[usize]) -> (Vec<u8>, Vec<Vec<u8>>) {
+        let mut wire = Vec::new();
+        let mut each = Vec::new();
+        for (i, n) in sizes.iter().enumerate() {
+            let body: Vec<u8> = (0..*n).map(|j| (i * 31 + j) as u8).collect();
+            wire.extend_from_slice(&(*n as u32).to_le_bytes());
+            wire.extend_from_slice(&body);
+            each.push(body);
         }
-        Ok(())
+        (wire, each)
+    }
+
+    /// Applies whole frames at the front of `b` into `got`; returns the bytes taken.
+    fn apply_into(got: &mut Vec<Vec<u8>>, b: &[u8]) -> Result<usize, String> {
+        let mut at = 0;
+        while let Some(head) = b.get(at..at + 4) {
+            let n = u32::from_le_bytes(head.try_into().unwrap()) as usize;
+            let Some(body) = b.get(at + 4..at + 4 + n) else { break };
+            got.push(body.to_vec());
+            at += 4 + n;
+        }
+        Ok(at)
+    }
+
+    #[test]
+    fn records_cut_anywhere_give_every_frame_once_in_order() {
+        let (wire, want) = frames(&[1, 40, 0, 300, 7, 1000, 12, 3]);
+        for cut in [1, 2, 3, 4, 5, 9, 44, 100, 333, 1000, wire.len()] {
+            let (mut buf, mut start, mut end) = (vec![0u8; 16], 0, 0);
+            let mut got = Vec::new();
+            for record in wire.chunks(cut) {
+                take_record(&mut buf, &mut start, &mut end, record, |b| apply_into(&mut got, b)).unwrap();
+            }
+            assert_eq!(got, want, "records of {cut} bytes");
+            assert_eq!(start, end, "nothing left pending");
+        }
+    }
+
+    #[test]
+    fn records_that_hold_whole_frames_are_applied_in_place() {
+        let (wire, want) = frames(&[10, 20, 30]);
+        let (mut buf, mut start, mut end) = (Vec::new(), 0, 0);
+        let mut got = Vec::new();
+        take_record(&mut buf, &mut start, &mut end, &wire, |b| apply_into(&mut got, b)).unwrap();
+        assert_eq!(got, want);
+        assert!(buf.is_empty(), "no byte was copied");
     }
 }

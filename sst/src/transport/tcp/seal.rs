@@ -15,7 +15,7 @@
 //! bytes reach a region.
 
 use super::LinkCipher;
-use std::io::Write;
+use std::io::{IoSlice, Write};
 use std::net::TcpStream;
 
 /// The most plaintext bytes in one record.
@@ -28,6 +28,11 @@ const LEN: usize = 4;
 /// The ciphers of a sealed link: `(sending, receiving)`.
 pub type Ciphers = (Box<dyn LinkCipher>, Box<dyn LinkCipher>);
 
+/// The most data bytes in one Write frame on a sealed link (whole words): a frame
+/// and its header fit one record, so records can hold whole frames and a receiver
+/// can apply them straight from the opened record.
+pub const FRAME_DATA: usize = (RECORD - 4 - super::frame::WRITE_HEADER) & !7;
+
 /// The sending side of a link: its socket and, on a sealed link, the cipher and the
 /// sealed bytes a non-blocking send left unsent (they go before anything else).
 #[derive(Debug)]
@@ -39,22 +44,47 @@ pub(super) struct Tx {
 #[derive(Debug)]
 struct Sealing {
     cipher: Box<dyn LinkCipher>,
-    /// Sealed records; `wire[at..]` is not sent yet.
+    /// Sealed records a non-blocking send left; `wire[at..]` is not sent yet.
     wire: Vec<u8>,
     at: usize,
+    /// Bytes of a frame begun in an earlier send still to come (records are cut at
+    /// frame boundaries where the frames allow).
+    frame_left: usize,
 }
 
 impl Sealing {
-    /// Appends `plain` to `wire` as records.
-    fn seal(&mut self, plain: &[u8]) {
-        for chunk in plain.chunks(RECORD) {
-            let head = (chunk.len() as u32).to_le_bytes();
-            self.wire.extend_from_slice(&head);
-            let body = self.wire.len();
-            self.wire.extend_from_slice(chunk);
-            let tag = self.cipher.seal(&head, &mut self.wire[body..]);
-            self.wire.extend_from_slice(&tag);
+    /// The length of the next record of `plain`: whole frames up to [`RECORD`]
+    /// bytes, or a piece of a frame that does not fit one (or is cut by the end of
+    /// `plain`).
+    fn next_record(&mut self, plain: &[u8]) -> usize {
+        let most = plain.len().min(RECORD);
+        let mut at = self.frame_left.min(most);
+        self.frame_left -= at;
+        while self.frame_left == 0 && at < most {
+            let Some(head) = plain.get(at..at + 4) else { break };
+            let frame = 4 + u32::from_le_bytes(head.try_into().expect("4 bytes")) as usize;
+            if at > 0 && at + frame > most {
+                break; // the next record starts with this frame
+            }
+            let here = frame.min(most - at);
+            at += here;
+            self.frame_left = frame - here;
         }
+        if at == 0 {
+            // A frame header cut by the end of `plain` (callers send whole frames, so
+            // this does not happen): the bytes go as they are. Where records are cut
+            // matters to the receiver's speed only, never to what it applies.
+            at = most;
+        }
+        at
+    }
+
+    /// Seals the first record of `plain` in place; returns its length, header and tag.
+    fn seal_in_place(&mut self, plain: &mut [u8]) -> (usize, [u8; LEN], [u8; TAG]) {
+        let n = self.next_record(plain);
+        let head = (n as u32).to_le_bytes();
+        let tag = self.cipher.seal(&head, &mut plain[..n]);
+        (n, head, tag)
     }
 
     fn pending(&self) -> bool {
@@ -70,29 +100,73 @@ impl Sealing {
     }
 }
 
+/// Writes all of `parts`, in order (`write_all` over a vectored write).
+fn write_all_parts(stream: &mut TcpStream, parts: &mut [&[u8]]) -> std::io::Result<()> {
+    let mut first = 0;
+    while first < parts.len() {
+        let slices: Vec<IoSlice<'_>> = parts[first..].iter().map(|p| IoSlice::new(p)).collect();
+        let mut n = match stream.write_vectored(&slices) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        while first < parts.len() && n >= parts[first].len() {
+            n -= parts[first].len();
+            first += 1;
+        }
+        if first < parts.len() {
+            parts[first] = &parts[first][n..];
+        }
+    }
+    Ok(())
+}
+
 impl Tx {
     pub(super) fn new(stream: TcpStream, cipher: Option<Box<dyn LinkCipher>>) -> Tx {
-        Tx { stream, seal: cipher.map(|cipher| Sealing { cipher, wire: Vec::new(), at: 0 }) }
+        Tx { stream, seal: cipher.map(|cipher| Sealing { cipher, wire: Vec::new(), at: 0, frame_left: 0 }) }
     }
 
     /// Sends `bytes`, blocking (up to the socket's write timeout), after whatever a
-    /// non-blocking send left.
-    pub(super) fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    /// non-blocking send left. A sealed link encrypts them in place: the caller does
+    /// not read them again.
+    pub(super) fn write_all(&mut self, bytes: &mut [u8]) -> std::io::Result<()> {
         let Some(s) = &mut self.seal else { return self.stream.write_all(bytes) };
         self.stream.write_all(&s.wire[s.at..])?;
         s.sent(s.wire.len() - s.at);
-        // A record at a time, so that sealing one overlaps the socket's sending the last.
-        for chunk in bytes.chunks(RECORD) {
-            s.seal(chunk);
-            self.stream.write_all(&s.wire)?;
-            s.sent(s.wire.len());
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let (n, head, tag) = s.seal_in_place(rest);
+            let (record, after) = rest.split_at_mut(n);
+            write_all_parts(&mut self.stream, &mut [&head, record, &tag])?;
+            rest = after;
         }
         Ok(())
     }
 
+    /// Sends a piece of `bytes` of about `piece` bytes (on a sealed link, whole
+    /// records), blocking; returns how many were sent. Sealed bytes are encrypted in
+    /// place: the caller does not read them again.
+    pub(super) fn write_piece(&mut self, bytes: &mut [u8], piece: usize) -> std::io::Result<usize> {
+        let Some(s) = &mut self.seal else {
+            let n = bytes.len().min(piece);
+            self.stream.write_all(&bytes[..n])?;
+            return Ok(n);
+        };
+        self.stream.write_all(&s.wire[s.at..])?;
+        s.sent(s.wire.len() - s.at);
+        let mut done = 0;
+        while done < bytes.len() && done < piece {
+            let (n, head, tag) = s.seal_in_place(&mut bytes[done..]);
+            write_all_parts(&mut self.stream, &mut [&head, &bytes[done..done + n], &tag])?;
+            done += n;
+        }
+        Ok(done)
+    }
+
     /// Sends what a non-blocking send left, blocking.
     pub(super) fn write_pending(&mut self) -> std::io::Result<()> {
-        self.write_all(&[])
+        self.write_all(&mut [])
     }
 
     /// Whether a non-blocking send left sealed bytes unsent.
@@ -106,17 +180,24 @@ impl Tx {
         let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
         let sock = socket2::SockRef::from(&self.stream);
         let Some(s) = &mut self.seal else { return sock.send_with_flags(bytes, flags) };
-        if !s.pending() {
-            s.seal(bytes);
-        } else if !bytes.is_empty() {
-            // Sealed bytes are still waiting: these wait behind them, unsealed.
-            let n = sock.send_with_flags(&s.wire[s.at..], flags)?;
-            s.sent(n);
-            return Ok(0);
-        }
+        let taken = if s.pending() {
+            0 // sealed bytes are still waiting: these wait behind them, unsealed
+        } else {
+            let mut plain = bytes.to_vec();
+            let mut rest = &mut plain[..];
+            while !rest.is_empty() {
+                let (n, head, tag) = s.seal_in_place(rest);
+                let (record, after) = rest.split_at_mut(n);
+                s.wire.extend_from_slice(&head);
+                s.wire.extend_from_slice(record);
+                s.wire.extend_from_slice(&tag);
+                rest = after;
+            }
+            bytes.len()
+        };
         let n = sock.send_with_flags(&s.wire[s.at..], flags)?;
         s.sent(n);
-        Ok(bytes.len())
+        Ok(taken)
     }
 }
 
@@ -142,7 +223,7 @@ pub(super) struct Opening {
 
 impl Opening {
     pub(super) fn new(cipher: Box<dyn LinkCipher>) -> Opening {
-        Opening { cipher, buf: vec![0; 2 * (LEN + RECORD + TAG)], start: 0, end: 0 }
+        Opening { cipher, buf: vec![0; 8 * (LEN + RECORD + TAG)], start: 0, end: 0 }
     }
 
     /// Makes room at the end of the buffer (there is always room for one whole record).
@@ -154,7 +235,8 @@ impl Opening {
         }
     }
 
-    /// The next complete record, opened: its plaintext, decrypted in place.
+    /// The next complete record, opened: its plaintext, decrypted in place (valid
+    /// until the next read into the buffer).
     pub(super) fn next(&mut self) -> Result<Option<&[u8]>, OpenError> {
         let have = &self.buf[self.start..self.end];
         let Some(head) = have.get(..LEN) else { return Ok(None) };
@@ -174,10 +256,100 @@ impl Opening {
         }
         self.start = body + len + TAG;
         if self.start == self.end {
+            // Empty: the next read starts at the front (the plaintext stays in place
+            // until then).
             (self.start, self.end) = (0, 0);
-            // The plaintext is still in place: `make_room` moves nothing before the
-            // next read, and the caller copies it out first.
         }
         Ok(Some(&self.buf[body..body + len]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cipher that changes nothing: only where records are cut is looked at.
+    #[derive(Debug)]
+    struct Clear;
+    impl LinkCipher for Clear {
+        fn seal(&mut self, _: &[u8], _: &mut [u8]) -> [u8; TAG] {
+            [0; TAG]
+        }
+        fn open(&mut self, _: &[u8], _: &mut [u8], _: &[u8; TAG]) -> bool {
+            true
+        }
+    }
+
+    fn frames(sizes: &[usize]) -> Vec<u8> {
+        sizes.iter().flat_map(|n| (*n as u32).to_le_bytes().into_iter().chain(std::iter::repeat(7).take(*n))).collect()
+    }
+
+    /// The record lengths `Sealing` cuts `plain` into, sent in pieces of `piece`.
+    fn cuts(plain: &[u8], piece: usize) -> Vec<usize> {
+        let mut s = Sealing { cipher: Box::new(Clear), wire: Vec::new(), at: 0, frame_left: 0 };
+        let mut out = Vec::new();
+        for p in plain.chunks(piece) {
+            let mut at = 0;
+            while at < p.len() {
+                let n = s.next_record(&p[at..]);
+                out.push(n);
+                at += n;
+            }
+        }
+        out
+    }
+
+    /// A cipher whose tags never hold.
+    #[derive(Debug)]
+    struct Refuses;
+    impl LinkCipher for Refuses {
+        fn seal(&mut self, _: &[u8], _: &mut [u8]) -> [u8; TAG] {
+            [0; TAG]
+        }
+        fn open(&mut self, _: &[u8], _: &mut [u8], _: &[u8; TAG]) -> bool {
+            false
+        }
+    }
+
+    fn opening(cipher: Box<dyn LinkCipher>, bytes: &[u8]) -> Opening {
+        let mut o = Opening::new(cipher);
+        o.buf[..bytes.len()].copy_from_slice(bytes);
+        o.end = bytes.len();
+        o
+    }
+
+    #[test]
+    fn records_out_of_range_or_with_a_failed_tag_are_refused() {
+        let record = |len: u32, body: usize| [&len.to_le_bytes()[..], &vec![1u8; body + TAG]].concat();
+        let mut o = opening(Box::new(Clear), &record(0, 0));
+        assert!(matches!(o.next(), Err(OpenError::Length(0))));
+        let mut o = opening(Box::new(Clear), &(RECORD as u32 + 1).to_le_bytes());
+        assert!(matches!(o.next(), Err(OpenError::Length(n)) if n == RECORD + 1), "refused from its length alone");
+        let mut o = opening(Box::new(Refuses), &record(5, 5));
+        assert!(matches!(o.next(), Err(OpenError::Tag)));
+        let whole = record(5, 5);
+        let mut o = opening(Box::new(Clear), &whole[..whole.len() - 1]);
+        assert!(matches!(o.next(), Ok(None)), "a record not all here waits");
+        let mut o = opening(Box::new(Clear), &whole);
+        assert_eq!(o.next().unwrap(), Some(&[1u8; 5][..]));
+        assert!(matches!(o.next(), Ok(None)));
+    }
+
+    #[test]
+    fn records_hold_whole_frames_up_to_a_record() {
+        let f = 4 + FRAME_DATA + 16; // a largest write frame on a sealed link
+        assert!(f <= RECORD);
+        let plain = frames(&[100, 200, FRAME_DATA + 16, 10, 20]);
+        assert_eq!(cuts(&plain, plain.len()), vec![104 + 204, f, 14 + 24]);
+    }
+
+    #[test]
+    fn a_frame_past_a_record_or_a_piece_is_cut_and_the_next_records_stay_on_frames() {
+        let plain = frames(&[RECORD + 100, 50, 60]);
+        // The rest of the long frame, then whole frames that fit with it.
+        assert_eq!(cuts(&plain, plain.len()), vec![RECORD, 104 + 54 + 64]);
+        // Pieces cut mid-frame: the rest of the frame goes first, then whole frames again.
+        let plain = frames(&[1000, 1000, 1000]);
+        assert_eq!(cuts(&plain, 1500), vec![1004, 496, 508, 992, 12]);
     }
 }
