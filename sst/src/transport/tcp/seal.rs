@@ -268,15 +268,16 @@ impl Opening {
 mod tests {
     use super::*;
 
-    /// A cipher that changes nothing: only where records are cut is looked at.
+    /// A cipher that changes nothing, whose tags always hold (`Fixed(true)`) or never:
+    /// only how records are cut and checked is looked at.
     #[derive(Debug)]
-    struct Clear;
-    impl LinkCipher for Clear {
+    struct Fixed(bool);
+    impl LinkCipher for Fixed {
         fn seal(&mut self, _: &[u8], _: &mut [u8]) -> [u8; TAG] {
             [0; TAG]
         }
         fn open(&mut self, _: &[u8], _: &mut [u8], _: &[u8; TAG]) -> bool {
-            true
+            self.0
         }
     }
 
@@ -286,7 +287,7 @@ mod tests {
 
     /// The record lengths `Sealing` cuts `plain` into, sent in pieces of `piece`.
     fn cuts(plain: &[u8], piece: usize) -> Vec<usize> {
-        let mut s = Sealing { cipher: Box::new(Clear), wire: Vec::new(), at: 0, frame_left: 0 };
+        let mut s = Sealing { cipher: Box::new(Fixed(true)), wire: Vec::new(), at: 0, frame_left: 0 };
         let mut out = Vec::new();
         for p in plain.chunks(piece) {
             let mut at = 0;
@@ -299,18 +300,6 @@ mod tests {
         out
     }
 
-    /// A cipher whose tags never hold.
-    #[derive(Debug)]
-    struct Refuses;
-    impl LinkCipher for Refuses {
-        fn seal(&mut self, _: &[u8], _: &mut [u8]) -> [u8; TAG] {
-            [0; TAG]
-        }
-        fn open(&mut self, _: &[u8], _: &mut [u8], _: &[u8; TAG]) -> bool {
-            false
-        }
-    }
-
     fn opening(cipher: Box<dyn LinkCipher>, bytes: &[u8]) -> Opening {
         let mut o = Opening::new(cipher);
         o.buf[..bytes.len()].copy_from_slice(bytes);
@@ -321,16 +310,16 @@ mod tests {
     #[test]
     fn records_out_of_range_or_with_a_failed_tag_are_refused() {
         let record = |len: u32, body: usize| [&len.to_le_bytes()[..], &vec![1u8; body + TAG]].concat();
-        let mut o = opening(Box::new(Clear), &record(0, 0));
+        let mut o = opening(Box::new(Fixed(true)), &record(0, 0));
         assert!(matches!(o.next(), Err(OpenError::Length(0))));
-        let mut o = opening(Box::new(Clear), &(RECORD as u32 + 1).to_le_bytes());
+        let mut o = opening(Box::new(Fixed(true)), &(RECORD as u32 + 1).to_le_bytes());
         assert!(matches!(o.next(), Err(OpenError::Length(n)) if n == RECORD + 1), "refused from its length alone");
-        let mut o = opening(Box::new(Refuses), &record(5, 5));
+        let mut o = opening(Box::new(Fixed(false)), &record(5, 5));
         assert!(matches!(o.next(), Err(OpenError::Tag)));
         let whole = record(5, 5);
-        let mut o = opening(Box::new(Clear), &whole[..whole.len() - 1]);
+        let mut o = opening(Box::new(Fixed(true)), &whole[..whole.len() - 1]);
         assert!(matches!(o.next(), Ok(None)), "a record not all here waits");
-        let mut o = opening(Box::new(Clear), &whole);
+        let mut o = opening(Box::new(Fixed(true)), &whole);
         assert_eq!(o.next().unwrap(), Some(&[1u8; 5][..]));
         assert!(matches!(o.next(), Ok(None)));
     }
