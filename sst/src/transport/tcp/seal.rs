@@ -183,20 +183,26 @@ impl Tx {
         let taken = if s.pending() {
             0 // sealed bytes are still waiting: these wait behind them, unsealed
         } else {
-            let mut plain = bytes.to_vec();
-            let mut rest = &mut plain[..];
-            while !rest.is_empty() {
-                let (n, head, tag) = s.seal_in_place(rest);
-                let (record, after) = rest.split_at_mut(n);
+            let mut at = 0;
+            while at < bytes.len() {
+                let n = s.next_record(&bytes[at..]);
+                let head = (n as u32).to_le_bytes();
                 s.wire.extend_from_slice(&head);
-                s.wire.extend_from_slice(record);
+                let body = s.wire.len();
+                s.wire.extend_from_slice(&bytes[at..at + n]);
+                let tag = s.cipher.seal(&head, &mut s.wire[body..]);
                 s.wire.extend_from_slice(&tag);
-                rest = after;
+                at += n;
             }
             bytes.len()
         };
-        let n = sock.send_with_flags(&s.wire[s.at..], flags)?;
-        s.sent(n);
+        // What the socket does not take now stays sealed in `wire` for the next send:
+        // `bytes` count as taken either way (sealed twice, they would arrive twice).
+        match sock.send_with_flags(&s.wire[s.at..], flags) {
+            Ok(n) => s.sent(n),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
+            Err(e) => return Err(e),
+        }
         Ok(taken)
     }
 }
@@ -223,7 +229,7 @@ pub(super) struct Opening {
 
 impl Opening {
     pub(super) fn new(cipher: Box<dyn LinkCipher>) -> Opening {
-        Opening { cipher, buf: vec![0; 8 * (LEN + RECORD + TAG)], start: 0, end: 0 }
+        Opening { cipher, buf: vec![0; 4 * (LEN + RECORD + TAG)], start: 0, end: 0 }
     }
 
     /// Makes room at the end of the buffer (there is always room for one whole record).
