@@ -27,13 +27,12 @@
 //!
 //! Beacons are tagged, not encrypted. The tcp data plane's links prove the secret at
 //! setup and then seal their records with AES-256-GCM (module `link`; see
-//! docs/security.md). HMAC-SHA-256 and ChaCha20-Poly1305 come from RustCrypto's
-//! `hmac`, `sha2` and `chacha20poly1305` crates, AES-256-GCM from `ring`; nothing
+//! docs/security.md). HMAC-SHA-256 comes from RustCrypto's `hmac` and `sha2`
+//! crates, AES-256-GCM (control frames and data links alike) from `ring`; nothing
 //! cryptographic is written here.
 
-use chacha20poly1305::aead::AeadInPlace;
-use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce, Tag};
 use hmac::{Hmac, Mac as _};
+use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use sha2::Sha256;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -276,39 +275,47 @@ pub enum AuthError {
     Io(#[from] std::io::Error),
 }
 
-/// One direction of an authenticated connection: its cipher and the next frame's
-/// sequence number (the nonce: unique per key, as each direction has its own key).
+/// One direction of an authenticated connection or a sealed data link: AES-256-GCM
+/// under its own key, and the next frame's (or record's) sequence number as the
+/// nonce (unique per key, as each direction has its own key).
 pub(crate) struct Sealer {
-    cipher: ChaCha20Poly1305,
+    key: LessSafeKey,
     seq: u64,
 }
 
+impl std::fmt::Debug for Sealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sealer(next {})", self.seq)
+    }
+}
+
 impl Sealer {
-    fn new(key: [u8; FULL]) -> Sealer {
-        Sealer { cipher: <ChaCha20Poly1305 as chacha20poly1305::KeyInit>::new(Key::from_slice(&key)), seq: 0 }
+    pub(crate) fn new(key: &[u8; FULL]) -> Sealer {
+        let key = UnboundKey::new(&AES_256_GCM, key).expect("a 32-byte key is AES-256's");
+        Sealer { key: LessSafeKey::new(key), seq: 0 }
     }
 
     fn nonce(&self) -> Nonce {
         let mut n = [0u8; 12];
         n[..8].copy_from_slice(&self.seq.to_le_bytes());
-        *Nonce::from_slice(&n)
+        Nonce::assume_unique_for_key(n)
     }
 
     /// Encrypts the next frame's `body` in place, bound to its `header` (sent in
     /// clear); returns the tag that follows the frame.
     pub(crate) fn seal(&mut self, header: &[u8], body: &mut [u8]) -> [u8; TAG] {
-        let tag = self.cipher.encrypt_in_place_detached(&self.nonce(), header, body).expect("a frame under 64 GiB");
+        let tag =
+            self.key.seal_in_place_separate_tag(self.nonce(), Aad::from(header), body).expect("a frame under 64 GiB");
         self.seq += 1;
-        tag.into()
+        tag.as_ref().try_into().expect("AES-GCM's tag is 16 bytes")
     }
 
     /// Decrypts the next frame's `body` in place if `tag` holds for it and its
     /// `header` (constant time); the sequence moves on only if it does.
     pub(crate) fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool {
-        let ok = self.cipher.decrypt_in_place_detached(&self.nonce(), header, body, Tag::from_slice(tag)).is_ok();
-        if ok {
-            self.seq += 1;
-        }
+        let tag = Tag::try_from(&tag[..]).expect("16 bytes");
+        let ok = self.key.open_in_place_separate_tag(self.nonce(), Aad::from(header), tag, body, 0..).is_ok();
+        self.seq += u64::from(ok);
         ok
     }
 }
@@ -325,7 +332,7 @@ fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
     let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
     let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
     let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-    Keys { tx: Sealer::new(tx), rx: Sealer::new(rx), peer: None }
+    Keys { tx: Sealer::new(&tx), rx: Sealer::new(&rx), peer: None }
 }
 
 /// Runs the initiator's side of the handshake on `s`.
