@@ -307,6 +307,28 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Frames of any sizes, cut into records anywhere: every frame once, in order.
+        #[test]
+        fn any_cuts_give_every_frame_once(
+            sizes in proptest::collection::vec(0usize..200, 0..12),
+            cuts in proptest::collection::vec(1usize..300, 1..40),
+        ) {
+            let (wire, want) = frames(&sizes);
+            let (mut buf, mut start, mut end) = (Vec::new(), 0, 0);
+            let mut got = Vec::new();
+            let (mut at, mut k) = (0, 0);
+            while at < wire.len() {
+                let n = cuts[k % cuts.len()].min(wire.len() - at);
+                take_record(&mut buf, &mut start, &mut end, &wire[at..at + n], |b| apply_into(&mut got, b)).unwrap();
+                at += n;
+                k += 1;
+            }
+            proptest::prop_assert_eq!(got, want);
+            proptest::prop_assert_eq!(start, end);
+        }
+    }
+
     #[test]
     fn records_that_hold_whole_frames_are_applied_in_place() {
         let (wire, want) = frames(&[10, 20, 30]);

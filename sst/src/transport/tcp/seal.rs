@@ -330,6 +330,20 @@ mod tests {
         assert!(matches!(o.next(), Ok(None)));
     }
 
+    proptest::proptest! {
+        /// Whatever bytes come, opening them yields records or a typed error, never a
+        /// panic, and never more plaintext than came.
+        #[test]
+        fn opening_hostile_bytes_never_panics(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300), ok: bool) {
+            let mut o = opening(Box::new(Fixed(ok)), &bytes);
+            let mut plain = 0;
+            while let Ok(Some(p)) = o.next() {
+                plain += p.len();
+            }
+            proptest::prop_assert!(plain <= bytes.len());
+        }
+    }
+
     #[test]
     fn records_hold_whole_frames_up_to_a_record() {
         let f = 4 + FRAME_DATA + 16; // a largest write frame on a sealed link
