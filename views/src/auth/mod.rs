@@ -18,10 +18,11 @@
 //! session, with what the application's policy lets it do. Both nonces are fresh
 //! random numbers, so a recorded handshake proves nothing on
 //! a new connection. Each direction then gets its own key,
-//! `HMAC(secret, "key" | direction | nonce_i | nonce_r)`, and every frame after the
-//! handshake carries a 16-byte tag, `HMAC(key, sequence number | frame)`: a frame
-//! changed, dropped, reordered or replayed (on this connection or another) fails
-//! its tag, and the connection is closed before the frame is decoded. Discovery
+//! `HMAC(secret, "key" | direction | nonce_i | nonce_r)`, and every frame's body
+//! after the handshake is sealed with AES-256-GCM under it (the frame's sequence
+//! number on the connection as the nonce, its header bound to the 16-byte tag): a
+//! frame changed, dropped, reordered or replayed (on this connection or another)
+//! fails its tag, and the connection is closed before the frame is decoded. Discovery
 //! beacons carry a tag of the secret too, over their bytes and the time they were
 //! sent (refused beyond [`BEACON_AGE`]).
 //!
