@@ -7,9 +7,12 @@
 //! ```
 //!
 //! The length is sent in clear and bound to the tag. The frames of [`super::frame`]
-//! are the plaintext, cut into records wherever a send cuts them: a receiver opens
-//! each record, appends its plaintext to the link's frame buffer and applies frames
-//! from there as on a plain link. A record whose tag fails (a changed, dropped,
+//! are the plaintext. A sender seals each record in place in its send buffer and
+//! cuts records at frame boundaries (on a sealed link a write is split into frames
+//! that fit a record, [`FRAME_DATA`]), so a receiver applies a record's frames where
+//! it opened it, and copies only a frame a record cuts off (receiving is right
+//! wherever records are cut; cutting them at frames only saves copies). A record
+//! whose tag fails (a changed, dropped,
 //! reordered, replayed or inserted record: the cipher's nonce is its sequence number
 //! on the link) or whose length is out of range breaks the link before any of its
 //! bytes reach a region.
