@@ -121,9 +121,10 @@ pub struct Config {
     #[serde(default = "defaults::failure_timeout_ms")]
     pub failure_timeout_ms: u64,
     /// Predicate-thread spin budget, in microseconds. Left out: chosen from the
-    /// host at each view (`spindle_views::group::spin`): the short default while this host's
-    /// members have a core each, none once they outnumber its cores (their spinning
-    /// threads would take the cores the others need).
+    /// host at each view (`spindle_sst::spin::auto_spin_us`, counting this host's
+    /// members of the view): the short default while they have a core each, none
+    /// once they outnumber its cores (their spinning threads would take the cores
+    /// the others need).
     #[serde(default)]
     pub spin_us: Option<u64>,
     /// A member that finds itself in a minority stops instead of installing a view.

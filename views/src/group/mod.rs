@@ -58,7 +58,7 @@ mod removal;
 pub mod report;
 pub mod restart;
 mod send;
-pub mod spin;
+mod spin;
 mod status;
 
 use crate::config::Config;
@@ -261,8 +261,9 @@ impl Group {
     }
 
     /// The predicate thread's spin budget in the current view, in µs: the
-    /// configured one, or the one chosen from the host (see [`spin`]); `None`
-    /// before the first view.
+    /// configured one, or the one chosen from the host
+    /// ([`spindle_sst::spin::auto_spin_us`], counting this host's members of the
+    /// view); `None` before the first view.
     pub fn spin_us(&self) -> Option<u64> {
         self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|e| e.spin_us)
     }

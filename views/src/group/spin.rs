@@ -7,7 +7,7 @@ use crate::config::Transport;
 use crate::view::View;
 use std::net::{IpAddr, SocketAddr};
 
-pub use spindle_sst::spin::{auto_spin_us, host_cores};
+pub(crate) use spindle_sst::spin::{auto_spin_us, host_cores};
 
 /// Whether two control addresses are on one host as far as they show: the same
 /// address, or both loopback.

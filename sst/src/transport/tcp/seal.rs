@@ -82,6 +82,18 @@ impl Sealing {
         at
     }
 
+    /// Appends the first record of `plain` to `wire`, sealed; returns its length.
+    fn append_record(&mut self, plain: &[u8]) -> usize {
+        let n = self.next_record(plain);
+        let head = (n as u32).to_le_bytes();
+        self.wire.extend_from_slice(&head);
+        let body = self.wire.len();
+        self.wire.extend_from_slice(&plain[..n]);
+        let tag = self.cipher.seal(&head, &mut self.wire[body..]);
+        self.wire.extend_from_slice(&tag);
+        n
+    }
+
     /// Seals the first record of `plain` in place; returns its length, header and tag.
     fn seal_in_place(&mut self, plain: &mut [u8]) -> (usize, [u8; LEN], [u8; TAG]) {
         let n = self.next_record(plain);
@@ -103,12 +115,16 @@ impl Sealing {
     }
 }
 
-/// Writes all of `parts`, in order (`write_all` over a vectored write).
-fn write_all_parts(stream: &mut TcpStream, parts: &mut [&[u8]]) -> std::io::Result<()> {
+/// Writes all of a record's three parts (length, body, tag), in order: `write_all`
+/// over a vectored write.
+fn write_all_parts(stream: &mut TcpStream, parts: &mut [&[u8]; 3]) -> std::io::Result<()> {
     let mut first = 0;
     while first < parts.len() {
-        let slices: Vec<IoSlice<'_>> = parts[first..].iter().map(|p| IoSlice::new(p)).collect();
-        let mut n = match stream.write_vectored(&slices) {
+        let mut slices = [IoSlice::new(&[]); 3];
+        for (s, p) in slices.iter_mut().zip(&parts[first..]) {
+            *s = IoSlice::new(p);
+        }
+        let mut n = match stream.write_vectored(&slices[..parts.len() - first]) {
             Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -188,14 +204,7 @@ impl Tx {
         } else {
             let mut at = 0;
             while at < bytes.len() {
-                let n = s.next_record(&bytes[at..]);
-                let head = (n as u32).to_le_bytes();
-                s.wire.extend_from_slice(&head);
-                let body = s.wire.len();
-                s.wire.extend_from_slice(&bytes[at..at + n]);
-                let tag = s.cipher.seal(&head, &mut s.wire[body..]);
-                s.wire.extend_from_slice(&tag);
-                at += n;
+                at += s.append_record(&bytes[at..]);
             }
             bytes.len()
         };
