@@ -15,6 +15,9 @@ pub fn connect(target: &Target) -> Result<DomainClient, CliError> {
     cfg.request_timeout = t;
     cfg.failover_timeout = t;
     cfg.secret_file = target.secret_file.clone();
+    if target.cert.is_some() {
+        cfg.credentials = crate::credentials(target)?;
+    }
     DomainClient::connect(cfg)
         .map_err(|e| CliError::unreachable(format!("no member of {:?} took the client: {e}", target.connect)))
 }

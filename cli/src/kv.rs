@@ -92,8 +92,8 @@ pub enum KvCmd {
 }
 
 fn client(target: &Target) -> Result<KvClient, CliError> {
-    let secret = crate::secret(target)?;
-    let mut c = KvClient::connect(&target.connect, secret).map_err(|e| remote_error(e, &target.connect))?;
+    let creds = crate::credentials(target)?;
+    let mut c = KvClient::connect(&target.connect, creds).map_err(|e| remote_error(e, &target.connect))?;
     c.set_timeout(Duration::from_secs(target.timeout.max(10)));
     Ok(c)
 }

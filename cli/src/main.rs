@@ -48,8 +48,21 @@ pub struct Target {
     pub connect: Vec<SocketAddr>,
     /// The group's secret file (see docs/security.md). Left out:
     /// `SPINDLE_SECRET_FILE`, if set.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "cert")]
     pub secret_file: Option<PathBuf>,
+    /// This client's certificate (PEM), for a group of certificates: with `--ca`,
+    /// `--key` and `--identity` (see docs/security.md).
+    #[arg(long, requires_all = ["ca", "key", "identity"])]
+    pub cert: Option<PathBuf>,
+    /// The group's CA certificate (PEM).
+    #[arg(long, requires = "cert")]
+    pub ca: Option<PathBuf>,
+    /// The private key of `--cert` (PEM).
+    #[arg(long, requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// The identity `--cert` names.
+    #[arg(long, requires = "cert")]
+    pub identity: Option<String>,
     /// Seconds to wait for a member.
     #[arg(long, default_value_t = 5)]
     pub timeout: u64,
@@ -128,6 +141,17 @@ fn main() {
         out.error(&e);
         std::process::exit(e.code as i32);
     }
+}
+
+/// The certificates of `--cert`, or the secret of [`secret`].
+pub fn credentials(target: &Target) -> Result<Option<spindle::views::auth::Credentials>, CliError> {
+    let (Some(cert), Some(ca), Some(key), Some(name)) = (&target.cert, &target.ca, &target.key, &target.identity)
+    else {
+        return Ok(secret(target)?.map(Into::into));
+    };
+    spindle::views::auth::Certificates::load(ca, cert, key, name)
+        .map(|c| Some(c.into()))
+        .map_err(|e| CliError::usage(format!("certificates: {e}")))
 }
 
 /// The secret named by `--secret-file`, or `SPINDLE_SECRET_FILE`'s, or none.

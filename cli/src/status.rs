@@ -9,11 +9,11 @@ use std::time::Duration;
 
 /// The status from the first of the target's members that answers.
 pub fn ask(target: &Target) -> Result<GroupStatus, CliError> {
-    let secret = crate::secret(target)?;
+    let creds = crate::credentials(target)?;
     let timeout = Duration::from_secs(target.timeout);
     let mut why = Vec::new();
     for &addr in &target.connect {
-        match report::ask(addr, timeout, secret.as_ref()) {
+        match report::ask(addr, timeout, creds.as_ref()) {
             Ok(s) => return Ok(s),
             Err(e @ StatusError::Auth { .. }) => return Err(CliError::unreachable(e.to_string())),
             Err(e) => why.push(e.to_string()),

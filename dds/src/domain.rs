@@ -1,5 +1,6 @@
 //! A [`DomainParticipant`]'s calls: topics, writers, readers, matching, logs.
 
+use crate::access::Action;
 use crate::error::{Awaited, Stop, TopicError};
 use crate::instance::Keyed;
 use crate::qos::{Qos, QosError};
@@ -81,6 +82,7 @@ impl DomainParticipant {
         }
         qos.validate_writer()?;
         let p = &self.0;
+        may(p, &topic.name, Action::Publish)?;
         let state = p.state_of(&topic.name, topic.qos, topic.codec.key.is_some())?;
         let id = p.endpoint_id()?;
         lock(&state.inner).engine.add_writer(id, qos.level);
@@ -93,6 +95,7 @@ impl DomainParticipant {
     /// the history this participant holds (Volatile/Logged), or catches up from the
     /// other members if it is new in the topic. Returns once the domain's view has it.
     pub fn create_reader<T>(&self, topic: &Topic<T>, qos: Qos) -> Result<DataReader<T>, DdsError> {
+        may(&self.0, &topic.name, Action::Subscribe)?;
         self.0.reader(topic, qos, None)
     }
 
@@ -106,6 +109,7 @@ impl DomainParticipant {
         qos: Qos,
         filter: impl Fn(&T) -> bool + Send + Sync + 'static,
     ) -> Result<DataReader<T>, DdsError> {
+        may(&self.0, &topic.name, Action::Subscribe)?;
         self.0.reader(topic, qos, Some(filter::by_closure(&topic.codec, filter)))
     }
 
@@ -228,5 +232,18 @@ impl DomainParticipant {
         } else {
             Err(DdsError::TimedOut { what: Awaited::Leave, waited: within })
         }
+    }
+}
+
+/// Whether this member may do `action` to `topic` itself: a member that proves
+/// itself with a certificate is held to the access policy as the identity its
+/// certificate names, as its clients are; one that holds the group secret, or
+/// any member without a policy, may do everything.
+fn may(p: &crate::participant::Participant, topic: &str, action: Action) -> Result<(), DdsError> {
+    let sec = &p.cfg.group.security;
+    let (Some(policy), Some(_), Some(me)) = (&p.cfg.access, &sec.cert_file, &sec.identity) else { return Ok(()) };
+    match policy.allows(Some(me), topic, action) {
+        true => Ok(()),
+        false => Err(DdsError::Denied { topic: topic.into(), action }),
     }
 }

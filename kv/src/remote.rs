@@ -32,7 +32,7 @@
 use crate::{Pair, Store, StoreError};
 use serde::{Deserialize, Serialize};
 use spindle_tailwind::service::LogService;
-use spindle_views::auth::Secret;
+use spindle_views::auth::Credentials;
 use spindle_views::client::{Client, ClientError};
 use spindle_views::group::{ClientHandler, ClientSession};
 use std::net::SocketAddr;
@@ -235,11 +235,12 @@ pub struct KvClient {
 }
 
 impl KvClient {
-    /// Connects with the group's secret (`None`: `SPINDLE_SECRET_FILE`'s, if set).
-    pub fn connect(contacts: &[SocketAddr], secret: Option<Secret>) -> Result<KvClient, RemoteError> {
+    /// Connects with the group's credentials, a secret or certificates (`None`:
+    /// `SPINDLE_SECRET_FILE`'s secret, if set).
+    pub fn connect(contacts: &[SocketAddr], creds: Option<Credentials>) -> Result<KvClient, RemoteError> {
         let timeout = Duration::from_secs(10);
-        let c = match secret {
-            Some(s) => Client::connect_with(contacts, timeout, Some(s))?,
+        let c = match creds {
+            Some(c) => Client::connect_with(contacts, timeout, Some(c))?,
             None => Client::connect(contacts, timeout)?,
         };
         Ok(KvClient { c, timeout })

@@ -34,7 +34,7 @@
 //! }
 //! ```
 
-use crate::auth::Secret;
+use crate::auth::Credentials;
 use crate::link::Link;
 use crate::view::ViewId;
 use crate::wire::{encode, Message};
@@ -147,7 +147,7 @@ type Pending = Arc<Mutex<HashMap<u64, SyncSender<Answer>>>>;
 pub struct Client {
     contacts: Vec<SocketAddr>,
     id: u64,
-    secret: Option<Secret>,
+    creds: Option<Credentials>,
     conn: Mutex<Conn>,
     pending: Pending,
     events: Mutex<Receiver<Incoming>>,
@@ -166,9 +166,9 @@ fn open(
     addr: SocketAddr,
     resume: Option<Session>,
     timeout: Duration,
-    secret: Option<&Secret>,
+    creds: Option<&Credentials>,
 ) -> Result<(NodeId, Session, Link), String> {
-    let mut s = Link::connect(addr, timeout, secret).map_err(|e| e.to_string())?;
+    let mut s = Link::connect(addr, timeout, creds).map_err(|e| e.to_string())?;
     s.stream.set_write_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.stream.set_read_timeout(Some(timeout)).map_err(|e| e.to_string())?;
     s.send(&Message::ClientHello { resume }).map_err(|e| e.to_string())?;
@@ -253,25 +253,27 @@ impl Client {
     /// the session, trying them in order, each for up to `timeout`.
     ///
     /// Authenticates with the secret of `SPINDLE_SECRET_FILE` if that is set
-    /// ([`Client::connect_with`] names one).
+    /// ([`Client::connect_with`] names credentials).
     pub fn connect(contacts: &[SocketAddr], timeout: Duration) -> Result<Client, ClientError> {
-        let secret = crate::config::Security::default().secret().map_err(|e| ClientError::Connect(e.to_string()))?;
-        Client::connect_with(contacts, timeout, secret)
+        let creds =
+            crate::config::Security::default().credentials().map_err(|e| ClientError::Connect(e.to_string()))?;
+        Client::connect_with(contacts, timeout, creds)
     }
 
-    /// [`Client::connect`] with the group's secret (or none).
+    /// [`Client::connect`] with the group's credentials (a secret, a named
+    /// identity's key, or certificates), or none.
     pub fn connect_with(
         contacts: &[SocketAddr],
         timeout: Duration,
-        secret: Option<Secret>,
+        creds: Option<Credentials>,
     ) -> Result<Client, ClientError> {
         let pending = Pending::default();
         let (tx, rx) = sync_channel(EVENTS);
-        let conn = Self::first_of(contacts, 0, None, timeout, 1, &tx, &pending, secret.as_ref())?;
+        let conn = Self::first_of(contacts, 0, None, timeout, 1, &tx, &pending, creds.as_ref())?;
         Ok(Client {
             contacts: contacts.to_vec(),
             id: conn.session.0,
-            secret,
+            creds,
             conn: Mutex::new(conn),
             pending,
             events: Mutex::new(rx),
@@ -293,7 +295,7 @@ impl Client {
         gen: u64,
         tx: &SyncSender<Incoming>,
         pending: &Pending,
-        secret: Option<&Secret>,
+        creds: Option<&Credentials>,
     ) -> Result<Conn, ClientError> {
         if contacts.is_empty() {
             return Err(ClientError::Connect("no contacts given".into()));
@@ -301,7 +303,7 @@ impl Client {
         let mut why = Vec::new();
         for i in 0..contacts.len() {
             let at = (start + i) % contacts.len();
-            match open(contacts[at], resume, timeout, secret) {
+            match open(contacts[at], resume, timeout, creds) {
                 Ok((node, session, link)) => {
                     let (reader, stream) = link.split().map_err(|e| ClientError::Connect(e.to_string()))?;
                     let (tx, pending) = (tx.clone(), pending.clone());
@@ -488,7 +490,7 @@ impl Client {
                 c.gen + 1,
                 tx,
                 pending,
-                self.secret.as_ref(),
+                self.creds.as_ref(),
             );
             match next {
                 Ok(conn) => *c = conn,

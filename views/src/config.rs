@@ -159,8 +159,9 @@ pub struct Config {
     pub security: Security,
 }
 
-/// The `[security]` table: a group given a secret admits only processes that hold
-/// it (see [`crate::auth`] and docs/security.md).
+/// The `[security]` table: a group given a secret, or certificates of a CA,
+/// admits only processes that hold them (see [`crate::auth`] and
+/// docs/security.md). Give one kind or the other.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Security {
@@ -170,11 +171,28 @@ pub struct Security {
     /// reaches a port takes part, as on a trusted network).
     #[serde(default)]
     pub secret_file: Option<std::path::PathBuf>,
-    /// A client's named identity: `secret_file` then holds that identity's key
-    /// (made from the group secret by [`crate::auth::Secret::identity`]), not the
-    /// group secret. Members hold the group secret and name none.
+    /// With a secret: a client's named identity (`secret_file` then holds that
+    /// identity's key, made from the group secret by
+    /// [`crate::auth::Secret::identity`]); members name none. With certificates:
+    /// the identity this process's certificate names (a DNS name of its subject
+    /// alternative names), for members and clients alike.
     #[serde(default)]
     pub identity: Option<String>,
+    /// The group's CA certificate (PEM): with `cert_file` and `key_file`, members
+    /// and clients prove themselves with certificates of this CA instead of a
+    /// secret (see [`crate::auth::tls`]).
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// This process's certificate (PEM, then any intermediates).
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The private key of `cert_file` (PEM).
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
+    /// With certificates: the identities that may join as members (others of the
+    /// CA may open client sessions only). Absent: every certificate of the CA.
+    #[serde(default)]
+    pub members: Option<Vec<String>>,
 }
 
 /// The environment variable that names a secret file when the configuration
@@ -183,8 +201,11 @@ pub const SECRET_ENV: &str = "SPINDLE_SECRET_FILE";
 
 impl Security {
     /// The group's secret: from `secret_file`, else from [`SECRET_ENV`]'s file, else
-    /// none.
+    /// none. (With certificates, none: see [`Security::credentials`].)
     pub fn secret(&self) -> Result<Option<crate::auth::Secret>, ConfigError> {
+        if self.cert_file.is_some() {
+            return Ok(None);
+        }
         let path =
             self.secret_file.clone().or_else(|| std::env::var_os(SECRET_ENV).filter(|v| !v.is_empty()).map(Into::into));
         match path {
@@ -197,6 +218,33 @@ impl Security {
                 }
             }
         }
+    }
+
+    /// What this process proves itself with: certificates if `cert_file` is
+    /// given (with `ca_file`, `key_file` and `identity`), else the secret of
+    /// [`Security::secret`], else nothing.
+    pub fn credentials(&self) -> Result<Option<crate::auth::Credentials>, ConfigError> {
+        let Some(cert) = &self.cert_file else {
+            if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() {
+                return Err(invalid("security.cert_file", "ca_file, key_file and members need a cert_file"));
+            }
+            return Ok(self.secret()?.map(Into::into));
+        };
+        if self.secret_file.is_some() {
+            return Err(invalid("security.secret_file", "give a secret or certificates, not both"));
+        }
+        let ca = self.ca_file.as_ref().ok_or_else(|| invalid("security.ca_file", "certificates need the CA's"))?;
+        let key = self.key_file.as_ref().ok_or_else(|| invalid("security.key_file", "certificates need their key"))?;
+        let name = self
+            .identity
+            .as_deref()
+            .ok_or_else(|| invalid("security.identity", "certificates need the identity they name"))?;
+        let mut certs = crate::auth::Certificates::load(ca, cert, key, name)
+            .map_err(|e| invalid("security.cert_file", e.to_string()))?;
+        if let Some(m) = &self.members {
+            certs = certs.members(m.clone());
+        }
+        Ok(Some(certs.into()))
     }
 }
 
@@ -459,6 +507,20 @@ impl ConfigBuilder {
     /// The group's secret file (see [`Security::secret_file`]).
     pub fn secret_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.0.security.secret_file = Some(path.into());
+        self
+    }
+    /// Certificates instead of a secret: the CA's, this process's and its key (PEM
+    /// files), for `identity` (see [`Security::cert_file`]).
+    pub fn certificates(
+        mut self,
+        ca: impl Into<std::path::PathBuf>,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+        identity: &str,
+    ) -> Self {
+        let s = &mut self.0.security;
+        (s.ca_file, s.cert_file, s.key_file) = (Some(ca.into()), Some(cert.into()), Some(key.into()));
+        s.identity = Some(identity.into());
         self
     }
     /// Discovery on or off (see [`Config::discovery`]).

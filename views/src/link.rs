@@ -6,7 +6,7 @@
 //! frame. A frame whose tag fails is an error before its body is decoded: the
 //! caller closes the link.
 
-use crate::auth::{self, AuthError, Keys, Sealer, Secret};
+use crate::auth::{self, AuthError, Credentials, Keys, Sealer};
 use crate::wire::{self, Message, WireError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,8 +18,13 @@ pub(crate) struct Link {
     tx: Option<Sealer>,
     rx: Option<Sealer>,
     /// The identity the peer proved, if it proved a named one (see
-    /// [`crate::auth::Secret::identity`]); `None` for the group secret or none.
+    /// [`crate::auth::Secret::identity`]) or a certificate; `None` for the group
+    /// secret or none.
     pub(crate) peer: Option<String>,
+    /// Whether the peer may act as a member (join, ask as one): it holds the
+    /// group secret, a certificate of a member's identity, or the group has no
+    /// credentials.
+    pub(crate) member: bool,
 }
 
 impl std::fmt::Debug for Link {
@@ -47,39 +52,57 @@ pub(crate) enum LinkError {
 impl Link {
     /// Connects to `addr` and, with a secret, authenticates (the handshake gets
     /// `timeout` for each read).
-    pub(crate) fn connect(addr: SocketAddr, timeout: Duration, secret: Option<&Secret>) -> Result<Link, LinkError> {
+    pub(crate) fn connect(addr: SocketAddr, timeout: Duration, creds: Option<&Credentials>) -> Result<Link, LinkError> {
         let connect = |source| LinkError::Connect { addr, source };
         let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(connect)?;
         stream.set_nodelay(true).map_err(connect)?;
-        let Some(secret) = secret else { return Ok(Link { stream, tx: None, rx: None, peer: None }) };
+        let Some(creds) = creds else { return Ok(Link { stream, tx: None, rx: None, peer: None, member: true }) };
         stream.set_read_timeout(Some(timeout)).map_err(connect)?;
         stream.set_write_timeout(Some(timeout)).map_err(connect)?;
-        let Keys { tx, rx, .. } = auth::initiate(&mut stream, secret)?;
-        Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer: None })
+        let Keys { tx, rx, .. } = auth::initiate_with(&mut stream, creds)?;
+        Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer: None, member: true })
     }
 
-    /// Takes an accepted connection: with a secret, the peer must authenticate;
-    /// without, it must not try to. A peer that does the other is told so in a
-    /// plain refusal (no secret is revealed either way) and refused.
-    pub(crate) fn accept(mut stream: TcpStream, secret: Option<&Secret>) -> Result<Link, AuthError> {
-        let handshake = starts_handshake(&stream)?;
-        match secret {
-            Some(s) if handshake => {
-                let mut head = [0u8; 5];
+    /// Takes an accepted connection: with credentials, the peer must authenticate
+    /// with credentials of the same kind; without, it must not try to. A peer
+    /// that does otherwise is told so in a plain refusal (no secret is revealed
+    /// either way) and refused.
+    pub(crate) fn accept(mut stream: TcpStream, creds: Option<&Credentials>) -> Result<Link, AuthError> {
+        let first = first_bytes(&stream)?;
+        let mut head = [0u8; 5];
+        match (creds, first) {
+            (Some(Credentials::Secret(s)), First::Secret) => {
                 stream.read_exact(&mut head)?;
-                let Keys { tx, rx, peer } = auth::respond(&mut stream, s, head)?;
-                Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer })
+                let keys = auth::respond(&mut stream, s, head)?;
+                Ok(Link::sealed(stream, keys))
             }
-            Some(_) => {
+            (Some(Credentials::Certificates(c)), First::Certificate) => {
+                stream.read_exact(&mut head)?;
+                let keys = auth::tls::respond(&mut stream, c, head)?;
+                Ok(Link::sealed(stream, keys))
+            }
+            (Some(Credentials::Secret(_)), First::Certificate) => {
+                refuse(&mut stream, "authentication failed: this group uses a secret, not certificates");
+                Err(AuthError::Failed)
+            }
+            (Some(Credentials::Certificates(_)), First::Secret) => {
+                refuse(&mut stream, "authentication failed: this group uses certificates, not a secret");
+                Err(AuthError::Failed)
+            }
+            (Some(_), First::Plain) => {
                 refuse(&mut stream, AUTH_REQUIRED);
                 Err(AuthError::Required)
             }
-            None if handshake => {
+            (None, First::Secret | First::Certificate) => {
                 refuse(&mut stream, "this member has no secret: it takes no authenticated connections");
                 Err(AuthError::NoSecretThere)
             }
-            None => Ok(Link { stream, tx: None, rx: None, peer: None }),
+            (None, First::Plain) => Ok(Link { stream, tx: None, rx: None, peer: None, member: true }),
         }
+    }
+
+    fn sealed(stream: TcpStream, k: Keys) -> Link {
+        Link { stream, tx: Some(k.tx), rx: Some(k.rx), peer: k.peer, member: k.member }
     }
 
     /// Sends one message.
@@ -129,9 +152,10 @@ impl Link {
     pub(crate) fn split(self) -> std::io::Result<(Link, Link)> {
         let other = self.stream.try_clone()?;
         let peer = self.peer.clone();
+        let member = self.member;
         Ok((
-            Link { stream: self.stream, tx: None, rx: self.rx, peer },
-            Link { stream: other, tx: self.tx, rx: None, peer: self.peer },
+            Link { stream: self.stream, tx: None, rx: self.rx, peer, member },
+            Link { stream: other, tx: self.tx, rx: None, peer: self.peer, member },
         ))
     }
 }
@@ -163,6 +187,10 @@ fn recv_from(rx: &mut Option<Sealer>, r: &mut impl Read) -> Result<Message, Wire
 /// authenticate (a joiner without a secret recognises it: `AuthError::Required`).
 pub(crate) const AUTH_REQUIRED: &str = "authentication required: this group has a secret";
 
+/// The refusal a member sends an identity that may open client sessions only
+/// and asked to join or to ask as a member (`AuthError::ClientOnly`).
+pub(crate) const CLIENT_ONLY: &str = "a client identity can only open a client session";
+
 /// Sends a plain refusal to a peer that spoke the wrong way, then ends.
 fn refuse(stream: &mut TcpStream, reason: &str) {
     if let Ok(f) = wire::encode(&Message::JoinRefused { reason: reason.into() }) {
@@ -170,11 +198,22 @@ fn refuse(stream: &mut TcpStream, reason: &str) {
     }
 }
 
-/// Whether the peer's first bytes are a handshake's magic (peeked: a plain
-/// frame's bytes stay for the frame reader). Waits until four bytes are in, up to
-/// the stream's read timeout while none come and at most [`FIRST_BYTES`] in all:
-/// a peer that sends a few bytes and stops (or closes) holds no handler longer.
-fn starts_handshake(stream: &TcpStream) -> std::io::Result<bool> {
+/// How a connection opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum First {
+    /// With a plain frame.
+    Plain,
+    /// With a group-secret handshake.
+    Secret,
+    /// With a certificate handshake.
+    Certificate,
+}
+
+/// Which handshake the peer's first bytes begin, if any (peeked: a plain frame's
+/// bytes stay for the frame reader). Waits until four bytes are in, up to the
+/// stream's read timeout while none come and at most [`FIRST_BYTES`] in all: a
+/// peer that sends a few bytes and stops (or closes) holds no handler longer.
+fn first_bytes(stream: &TcpStream) -> std::io::Result<First> {
     let deadline = std::time::Instant::now() + FIRST_BYTES;
     let mut head = [0u8; 4];
     loop {
@@ -183,7 +222,11 @@ fn starts_handshake(stream: &TcpStream) -> std::io::Result<bool> {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
         if n == head.len() {
-            return Ok(head == auth::MAGIC);
+            return Ok(match head {
+                auth::MAGIC => First::Secret,
+                auth::tls::MAGIC => First::Certificate,
+                _ => First::Plain,
+            });
         }
         if std::time::Instant::now() >= deadline {
             return Err(std::io::ErrorKind::TimedOut.into());

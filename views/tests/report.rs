@@ -2,7 +2,7 @@
 //! view, the members with their control addresses, and each member's progress and
 //! lag in the subgroups they share; with a secret, only to a caller that holds it.
 
-use spindle_views::auth::Secret;
+use spindle_views::auth::{Credentials, Secret};
 use spindle_views::config::{Config, Transport};
 use spindle_views::group::report::{self, StatusError};
 use spindle_views::group::{Group, GroupBuilder};
@@ -38,7 +38,7 @@ fn a_member_reports_the_view_its_members_and_their_progress() {
     for i in 0..100u32 {
         a.send(0, &i.to_le_bytes()).unwrap();
     }
-    let secret = Secret::load(&key).unwrap();
+    let secret: Credentials = Secret::load(&key).unwrap().into();
     // Both have delivered the 100 once the report says so (bounded poll).
     let mut last = None;
     let done = testkit::poll_until(WAIT, Duration::from_millis(10), || {
@@ -57,7 +57,7 @@ fn a_member_reports_the_view_its_members_and_their_progress() {
     assert_eq!(a_entry.addr, Some(a.listen_addr()));
     assert!(!s.stopped);
     // Without the secret, or with another, there is no report.
-    let wrong = Secret::load(&other).unwrap();
+    let wrong: Credentials = Secret::load(&other).unwrap().into();
     assert!(matches!(report::ask(a.listen_addr(), WAIT, Some(&wrong)), Err(StatusError::Auth { .. })));
     assert!(report::ask(a.listen_addr(), WAIT, None).is_err());
 }

@@ -4,12 +4,14 @@
 //! that link while the group goes on. Over tcp with a contact and over shm with
 //! discovery. Every wait has a deadline.
 
+mod common;
+
+use common::flipper::Flipper;
 use spindle_views::auth::{AuthError, Secret};
 use spindle_views::client::Client;
 use spindle_views::config::{Config, Transport};
 use spindle_views::group::{Group, GroupBuilder, StartError};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -111,11 +113,11 @@ fn clients_need_the_secret_and_a_changed_frame_closes_only_its_link() {
         .unwrap();
     let addr = a.listen_addr();
     let view = a.view().map(|v| v.id());
-    let secret = || Some(Secret::load(&good).unwrap());
+    let secret = || Some(Secret::load(&good).unwrap().into());
     let none = Client::connect_with(&[addr], WAIT, None).expect_err("a client without the secret");
     assert!(none.to_string().contains("authentication required"), "{none}");
     let other = Secret::load(&keys.make("other")).unwrap();
-    let wrong = Client::connect_with(&[addr], WAIT, Some(other)).expect_err("a client with another secret");
+    let wrong = Client::connect_with(&[addr], WAIT, Some(other.into())).expect_err("a client with another secret");
     assert!(wrong.to_string().contains("authentication failed"), "{wrong}");
     let ok = Client::connect_with(&[addr], WAIT, secret()).unwrap();
     assert_eq!(ok.request(b"x", WAIT).unwrap(), b"echo:x");
@@ -142,67 +144,10 @@ fn control_frames_travel_encrypted_with_a_secret_and_in_clear_without() {
             .start()
             .unwrap();
         let relay = Flipper::start(a.listen_addr());
-        let c = Client::connect_with(&[relay.addr], WAIT, secret.map(|s| Secret::load(s).unwrap())).unwrap();
+        let c = Client::connect_with(&[relay.addr], WAIT, secret.map(|s| Secret::load(s).unwrap().into())).unwrap();
         assert_eq!(c.request(b"marker-7b1c", WAIT).unwrap(), b"echo:marker-7b1c");
         let seen = relay.seen.lock().unwrap().clone();
         let found = seen.windows(11).any(|w| w == b"marker-7b1c");
         assert_eq!(found, secret.is_none(), "the request's body on the wire ({} bytes seen)", seen.len());
     }
-}
-
-/// A tcp relay that, once armed, flips one bit in the middle of the next chunk it
-/// passes from the client to the member.
-struct Flipper {
-    addr: SocketAddr,
-    armed: std::sync::Arc<spindle_sst::sync::atomic::AtomicBool>,
-    /// Every byte it passed, both ways.
-    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-}
-
-impl Flipper {
-    fn start(to: SocketAddr) -> Flipper {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let armed = std::sync::Arc::new(spindle_sst::sync::atomic::AtomicBool::new(false));
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (flag, s1, s2) = (armed.clone(), seen.clone(), seen.clone());
-        std::thread::spawn(move || {
-            let Ok((client, _)) = l.accept() else { return };
-            let Ok(member) = TcpStream::connect(to) else { return };
-            let (c2, m2) = (client.try_clone().unwrap(), member.try_clone().unwrap());
-            std::thread::spawn(move || pipe(m2, c2, None, s2));
-            pipe(client, member, Some(flag), s1);
-        });
-        Flipper { addr, armed, seen }
-    }
-
-    fn arm(&self) {
-        self.armed.store(true, spindle_sst::sync::atomic::Ordering::SeqCst);
-    }
-}
-
-fn pipe(
-    mut from: TcpStream,
-    mut to: TcpStream,
-    flip: Option<std::sync::Arc<spindle_sst::sync::atomic::AtomicBool>>,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
-) {
-    from.set_read_timeout(Some(WAIT)).unwrap();
-    let mut buf = [0u8; 4096];
-    loop {
-        let n = match from.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        seen.lock().unwrap().extend_from_slice(&buf[..n]);
-        if let Some(f) = &flip {
-            if f.swap(false, spindle_sst::sync::atomic::Ordering::SeqCst) {
-                buf[n / 2] ^= 0x10;
-            }
-        }
-        if to.write_all(&buf[..n]).is_err() {
-            break;
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
 }

@@ -103,6 +103,11 @@ pub struct ClientConfig {
     /// the members' [`crate::AccessPolicy`] grants topics to; `None`: the group
     /// secret, with every right.
     pub identity: Option<String>,
+    /// Credentials given as they are (certificates, say:
+    /// `spindle_views::auth::Certificates`); they take the place of
+    /// `secret_file` and `identity`. With certificates, the identity their
+    /// certificate names is the one the policy grants topics to.
+    pub credentials: Option<spindle_views::auth::Credentials>,
 }
 
 impl ClientConfig {
@@ -116,6 +121,7 @@ impl ClientConfig {
             max_unacked: 4096,
             secret_file: None,
             identity: None,
+            credentials: None,
         }
     }
 }
@@ -215,10 +221,17 @@ impl DomainClient {
     /// Connects to the first contact that takes the session and starts the thread
     /// that receives samples and acknowledgements.
     pub fn connect(cfg: ClientConfig) -> Result<DomainClient, DdsError> {
-        let security =
-            spindle_views::config::Security { secret_file: cfg.secret_file.clone(), identity: cfg.identity.clone() };
-        let secret = security.secret()?;
-        let link = Client::connect_with(&cfg.contacts, cfg.connect_timeout, secret)?;
+        let creds = match &cfg.credentials {
+            Some(c) => Some(c.clone()),
+            None => spindle_views::config::Security {
+                secret_file: cfg.secret_file.clone(),
+                identity: cfg.identity.clone(),
+                ..Default::default()
+            }
+            .secret()?
+            .map(Into::into),
+        };
+        let link = Client::connect_with(&cfg.contacts, cfg.connect_timeout, creds)?;
         let h = Arc::new(Handle {
             link,
             cfg,

@@ -262,9 +262,19 @@ pub enum AuthError {
     /// The other end does not hold this group's secret (or holds another).
     #[error("authentication failed: the other end does not hold this group's secret")]
     Failed,
-    /// The other end has no secret: it answered without authenticating.
-    #[error("authentication failed: the other end has no secret (it answered in clear)")]
+    /// The other end has no secret (none at all, or certificates instead): it
+    /// answered without authenticating.
+    #[error("authentication failed: the other end has no secret, or takes certificates (it answered in clear)")]
     NoSecretThere,
+    /// The other end takes other credentials (a secret where this end has
+    /// certificates, or none): it answered in clear.
+    #[error("authentication failed: the other end takes other credentials, or none (it answered in clear)")]
+    OtherKind,
+    /// This end proved an identity that may open client sessions only (a named
+    /// identity's key, or a certificate of an identity the group does not list
+    /// as a member's), and asked to join.
+    #[error("authentication failed: this identity may open client sessions only, not join")]
+    ClientOnly,
     /// The other end has a secret and this one has none.
     #[error("authentication required: the other end has a secret and this node none")]
     Required,
@@ -322,18 +332,21 @@ impl Sealer {
 }
 
 /// The two directions' taggers of an authenticated connection, and (at the
-/// responder) the identity the initiator proved (`None`: the group secret).
+/// responder) the identity the initiator proved (`None`: the group secret) and
+/// whether it may act as a member.
+#[derive(Debug)]
 pub(crate) struct Keys {
     pub(crate) tx: Sealer,
     pub(crate) rx: Sealer,
     pub(crate) peer: Option<String>,
+    pub(crate) member: bool,
 }
 
 fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
     let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
     let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
     let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-    Keys { tx: Sealer::new(&tx), rx: Sealer::new(&rx), peer: None }
+    Keys { tx: Sealer::new(&tx), rx: Sealer::new(&rx), peer: None, member: true }
 }
 
 /// Runs the initiator's side of the handshake on `s`.
@@ -351,7 +364,8 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), secret: &Secret) -> Result<K
     let mut head = [0u8; 5];
     s.read_exact(&mut head)?;
     if head[..4] == crate::wire::MAGIC {
-        // A member without a secret answers a handshake with a plain refusal.
+        // A member without a secret (or with certificates) answers a handshake
+        // with a plain refusal.
         return Err(AuthError::NoSecretThere);
     }
     if head[..4] != MAGIC || head[4] != VERSION {
@@ -402,11 +416,78 @@ pub(crate) fn respond(s: &mut (impl Read + Write), group: &Secret, head: [u8; 5]
     if !secret.verify(&[b"initiator", &ni, &nr], &tag_i) {
         return Err(AuthError::Failed);
     }
-    Ok(Keys { peer, ..keys(secret, &ni, &nr, false) })
+    Ok(Keys { member: peer.is_none(), peer, ..keys(secret, &ni, &nr, false) })
+}
+
+/// What a process proves itself with: the group secret (or a named identity's key
+/// made from it), or certificates of the group's CA ([`Certificates`], module
+/// `tls`).
+#[derive(Clone, Debug)]
+pub enum Credentials {
+    /// A shared secret (see [`Secret`]).
+    Secret(Secret),
+    /// Certificates (see [`Certificates`]).
+    Certificates(std::sync::Arc<Certificates>),
+}
+
+impl From<Secret> for Credentials {
+    fn from(s: Secret) -> Credentials {
+        Credentials::Secret(s)
+    }
+}
+
+impl From<Certificates> for Credentials {
+    fn from(c: Certificates) -> Credentials {
+        Credentials::Certificates(std::sync::Arc::new(c))
+    }
+}
+
+impl Credentials {
+    /// The shared secret, if these credentials are one.
+    pub fn secret(&self) -> Option<&Secret> {
+        match self {
+            Credentials::Secret(s) => Some(s),
+            Credentials::Certificates(_) => None,
+        }
+    }
+
+    /// The identity these credentials prove: a named identity's or a
+    /// certificate's (`None`: the group secret itself).
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Credentials::Secret(s) => s.name(),
+            Credentials::Certificates(c) => Some(c.name()),
+        }
+    }
+
+    /// The secret of the tcp data links (and of discovery beacons, with a
+    /// shared secret): the group secret itself, or, with certificates, one made
+    /// from the random key the group's first member made and every member
+    /// received in its welcome (`group_key`).
+    pub(crate) fn data_secret(&self, group_key: &[u8; FULL]) -> Secret {
+        match self {
+            Credentials::Secret(s) => s.clone(),
+            Credentials::Certificates(_) => {
+                let mut m = HmacSha256::new_from_slice(group_key).expect("HMAC takes a key of any length");
+                m.update(b"data links");
+                Secret(m.finalize().into_bytes().to_vec(), None)
+            }
+        }
+    }
+}
+
+/// Runs the initiator's side of the handshake of these credentials on `s`.
+pub(crate) fn initiate_with(s: &mut (impl Read + Write), creds: &Credentials) -> Result<Keys, AuthError> {
+    match creds {
+        Credentials::Secret(secret) => initiate(s, secret),
+        Credentials::Certificates(c) => tls::initiate(s, c),
+    }
 }
 
 mod link;
 pub(crate) use link::LinkProof;
+pub mod tls;
+pub use tls::{CertError, Certificates};
 
 #[cfg(test)]
 mod tests;

@@ -283,18 +283,21 @@ impl GroupBuilder {
             }
         }
         let mut cfg = self.cfg.clone();
-        let secret = cfg.security.secret()?;
-        if cfg.security.identity.is_some() {
-            return Err(crate::config::ConfigError::Invalid {
-                key: "security.identity",
-                why: "is for clients: a member holds the group secret".into(),
+        let creds = cfg.security.credentials()?;
+        if let Some(crate::auth::Credentials::Secret(s)) = &creds {
+            if s.name().is_some() {
+                return Err(crate::config::ConfigError::Invalid {
+                    key: "security.identity",
+                    why: "is for clients: a member holds the group secret".into(),
+                }
+                .into());
             }
-            .into());
         }
-        if secret.is_none() && !cfg.listen.ip().is_loopback() {
+        let secret = creds.as_ref().and_then(crate::auth::Credentials::secret).cloned();
+        if creds.is_none() && !cfg.listen.ip().is_loopback() {
             tracing::warn!(
                 listen = %cfg.listen,
-                "no group secret and a non-loopback address: any process that reaches this port or hears \
+                "no group secret or certificates and a non-loopback address: any process that reaches this port or hears \
                  discovery can join (see docs/security.md)"
             );
         }
@@ -321,7 +324,7 @@ impl GroupBuilder {
                 Ok(discovery::Found::Member(a) | discovery::Found::Starter(a)) => Some(a),
                 Ok(discovery::Found::Nothing) => None,
                 Ok(discovery::Found::OtherCredentials(at)) => {
-                    let why = match &secret {
+                    let why = match &creds {
                         Some(_) => crate::auth::AuthError::Failed,
                         None => crate::auth::AuthError::Required,
                     };
@@ -349,7 +352,7 @@ impl GroupBuilder {
             let deadline = Instant::now() + Duration::from_secs(120);
             let last_view = stored.as_ref().map(|s| s.view);
             let info = member_info(NodeId(me), cfg.listen);
-            control::join(info, contact, deadline, cfg.failure_timeout() * 3, last_view, secret.as_ref()).map_err(|e| {
+            control::join(info, contact, deadline, cfg.failure_timeout() * 3, last_view, creds.as_ref()).map_err(|e| {
                 match e {
                     control::JoinError::Auth { contact, why } => StartError::Auth { contact, why },
                     control::JoinError::Refused(why) => StartError::Join(why),
@@ -386,7 +389,7 @@ impl GroupBuilder {
             send_timeout: self.send_timeout,
             data_listener,
             restore: super::restart::Restore::default(),
-            secret: secret.clone(),
+            creds: creds.clone(),
             client_key: Mutex::new(
                 crate::auth::client_key(secret.as_ref()).map_err(|e| StartError::Setup(format!("random: {e}")))?,
             ),

@@ -4,7 +4,7 @@
 //! frame closes only its connection.
 
 use super::Inner;
-use crate::auth::{AuthError, Secret};
+use crate::auth::{AuthError, Credentials};
 use crate::engine::JoinRefusal;
 use crate::link::{Link, LinkError};
 use crate::membership::Joiner;
@@ -79,7 +79,7 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
     stream.set_read_timeout(Some(SERVER_IDLE)).map_err(|e| e.to_string())?;
     stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let peer = stream.peer_addr().ok();
-    let mut stream = Link::accept(stream, inner.secret.as_ref()).map_err(|e| {
+    let mut stream = Link::accept(stream, inner.creds.as_ref()).map_err(|e| {
         inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);
         tracing::warn!(?peer, %e, "a control connection refused");
         e.to_string()
@@ -89,10 +89,10 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         // Read-only, and for client identities too: what `spindle status` shows.
         return stream.send(&Message::Status(super::report::status(inner))).map_err(|e| e.to_string());
     }
-    if stream.peer.is_some() && !matches!(msg, Message::ClientHello { .. }) {
-        // A named identity may open a client session, never join or ask as a member.
+    if !stream.member && !matches!(msg, Message::ClientHello { .. }) {
+        // A client identity may open a client session, never join or ask as a member.
         inner.counters.auth_refused.fetch_add(1, Ordering::Relaxed);
-        let reason = "a client identity can only open a client session".to_string();
+        let reason = crate::link::CLIENT_ONLY.to_string();
         let _ = stream.send(&Message::JoinRefused { reason: reason.clone() });
         return Err(reason);
     }
@@ -244,12 +244,12 @@ impl RequestPool {
         service: u16,
         body: &[u8],
         within: Duration,
-        secret: Option<&Secret>,
+        creds: Option<&Credentials>,
     ) -> Result<Vec<u8>, String> {
         let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
         let mut s = match self.take(to, addr) {
             Some(s) => s,
-            None => Link::connect(addr, within, secret).map_err(|e| e.to_string())?,
+            None => Link::connect(addr, within, creds).map_err(|e| e.to_string())?,
         };
         s.stream.set_write_timeout(Some(within)).map_err(|e| e.to_string())?;
         s.stream.set_read_timeout(Some(within)).map_err(|e| e.to_string())?;
@@ -309,13 +309,13 @@ pub(crate) fn join(
     deadline: Instant,
     duplicate_grace: Duration,
     last_view: Option<u64>,
-    secret: Option<&Secret>,
+    creds: Option<&Credentials>,
 ) -> Result<Welcome, JoinError> {
     let mut target = contact;
     let mut last_err = String::from("no answer");
     let mut duplicate_since: Option<Instant> = None;
     while Instant::now() < deadline {
-        match ask(&me, target, last_view, secret) {
+        match ask(&me, target, last_view, creds) {
             Ok(Answer::Welcome(w)) => return Ok(w),
             Ok(Answer::Redirect(l)) => {
                 target = l;
@@ -376,9 +376,9 @@ fn ask(
     me: &MemberInfo,
     target: SocketAddr,
     last_view: Option<u64>,
-    secret: Option<&Secret>,
+    creds: Option<&Credentials>,
 ) -> Result<Answer, AskError> {
-    let mut s = match Link::connect(target, Duration::from_secs(2), secret) {
+    let mut s = match Link::connect(target, Duration::from_secs(2), creds) {
         Ok(s) => s,
         Err(LinkError::Auth(AuthError::Io(e))) => return Err(AskError::Other(format!("{target}: {e}"))),
         Err(LinkError::Auth(e)) => return Err(AskError::Auth(e)),
@@ -395,8 +395,11 @@ fn ask(
     let (view, client_key) = match s.recv().map_err(|e| e.to_string())? {
         Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
         // A member with a secret refuses a joiner without one in a plain frame.
-        Message::JoinRefused { reason } if secret.is_none() && reason == crate::link::AUTH_REQUIRED => {
+        Message::JoinRefused { reason } if creds.is_none() && reason == crate::link::AUTH_REQUIRED => {
             return Err(AskError::Auth(AuthError::Required))
+        }
+        Message::JoinRefused { reason } if reason == crate::link::CLIENT_ONLY => {
+            return Err(AskError::Auth(AuthError::ClientOnly))
         }
         Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),
         Message::JoinAccepted { view, client_key } => (view, client_key),

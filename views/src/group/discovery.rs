@@ -279,7 +279,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
     let mut bad = 0u64;
     while !inner.status.is_shut_down() {
         let Ok((n, from)) = sock.recv_from(&mut buf) else { continue };
-        let b = match unseal(&buf[..n], inner.secret.as_ref()).and_then(Beacon::decode) {
+        let b = match unseal(&buf[..n], inner.beacon_secret()).and_then(Beacon::decode) {
             Ok(b) => b,
             Err(e) => match with_other_credentials(&buf[..n], &inner.cfg.name).filter(|q| q.kind == QUERY) {
                 Some(q) => {
@@ -316,7 +316,7 @@ pub(crate) fn serve(inner: Arc<Inner>) {
             members: members.min(u16::MAX as usize) as u16,
             name: inner.cfg.name.clone(),
         };
-        if sock.send_to(&seal(here.encode(), inner.secret.as_ref()), group).is_ok() {
+        if sock.send_to(&seal(here.encode(), inner.beacon_secret()), group).is_ok() {
             last_answer = Some(Instant::now());
         }
     }

@@ -148,14 +148,26 @@ pub(crate) struct Inner {
     pub(crate) data_listener: Option<DataListener>,
     /// Members of the last view that came back while this node was stranded.
     pub(crate) restore: restart::Restore,
-    /// The group's secret, if it has one (see [`crate::auth`]).
-    pub(crate) secret: Option<crate::auth::Secret>,
+    /// What the group's members and clients prove themselves with, if anything
+    /// (see [`crate::auth`]).
+    pub(crate) creds: Option<crate::auth::Credentials>,
     /// The key of the group's client session tokens (its founder's, or the
     /// secret's; a joiner takes it from its welcome).
     pub(crate) client_key: Mutex<[u8; 32]>,
 }
 
 impl Inner {
+    /// The secret of the tcp data links: the group secret, or, with
+    /// certificates, one made from the group's key (see
+    /// [`crate::auth::Credentials`]).
+    pub(crate) fn data_secret(&self) -> Option<crate::auth::Secret> {
+        self.creds.as_ref().map(|c| c.data_secret(&spindle_sst::sync::lock(&self.client_key)))
+    }
+
+    /// The secret discovery beacons are tagged with: a group secret's only.
+    pub(crate) fn beacon_secret(&self) -> Option<&crate::auth::Secret> {
+        self.creds.as_ref().and_then(crate::auth::Credentials::secret)
+    }
     /// The edits still due in `view` (those it does not hold yet); drops the ones
     /// that no longer apply (their waiters see the error).
     pub(crate) fn edits_due(&self, view: &View) -> Vec<Vec<u8>> {
@@ -328,8 +340,8 @@ impl Group {
         within: Duration,
     ) -> Result<Vec<u8>, RequestError> {
         let addr = self.inner.directory.control_of(to).ok_or(RequestError::NotAMember(to))?;
-        let secret = self.inner.secret.as_ref();
-        self.inner.requests.request(to, addr, service.0, body, within, secret).map_err(RequestError::Failed)
+        let creds = self.inner.creds.as_ref();
+        self.inner.requests.request(to, addr, service.0, body, within, creds).map_err(RequestError::Failed)
     }
 
     /// Changes the layout document (see [`Layout::edit`]): the edit goes to the

@@ -51,7 +51,7 @@ pub(crate) fn take_welcome(inner: &Inner, (view, states, client_key): control::W
 fn contacts(inner: &Inner) -> Vec<SocketAddr> {
     let mut list = inner.directory.others();
     list.extend(inner.cfg.contact);
-    if let Some(found) = super::discovery::find(&inner.cfg, Duration::from_millis(300), inner.secret.as_ref()) {
+    if let Some(found) = super::discovery::find(&inner.cfg, Duration::from_millis(300), inner.beacon_secret()) {
         list.push(found);
     }
     list.retain(|a| *a != inner.cfg.listen);
@@ -95,9 +95,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             // for a contact that accepted the connection but does not answer.
             let (done_tx, done_rx) = channel();
             let me = me.clone();
-            let secret = inner.secret.clone();
+            let creds = inner.creds.clone();
             let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
-                let joined = control::join(me, contact, Instant::now() + attempt, attempt, None, secret.as_ref());
+                let joined = control::join(me, contact, Instant::now() + attempt, attempt, None, creds.as_ref());
                 let _ = done_tx.send(joined.map_err(|e| e.to_string()));
             });
             if let Err(e) = spawned {

@@ -4,7 +4,7 @@
 //! a member falling behind shows as lag.
 
 use super::Inner;
-use crate::auth::Secret;
+use crate::auth::Credentials;
 use crate::link::{Link, LinkError};
 pub use crate::report::{GroupStatus, MemberStatus};
 use crate::wire::Message;
@@ -93,10 +93,10 @@ pub enum StatusError {
     },
 }
 
-/// Asks the member at control address `addr` (with the group's secret, if it
-/// has one) how the group is doing, waiting up to `timeout`.
-pub fn ask(addr: SocketAddr, timeout: Duration, secret: Option<&Secret>) -> Result<GroupStatus, StatusError> {
-    let mut link = Link::connect(addr, timeout, secret).map_err(|e| match e {
+/// Asks the member at control address `addr` (with the group's credentials, if
+/// it has any) how the group is doing, waiting up to `timeout`.
+pub fn ask(addr: SocketAddr, timeout: Duration, creds: Option<&Credentials>) -> Result<GroupStatus, StatusError> {
+    let mut link = Link::connect(addr, timeout, creds).map_err(|e| match e {
         LinkError::Connect { source, .. } => StatusError::Connect { addr, source },
         LinkError::Auth(why) => StatusError::Auth { addr, why },
     })?;
