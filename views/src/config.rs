@@ -198,6 +198,10 @@ pub struct Security {
 /// The environment variable that names a secret file when the configuration
 /// names none.
 pub const SECRET_ENV: &str = "SPINDLE_SECRET_FILE";
+/// The environment variables that give certificates when the configuration
+/// names neither a secret nor certificates: the CA's file, this process's
+/// certificate file, its key file, and the identity it names (all four).
+pub const CERT_ENV: [&str; 4] = ["SPINDLE_CA_FILE", "SPINDLE_CERT_FILE", "SPINDLE_KEY_FILE", "SPINDLE_IDENTITY"];
 
 impl Security {
     /// The group's secret: from `secret_file`, else from [`SECRET_ENV`]'s file, else
@@ -222,8 +226,24 @@ impl Security {
 
     /// What this process proves itself with: certificates if `cert_file` is
     /// given (with `ca_file`, `key_file` and `identity`), else the secret of
-    /// [`Security::secret`], else nothing.
+    /// [`Security::secret`], else certificates of [`CERT_ENV`] if set, else
+    /// nothing.
     pub fn credentials(&self) -> Result<Option<crate::auth::Credentials>, ConfigError> {
+        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        if self.cert_file.is_none() && self.secret_file.is_none() && env(CERT_ENV[1]).is_some() {
+            if env(SECRET_ENV).is_some() {
+                return Err(invalid("security", "SPINDLE_SECRET_FILE and SPINDLE_CERT_FILE are both set"));
+            }
+            let from_env = Security {
+                ca_file: env(CERT_ENV[0]).map(Into::into),
+                cert_file: env(CERT_ENV[1]).map(Into::into),
+                key_file: env(CERT_ENV[2]).map(Into::into),
+                identity: env(CERT_ENV[3]).and_then(|v| v.into_string().ok()),
+                members: self.members.clone(),
+                ..Security::default()
+            };
+            return from_env.credentials();
+        }
         let Some(cert) = &self.cert_file else {
             if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() {
                 return Err(invalid("security.cert_file", "ca_file, key_file and members need a cert_file"));

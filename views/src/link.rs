@@ -68,6 +68,9 @@ impl Link {
     /// that does otherwise is told so in a plain refusal (no secret is revealed
     /// either way) and refused.
     pub(crate) fn accept(mut stream: TcpStream, creds: Option<&Credentials>) -> Result<Link, AuthError> {
+        // A handshake's flights are several writes: Nagle's algorithm would hold
+        // each next one for the peer's delayed acknowledgement (40 ms).
+        stream.set_nodelay(true)?;
         let first = first_bytes(&stream)?;
         let mut head = [0u8; 5];
         match (creds, first) {
