@@ -18,7 +18,7 @@
 //! exported keying material (RFC 8446 §7.5, label `EXPORTER-spindle-control`, the
 //! claimed name as context): the first 32 key the initiator's direction, the last
 //! 32 the responder's, and the connection goes on as one authenticated by the
-//! group secret does, every frame sealed with AES-256-GCM ([`super::Sealer`]).
+//! group secret does, every frame sealed with AES-256-GCM.
 //! So that no byte of those frames is read into rustls's buffers, the handshake
 //! reads the stream one TLS record at a time, and the responder sends no session
 //! tickets.

@@ -1,0 +1,114 @@
+//! The `[security]` table of a group's configuration: a secret, or
+//! certificates, and where else they may come from.
+
+use super::{invalid, ConfigError};
+use serde::Deserialize;
+
+/// The `[security]` table: a group given a secret, or certificates of a CA,
+/// admits only processes that hold them (see [`crate::auth`] and
+/// docs/security.md). Give one kind or the other.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Security {
+    /// A file of at least 32 random bytes, the same at every member and client
+    /// (`head -c 32 /dev/urandom > group.key; chmod 600 group.key`). Absent: the
+    /// file named by `SPINDLE_SECRET_FILE`, if set; else no secret (anyone who
+    /// reaches a port takes part, as on a trusted network).
+    #[serde(default)]
+    pub secret_file: Option<std::path::PathBuf>,
+    /// With a secret: a client's named identity (`secret_file` then holds that
+    /// identity's key, made from the group secret by
+    /// [`crate::auth::Secret::identity`]); members name none. With certificates:
+    /// the identity this process's certificate names (a DNS name of its subject
+    /// alternative names), for members and clients alike.
+    #[serde(default)]
+    pub identity: Option<String>,
+    /// The group's CA certificate (PEM): with `cert_file` and `key_file`, members
+    /// and clients prove themselves with certificates of this CA instead of a
+    /// secret (see [`crate::auth::tls`]).
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
+    /// This process's certificate (PEM, then any intermediates).
+    #[serde(default)]
+    pub cert_file: Option<std::path::PathBuf>,
+    /// The private key of `cert_file` (PEM).
+    #[serde(default)]
+    pub key_file: Option<std::path::PathBuf>,
+    /// With certificates: the identities that may join as members (others of the
+    /// CA may open client sessions only). Absent: every certificate of the CA.
+    #[serde(default)]
+    pub members: Option<Vec<String>>,
+}
+
+/// The environment variable that names a secret file when the configuration
+/// names none.
+pub const SECRET_ENV: &str = "SPINDLE_SECRET_FILE";
+/// The environment variables that give certificates when the configuration
+/// names neither a secret nor certificates: the CA's file, this process's
+/// certificate file, its key file, and the identity it names (all four).
+pub const CERT_ENV: [&str; 4] = ["SPINDLE_CA_FILE", "SPINDLE_CERT_FILE", "SPINDLE_KEY_FILE", "SPINDLE_IDENTITY"];
+
+impl Security {
+    /// The group's secret: from `secret_file`, else from [`SECRET_ENV`]'s file, else
+    /// none. (With certificates, none: see [`Security::credentials`].)
+    pub fn secret(&self) -> Result<Option<crate::auth::Secret>, ConfigError> {
+        if self.cert_file.is_some() {
+            return Ok(None);
+        }
+        let path =
+            self.secret_file.clone().or_else(|| std::env::var_os(SECRET_ENV).filter(|v| !v.is_empty()).map(Into::into));
+        match path {
+            None => Ok(None),
+            Some(p) => {
+                let s = crate::auth::Secret::load(&p).map_err(|e| invalid("security.secret_file", e.to_string()))?;
+                match &self.identity {
+                    None => Ok(Some(s)),
+                    Some(n) => s.named(n).map(Some).map_err(|e| invalid("security.identity", e.to_string())),
+                }
+            }
+        }
+    }
+
+    /// What this process proves itself with: certificates if `cert_file` is
+    /// given (with `ca_file`, `key_file` and `identity`), else the secret of
+    /// [`Security::secret`], else certificates of [`CERT_ENV`] if set, else
+    /// nothing.
+    pub fn credentials(&self) -> Result<Option<crate::auth::Credentials>, ConfigError> {
+        let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+        if self.cert_file.is_none() && self.secret_file.is_none() && env(CERT_ENV[1]).is_some() {
+            if env(SECRET_ENV).is_some() {
+                return Err(invalid("security", "SPINDLE_SECRET_FILE and SPINDLE_CERT_FILE are both set"));
+            }
+            let from_env = Security {
+                ca_file: env(CERT_ENV[0]).map(Into::into),
+                cert_file: env(CERT_ENV[1]).map(Into::into),
+                key_file: env(CERT_ENV[2]).map(Into::into),
+                identity: env(CERT_ENV[3]).and_then(|v| v.into_string().ok()),
+                members: self.members.clone(),
+                ..Security::default()
+            };
+            return from_env.credentials();
+        }
+        let Some(cert) = &self.cert_file else {
+            if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() {
+                return Err(invalid("security.cert_file", "ca_file, key_file and members need a cert_file"));
+            }
+            return Ok(self.secret()?.map(Into::into));
+        };
+        if self.secret_file.is_some() {
+            return Err(invalid("security.secret_file", "give a secret or certificates, not both"));
+        }
+        let ca = self.ca_file.as_ref().ok_or_else(|| invalid("security.ca_file", "certificates need the CA's"))?;
+        let key = self.key_file.as_ref().ok_or_else(|| invalid("security.key_file", "certificates need their key"))?;
+        let name = self
+            .identity
+            .as_deref()
+            .ok_or_else(|| invalid("security.identity", "certificates need the identity they name"))?;
+        let mut certs = crate::auth::Certificates::load(ca, cert, key, name)
+            .map_err(|e| invalid("security.cert_file", e.to_string()))?;
+        if let Some(m) = &self.members {
+            certs = certs.members(m.clone());
+        }
+        Ok(Some(certs.into()))
+    }
+}
