@@ -74,6 +74,52 @@ fn a_store_served_by_the_command_is_used_and_looked_at_by_it() {
 }
 
 #[test]
+fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_its_ca() {
+    let name = format!("clicert{}", std::process::id());
+    let data = TempDirs::new(&name, 1);
+    let (ca, other) = (testkit::certs::TestCa::new(&name), testkit::certs::TestCa::new(&format!("{name}-o")));
+    let member = ca.issue("store-1");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--name", &name])
+        .env("SPINDLE_DATA_DIR", &data[0])
+        .env("SPINDLE_CA_FILE", &member.ca)
+        .env("SPINDLE_CERT_FILE", &member.cert)
+        .env("SPINDLE_KEY_FILE", &member.key)
+        .env("SPINDLE_IDENTITY", "store-1");
+    let mut serve = LineChild::start(cmd);
+    let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));
+    let addr = line.split(" serving at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
+    let with = |f: &testkit::certs::Issued, who: &str, args: &[&str]| {
+        let paths = [f.ca.display().to_string(), f.cert.display().to_string(), f.key.display().to_string()];
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--connect", &addr, "--timeout", "10", "--ca", &paths[0], "--cert", &paths[1], "--key", &paths[2]]);
+        all.extend(["--identity", who]);
+        spindle(&all)
+    };
+    let op = ca.issue("operator");
+    let (code, out, err) = with(&op, "operator", &["kv", "put", "colour", "blue"]);
+    assert_eq!((code, out.trim()), (0, "ok (record 0)"), "{err}");
+    let (code, out, err) = with(&op, "operator", &["kv", "get", "colour"]);
+    assert_eq!((code, out.trim()), (0, "blue"), "{err}");
+    let (code, out, err) = with(&op, "operator", &["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\"members\""), "{out}");
+    // Without credentials, or with another CA's: refused, exit 3, told why.
+    let (code, _, err) = spindle(&["status", "--connect", &addr, "--timeout", "10"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("authentication required"), "{err}");
+    let stranger = other.issue("operator");
+    let (code, _, err) = with(&stranger, "operator", &["kv", "get", "colour"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("authentication failed"), "{err}");
+    // A certificate without its CA is a usage error.
+    let (code, _, err) = spindle(&["status", "--connect", &addr, "--cert", "x.pem"]);
+    assert_eq!(code, 2, "{err}");
+    serve.kill();
+    spindle::sst::transport::shm::remove_stale_files();
+}
+
+#[test]
 fn bench_runs_a_small_group_and_its_members_agree() {
     let (code, out, err) = spindle(&["bench", "--nodes", "2", "--count", "2000", "--size", "64", "--json"]);
     assert_eq!(code, 0, "{err}");
