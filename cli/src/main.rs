@@ -48,20 +48,20 @@ pub struct Target {
     pub connect: Vec<SocketAddr>,
     /// The group's secret file (see docs/security.md). Left out:
     /// `SPINDLE_SECRET_FILE`, if set.
-    #[arg(long, conflicts_with = "cert")]
+    #[arg(long, conflicts_with = "tls_cert")]
     pub secret_file: Option<PathBuf>,
     /// This client's certificate (PEM), for a group of certificates: with `--ca`,
     /// `--key` and `--identity` (see docs/security.md).
-    #[arg(long, requires_all = ["ca", "key", "identity"])]
+    #[arg(long = "cert", id = "tls_cert", requires_all = ["tls_ca", "tls_key", "tls_identity"])]
     pub cert: Option<PathBuf>,
     /// The group's CA certificate (PEM).
-    #[arg(long, requires = "cert")]
+    #[arg(long = "ca", id = "tls_ca", requires = "tls_cert")]
     pub ca: Option<PathBuf>,
     /// The private key of `--cert` (PEM).
-    #[arg(long, requires = "cert")]
+    #[arg(long = "key", id = "tls_key", requires = "tls_cert")]
     pub key: Option<PathBuf>,
     /// The identity `--cert` names.
-    #[arg(long, requires = "cert")]
+    #[arg(long = "identity", id = "tls_identity", requires = "tls_cert")]
     pub identity: Option<String>,
     /// Seconds to wait for a member.
     #[arg(long, default_value_t = 5)]

@@ -105,6 +105,10 @@ pub fn ask(addr: SocketAddr, timeout: Duration, creds: Option<&Credentials>) -> 
     link.send(&Message::StatusRequest).map_err(io)?;
     match link.recv() {
         Ok(Message::Status(s)) => Ok(s),
+        // A member with credentials refuses one without in a plain frame.
+        Ok(Message::JoinRefused { reason }) if creds.is_none() && reason == crate::link::AUTH_REQUIRED => {
+            Err(StatusError::Auth { addr, why: crate::auth::AuthError::Required })
+        }
         Ok(_) => Err(StatusError::Refused { addr }),
         Err(why) => Err(StatusError::Answer { addr, why }),
     }
