@@ -9,6 +9,7 @@
 //! spindle status --connect 127.0.0.1:7100          # the view, members, each member's lag
 //! spindle kv serve                                  # a member of the store (zero-config)
 //! spindle kv put KEY VALUE --connect ADDR           # also get, del, scan, status
+//! spindle keys ca DIR; spindle keys issue --ca-dir DIR NAME   # certificates (also: keys secret FILE)
 //! spindle bench                                     # a local group's throughput
 //! spindle completions bash > /etc/bash_completion.d/spindle
 //! ```
@@ -20,6 +21,7 @@
 
 mod bench;
 mod domain;
+mod keys;
 mod kv;
 mod out;
 mod status;
@@ -112,6 +114,11 @@ enum Cmd {
         #[command(subcommand)]
         cmd: kv::KvCmd,
     },
+    /// Makes credentials: a group secret, an identity's key, a CA, a certificate.
+    Keys {
+        #[command(subcommand)]
+        cmd: keys::KeysCmd,
+    },
     /// A local group's throughput: N member processes on this host, every one
     /// sending messages in total order; checks that all delivered the same sequence.
     Bench(bench::BenchArgs),
@@ -131,6 +138,7 @@ fn main() {
         Cmd::Pub { topic, target, hex } => domain::publish(&out, &target, &topic, hex),
         Cmd::Status { target } => status::run(&out, &target),
         Cmd::Kv { cmd } => kv::run(&out, cmd),
+        Cmd::Keys { cmd } => keys::run(&out, cmd),
         Cmd::Bench(args) => bench::run(&out, &args),
         Cmd::Completions { shell } => {
             clap_complete::generate(shell, &mut Cli::command(), "spindle", &mut std::io::stdout());

@@ -73,15 +73,47 @@ fn a_store_served_by_the_command_is_used_and_looked_at_by_it() {
     assert_eq!(code, 3, "no member there any more: {err}");
 }
 
+/// The files of a certificate `spindle keys` issued: (ca, cert, key).
+struct Issued {
+    ca: String,
+    cert: String,
+    key: String,
+}
+
+/// `spindle keys ca DIR`, then `spindle keys issue` for each name.
+fn make_ca(dir: &std::path::Path, names: &[&str]) -> Vec<Issued> {
+    let d = dir.display().to_string();
+    let (code, out, err) = spindle(&["keys", "ca", &d]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("ca.pem") && out.contains("ca.key"), "{out}");
+    names
+        .iter()
+        .map(|n| {
+            let (code, _, err) = spindle(&["keys", "issue", "--ca-dir", &d, n]);
+            assert_eq!(code, 0, "{err}");
+            let f = |x: String| dir.join(x).display().to_string();
+            Issued { ca: f("ca.pem".into()), cert: f(format!("{n}.pem")), key: f(format!("{n}.key")) }
+        })
+        .collect()
+}
+
 #[test]
 fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_its_ca() {
     let name = format!("clicert{}", std::process::id());
-    let data = TempDirs::new(&name, 1);
-    let (ca, other) = (testkit::certs::TestCa::new(&name), testkit::certs::TestCa::new(&format!("{name}-o")));
-    let member = ca.issue("store-1");
+    let dirs = TempDirs::new(&name, 3);
+    let made = make_ca(&dirs[1], &["store-1", "operator"]);
+    let other = make_ca(&dirs[2], &["operator"]);
+    let (member, op, stranger) = (&made[0], &made[1], &other[0]);
+    // Keys are the owner's only, and nothing is written over.
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&member.key).unwrap().permissions().mode() & 0o777, 0o600);
+    let (code, _, err) = spindle(&["keys", "issue", "--ca-dir", &dirs[1].display().to_string(), "operator"]);
+    assert_eq!(code, 1, "an existing certificate is not replaced: {err}");
+    assert!(err.contains("exists"), "{err}");
+
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
     cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--name", &name])
-        .env("SPINDLE_DATA_DIR", &data[0])
+        .env("SPINDLE_DATA_DIR", &dirs[0])
         .env("SPINDLE_CA_FILE", &member.ca)
         .env("SPINDLE_CERT_FILE", &member.cert)
         .env("SPINDLE_KEY_FILE", &member.key)
@@ -89,27 +121,24 @@ fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_i
     let mut serve = LineChild::start(cmd);
     let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));
     let addr = line.split(" serving at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
-    let with = |f: &testkit::certs::Issued, who: &str, args: &[&str]| {
-        let paths = [f.ca.display().to_string(), f.cert.display().to_string(), f.key.display().to_string()];
+    let with = |f: &Issued, who: &str, args: &[&str]| {
         let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--connect", &addr, "--timeout", "10", "--ca", &paths[0], "--cert", &paths[1], "--key", &paths[2]]);
+        all.extend(["--connect", &addr, "--timeout", "10", "--ca", &f.ca, "--cert", &f.cert, "--key", &f.key]);
         all.extend(["--identity", who]);
         spindle(&all)
     };
-    let op = ca.issue("operator");
-    let (code, out, err) = with(&op, "operator", &["kv", "put", "colour", "blue"]);
+    let (code, out, err) = with(op, "operator", &["kv", "put", "colour", "blue"]);
     assert_eq!((code, out.trim()), (0, "ok (record 0)"), "{err}");
-    let (code, out, err) = with(&op, "operator", &["kv", "get", "colour"]);
+    let (code, out, err) = with(op, "operator", &["kv", "get", "colour"]);
     assert_eq!((code, out.trim()), (0, "blue"), "{err}");
-    let (code, out, err) = with(&op, "operator", &["status", "--json"]);
+    let (code, out, err) = with(op, "operator", &["status", "--json"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("\"members\""), "{out}");
     // Without credentials, or with another CA's: refused, exit 3, told why.
     let (code, _, err) = spindle(&["status", "--connect", &addr, "--timeout", "10"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("authentication required"), "{err}");
-    let stranger = other.issue("operator");
-    let (code, _, err) = with(&stranger, "operator", &["kv", "get", "colour"]);
+    let (code, _, err) = with(stranger, "operator", &["kv", "get", "colour"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("authentication failed"), "{err}");
     // A certificate without its CA is a usage error.
