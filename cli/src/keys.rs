@@ -73,6 +73,7 @@ pub fn run(out: &Out, cmd: KeysCmd) -> Result<(), CliError> {
             let cert =
                 ca_params(days).self_signed(&key).map_err(|e| CliError::failed(format!("the CA certificate: {e}")))?;
             let (c, k) = (dir.join("ca.pem"), dir.join("ca.key"));
+            none_exist(&[&c, &k])?;
             write_new(&k, key.serialize_pem().as_bytes(), true)?;
             write_new(&c, cert.pem().as_bytes(), false)?;
             vec![c, k]
@@ -114,9 +115,19 @@ fn issue(ca_dir: &Path, name: &str, to: Option<&Path>, days: u32) -> Result<Vec<
     let dir = to.unwrap_or(ca_dir);
     std::fs::create_dir_all(dir).map_err(|e| CliError::failed(format!("{}: {e}", dir.display())))?;
     let (c, k) = (dir.join(format!("{name}.pem")), dir.join(format!("{name}.key")));
+    none_exist(&[&c, &k])?;
     write_new(&k, key.serialize_pem().as_bytes(), true)?;
     write_new(&c, cert.pem().as_bytes(), false)?;
     Ok(vec![c, k])
+}
+
+/// An error if any of `paths` exists, before a pair is written (so that a
+/// refusal leaves no half of one).
+fn none_exist(paths: &[&Path]) -> Result<(), CliError> {
+    match paths.iter().find(|p| p.exists()) {
+        Some(p) => Err(CliError::failed(format!("{}: exists; nothing was written", p.display()))),
+        None => Ok(()),
+    }
 }
 
 /// Writes a new file (an existing one is an error); a key readable by its owner only.
