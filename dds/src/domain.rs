@@ -240,8 +240,7 @@ impl DomainParticipant {
 /// certificate names, as its clients are; one that holds the group secret, or
 /// any member without a policy, may do everything.
 fn may(p: &crate::participant::Participant, topic: &str, action: Action) -> Result<(), DdsError> {
-    let sec = &p.cfg.group.security;
-    let (Some(policy), Some(_), Some(me)) = (&p.cfg.access, &sec.cert_file, &sec.identity) else { return Ok(()) };
+    let (Some(policy), Some(me)) = (&p.cfg.access, p.group.certificate_identity()) else { return Ok(()) };
     match policy.allows(Some(me), topic, action) {
         true => Ok(()),
         false => Err(DdsError::Denied { topic: topic.into(), action }),

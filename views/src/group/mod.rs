@@ -272,6 +272,15 @@ impl Group {
         self.inner.status.stopped()
     }
 
+    /// The identity this member's certificate names, if the group admits members
+    /// by certificate (with a secret, or none, there is none).
+    pub fn certificate_identity(&self) -> Option<&str> {
+        match &self.inner.creds {
+            Some(crate::auth::Credentials::Certificates(c)) => Some(c.name()),
+            _ => None,
+        }
+    }
+
     /// The predicate thread's spin budget in the current view, in µs: the
     /// configured one, or the one chosen from the host
     /// ([`spindle_sst::spin::auto_spin_us`], counting this host's members of the
