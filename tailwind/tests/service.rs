@@ -246,3 +246,45 @@ fn a_corrupted_segment_file_stops_the_start_with_its_name() {
     assert!(e.to_string().contains("log0-seg0.tw") && e.to_string().contains("corrupt"), "{e}");
     assert_eq!(std::fs::read(&path).unwrap(), buf, "the damaged file is left as it was, for inspection");
 }
+
+/// Readers at the backups follow the log while the primary appends, through many
+/// segment rollovers: each shows every record once, in order, never one past the
+/// end of a segment the primary just closed.
+#[test]
+fn tails_at_backups_follow_appends_across_segment_rollovers() {
+    let t = Transport::Shm;
+    let name = format!("twr{}", std::process::id());
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let n0 = member(&name, 0, None, t, &dirs[0]);
+    let contact = n0.group().listen_addr();
+    let logs: Vec<TailwindLog> =
+        std::iter::once(n0).chain((1..3).map(|i| member(&name, i, Some(contact), t, &dirs[i as usize]))).collect();
+    assert!(logs[0].group().wait_for_members(3, WAIT));
+    let p = &logs[0];
+    assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    const N: u64 = 3000; // ~100 segments of 8 KB
+    let readers: Vec<_> = logs[1..]
+        .iter()
+        .flat_map(|l| [l.subscribe(Lsn(0)), l.subscribe(Lsn(0))])
+        .map(|mut tail| {
+            std::thread::spawn(move || {
+                for i in 0..N {
+                    let (lsn, bytes) = match tail.next_within(WAIT) {
+                        Some(r) => r.unwrap_or_else(|e| panic!("record {i}: {e}")),
+                        None => panic!("record {i} not committed in time"),
+                    };
+                    assert_eq!((lsn, bytes), (Lsn(i), record(i)));
+                }
+            })
+        })
+        .collect();
+    for i in 0..N {
+        assert_eq!(p.append(&record(i)).unwrap(), Lsn(i));
+        // Paced, so that the readers are often caught up when a segment closes.
+        std::thread::sleep(Duration::from_micros(100));
+    }
+    assert!(p.segments().len() >= 50, "segments rotated: {}", p.segments().len());
+    for r in readers {
+        r.join().expect("a reader at a backup saw every record in order");
+    }
+}

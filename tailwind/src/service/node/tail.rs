@@ -62,6 +62,11 @@ impl Shared {
             Some(t.region(self.commit_region())?.load(0, Ordering::Acquire))
         });
         let segments_end = st.segments.iter().next_back().map_or(0, |(b, c)| b + c);
+        // At a backup the open buffer was looked up before the state: the primary
+        // may have closed it since (and committed records of the next one). A
+        // segment opens where the committed ones end, so one that starts before
+        // their end is closed: its records past the close are not in it.
+        let open = open.filter(|o| o.base >= segments_end);
         Some((word.unwrap_or(0).max(segments_end), open))
     }
 }
