@@ -205,6 +205,9 @@ pub(crate) enum Mutation {
     NoPin,
     /// A Logged topic acknowledges a write before its log holds it.
     AckEarly,
+    /// A participant taken back into the domain does not tell its readers how
+    /// many samples it missed while it was out.
+    RejoinUntold,
 }
 
 /// A record of the topic's log that does not hold a sample: its number.

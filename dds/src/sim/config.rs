@@ -27,6 +27,10 @@ pub(crate) struct SimConfig {
     pub(crate) failover: u64,
     /// Most kills in a run.
     pub(crate) max_kills: u64,
+    /// Most removals of a running member from the view (it is taken back later,
+    /// its engine kept: a participant the group suspected wrongly, or one cut off
+    /// for a while, that rejoins).
+    pub(crate) max_removals: u64,
     /// Bytes of history per catch-up page.
     pub(crate) page: usize,
     /// A fault planted in joiners' engines (the simulator's own tests).
@@ -61,6 +65,7 @@ impl SimConfig {
             failover: r.below(3),
             max_kills: r.below(3),
             page: 1 + r.below(160) as usize,
+            max_removals: r.below(3),
             mutation: None,
         }
     }

@@ -96,6 +96,8 @@ pub(crate) struct Member {
     pub(crate) writes_left: u64,
     /// Where it is in the view's order.
     pub(crate) cursor: usize,
+    /// Times it was taken back into the view with its engine (a rejoin).
+    pub(crate) rejoins: u32,
 }
 
 impl Member {
@@ -112,6 +114,7 @@ impl Member {
             next_write: 1,
             writes_left: writes,
             cursor: 0,
+            rejoins: 0,
         }
     }
 

@@ -10,8 +10,10 @@
 //! the survivors' go out in the next view. Members write as one writer each;
 //! clients write through a member, resend what was not acknowledged after moving
 //! to another (a failover), and read through a member, resuming where they
-//! stopped. Members are killed and restarted (a Logged one from its log), and new
-//! members join late and catch up in pages from the others.
+//! stopped. Members are killed and restarted (a Logged one from its log), new
+//! members join late and catch up in pages from the others, and running members
+//! are removed from the view and taken back later with their engine (a rejoin:
+//! they catch up on what was delivered while they were out).
 //!
 //! What the engines emit is checked against invariants, one per file in
 //! [`invariants`]; a failing seed is printed with the step and the invariant, and
@@ -65,6 +67,9 @@ pub(crate) struct Stats {
     pub(crate) joins: u64,
     pub(crate) kills: u64,
     pub(crate) restarts: u64,
+    /// Members removed from the view while running, and taken back.
+    pub(crate) removals: u64,
+    pub(crate) rejoins: u64,
     pub(crate) failovers: u64,
     pub(crate) client_samples: u64,
     pub(crate) pages: u64,
@@ -80,6 +85,8 @@ impl Stats {
         self.joins += o.joins;
         self.kills += o.kills;
         self.restarts += o.restarts;
+        self.removals += o.removals;
+        self.rejoins += o.rejoins;
         self.failovers += o.failovers;
         self.client_samples += o.client_samples;
         self.pages += o.pages;

@@ -26,6 +26,10 @@ impl World {
             self.act(true);
             invariants::check_step(&mut self).map_err(|v| self.violation(v))?;
         }
+        // Members still out come back, so that the wind-down holds them to the end.
+        while let Some(n) = self.removed.pop() {
+            self.take_back(n);
+        }
         let end = self.step + WIND_DOWN;
         while !self.quiet() {
             if self.step >= end {

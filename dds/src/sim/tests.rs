@@ -28,6 +28,7 @@ fn seeds() {
     assert!(total.joins > 0 && total.restarts > 0 && total.kills > 0 && total.failovers > 0, "{total:?}");
     assert!(total.pages > 0 && total.views > 0 && total.history_offers > 0, "{total:?}");
     assert!(total.disposals > 0, "{total:?}");
+    assert!(total.removals > 0 && total.rejoins >= total.removals, "{total:?}");
 }
 
 /// Replays one seed (`DDS_SIM_SEED`) and prints its configuration and outcome.
@@ -68,4 +69,11 @@ fn an_acknowledgement_before_the_log_holds_the_write_is_caught() {
 fn a_history_not_pinned_for_the_joiner_is_caught() {
     let v = first_caught(Mutation::NoPin).expect("some seed catches the planted fault");
     assert!(["history at the seam", "no hole in live samples"].contains(&v.invariant), "{v}");
+}
+
+#[test]
+fn a_rejoined_member_that_does_not_tell_what_it_missed_is_caught() {
+    let v = first_caught(Mutation::RejoinUntold).expect("some seed catches the planted fault");
+    eprintln!("caught: {v}");
+    assert!(["no hole in live samples", "quiescence"].contains(&v.invariant), "{v}");
 }

@@ -40,6 +40,8 @@ pub(crate) struct World {
     /// Nodes that have not started yet.
     pub(crate) later: Vec<NodeId>,
     pub(crate) dead: Vec<NodeId>,
+    /// Running members out of the view (their engines kept), to be taken back.
+    pub(crate) removed: Vec<NodeId>,
     pub(crate) stats: Stats,
     /// Late joins that ended without the history (reported to the readers).
     pub(crate) failed_joins: Vec<NodeId>,
@@ -69,6 +71,7 @@ impl World {
             clients,
             later,
             dead: Vec::new(),
+            removed: Vec::new(),
             stats: Stats::default(),
             failed_joins: Vec::new(),
         }

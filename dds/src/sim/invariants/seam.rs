@@ -1,10 +1,14 @@
-//! A late joiner's reader (and a restarted one's) gets, before its first live
-//! sample `s`, the last min(n, written) samples of every instance among the
-//! topic's samples before `s`, under `KeepLast(n)`: the history exactly as it
-//! stood at the seam, though the members serving it went on delivering. Readers
-//! of a late join that ended without the history (reported to them) are exempt.
+//! A late joiner's reader (a restarted one's, and a rejoined member's) gets,
+//! before a live sample `s` that follows history or a gap, what its topic's
+//! `KeepLast(n)` history held at that seam: for every instance, the last
+//! min(n, written) samples of the topic before `s` are the last ones the reader
+//! got of that instance, from history or live before it left, though the members
+//! serving it went on delivering. History comes only before live samples, except
+//! after a rejoin. Readers of a late join that ended without the history
+//! (reported to them) are exempt.
 
 use super::Breach;
+use crate::sim::member::ReaderLog;
 use crate::sim::world::World;
 use std::collections::HashMap;
 
@@ -14,37 +18,62 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
     if !w.cfg.keeps_history() {
         return Ok(());
     }
-    let n = w.cfg.keep as usize;
     for m in &w.members {
         if w.failed_joins.contains(&m.id) {
             continue;
         }
         for r in &m.readers {
-            // Where live samples start: the first live one, or (none came) all the
-            // order there was while it read.
-            let live = r.offers.iter().find(|o| !o.2).map(|o| o.0);
-            let Some(s) = live.or_else(|| r.offers.last().map(|o| o.0 + 1)) else { continue };
-            if let Some(late) = r.offers.iter().find(|o| o.2 && o.0 >= s) {
-                return Err((NAME, format!("{} reader {} got history number {} after live {s}", m.id, r.id, late.0)));
-            }
-            let mut want: HashMap<u64, Vec<u64>> = HashMap::new();
-            for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
-                want.entry(*inst).or_default().push(seq as u64);
-            }
-            let mut got: HashMap<u64, Vec<u64>> = HashMap::new();
-            for o in r.offers.iter().filter(|o| o.2) {
-                got.entry(o.3).or_default().push(o.0);
-            }
-            for (inst, all) in want {
-                let tail = &all[all.len().saturating_sub(n)..];
-                let had = got.get(&inst).map_or(&[][..], |g| &g[g.len().saturating_sub(tail.len())..]);
-                if had != tail {
-                    return Err((
-                        NAME,
-                        format!("{} reader {}: instance {inst} before {s}: got {had:?} as its last, the order's last {n} are {tail:?}", m.id, r.id),
-                    ));
+            let who = format!("{} reader {}", m.id, r.id);
+            if m.rejoins == 0 {
+                let live = r.offers.iter().position(|o| !o.2);
+                if let Some(late) = live.and_then(|p| r.offers[p..].iter().find(|o| o.2)) {
+                    return Err((NAME, format!("{who} got history number {} after live samples", late.0)));
                 }
             }
+            for (p, s) in seams(r) {
+                at_seam(w, r, p, s).map_err(|d| (NAME, format!("{who}: {d}")))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Where a reader's history must stand whole: (index of the offer, its number)
+/// for each live offer after history or after a gap (the first one too), and
+/// the end of a reader whose last offers are history.
+fn seams(r: &ReaderLog) -> Vec<(usize, u64)> {
+    let mut at = Vec::new();
+    for (p, o) in r.offers.iter().enumerate() {
+        let after = p.checked_sub(1).map(|q| &r.offers[q]);
+        if !o.2 && after.map_or(true, |a| a.2 || a.0 + 1 != o.0) {
+            at.push((p, o.0));
+        }
+    }
+    if let Some(last) = r.offers.last().filter(|o| o.2) {
+        at.push((r.offers.len(), last.0 + 1));
+    }
+    at
+}
+
+/// The reader's offers before index `p` end, for every instance, with the last
+/// `n` samples of that instance in the topic's order before `s`.
+fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
+    let n = w.cfg.keep as usize;
+    let mut want: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
+        want.entry(*inst).or_default().push(seq as u64);
+    }
+    let mut got: HashMap<u64, Vec<u64>> = HashMap::new();
+    for o in &r.offers[..p] {
+        got.entry(o.3).or_default().push(o.0);
+    }
+    for (inst, all) in want {
+        let tail = &all[all.len().saturating_sub(n)..];
+        let had = got.get(&inst).map_or(&[][..], |g| &g[g.len().saturating_sub(tail.len())..]);
+        if had != tail {
+            return Err(format!(
+                "instance {inst} before {s}: got {had:?} as its last, the order's last {n} are {tail:?}"
+            ));
         }
     }
     Ok(())
