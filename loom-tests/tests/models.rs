@@ -260,6 +260,38 @@ fn doorbell_no_lost_wakeup() {
     doorbell(true);
 }
 
+// Two ringers: the first ring that finds the waiter asleep clears the sleeping bit,
+// so the second may find it clear and make no wake-up call; the waiter must still
+// see both pieces of work (it runs again after the first ring and prepares anew
+// before it sleeps).
+#[test]
+fn doorbell_two_ringers_no_lost_wakeup() {
+    loom::model(|| {
+        let bell = Arc::new(Doorbell::new());
+        let work = Arc::new(AtomicU64::new(0));
+        let ringers: Vec<_> = (0..2)
+            .map(|_| {
+                let (b, w) = (bell.clone(), work.clone());
+                thread::spawn(move || {
+                    w.fetch_add(1, Ordering::Release);
+                    b.ring();
+                })
+            })
+            .collect();
+        loop {
+            let t = bell.prepare();
+            if work.load(Ordering::Acquire) == 2 {
+                bell.cancel(t);
+                break;
+            }
+            bell.wait(t, None);
+        }
+        for r in ringers {
+            r.join().unwrap();
+        }
+    });
+}
+
 /// The buggy variant. loom reports a deadlock by panicking inside a destructor, which
 /// aborts the process, so `#[should_panic]` cannot catch it: the test below runs this
 /// one in a child process and expects it to die with loom's deadlock report.

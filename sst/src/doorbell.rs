@@ -11,11 +11,16 @@
 //! ```text
 //!   waiter                                   ringer
 //!   t = prepare()      (set sleeping bit,    publish work (Release stores)
-//!                       read epoch)          old = fetch_add(2)   (new epoch)
+//!                       read epoch)          old = word; word = next epoch, bit clear
 //!   look for work; if any: cancel()          if old has sleeping bit: futex_wake
 //!   else wait(t)       (sleeps only while
 //!                       the word still == t)
 //! ```
+//!
+//! The ring that finds the bit set clears it as it moves the epoch on, so of the
+//! rings that come before the waiter runs again only that one makes a system call
+//! (a busy peer rings on every pass, far more often than a woken thread gets a
+//! core). This is why there is one waiter: a second one asleep would lose its bit.
 //!
 //! Ringing is cheap when the waiter is awake: the ringer issues a `SeqCst` fence and
 //! reads the word, and only if the sleeping bit is set does it advance the epoch (and
@@ -138,7 +143,12 @@ impl Doorbell {
         if self.word().load(Ordering::Relaxed) & SLEEPING == 0 {
             return;
         }
-        let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
+        // A new epoch with the sleeping bit cleared: the ringer that clears it wakes
+        // the waiter, and rings after it (until the waiter prepares again) find the
+        // bit clear and make no system call. (With the bit left set, every ring
+        // between the first and the waiter running again made one: dozens per
+        // wake-up on a busy node.)
+        let old = self.advance();
         if old & SLEEPING != 0 {
             #[cfg(not(loom))]
             if let Some(w) = &self.wake {
@@ -149,6 +159,20 @@ impl Doorbell {
         }
     }
 
+    /// Moves the word to the next epoch with the sleeping bit cleared; returns the
+    /// word before.
+    #[inline]
+    fn advance(&self) -> u32 {
+        let mut old = self.word().load(Ordering::Relaxed);
+        loop {
+            let new = old.wrapping_add(EPOCH) & !SLEEPING;
+            match self.word().compare_exchange_weak(old, new, Ordering::SeqCst, Ordering::Relaxed) {
+                Ok(_) => return old,
+                Err(now) => old = now,
+            }
+        }
+    }
+
     /// `ring` without its fence: a deliberately broken variant for the loom model that
     /// shows the fence is needed (compiled under `--cfg loom` only).
     #[cfg(loom)]
@@ -156,7 +180,7 @@ impl Doorbell {
         if self.word().load(Ordering::Relaxed) & SLEEPING == 0 {
             return;
         }
-        let old = self.word().fetch_add(EPOCH, Ordering::SeqCst);
+        let old = self.advance();
         if old & SLEEPING != 0 {
             self.futex_wake();
         }
