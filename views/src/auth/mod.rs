@@ -389,16 +389,11 @@ pub(crate) fn respond(s: &mut (impl Read + Write), group: &Secret, head: [u8; 5]
     }
     let mut ni = [0u8; NONCE];
     s.read_exact(&mut ni)?;
-    let mut len = [0u8; 1];
-    s.read_exact(&mut len)?;
-    let mut name = vec![0u8; len[0] as usize];
-    s.read_exact(&mut name)?;
     // An initiator that names an identity proves that identity's key.
     let derived;
-    let (secret, peer) = match len[0] {
-        0 => (group, None),
-        _ => {
-            let name = String::from_utf8(name).map_err(|_| AuthError::Malformed)?;
+    let (secret, peer) = match read_name(s)? {
+        None => (group, None),
+        Some(name) => {
             derived = group.identity(&name).map_err(|_| AuthError::Malformed)?;
             (&derived, Some(name))
         }
@@ -417,6 +412,19 @@ pub(crate) fn respond(s: &mut (impl Read + Write), group: &Secret, head: [u8; 5]
         return Err(AuthError::Failed);
     }
     Ok(Keys { member: peer.is_none(), peer, ..keys(secret, &ni, &nr, false) })
+}
+
+/// Reads an initiator's name as it precedes its proof (a length byte, then that
+/// many bytes of UTF-8); `None` for an empty one.
+fn read_name(s: &mut impl Read) -> Result<Option<String>, AuthError> {
+    let mut len = [0u8; 1];
+    s.read_exact(&mut len)?;
+    if len[0] == 0 {
+        return Ok(None);
+    }
+    let mut name = vec![0u8; len[0] as usize];
+    s.read_exact(&mut name)?;
+    String::from_utf8(name).map(Some).map_err(|_| AuthError::Malformed)
 }
 
 /// What a process proves itself with: the group secret (or a named identity's key

@@ -328,14 +328,7 @@ pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [
     if head[..4] != MAGIC || head[4] != VERSION {
         return Err(AuthError::Malformed);
     }
-    let mut len = [0u8; 1];
-    s.read_exact(&mut len)?;
-    let mut name = vec![0u8; len[0] as usize];
-    s.read_exact(&mut name)?;
-    let name = String::from_utf8(name).map_err(|_| AuthError::Malformed)?;
-    if !super::valid_identity(&name) {
-        return Err(AuthError::Malformed);
-    }
+    let name = super::read_name(s)?.filter(|n| super::valid_identity(n)).ok_or(AuthError::Malformed)?;
     let mut conn = Connection::from(ServerConnection::new(certs.server.clone()).map_err(|_| AuthError::Failed)?);
     handshake(&mut conn, s)?;
     let end = conn.peer_certificates().and_then(|c| c.first()).ok_or(AuthError::Failed)?;
