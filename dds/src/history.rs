@@ -186,9 +186,9 @@ impl History {
     }
 
     /// The entries with `from <= seq < to` that stood in the history when sample
-    /// `to` came (pinned ones included), in order, that have not outlived the
-    /// topic's lifespan at wall-clock time `wall`.
-    pub(crate) fn range(&self, from: u64, to: u64, wall: SystemTime) -> Vec<&Entry> {
+    /// `to` came (pinned ones included), in order; with `wall`, only those that
+    /// have not outlived the topic's lifespan at that wall-clock time.
+    pub(crate) fn range(&self, from: u64, to: u64, wall: Option<SystemTime>) -> Vec<&Entry> {
         let mut out: Vec<&Entry> = if self.keyed {
             self.by_seq.range(from..to.max(from)).map(|(_, e)| e).collect()
         } else {
@@ -199,7 +199,7 @@ impl History {
             out.sort_by_key(|e| e.seq);
             out.dedup_by_key(|e| e.seq);
         }
-        if let Some(life) = self.lifespan {
+        if let (Some(life), Some(wall)) = (self.lifespan, wall) {
             out.retain(|e| !expired(e, life, wall));
         }
         out
@@ -241,7 +241,7 @@ mod tests {
     }
 
     fn seqs(h: &History, from: u64, to: u64) -> Vec<u64> {
-        h.range(from, to, SystemTime::now()).iter().map(|e| e.seq).collect()
+        h.range(from, to, Some(SystemTime::now())).iter().map(|e| e.seq).collect()
     }
 
     #[test]
@@ -274,7 +274,10 @@ mod tests {
         }
         assert_eq!(seqs(&h, 0, 5), vec![2, 3, 4], "the last three before the seam, though the history moved on");
         assert_eq!(h.front_seq(), Some(6), "what a reader starting now can have");
-        assert_eq!(h.range(0, u64::MAX, SystemTime::now()).iter().map(|e| e.seq).collect::<Vec<_>>(), vec![6, 7, 8]);
+        assert_eq!(
+            h.range(0, u64::MAX, Some(SystemTime::now())).iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![6, 7, 8]
+        );
         // A second joiner, later: it gets the history as it stood at its own seam,
         // not what the first seam kept aside.
         h.pin(9, Duration::from_secs(60), Instant::now());

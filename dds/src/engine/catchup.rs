@@ -7,6 +7,7 @@ use super::{Effects, Entry, Now, Rejection, Seam, Seen, TopicEngine};
 use crate::error::CatchUpError;
 use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
+use std::time::SystemTime;
 
 /// What this node can serve a late joiner of `view` (see [`TopicEngine::serve`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,18 +67,23 @@ impl<R> TopicEngine<R> {
         if has_log && (from < self.oldest().min(seam.seq) || (self.keyed && from < seam.seq)) {
             return Served::FromLog { seam: seam.seq, seen: seam.seen.clone() };
         }
-        let (page, _) = self.page((from, seam.seq), budget, now);
+        // A log must not have holes either: a joiner that fills its log from these
+        // pages gets every entry, also those past the topic's lifespan (its
+        // readers' queues drop those at the take).
+        let wall = (!has_log).then_some(now.wall);
+        let (page, _) = self.page((from, seam.seq), budget, wall);
         let entries: Vec<Entry> = page.into_iter().cloned().collect();
         let more = entries.last().is_some_and(|e| e.seq + 1 < seam.seq);
         Served::Entries { seam: seam.seq, entries, more, seen: seam.seen.clone() }
     }
 
     /// The history `from..to` as it stood when sample `to` came, up to `budget`
-    /// bytes (at least one entry), and where the rest starts (`to` if none is left).
-    pub(super) fn page(&self, (from, to): (u64, u64), budget: usize, now: Now) -> (Vec<&Entry>, u64) {
+    /// bytes (at least one entry), and where the rest starts (`to` if none is left);
+    /// with `wall`, without the entries past the topic's lifespan then.
+    pub(super) fn page(&self, (from, to): (u64, u64), budget: usize, wall: Option<SystemTime>) -> (Vec<&Entry>, u64) {
         let mut page = Vec::new();
         let mut used = 0;
-        for e in self.store.range(from, to, now.wall) {
+        for e in self.store.range(from, to, wall) {
             if used > 0 && used + e.bytes.len() > budget {
                 return (page, e.seq);
             }

@@ -119,7 +119,7 @@ impl<R> TopicEngine<R> {
     ) -> Option<ClientPage> {
         let level = self.clients.readers.iter().find(|r| r.client == client && r.reader == reader)?.level;
         let lost = self.oldest().min(to).saturating_sub(from);
-        let (page, next) = self.page((from, to), budget, now);
+        let (page, next) = self.page((from, to), budget, Some(now.wall));
         let meets = |e: &&Entry| {
             let (info, client_level) = e.info(true);
             self.offered(&info, client_level).map_or(true, |l| l.satisfies(level))

@@ -298,7 +298,7 @@ impl<R> TopicEngine<R> {
 
     /// Adds a local reader: it first gets the history this node holds.
     pub(crate) fn add_reader(&mut self, r: LocalReader<R>, now: Now, fx: &mut impl Effects<R>) {
-        for e in self.store.range(0, u64::MAX, now.wall) {
+        for e in self.store.range(0, u64::MAX, Some(now.wall)) {
             let (info, client_level) = e.info(true);
             if self.offered(&info, client_level).map_or(true, |l| l.satisfies(r.level)) {
                 fx.offer(&r.handle, &info, Src::Bytes(&e.bytes));

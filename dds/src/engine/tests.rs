@@ -190,6 +190,33 @@ fn serving_a_joiner_answers_by_what_this_node_knows_of_the_view() {
     assert!(matches!(short.serve(ViewId(3), 3, false, 1, true, now()), Served::Entries { .. }));
 }
 
+/// A member's sample of writer `w`, number `seq`, written at `at`.
+fn member_at(w: u32, seq: u64, at: SystemTime) -> Vec<u8> {
+    let mut b: Vec<u8> = crate::sample::header(w, seq, at).iter().flat_map(|x| x.to_le_bytes()).collect();
+    b.extend_from_slice(&seq.to_le_bytes());
+    b
+}
+
+#[test]
+fn a_joiner_that_fills_a_log_gets_every_entry_also_those_past_the_lifespan() {
+    let life = std::time::Duration::from_secs(60);
+    let qos = Qos::logged(Keep::KeepLast(8)).lifespan(life);
+    let (mut e, mut rec) = (engine(qos), Recorder::default());
+    e.enter_view(ViewId(2), &entry(qos), &[ME], now(), &mut rec);
+    // Sample 1 was written two minutes ago: past its lifespan; 0 and 2 are not.
+    let old = SystemTime::now() - 2 * life;
+    for (n, at) in [(1, SystemTime::now()), (2, old), (3, SystemTime::now())] {
+        e.deliver(ViewId(2), ME, Src::Bytes(&member_at(1, n, at)), now(), &mut rec);
+    }
+    e.enter_view(ViewId(3), &entry(qos), &[A, ME], now(), &mut rec);
+    let seqs = |s: Served| match s {
+        Served::Entries { entries, seam: 3, more: false, .. } => entries.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(seqs(e.serve(ViewId(3), 0, false, 1 << 20, true, now())), vec![0, 1, 2], "a log has no hole");
+    assert_eq!(seqs(e.serve(ViewId(3), 0, false, 1 << 20, false, now())), vec![0, 2], "readers' history: none past it");
+}
+
 #[test]
 fn client_readers_get_what_is_delivered_from_their_start_and_their_history_in_pages() {
     let qos = Qos::volatile(Keep::KeepLast(3));

@@ -17,6 +17,8 @@ pub(crate) struct Fetch {
     pub(crate) from: u64,
     /// Members not asked yet.
     pub(crate) pending: Vec<NodeId>,
+    /// The step the late join began at.
+    pub(crate) started: u64,
     /// The member serving pages now (`any`: a new member as the source).
     source: Option<(NodeId, bool)>,
     got: Vec<Entry>,
@@ -36,11 +38,12 @@ pub(crate) enum Step {
 }
 
 impl Fetch {
-    pub(crate) fn new(view: ViewId, from: u64, candidates: Vec<NodeId>) -> Fetch {
+    pub(crate) fn new(view: ViewId, from: u64, candidates: Vec<NodeId>, started: u64) -> Fetch {
         Fetch {
             view,
             from,
             pending: candidates,
+            started,
             source: None,
             got: Vec::new(),
             seen: Seen::new(),

@@ -33,6 +33,8 @@ pub(crate) struct Client {
     pub(crate) origin: Option<u64>,
     /// Pages of history it fetched.
     pub(crate) pages: u64,
+    /// Each attachment: the index of the first offer after it, and its step.
+    pub(crate) attaches: Vec<(usize, u64)>,
     /// Offers the invariants checked already.
     pub(crate) checked: usize,
 }
@@ -50,6 +52,7 @@ impl Client {
             expected: 0,
             origin: None,
             pages: 0,
+            attaches: Vec::new(),
             checked: 0,
         }
     }
@@ -62,8 +65,9 @@ impl Client {
 
     /// Attaches its reader at member engine `e` (resuming where it stopped if it
     /// read before) and fetches the history the member owes it, in pages of
-    /// `page` bytes.
-    pub(crate) fn attach(&mut self, at: NodeId, e: &mut TopicEngine<u32>, page: usize, now: Now) {
+    /// `page` bytes (at `step`).
+    pub(crate) fn attach(&mut self, at: NodeId, e: &mut TopicEngine<u32>, page: usize, (now, step): (Now, u64)) {
+        self.attaches.push((self.offers.len(), step));
         let resume = (!self.offers.is_empty() || self.at.is_some()).then_some(self.expected);
         self.at = Some(at);
         let start = e.add_client_reader(self.id, READER, Level::Unordered, resume);

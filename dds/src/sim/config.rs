@@ -33,6 +33,8 @@ pub(crate) struct SimConfig {
     pub(crate) max_removals: u64,
     /// Bytes of history per catch-up page.
     pub(crate) page: usize,
+    /// The topic's lifespan in steps (milliseconds), for topics that keep history.
+    pub(crate) lifespan: Option<u64>,
     /// A fault planted in joiners' engines (the simulator's own tests).
     pub(crate) mutation: Option<Mutation>,
 }
@@ -50,7 +52,7 @@ impl SimConfig {
         };
         let instances = if r.chance(50) { 1 + r.below(4) } else { 0 };
         let later = r.below(3) as usize;
-        SimConfig {
+        let mut cfg = SimConfig {
             seed,
             qos,
             keep,
@@ -66,8 +68,15 @@ impl SimConfig {
             max_kills: r.below(3),
             page: 1 + r.below(160) as usize,
             max_removals: r.below(3),
+            lifespan: None,
             mutation: None,
+        };
+        if cfg.keeps_history() && r.chance(30) {
+            let life = 5 + r.below(300);
+            cfg.lifespan = Some(life);
+            cfg.qos = cfg.qos.lifespan(std::time::Duration::from_millis(life));
         }
+        cfg
     }
 
     /// True for a topic that keeps history (Volatile, Logged).

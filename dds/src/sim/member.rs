@@ -33,6 +33,10 @@ pub(crate) struct ReaderLog {
     /// Where its topic's order starts for it: the seam its late join ended at
     /// (0 for a member there from the start).
     pub(crate) start: u64,
+    /// Each history it was given: (the index of its first offer, the step the
+    /// serving began, the step it ended). Under a lifespan, what history holds
+    /// depends on when it was served.
+    pub(crate) histories: Vec<(usize, u64, u64)>,
 }
 
 /// The instance a sample's bytes name (0 for an unkeyed topic's).
@@ -121,12 +125,19 @@ impl Member {
     /// Starts (or restarts) the engine, from the log for a Logged topic, with a
     /// reader and a writer made before it enters any view (as an application
     /// makes them right after creating the topic). A restart's reader is new.
-    pub(crate) fn start(&mut self, qos: Qos, keyed: bool, now: Now, mutation: Option<Mutation>) -> Result<(), String> {
+    pub(crate) fn start(
+        &mut self,
+        qos: Qos,
+        keyed: bool,
+        (now, step): (Now, u64),
+        mutation: Option<Mutation>,
+    ) -> Result<(), String> {
         let records = (qos.level == Level::Logged).then_some(&self.log[..]);
         let mut e = TopicEngine::open(qos, keyed, self.id, records, now)
             .map_err(|b| format!("{} could not reopen its log: record {} holds no sample", self.id, b.seq))?;
         let id = self.readers.len() as u32;
-        self.readers.push(ReaderLog { id, ..ReaderLog::default() });
+        // A restarted Logged member's reader gets its log's history now.
+        self.readers.push(ReaderLog { id, histories: vec![(0, step, step)], ..ReaderLog::default() });
         e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now, &mut self.fx);
         e.add_writer(WRITER, qos.level);
         e.mutation = mutation;

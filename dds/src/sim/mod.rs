@@ -13,7 +13,9 @@
 //! stopped. Members are killed and restarted (a Logged one from its log), new
 //! members join late and catch up in pages from the others, and running members
 //! are removed from the view and taken back later with their engine (a rejoin:
-//! they catch up on what was delivered while they were out).
+//! they catch up on what was delivered while they were out). Some topics have a
+//! lifespan (simulated time is a millisecond a step), so what a history holds
+//! depends on when it is served.
 //!
 //! What the engines emit is checked against invariants, one per file in
 //! [`invariants`]; a failing seed is printed with the step and the invariant, and
@@ -76,6 +78,8 @@ pub(crate) struct Stats {
     pub(crate) history_offers: u64,
     /// Disposals and unregistrations in the order.
     pub(crate) disposals: u64,
+    /// Runs whose topic had a lifespan.
+    pub(crate) lifespans: u64,
 }
 
 impl Stats {
@@ -92,6 +96,7 @@ impl Stats {
         self.pages += o.pages;
         self.history_offers += o.history_offers;
         self.disposals += o.disposals;
+        self.lifespans += o.lifespans;
     }
 }
 

@@ -42,6 +42,7 @@ impl World {
         invariants::check_end(&self).map_err(|v| self.violation(v))?;
         self.stats.samples = self.order.len() as u64;
         self.stats.disposals = self.kinds.iter().filter(|k| **k != 0).count() as u64;
+        self.stats.lifespans = u64::from(self.cfg.lifespan.is_some());
         let readers = self.members.iter().flat_map(|m| &m.readers);
         self.stats.history_offers = readers.flat_map(|r| &r.offers).filter(|o| o.2).count() as u64;
         Ok(self.stats)

@@ -101,8 +101,9 @@ impl World {
 
     pub(crate) fn start_member(&mut self, n: NodeId) -> Result<(), String> {
         let (qos, keyed, now, mutation) = (self.cfg.qos, self.cfg.instances > 0, self.now(), self.cfg.mutation);
+        let step = self.step;
         let m = self.member(n);
-        m.start(qos, keyed, now, mutation)?;
+        m.start(qos, keyed, (now, step), mutation)?;
         let out = m.drain(keyed);
         debug_assert!(out.is_empty(), "a new member serves no client yet");
         super::invariants::logged::reopened(self.member(n))
@@ -169,7 +170,7 @@ impl World {
             let out = self.member(n).drain(keyed);
             self.hand_to_clients(n, &out);
             if let Some(others) = others {
-                self.fetches.push((n, Fetch::new(view, from, others)));
+                self.fetches.push((n, Fetch::new(view, from, others, self.step)));
             }
         }
     }
@@ -213,7 +214,7 @@ impl World {
         }
         let (page, now) = (self.cfg.page, self.now());
         let e = self.members[new.0 as usize].engine.as_mut().expect("complete members run");
-        self.clients[i].attach(new, e, page, now);
+        self.clients[i].attach(new, e, page, (now, self.step));
         let resend: Vec<u64> = self.clients[i].unacked().collect();
         let ns = now.wall.duration_since(std::time::SystemTime::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         for seq in resend {

@@ -33,6 +33,8 @@ pub(crate) struct World {
     pub(crate) order: Vec<(SampleKey, u64)>,
     /// Each sample's kind in the order (data, disposal, unregistration).
     pub(crate) kinds: Vec<u64>,
+    /// The step each sample of the order was written at (its source timestamp).
+    pub(crate) stamps: Vec<u64>,
     /// The resend filter of the reference order: the highest number per client writer.
     seen: HashMap<(u64, u32), u64>,
     pub(crate) fetches: Vec<(NodeId, Fetch)>,
@@ -66,6 +68,7 @@ impl World {
             committed: 0,
             order: Vec::new(),
             kinds: Vec::new(),
+            stamps: Vec::new(),
             seen: HashMap::new(),
             fetches: Vec::new(),
             clients,
@@ -248,6 +251,8 @@ impl World {
             }
             self.order.push((key_of(&info), instance_of(bytes, keyed)));
             self.kinds.push(kind_of(bytes, keyed));
+            let base = self.now().wall - Duration::from_millis(self.step);
+            self.stamps.push(info.source_timestamp.duration_since(base).map_or(0, |d| d.as_millis() as u64));
         }
     }
 
@@ -284,12 +289,17 @@ impl World {
                 if failed.is_some() {
                     self.failed_joins.push(n);
                 }
-                let keyed = self.keyed();
+                let (keyed, step) = (self.keyed(), self.step);
                 let m = self.member(n);
                 if let Some(e) = m.engine.as_mut() {
                     let start = seam.unwrap_or(0).max(e.next_seq());
                     if let Some(r) = m.readers.last_mut() {
-                        r.start = start;
+                        // Only a first join moves where its order starts (a rejoin
+                        // goes on from where it stopped).
+                        if r.offers.is_empty() {
+                            r.start = start;
+                        }
+                        r.histories.push((r.offers.len(), f.started, step));
                     }
                     e.caught_up(entries, seam, &seen, failed, now, &mut m.fx);
                 }

@@ -6,6 +6,14 @@
 //! serving it went on delivering. History comes only before live samples, except
 //! after a rejoin. Readers of a late join that ended without the history
 //! (reported to them) are exempt.
+//!
+//! Under a lifespan the history leaves out what had outlived it when served:
+//! then no sample in the history had outlived it when the serving began, every
+//! one of those last samples still within it when the serving ended is there,
+//! and the history holds none but those last samples. (A Logged topic's joiner
+//! fills its log from another's, whole, and its readers are offered all of it:
+//! for it only the last rule holds; a reader's queue drops at its take what
+//! outlived the lifespan.)
 
 use super::Breach;
 use crate::sim::member::ReaderLog;
@@ -58,6 +66,9 @@ fn seams(r: &ReaderLog) -> Vec<(usize, u64)> {
 /// The reader's offers before index `p` end, for every instance, with the last
 /// `n` samples of that instance in the topic's order before `s`.
 fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
+    if let Some(life) = w.cfg.lifespan {
+        return within_lifespan(w, r, p, s, life);
+    }
     let n = w.cfg.keep as usize;
     let mut want: HashMap<u64, Vec<u64>> = HashMap::new();
     for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
@@ -74,6 +85,40 @@ fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
             return Err(format!(
                 "instance {inst} before {s}: got {had:?} as its last, the order's last {n} are {tail:?}"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// [`at_seam`] for a topic with a lifespan of `life` steps.
+fn within_lifespan(w: &World, r: &ReaderLog, p: usize, s: u64, life: u64) -> Result<(), String> {
+    let n = w.cfg.keep as usize;
+    // The history given last before `p`, and when it was served.
+    let Some(&(from, began, ended)) = r.histories.iter().rev().find(|h| h.0 <= p) else {
+        return Ok(()); // none given: nothing of it to check
+    };
+    let mut tails: HashMap<u64, Vec<u64>> = HashMap::new();
+    for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
+        tails.entry(*inst).or_default().push(seq as u64);
+    }
+    for all in tails.values_mut() {
+        all.drain(..all.len().saturating_sub(n));
+    }
+    let stamp = |seq: u64| w.stamps[seq as usize];
+    let whole_log = w.cfg.qos.level == crate::qos::Level::Logged;
+    for o in r.offers[from..p].iter().filter(|o| o.2 && !whole_log) {
+        if stamp(o.0) + life < began {
+            return Err(format!("history sample {} had outlived its lifespan when the serving began", o.0));
+        }
+        if !tails.get(&o.3).is_some_and(|t| t.contains(&o.0)) {
+            return Err(format!("history sample {} is not among instance {}'s last {n} before {s}", o.0, o.3));
+        }
+    }
+    for (inst, tail) in tails {
+        for seq in tail.into_iter().filter(|q| stamp(*q) + life >= ended) {
+            if !r.offers[..p].iter().any(|o| o.0 == seq) {
+                return Err(format!("instance {inst} before {s}: sample {seq}, within its lifespan, is missing"));
+            }
         }
     }
     Ok(())
