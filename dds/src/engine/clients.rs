@@ -6,7 +6,11 @@
 use super::{Entry, Now, TopicEngine};
 use crate::qos::Level;
 use crate::sample::SampleInfo;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+
+/// Client sample numbers an Unordered topic's member remembers above a hole, per
+/// client writer.
+const MAX_AHEAD: usize = 1024;
 
 /// A client reader this member relays to.
 #[derive(Debug)]
@@ -25,23 +29,55 @@ pub(crate) struct Clients {
     pub(crate) readers: Vec<ClientReader>,
     /// Client writers on this topic here, by client id: (number, offered level).
     writers: HashMap<u64, Vec<(u32, Level)>>,
-    /// The highest sequence number delivered per client writer (client id, number).
+    /// The highest sequence number delivered per client writer (client id, number);
+    /// on an Unordered topic, the highest below which every number came.
     seen: HashMap<(u64, u32), u64>,
+    /// An Unordered topic: samples of one client writer may come in any order
+    /// (those it sent through a member it left can come after those it sent
+    /// again through the next), so each number is noted, not only the highest.
+    any_order: bool,
+    /// An Unordered topic: the numbers that came above `seen`'s, per client writer.
+    ahead: HashMap<(u64, u32), BTreeSet<u64>>,
     /// This member lists proxy endpoints on the topic: it stays in the topic while
     /// it has no endpoint of its own.
     pub(crate) proxied: bool,
 }
 
 impl Clients {
+    /// `any_order`: the topic is Unordered.
+    pub(crate) fn new(any_order: bool) -> Clients {
+        Clients { any_order, ..Clients::default() }
+    }
+
     /// Notes a delivered sample; false if it is a client sample delivered before
     /// (a resend), which every member drops alike.
     pub(crate) fn note(&mut self, info: &SampleInfo) -> bool {
         let Some(client) = info.writer.client else { return true };
-        let last = self.seen.entry((client, info.writer.id)).or_insert(0);
+        let key = (client, info.writer.id);
+        let last = self.seen.entry(key).or_insert(0);
         if info.seq <= *last {
             return false;
         }
-        *last = info.seq;
+        if !self.any_order {
+            *last = info.seq;
+            return true;
+        }
+        let ahead = self.ahead.entry(key).or_default();
+        if !ahead.insert(info.seq) {
+            return false;
+        }
+        while ahead.remove(&(*last + 1)) {
+            *last += 1;
+        }
+        // A number that never comes (lost at a view change) holds no more than
+        // this many back: the oldest hole is given up.
+        while ahead.len() > MAX_AHEAD {
+            let Some(first) = ahead.pop_first() else { break };
+            *last = first;
+            while ahead.remove(&(*last + 1)) {
+                *last += 1;
+            }
+        }
         true
     }
 

@@ -242,7 +242,7 @@ impl<R> TopicEngine<R> {
             seams: VecDeque::new(),
             last_view: None,
             rejoined: false,
-            clients: Clients::default(),
+            clients: Clients::new(qos.level == Level::Unordered),
             subgroup: Vec::new(),
             alive: Vec::new(),
             picks: Vec::new(),

@@ -71,6 +71,9 @@ impl SimConfig {
             lifespan: None,
             mutation: None,
         };
+        if cfg.qos.level == Level::Ordered && r.chance(40) {
+            cfg.qos.level = Level::Unordered;
+        }
         if cfg.keeps_history() && r.chance(30) {
             let life = 5 + r.below(300);
             cfg.lifespan = Some(life);

@@ -102,6 +102,8 @@ pub(crate) struct Member {
     pub(crate) cursor: usize,
     /// Times it was taken back into the view with its engine (a rejoin).
     pub(crate) rejoins: u32,
+    /// Unordered topics: which messages of the view's log it delivered.
+    pub(crate) taken: Vec<bool>,
 }
 
 impl Member {
@@ -119,6 +121,7 @@ impl Member {
             writes_left: writes,
             cursor: 0,
             rejoins: 0,
+            taken: Vec::new(),
         }
     }
 

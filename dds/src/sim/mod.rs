@@ -15,7 +15,8 @@
 //! are removed from the view and taken back later with their engine (a rejoin:
 //! they catch up on what was delivered while they were out). Some topics have a
 //! lifespan (simulated time is a millisecond a step), so what a history holds
-//! depends on when it is served.
+//! depends on when it is served. Unordered topics are delivered as they reach
+//! each member (module `unordered`).
 //!
 //! What the engines emit is checked against invariants, one per file in
 //! [`invariants`]; a failing seed is printed with the step and the invariant, and
@@ -38,6 +39,7 @@ mod member;
 mod run;
 #[cfg(test)]
 mod tests;
+mod unordered;
 mod view;
 mod world;
 
@@ -80,6 +82,9 @@ pub(crate) struct Stats {
     pub(crate) disposals: u64,
     /// Runs whose topic had a lifespan.
     pub(crate) lifespans: u64,
+    /// Runs of Unordered topics, and the messages sent in them.
+    pub(crate) unordered: u64,
+    pub(crate) unordered_sent: u64,
 }
 
 impl Stats {
@@ -97,6 +102,8 @@ impl Stats {
         self.history_offers += o.history_offers;
         self.disposals += o.disposals;
         self.lifespans += o.lifespans;
+        self.unordered += o.unordered;
+        self.unordered_sent += o.unordered_sent;
     }
 }
 

@@ -43,6 +43,10 @@ impl World {
         self.stats.samples = self.order.len() as u64;
         self.stats.disposals = self.kinds.iter().filter(|k| **k != 0).count() as u64;
         self.stats.lifespans = u64::from(self.cfg.lifespan.is_some());
+        if self.unordered() {
+            self.stats.unordered = 1;
+            self.stats.unordered_sent = self.sent + self.log.len() as u64;
+        }
         let readers = self.members.iter().flat_map(|m| &m.readers);
         self.stats.history_offers = readers.flat_map(|r| &r.offers).filter(|o| o.2).count() as u64;
         Ok(self.stats)

@@ -29,7 +29,7 @@ fn seeds() {
     assert!(total.pages > 0 && total.views > 0 && total.history_offers > 0, "{total:?}");
     assert!(total.disposals > 0, "{total:?}");
     assert!(total.removals > 0 && total.rejoins >= total.removals, "{total:?}");
-    assert!(total.lifespans > 0, "{total:?}");
+    assert!(total.lifespans > 0 && total.unordered > 0 && total.unordered_sent > 0, "{total:?}");
 }
 
 /// Replays one seed (`DDS_SIM_SEED`) and prints its configuration and outcome.

@@ -116,6 +116,9 @@ impl World {
         let left = gone.map(|g| match g {
             Gone::Killed(n) | Gone::Removed(n) => n,
         });
+        if self.unordered() {
+            self.end_unordered_view(left);
+        }
         let trim = self.in_view.iter().map(|n| self.members[n.0 as usize].cursor).max().unwrap_or(0);
         self.commit(trim);
         let carry: Vec<(NodeId, Vec<u8>)> =

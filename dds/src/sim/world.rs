@@ -35,6 +35,8 @@ pub(crate) struct World {
     pub(crate) kinds: Vec<u64>,
     /// The step each sample of the order was written at (its source timestamp).
     pub(crate) stamps: Vec<u64>,
+    /// Unordered topics: messages sent in views that ended.
+    pub(crate) sent: u64,
     /// The resend filter of the reference order: the highest number per client writer.
     seen: HashMap<(u64, u32), u64>,
     pub(crate) fetches: Vec<(NodeId, Fetch)>,
@@ -69,6 +71,7 @@ impl World {
             order: Vec::new(),
             kinds: Vec::new(),
             stamps: Vec::new(),
+            sent: 0,
             seen: HashMap::new(),
             fetches: Vec::new(),
             clients,
@@ -209,6 +212,9 @@ impl World {
 
     /// Member `n` delivers up to `count` messages of the order, as one batch.
     pub(crate) fn deliver(&mut self, n: NodeId, count: usize) {
+        if self.unordered() {
+            return self.deliver_on_receipt(n, count, None);
+        }
         let (view, now, keyed) = (self.view, self.now(), self.keyed());
         let m = &mut self.members[n.0 as usize];
         let Some(e) = m.engine.as_mut() else { return };

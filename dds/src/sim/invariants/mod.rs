@@ -11,6 +11,7 @@ pub(crate) mod logged;
 pub(crate) mod quiescence;
 pub(crate) mod seam;
 pub(crate) mod total_order;
+pub(crate) mod unordered;
 
 use super::world::World;
 
@@ -18,7 +19,9 @@ use super::world::World;
 pub(crate) type Breach = (&'static str, String);
 
 pub(crate) fn check_step(w: &mut World) -> Result<(), Breach> {
-    total_order::check(w)?;
+    if !w.unordered() {
+        total_order::check(w)?;
+    }
     contiguous::check(w)?;
     kinds::check(w)?;
     logged::check(w)?;
@@ -37,6 +40,10 @@ pub(crate) fn check_step(w: &mut World) -> Result<(), Breach> {
 pub(crate) fn check_end(w: &World) -> Result<(), Breach> {
     seam::check(w)?;
     client_reader::check(w)?;
-    client_once::check(w)?;
+    if !w.unordered() {
+        client_once::check(w)?;
+    }
+    unordered::check(w)?;
+    unordered::check_end(w)?;
     quiescence::check(w)
 }
