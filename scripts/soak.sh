@@ -27,16 +27,7 @@ dir="target/soak"; mkdir -p "$dir"
 pkgdir=$(cargo metadata --no-deps --format-version 1 \
     | python3 -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]==sys.argv[1]))' "$pkg")
 
-hogs=()
-stop_hogs() {
-    for p in "${hogs[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap stop_hogs EXIT
-for _ in 1 2; do
-    bash -c 'while :; do :; done' &
-    hogs+=("$!")
-done
+source scripts/busy-loops.sh
 echo "== $test ($bin), $runs runs beside two busy loops"
 failed=0
 for i in $(seq 1 "$runs"); do

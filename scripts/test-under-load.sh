@@ -11,16 +11,7 @@ cd "$(dirname "$0")/.."
 runs="${1:-1}"
 case "$runs" in '' | *[!0-9]*) echo "usage: $0 [RUNS]" >&2; exit 2 ;; esac
 
-hogs=()
-stop_hogs() {
-    for p in "${hogs[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-}
-trap stop_hogs EXIT
-for _ in 1 2; do
-    bash -c 'while :; do :; done' &
-    hogs+=("$!")
-done
+source scripts/busy-loops.sh
 echo "== two busy loops hold the cores (pids ${hogs[*]})"
 
 for i in $(seq 1 "$runs"); do
