@@ -229,7 +229,8 @@ fn a_joiner_that_fills_a_log_gets_every_entry_also_those_past_the_lifespan() {
     let qos = Qos::logged(Keep::KeepLast(8)).lifespan(life);
     let (mut e, mut rec) = (engine(qos), Recorder::default());
     e.enter_view(ViewId(2), &entry(qos), &[ME], now(), &mut rec);
-    // Sample 1 was written two minutes ago: past its lifespan; 0 and 2 are not.
+    // The second sample (topic number 1) was written two minutes ago: past its
+    // lifespan; numbers 0 and 2 are not.
     let old = SystemTime::now() - 2 * life;
     for (n, at) in [(1, SystemTime::now()), (2, old), (3, SystemTime::now())] {
         e.deliver(ViewId(2), ME, Src::Bytes(&member_at(1, n, at)), now(), &mut rec);
