@@ -70,16 +70,13 @@ fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
         return within_lifespan(w, r, p, s, life);
     }
     let n = w.cfg.keep as usize;
-    let mut want: HashMap<u64, Vec<u64>> = HashMap::new();
-    for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
-        want.entry(*inst).or_default().push(seq as u64);
-    }
+    let want = last_of_each(w, s, n);
     let mut got: HashMap<u64, Vec<u64>> = HashMap::new();
     for o in &r.offers[..p] {
         got.entry(o.3).or_default().push(o.0);
     }
-    for (inst, all) in want {
-        let tail = &all[all.len().saturating_sub(n)..];
+    for (inst, tail) in want {
+        let tail = &tail[..];
         let had = got.get(&inst).map_or(&[][..], |g| &g[g.len().saturating_sub(tail.len())..]);
         if had != tail {
             return Err(format!(
@@ -90,13 +87,9 @@ fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
     Ok(())
 }
 
-/// [`at_seam`] for a topic with a lifespan of `life` steps.
-fn within_lifespan(w: &World, r: &ReaderLog, p: usize, s: u64, life: u64) -> Result<(), String> {
-    let n = w.cfg.keep as usize;
-    // The history given last before `p`, and when it was served.
-    let Some(&(from, began, ended)) = r.histories.iter().rev().find(|h| h.0 <= p) else {
-        return Ok(()); // none given: nothing of it to check
-    };
+/// The numbers of the last `n` samples of each instance in the topic's order
+/// before `s`.
+fn last_of_each(w: &World, s: u64, n: usize) -> HashMap<u64, Vec<u64>> {
     let mut tails: HashMap<u64, Vec<u64>> = HashMap::new();
     for (seq, (_, inst)) in w.order[..s as usize].iter().enumerate() {
         tails.entry(*inst).or_default().push(seq as u64);
@@ -104,6 +97,17 @@ fn within_lifespan(w: &World, r: &ReaderLog, p: usize, s: u64, life: u64) -> Res
     for all in tails.values_mut() {
         all.drain(..all.len().saturating_sub(n));
     }
+    tails
+}
+
+/// [`at_seam`] for a topic with a lifespan of `life` steps.
+fn within_lifespan(w: &World, r: &ReaderLog, p: usize, s: u64, life: u64) -> Result<(), String> {
+    let n = w.cfg.keep as usize;
+    // The history given last before `p`, and when it was served.
+    let Some(&(from, began, ended)) = r.histories.iter().rev().find(|h| h.0 <= p) else {
+        return Ok(()); // none given: nothing of it to check
+    };
+    let tails = last_of_each(w, s, n);
     let stamp = |seq: u64| w.stamps[seq as usize];
     let whole_log = w.cfg.qos.level == crate::qos::Level::Logged;
     for o in r.offers[from..p].iter().filter(|o| o.2 && !whole_log) {
