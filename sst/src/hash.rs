@@ -17,6 +17,7 @@ pub fn digest(bytes: &[u8]) -> u64 {
 
 /// Folds `bytes` into a running FNV-1a digest `h` (`digest(a ++ b)` equals
 /// `continue_digest(digest(a), b)`).
+#[inline]
 pub fn continue_digest(h: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
 }

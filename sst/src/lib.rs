@@ -27,5 +27,5 @@ pub mod table;
 pub mod transport;
 
 pub use region::Region;
-pub use table::{Bytes, Counter, CounterVec, Flag, Guarded, LayoutBuilder, LocalRow, Push, Pushes, Table};
+pub use table::{Bytes, Counter, CounterVec, Flag, Guarded, LayoutBuilder, LocalRow, Push, Pushes, RowArea, Table};
 pub use transport::{NodeId, PeerEvent, RegionId, RegionSpec, Transport, WriteOp};

@@ -65,6 +65,23 @@ pub enum TableError {
     },
 }
 
+/// A byte area of one row, located in memory ([`Table::area`]).
+#[derive(Debug, Clone, Copy)]
+pub struct RowArea<'a> {
+    region: &'a Region,
+    base: usize,
+    len: usize,
+}
+
+impl RowArea<'_> {
+    /// Loads word `i` of the area (`Acquire`), as [`Table::word`] does.
+    #[inline]
+    pub fn word(&self, i: usize) -> u64 {
+        assert!(i * WORD < self.len, "word {i} outside a {}-byte area", self.len);
+        self.region.load(self.base + i * WORD, Ordering::Acquire)
+    }
+}
+
 /// A write that would move a monotonic column backwards; the column is unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 #[error("monotonic column would go back from {current} to {requested}")]
@@ -190,10 +207,12 @@ impl Table {
         &self.members
     }
     /// Number of rows.
+    #[inline]
     pub fn rows(&self) -> usize {
         self.members.len()
     }
     /// This node's row.
+    #[inline]
     pub fn my_rank(&self) -> usize {
         self.my_rank
     }
@@ -266,6 +285,14 @@ impl Table {
         assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
         let (r, at) = self.loc_bytes(rank, b, word * WORD);
         r.load(at, Ordering::Acquire)
+    }
+    /// Byte area `b` of row `rank` as this node reads it, located once: for loops
+    /// that read many words of one area (a sender's ring slots), where [`Table::word`]
+    /// would find the row's memory again for every word.
+    #[inline]
+    pub fn area(&self, rank: usize, b: Bytes) -> RowArea<'_> {
+        let (region, base) = self.loc_bytes(rank, b, 0);
+        RowArea { region, base, len: b.len }
     }
     /// Copies `out.len()` bytes from `at` in byte area `b` of row `rank` (`Relaxed`
     /// loads; read the column that publishes the area first).
