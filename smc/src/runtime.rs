@@ -20,7 +20,7 @@
 //! or on a thread of the subgroup's own ([`Delivery::Dedicated`], where it slows only
 //! its subgroup). Either way the predicate thread is the only thread that posts.
 
-use crate::core::{Reservation, SendError, Sender, SmcCore};
+use crate::core::{Claim, SendError, Sender, SmcCore};
 use crate::message::Batch;
 use crate::spec::{SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
@@ -340,28 +340,32 @@ fn pass(sh: &Shared, pushes: &mut spindle_sst::predicate::Pushes) {
 #[derive(Debug)]
 #[must_use = "an uncommitted slot blocks further sends; commit or drop it"]
 pub struct SendSlot<'a> {
-    sub: &'a Subgroup,
-    res: Option<Reservation>,
+    /// The subgroup's sender handle: the state the claim was made on.
+    sender: &'a Sender,
+    transport: &'a dyn Transport,
+    claim: Option<Claim>,
 }
 
 impl SendSlot<'_> {
     /// The message's index among this sender's messages.
     pub fn index(&self) -> u64 {
-        self.res.as_ref().map_or(0, Reservation::index)
+        self.claim.as_ref().map_or(0, Claim::index)
     }
     /// Writes `data` at byte `at` (a multiple of 8) of the payload, in place.
     pub fn write(&mut self, at: usize, data: &[u8]) {
-        self.res.as_ref().expect("live slot").write(at, data)
+        self.claim.as_ref().expect("live slot").write(self.sender.state(), at, data)
     }
     /// Stores payload word `i`, in place.
+    #[inline]
     pub fn write_word(&mut self, i: usize, value: u64) {
-        self.res.as_ref().expect("live slot").write_word(i, value)
+        self.claim.as_ref().expect("live slot").write_word(self.sender.state(), i, value)
     }
     /// Sends the message; returns its index. Takes no lock: the slot is published
     /// through an atomic that the predicate thread picks up on its next pass.
+    #[inline]
     pub fn commit(mut self) -> u64 {
-        let index = self.res.take().expect("live slot").publish();
-        self.sub.transport.doorbell().ring();
+        let index = self.claim.take().expect("live slot").publish(self.sender.state());
+        self.transport.doorbell().ring();
         index
     }
 }
@@ -369,9 +373,9 @@ impl SendSlot<'_> {
 impl Drop for SendSlot<'_> {
     /// An uncommitted slot goes out as a null (its index is skipped), without a lock.
     fn drop(&mut self) {
-        if let Some(res) = self.res.take() {
-            res.abandon();
-            self.sub.transport.doorbell().ring();
+        if let Some(claim) = self.claim.take() {
+            claim.abandon(self.sender.state());
+            self.transport.doorbell().ring();
         }
     }
 }
@@ -384,8 +388,8 @@ impl Subgroup {
         let sender = self.shared.sender.as_ref().ok_or(SendError::NotSender)?;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            match sender.try_reserve(len) {
-                Ok(res) => return Ok(SendSlot { sub: self, res: Some(res) }),
+            match sender.claim(len) {
+                Ok(claim) => return Ok(self.slot(sender, claim)),
                 Err(SendError::Busy) if !backoff.is_completed() => backoff.snooze(),
                 Err(SendError::Full | SendError::Busy) => return self.reserve_waiting(sender, len),
                 Err(e) => return Err(e),
@@ -394,13 +398,13 @@ impl Subgroup {
     }
 
     /// The slow path of [`Subgroup::reserve`]: sleep on the condvar until a slot frees.
-    fn reserve_waiting(&self, sender: &Sender, len: usize) -> Result<SendSlot<'_>, SendError> {
+    fn reserve_waiting<'a>(&'a self, sender: &'a Sender, len: usize) -> Result<SendSlot<'a>, SendError> {
         let mut guard = lock(&self.shared.wait);
         self.shared.waiters.fetch_add(1, Ordering::Relaxed);
         fence(Ordering::SeqCst);
         let out = loop {
-            match sender.try_reserve(len) {
-                Ok(res) => break Ok(SendSlot { sub: self, res: Some(res) }),
+            match sender.claim(len) {
+                Ok(claim) => break Ok(self.slot(sender, claim)),
                 Err(SendError::Full | SendError::Busy) => {
                     // Make sure the predicate thread looks at this subgroup again.
                     self.transport.doorbell().ring();
@@ -437,7 +441,12 @@ impl Subgroup {
     /// Like [`Subgroup::reserve`] but never waits.
     pub fn try_reserve(&self, len: usize) -> Result<SendSlot<'_>, SendError> {
         let sender = self.shared.sender.as_ref().ok_or(SendError::NotSender)?;
-        Ok(SendSlot { sub: self, res: Some(sender.try_reserve(len)?) })
+        Ok(self.slot(sender, sender.claim(len)?))
+    }
+
+    #[inline]
+    fn slot<'a>(&'a self, sender: &'a Sender, claim: Claim) -> SendSlot<'a> {
+        SendSlot { sender, transport: &*self.transport, claim: Some(claim) }
     }
 
     /// Sends a copy of `data` (reserve, write, commit); returns its index.

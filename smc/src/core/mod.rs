@@ -66,6 +66,7 @@ mod deliver;
 mod receive;
 mod send;
 pub use cut::CutError;
+pub(crate) use send::Claim;
 pub use send::{Reservation, Sender};
 use send::{Revoke, SendState};
 
@@ -100,6 +101,7 @@ fn slot_payload(w0: u64) -> usize {
 /// Stores an entry header at word `at` of the slot area: word 0 is the kind in the low
 /// byte and the length (message) or count (null run) in the high half; word 1 is the
 /// first index.
+#[inline]
 fn store_header(row: &LocalRow, slots: Bytes, at: usize, kind: u64, len: u64, index: u64) {
     row.store_word(slots, at, kind | (len << 32));
     row.store_word(slots, at + 1, index);
@@ -207,6 +209,8 @@ pub struct SmcCore {
     next_seq: u64,
     deliv: Vec<u64>,
     delivering: bool,
+    /// The vector of the last batch handed out, kept for the next one.
+    spare: Vec<MsgRef>,
     wedged: bool,
     stats: Stats,
 }
@@ -261,6 +265,7 @@ impl SmcCore {
             next_seq: 0,
             deliv: vec![0; s],
             delivering: false,
+            spare: Vec::new(),
             wedged: false,
             stats: Stats::default(),
             spec,
@@ -317,12 +322,16 @@ impl SmcCore {
     /// Takes in, in ring order, the entries senders have published.
     fn absorb(&mut self) -> bool {
         let Some(s) = &self.send else { return false };
-        let mut any = false;
-        while let Some((w0, first)) = s.published_at(self.committed) {
+        if !s.publish_pending(self.committed) {
+            return false;
+        }
+        let slots = s.slots_area();
+        let mut slot = s.slot_of(self.committed);
+        while let Some((w0, first)) = s.published_at(&slots, self.committed, slot) {
             let (end, is_message) = send::entry_span(w0, first);
             debug_assert_eq!(first, self.next_index, "a lease gives consecutive indices");
             self.next_index = end;
-            s.absorbed(self.committed, end);
+            s.set_end(slot, end);
             if is_large(w0) {
                 self.large.push_back(self.committed);
             }
@@ -330,9 +339,12 @@ impl SmcCore {
             if is_message {
                 self.stats.messages_sent += 1;
             }
-            any = true;
+            slot = s.next_slot(slot);
         }
-        any
+        // Once for the run: a sender that reads a lower count only waits longer for
+        // a free slot.
+        s.set_absorbed(self.committed);
+        true
     }
 
     /// True if a sender published an entry not yet taken in.

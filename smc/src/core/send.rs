@@ -47,7 +47,7 @@ use super::{parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_N
 use crate::spec::HEADER;
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_sst::sync::{lock, Arc, Mutex};
-use spindle_sst::{Bytes, CounterVec, LocalRow};
+use spindle_sst::{Bytes, CounterVec, LocalRow, RowArea};
 
 const ENTRY_BITS: u32 = 43;
 const ENTRY_MASK: u64 = (1 << ENTRY_BITS) - 1;
@@ -149,27 +149,25 @@ impl SendState {
     /// Claims the next entry for a `len`-byte message, if a slot is free and the
     /// lease stands. Lock-free: the loop repeats only when another thread claimed.
     pub(crate) fn try_reserve(this: &Arc<Self>, len: usize) -> Result<Reservation, SendError> {
-        let s = &**this;
-        if len > s.max_msg {
-            return Self::try_reserve_large(this, len);
+        Ok(Reservation { claim: this.claim_slot(len)?, state: this.clone() })
+    }
+
+    /// [`SendState::try_reserve`] without a handle on the state: the caller keeps
+    /// one (the runtime's send slot borrows its subgroup), so a send takes no
+    /// reference count.
+    #[inline]
+    pub(crate) fn claim_slot(&self, len: usize) -> Result<Claim, SendError> {
+        if len > self.max_msg {
+            return self.claim_large(len);
         }
         loop {
-            let (entry, index) = match s.try_claim()? {
+            let (entry, index) = match self.try_claim()? {
                 Some(c) => c,
                 None => continue,
             };
-            let slot = (entry % s.window) as usize;
-            let at = slot * s.slot_bytes + HEADER;
-            return Ok(Reservation {
-                entry,
-                index,
-                slot,
-                len,
-                area: s.slots,
-                payload_at: at,
-                large: false,
-                state: this.clone(),
-            });
+            let slot = (entry % self.window) as usize;
+            let at = slot * self.slot_bytes + HEADER;
+            return Ok(Claim { entry, index, slot, len, area: self.slots, payload_at: at, large: false });
         }
     }
 
@@ -192,38 +190,27 @@ impl SendState {
             .map(|_| (entry, bi + (entry - be))))
     }
 
-    /// [`SendState::try_reserve`] for a message larger than a slot: room in the
+    /// [`SendState::claim_slot`] for a message larger than a slot: room in the
     /// arena and an entry, claimed under the arena's lock (see the module docs).
-    fn try_reserve_large(this: &Arc<Self>, len: usize) -> Result<Reservation, SendError> {
-        let s = &**this;
-        if len > s.area.len() {
-            return Err(SendError::TooLarge { len, max: s.max_msg.max(s.area.len()) });
+    fn claim_large(&self, len: usize) -> Result<Claim, SendError> {
+        if len > self.area.len() {
+            return Err(SendError::TooLarge { len, max: self.max_msg.max(self.area.len()) });
         }
-        let mut arena = lock(&s.arena);
+        let mut arena = lock(&self.arena);
         let place = arena.place(len);
         if !arena.fits(place) {
-            s.reclaim(&mut arena);
+            self.reclaim(&mut arena);
             if !arena.fits(place) {
-                s.arena_wait.store(len as u64, Ordering::Release);
+                self.arena_wait.store(len as u64, Ordering::Release);
                 return Err(SendError::Full);
             }
         }
         loop {
-            if let Some((entry, index)) = s.try_claim()? {
+            if let Some((entry, index)) = self.try_claim()? {
                 arena.take(place, index);
-                s.arena_wait.store(0, Ordering::Release);
-                let slot = (entry % s.window) as usize;
-                let r = Reservation {
-                    entry,
-                    index,
-                    slot,
-                    len,
-                    area: s.area,
-                    payload_at: place.offset,
-                    large: true,
-                    state: this.clone(),
-                };
-                return Ok(r);
+                self.arena_wait.store(0, Ordering::Release);
+                let slot = (entry % self.window) as usize;
+                return Ok(Claim { entry, index, slot, len, area: self.area, payload_at: place.offset, large: true });
             }
         }
     }
@@ -305,15 +292,51 @@ impl SendState {
 
     // ------------------------------------------------------------ predicate thread
 
-    /// Entry `committed`, if a sender published it: (header word 0, first index).
-    pub(crate) fn published_at(&self, committed: u64) -> Option<(u64, u64)> {
-        let slot = (committed % self.window) as usize;
+    /// This node's ring slots, for [`SendState::published_at`].
+    pub(crate) fn slots_area(&self) -> RowArea<'_> {
+        let t = self.row.table();
+        t.area(t.my_rank(), self.slots)
+    }
+
+    /// The slot of entry `e`.
+    #[inline]
+    pub(crate) fn slot_of(&self, e: u64) -> usize {
+        (e % self.window) as usize
+    }
+
+    /// The slot after `slot`, around the ring.
+    #[inline]
+    pub(crate) fn next_slot(&self, slot: usize) -> usize {
+        if slot as u64 + 1 == self.window {
+            0
+        } else {
+            slot + 1
+        }
+    }
+
+    /// Entry `committed`, in `slot` ([`SendState::slot_of`]), if a sender published
+    /// it: (header word 0, first index). `slots` is [`SendState::slots_area`].
+    #[inline]
+    pub(crate) fn published_at(&self, slots: &RowArea<'_>, committed: u64, slot: usize) -> Option<(u64, u64)> {
         if self.published[slot].load(Ordering::Acquire) != committed + 1 {
             return None;
         }
-        let t = self.row.table();
         let base = slot * self.slot_bytes / 8;
-        Some((t.word(t.my_rank(), self.slots, base), t.word(t.my_rank(), self.slots, base + 1)))
+        Some((slots.word(base), slots.word(base + 1)))
+    }
+
+    /// [`SendState::absorbed`] for entry `entry` in `slot`, without publishing the
+    /// count of absorbed entries: the caller calls [`SendState::set_absorbed`] after
+    /// a run of them.
+    #[inline]
+    pub(crate) fn set_end(&self, slot: usize, end: u64) {
+        self.ends[slot].store(end, Ordering::Release);
+    }
+
+    /// Publishes that entries below `n` are absorbed.
+    #[inline]
+    pub(crate) fn set_absorbed(&self, n: u64) {
+        self.committed.store(n, Ordering::Release);
     }
 
     /// The end index of absorbed entry `e` (valid for the last `window` absorbed).
@@ -322,6 +345,7 @@ impl SendState {
     }
 
     /// Records entry `entry` as absorbed with end index `end`.
+    #[inline]
     pub(crate) fn absorbed(&self, entry: u64, end: u64) {
         self.ends[(entry % self.window) as usize].store(end, Ordering::Release);
         self.committed.store(entry + 1, Ordering::Release);
@@ -372,6 +396,66 @@ impl SendState {
 #[derive(Debug)]
 #[must_use = "a reservation holds up every later send until it is published"]
 pub struct Reservation {
+    claim: Claim,
+    state: Arc<SendState>,
+}
+
+impl PartialEq for Reservation {
+    fn eq(&self, o: &Reservation) -> bool {
+        self.claim == o.claim
+    }
+}
+
+impl Reservation {
+    /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
+    /// slot (or the arena, for a large message).
+    pub fn write(&self, at: usize, data: &[u8]) {
+        self.claim.write(&self.state, at, data)
+    }
+
+    /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
+    #[inline]
+    pub fn write_word(&self, i: usize, value: u64) {
+        self.claim.write_word(&self.state, i, value)
+    }
+
+    /// Publishes the message without any lock: writes its header, then marks the
+    /// entry published (`Release`); the predicate thread takes it in at its next pass,
+    /// after every entry claimed before it. Returns the message's index.
+    #[inline]
+    pub fn publish(self) -> u64 {
+        self.claim.publish(&self.state)
+    }
+
+    /// Gives the slot back: publishes it as a null run of one (its index is skipped;
+    /// a large message's arena room comes back once that index is delivered).
+    pub fn abandon(self) {
+        self.claim.abandon(&self.state)
+    }
+
+    /// The message's index among this sender's messages.
+    pub fn index(&self) -> u64 {
+        self.claim.index
+    }
+    /// The reserved payload length.
+    pub fn len(&self) -> usize {
+        self.claim.len
+    }
+    /// True for a zero-length reservation.
+    pub fn is_empty(&self) -> bool {
+        self.claim.len == 0
+    }
+    /// True if the payload goes into the arena (longer than a slot's `max_msg`).
+    pub fn is_large(&self) -> bool {
+        self.claim.large
+    }
+}
+
+/// A claimed entry, apart from the send state it belongs to: what [`Reservation`]
+/// holds, and the runtime's send slot, which reaches the state through its subgroup.
+/// Every method takes the state the claim was made on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Claim {
     entry: u64,
     index: u64,
     slot: usize,
@@ -380,78 +464,56 @@ pub struct Reservation {
     area: Bytes,
     payload_at: usize,
     large: bool,
-    state: Arc<SendState>,
 }
 
-impl PartialEq for Reservation {
-    fn eq(&self, o: &Reservation) -> bool {
-        (self.entry, self.index, self.slot, self.len, self.payload_at, self.large)
-            == (o.entry, o.index, o.slot, o.len, o.payload_at, o.large)
-    }
-}
-
-impl Reservation {
-    /// Writes `data` at byte `at` (a multiple of 8) of the payload, straight into the
-    /// slot (or the arena, for a large message).
-    pub fn write(&self, at: usize, data: &[u8]) {
+impl Claim {
+    /// See [`Reservation::write`].
+    #[inline]
+    pub(crate) fn write(&self, s: &SendState, at: usize, data: &[u8]) {
         assert!(
             at % 8 == 0 && at + data.len() <= self.len,
             "write {at}+{} outside a {}-byte message",
             data.len(),
             self.len
         );
-        self.state.row.write_bytes(self.area, self.payload_at + at, data);
+        s.row.write_bytes(self.area, self.payload_at + at, data);
     }
 
-    /// Stores payload word `i` (bytes `8i..8i+8`, little-endian), straight into the slot.
-    pub fn write_word(&self, i: usize, value: u64) {
+    /// See [`Reservation::write_word`].
+    #[inline]
+    pub(crate) fn write_word(&self, s: &SendState, i: usize, value: u64) {
         assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
-        self.state.row.store_word(self.area, self.payload_at / 8 + i, value);
+        s.row.store_word(self.area, self.payload_at / 8 + i, value);
     }
 
-    /// Publishes the message without any lock: writes its header, then marks the
-    /// entry published (`Release`); the predicate thread takes it in at its next pass,
-    /// after every entry claimed before it. Returns the message's index.
-    pub fn publish(self) -> u64 {
+    /// See [`Reservation::publish`].
+    #[inline]
+    pub(crate) fn publish(self, s: &SendState) -> u64 {
         let len = self.len as u64;
         if self.large {
             // The descriptor: the payload's offset in the arena, in the slot's first
             // payload word (the header, stored next, publishes it with the rest).
-            let s = &self.state;
             s.row.store_word(s.slots, (self.slot * s.slot_bytes + HEADER) / 8, self.payload_at as u64);
-            return self.finish(KIND_LARGE, len);
+            return self.finish(s, KIND_LARGE, len);
         }
-        self.finish(KIND_DATA, len)
+        self.finish(s, KIND_DATA, len)
     }
 
-    /// Gives the slot back: publishes it as a null run of one (its index is skipped;
-    /// a large message's arena room comes back once that index is delivered).
-    pub fn abandon(self) {
-        self.finish(KIND_NULL, 1);
+    /// See [`Reservation::abandon`].
+    pub(crate) fn abandon(self, s: &SendState) {
+        self.finish(s, KIND_NULL, 1);
     }
 
-    fn finish(self, kind: u64, len: u64) -> u64 {
-        let s = &self.state;
+    #[inline]
+    fn finish(self, s: &SendState, kind: u64, len: u64) -> u64 {
         store_header(&s.row, s.slots, self.slot * s.slot_bytes / 8, kind, len, self.index);
         s.published[self.slot].store(self.entry + 1, Ordering::Release);
         self.index
     }
 
     /// The message's index among this sender's messages.
-    pub fn index(&self) -> u64 {
+    pub(crate) fn index(&self) -> u64 {
         self.index
-    }
-    /// The reserved payload length.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True for a zero-length reservation.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// True if the payload goes into the arena (longer than a slot's `max_msg`).
-    pub fn is_large(&self) -> bool {
-        self.large
     }
 }
 
@@ -466,6 +528,19 @@ impl Sender {
     /// a moment; `Wedged`: the view is ending.
     pub fn try_reserve(&self, len: usize) -> Result<Reservation, SendError> {
         SendState::try_reserve(&self.0, len)
+    }
+
+    /// [`Sender::try_reserve`] for a caller that keeps this handle while it holds
+    /// the claim (no reference count is taken).
+    #[inline]
+    pub(crate) fn claim(&self, len: usize) -> Result<Claim, SendError> {
+        self.0.claim_slot(len)
+    }
+
+    /// The state claims are made on.
+    #[inline]
+    pub(crate) fn state(&self) -> &SendState {
+        &self.0
     }
 
     /// True if [`Sender::try_reserve`] could succeed now.
