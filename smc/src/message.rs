@@ -63,10 +63,12 @@ pub struct Message<'a> {
 
 impl Message<'_> {
     /// Sender rank.
+    #[inline]
     pub fn sender(&self) -> usize {
         self.m.sender
     }
     /// The sender's message index.
+    #[inline]
     pub fn index(&self) -> u64 {
         self.m.index
     }
@@ -109,6 +111,7 @@ impl Message<'_> {
         v
     }
     /// Payload word `i` (little-endian bytes `8i..8i+8`), read in place.
+    #[inline]
     pub fn word(&self, i: usize) -> u64 {
         assert!(i * 8 < self.m.len.div_ceil(8) * 8, "word {i} beyond a {}-byte message", self.m.len);
         self.batch.table.word(self.m.row, self.m.area, self.m.at / 8 + i)

@@ -12,7 +12,8 @@ impl SmcCore {
             return None;
         }
         let s = self.spec.senders.len() as u64;
-        let mut msgs = Vec::new();
+        // The last batch's vector, emptied by `finish`: no allocation per batch.
+        let mut msgs = std::mem::take(&mut self.spare);
         let mut upto = self.deliv.clone();
         let mut next_seq = self.next_seq;
         match self.spec.mode {
@@ -28,19 +29,21 @@ impl SmcCore {
                 #[cfg(any(test, loom))]
                 let stable = if self.faults.deliver_unstable { self.recv.clone() } else { stable };
                 let mut cursor: Vec<usize> = vec![0; s as usize];
-                loop {
-                    let r = (next_seq % s) as usize;
-                    let k = next_seq / s;
-                    if stable[r] <= k {
-                        break;
-                    }
+                // Position (r, k) of `next_seq`, stepped without a division per message.
+                let (mut r, mut k) = ((next_seq % s) as usize, next_seq / s);
+                while stable[r] > k {
                     self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
                     next_seq += 1;
+                    r += 1;
+                    if r == s as usize {
+                        (r, k) = (0, k + 1);
+                    }
                 }
             }
             Mode::Unordered => self.take_unordered(None, &mut upto, &mut next_seq, &mut msgs),
         }
         if upto == self.deliv {
+            self.spare = msgs;
             return None;
         }
         Some(self.hand_out(msgs, upto, next_seq))
@@ -69,6 +72,7 @@ impl SmcCore {
 
     /// Ordered delivery of position `(r, k)` (global sequence `seq`): a message goes
     /// into `msgs`, a null is passed over; `upto[r]` and the pending cursor advance.
+    #[inline]
     pub(super) fn take_position(
         &self,
         r: usize,
@@ -80,7 +84,9 @@ impl SmcCore {
     ) {
         let e = self.pending[r][cursor[r]];
         debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
-        msgs.extend(self.msg_ref(r, e, k, seq));
+        if let Some(m) = self.msg_ref(r, e, k, seq) {
+            msgs.push(m);
+        }
         upto[r] = k + 1;
         if k + 1 == e.end {
             cursor[r] += 1;
@@ -88,6 +94,7 @@ impl SmcCore {
     }
 
     /// Where the message of entry `e` of sender `r` sits (`None` for a null run).
+    #[inline]
     fn msg_ref(&self, r: usize, e: Entry, index: u64, seq: u64) -> Option<MsgRef> {
         let len = e.data?;
         let (area, at) = match e.arena_at {
@@ -118,13 +125,17 @@ impl SmcCore {
             }
             self.row.advance_at(self.lay.delivered, r, d.upto[r]).expect("delivered only grows");
         }
+        let n = d.batch.len() as u64;
+        self.stats.messages_delivered += n;
+        if n > 0 {
+            self.stats.deliver_batches.record(n);
+        }
+        let mut spare = d.batch.msgs;
+        spare.clear();
+        self.spare = spare;
         self.deliv = d.upto;
         self.next_seq = d.next_seq;
         self.delivering = false;
-        self.stats.messages_delivered += d.batch.len() as u64;
-        if !d.batch.is_empty() {
-            self.stats.deliver_batches.record(d.batch.len() as u64);
-        }
         pushes.push(self.row.push(self.lay.delivered.range()));
     }
 

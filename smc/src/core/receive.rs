@@ -18,22 +18,30 @@ impl SmcCore {
     /// and works out the nulls owed.
     pub(super) fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
         let mut taken = 0u64;
+        let table = self.table.clone();
         for r in 0..self.spec.senders.len() {
             let row = self.sender_row[r];
-            let sent = self.table.counter(row, self.lay.sent);
+            let sent = table.counter(row, self.lay.sent);
+            if self.seen[r] >= sent {
+                continue;
+            }
+            let slots = table.area(row, self.lay.slots);
+            let window = self.spec.window;
+            // The slot of entry `seen[r]`, stepped without a division per entry.
+            let mut slot = (self.seen[r] % window as u64) as usize;
             while self.seen[r] < sent && !self.bad[r] {
-                let slot = (self.seen[r] % self.spec.window as u64) as usize;
                 let base = slot * self.lay.slot_bytes / 8;
-                let w0 = self.table.word(row, self.lay.slots, base);
-                let first = self.table.word(row, self.lay.slots, base + 1);
+                let w0 = slots.word(base);
+                let first = slots.word(base + 1);
                 // A descriptor's offset: read only for a descriptor.
-                let at = if is_large(w0) { self.table.word(row, self.lay.slots, base + 2) } else { 0 };
+                let at = if is_large(w0) { slots.word(base + 2) } else { 0 };
                 match self.check_entry(r, w0, first, at) {
                     Ok(e) => {
                         self.pending[r].push_back(Entry { slot, ..e });
                         self.recv[r] = e.end;
                         self.seen[r] += 1;
                         taken += 1;
+                        slot = if slot + 1 == window { 0 } else { slot + 1 };
                     }
                     Err(why) => {
                         self.bad[r] = true;
