@@ -45,6 +45,7 @@
 use super::arena::Arena;
 use super::{parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_NULL};
 use crate::spec::HEADER;
+use crossbeam_utils::CachePadded;
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_sst::sync::{lock, Arc, Mutex};
 use spindle_sst::{Bytes, CounterVec, LocalRow, RowArea};
@@ -71,20 +72,25 @@ fn claim_word(gen: u64, entry: u64) -> u64 {
 }
 
 /// The send state shared by the core (predicate thread) and sender threads.
+///
+/// The words written often sit on cache lines of their own: `claim` (a sender's CAS
+/// per message), `limit` and `floor` (raised once per batch of deliveries), and
+/// `committed` (the predicate thread, once per pass). Sharing a line, every pass's
+/// store made the sender's next claim miss.
 #[derive(Debug)]
 pub(crate) struct SendState {
-    claim: AtomicU64,
+    claim: CachePadded<AtomicU64>,
     base_entry: AtomicU64,
     base_index: AtomicU64,
-    limit: AtomicU64,
+    limit: CachePadded<AtomicU64>,
     /// Entries absorbed by the core (published copy of its `committed`).
-    committed: AtomicU64,
+    committed: CachePadded<AtomicU64>,
     /// Per slot: the end index of the last entry absorbed into it.
     ends: Box<[AtomicU64]>,
     /// A lower bound of every member's `delivered` count for this sender: `delivered`
     /// only grows, so the columns (peers' memory, cache misses) are read again only
     /// when the bound is not enough.
-    floor: AtomicU64,
+    floor: CachePadded<AtomicU64>,
     /// Per slot: `entry + 1` once a sender published entry `entry` there.
     published: Box<[AtomicU64]>,
     wedged: AtomicBool,
@@ -120,13 +126,13 @@ impl SendState {
     ) -> SendState {
         let words = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect::<Vec<_>>().into_boxed_slice();
         SendState {
-            claim: AtomicU64::new(0),
+            claim: CachePadded::new(AtomicU64::new(0)),
             base_entry: AtomicU64::new(0),
             base_index: AtomicU64::new(0),
-            limit: AtomicU64::new(window as u64),
-            committed: AtomicU64::new(0),
+            limit: CachePadded::new(AtomicU64::new(window as u64)),
+            committed: CachePadded::new(AtomicU64::new(0)),
             ends: words(window),
-            floor: AtomicU64::new(0),
+            floor: CachePadded::new(AtomicU64::new(0)),
             published: words(window),
             wedged: AtomicBool::new(false),
             #[cfg(any(test, loom))]
