@@ -20,25 +20,8 @@ T=${1:-4}
 ROUNDS=${2:-3}
 OUT=${3:-bench/results/peers.jsonl}
 PEERS=../shared/bench
-mkdir -p "$(dirname "$OUT")"
-: > "$OUT"
-cargo build --release -q -p bench --bin bandwidth --bin dds_perf
-have_cyclone=1
-if ! command -v ddsperf >/dev/null; then
-  apt-get install -y -qq cyclonedds-tools >/dev/null 2>&1 || { have_cyclone=0; echo "note: no ddsperf; Cyclone left out" >&2; }
-fi
-[ "$(id -u)" = 0 ] || { have_cyclone=0; echo "note: not root; Cyclone (needs unshare -n) left out" >&2; }
-
-# Appends stdin's JSON lines to OUT with the round and the system's name.
-tag() {
-  python3 -c '
-import json, sys
-for l in sys.stdin:
-    l = l.strip()
-    if l.startswith("{"):
-        d = json.loads(l); d["round"] = int(sys.argv[1]); d["system"] = sys.argv[2]
-        print(json.dumps(d))' "$1" "$2" | tee -a "$OUT"
-}
+# The output file, the build, have_cyclone and `tag`.
+source scripts/peers-lib.sh
 # Messages for about T seconds of `bandwidth` at a guessed rate per size.
 count() { case $1 in 16|128) echo $((T * 3000000));; 1024) echo $((T * 1500000));; *) echo $((T * 300000));; esac; }
 bw() { ./target/release/bandwidth --json "$@" 2>/dev/null; }

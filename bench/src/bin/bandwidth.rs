@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p bench --bin bandwidth -- --transport mem|shm|tcp|rdma --nodes N \
 //!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER --window W \
-//!     --mode ordered|unordered [--subgroups K] [--baseline] [--json]
+//!     --mode ordered|unordered [--subgroups K] [--baseline] [--fill] [--json]
 //! ```
 //!
 //! Every node is a member of every subgroup; each sending node runs one application
@@ -44,6 +44,11 @@ struct Args {
     /// Also measure the medium's raw limit in this run and report our fraction of it.
     #[arg(long)]
     baseline: bool,
+    /// Write every message's whole payload, copied from a buffer, as the peers'
+    /// publishers do (Aeron, iceoryx2); without it the sender stores only the first
+    /// word (the counter), as Derecho's bandwidth test does.
+    #[arg(long)]
+    fill: bool,
 }
 
 #[derive(Default)]
@@ -55,7 +60,7 @@ struct Seen {
     last: Option<Instant>,
 }
 
-fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
+fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> {
     let me = t.local_id();
     let senders = c.sender_ids();
     let per_subgroup = c.count * senders.len() as u64;
@@ -91,8 +96,12 @@ fn node(c: &Common, t: Arc<dyn Transport>) -> Result<Value, String> {
                 std::thread::Builder::new()
                     .name(format!("send-{}-{k}", me.0))
                     .spawn_scoped(scope, move || {
+                        let payload = vec![0x5a; if fill { size } else { 0 }];
                         for i in 0..count {
                             let mut slot = sg.reserve(size).expect("reserve");
+                            if fill {
+                                slot.write(0, &payload);
+                            }
                             slot.write_word(0, (u64::from(me.0) << 48) | i);
                             slot.commit();
                         }
@@ -249,7 +258,7 @@ fn main() {
     if let Err(e) = c.validate() {
         bench::usage("bandwidth", &e);
     }
-    if mcast::child_main(c, |t| node(c, t)) {
+    if mcast::child_main(c, |t| node(c, args.fill, t)) {
         return;
     }
     let base = args.baseline.then(|| {
@@ -258,7 +267,7 @@ fn main() {
         }
         baseline(c.transport, c.size, 1.0)
     });
-    let results = match mcast::run_nodes(c, |t| node(c, t)) {
+    let results = match mcast::run_nodes(c, |t| node(c, args.fill, t)) {
         Ok(r) => r,
         Err(e) => bench::finish("bandwidth", Err(e)),
     };
@@ -289,6 +298,7 @@ fn main() {
         "nodes": c.nodes,
         "senders": format!("{:?}", c.senders).to_lowercase(),
         "size": c.size,
+        "fill": args.fill,
         "count": c.count,
         "window": c.window(),
         "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },

@@ -76,8 +76,15 @@ fn collect(lines: &str) -> Figures {
         let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
         let size = s(&v, "size");
         if let Some(peer) = v["peer"].as_str() {
+            // Aeron measures two channels (ipc, udp): each is its own system.
+            let peer = match v["channel"].as_str() {
+                Some(ch) => format!("{peer}-{ch}"),
+                None => peer.to_string(),
+            };
             let subs = v["subscribers"].as_u64().unwrap_or(1);
-            if let Some(r) = f(&v, "msgs_per_s") {
+            // A peer's run that counted nothing failed (its script said so or printed
+            // 0): it is left out, not taken as a rate.
+            if let Some(r) = f(&v, "msgs_per_s").filter(|r| *r > 0.0) {
                 figs.add(format!("{peer}/{size}/{subs}"), r);
             }
             if let (Some(p50), Some(p99)) = (f(&v, "rtt_us_p50"), f(&v, "rtt_us_p99")) {
@@ -112,14 +119,35 @@ fn collect(lines: &str) -> Figures {
 const COLORS: [&str; 7] = ["#1f6fb4", "#7fb2e5", "#e4572e", "#f3a712", "#29a36a", "#8e6bbf", "#666666"];
 
 /// A grouped bar chart: one group per category, one bar per series (its median over
-/// rounds, with a whisker from the smallest to the largest round).
+/// rounds, with a whisker from the smallest to the largest round), on a linear axis.
 fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[Series]) -> String {
+    chart(title, subtitle, y_label, cats, series, false)
+}
+
+/// [`bars`] on a logarithmic axis (powers of ten), for values that span decades.
+fn log_bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[Series]) -> String {
+    chart(title, subtitle, y_label, cats, series, true)
+}
+
+fn chart(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[Series], log: bool) -> String {
     let (w, h) = (900.0, 420.0);
     let (left, right, top, bottom) = (80.0, 290.0, 56.0, 50.0);
     let (pw, ph) = (w - left - right, h - top - bottom);
-    let max = series.iter().flat_map(|(_, v)| v.iter().flatten()).fold(0.0f64, |a, b| a.max(b.max));
+    let all = || series.iter().flat_map(|(_, v)| v.iter().flatten());
+    let max = all().fold(0.0f64, |a, b| a.max(b.max));
+    let min = all().map(|v| v.min).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    let min = if min.is_finite() { min } else { 1.0 };
     let step = nice_step(max / 5.0);
     let top_v = (max / step).ceil().max(1.0) * step;
+    // The bottom and top decades of a log axis.
+    let (lo, hi) = (min.log10().floor(), max.log10().ceil().max(min.log10().floor() + 1.0));
+    // Height of value v as a fraction of the plot's height.
+    let frac = |v: f64| if log { ((v.max(min).log10() - lo) / (hi - lo)).clamp(0.0, 1.0) } else { v / top_v };
+    let ticks: Vec<f64> = if log {
+        (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
+    } else {
+        (0..=((top_v / step).round() as usize)).map(|i| i as f64 * step).collect()
+    };
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -128,9 +156,8 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(o, r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{}</text>"#, esc(title));
     let _ = writeln!(o, r##"<text x="{left}" y="40" fill="#555">{}</text>"##, esc(subtitle));
-    for i in 0..=((top_v / step).round() as usize) {
-        let v = i as f64 * step;
-        let y = top + ph - v / top_v * ph;
+    for v in ticks {
+        let y = top + ph - frac(v) * ph;
         let _ = writeln!(o, r##"<line x1="{left}" x2="{}" y1="{y:.1}" y2="{y:.1}" stroke="#ddd"/>"##, left + pw);
         let _ = writeln!(o, r#"<text x="{}" y="{:.1}" text-anchor="end">{}</text>"#, left - 6.0, y + 4.0, human(v));
     }
@@ -146,7 +173,7 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
         let gx = left + ci as f64 * group_w + group_w * 0.1;
         for (si, (_, vals)) in series.iter().enumerate() {
             let Some(v) = vals.get(ci).copied().flatten() else { continue };
-            let bh = v.median / top_v * ph;
+            let bh = frac(v.median) * ph;
             let x = gx + si as f64 * bar_w;
             let color = COLORS[si % COLORS.len()];
             let _ = writeln!(
@@ -159,7 +186,7 @@ fn bars(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[S
                 human(v.max)
             );
             let cx = x + bar_w * 0.46;
-            let (y0, y1) = (top + ph - v.min / top_v * ph, top + ph - v.max / top_v * ph);
+            let (y0, y1) = (top + ph - frac(v.min) * ph, top + ph - frac(v.max) * ph);
             let _ = writeln!(o, r##"<line x1="{cx:.1}" x2="{cx:.1}" y1="{y0:.1}" y2="{y1:.1}" stroke="#222"/>"##);
             for y in [y0, y1] {
                 let _ = writeln!(
@@ -209,8 +236,10 @@ fn human(v: f64) -> String {
         format!("{:.2} M", v / 1e6)
     } else if v >= 1e3 {
         format!("{:.0} k", v / 1e3)
-    } else {
+    } else if v >= 10.0 || v == 0.0 {
         format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
     }
 }
 
@@ -253,7 +282,7 @@ fn series(figs: &Figures, keys: &[(&str, Vec<String>)]) -> Vec<Series> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(input), Some(dir)) = (args.first(), args.get(1)) else {
-        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT]");
+        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT] [--one-host]");
     };
     let machine = args.iter().position(|a| a == "--machine").and_then(|i| args.get(i + 1)).cloned();
     let machine = machine.unwrap_or_else(|| "this machine".into());
@@ -271,6 +300,12 @@ fn main() {
         }
         eprintln!("wrote {path}");
     };
+
+    if args.iter().any(|a| a == "--one-host") {
+        one_host(&figs, &machine, &mut md, write);
+        println!("{md}");
+        return;
+    }
 
     let sizes = ["16", "128", "1024"].map(String::from);
     let tcp = [
@@ -339,4 +374,32 @@ fn main() {
     write("latency.svg", bars("Round-trip latency (µs)", &lsub, "µs", &cats, &series(&figs, &lat)));
     table(&mut md, "tcp 16 B round trip, µs (ratio: spindle / Zenoh; below 1 is better)", &figs, &cats, &lat, 1);
     println!("{md}");
+}
+
+/// The charts of `scripts/one-host.sh`: messages/s by size, 16 B to 64 KB (a log axis:
+/// the rates span three decades), and the 16 B round trip.
+fn one_host(figs: &Figures, machine: &str, md: &mut String, write: impl Fn(&str, String)) {
+    let sizes = ["16", "128", "1024", "8192", "65536"].map(String::from);
+    let cats: Vec<String> = sizes.iter().map(|z| format!("{z} B")).collect();
+    let keys = |f: &dyn Fn(&str) -> String| sizes.iter().map(|z| f(z)).collect::<Vec<_>>();
+    let rows = [
+        ("spindle bandwidth (ordered, payload copied in)", keys(&|z| format!("bandwidth/shm/{z}/2/one"))),
+        ("spindle DDS Ordered, full read", keys(&|z| format!("dds/shm/ordered/{z}/1"))),
+        ("Aeron IPC (counts only)", keys(&|z| format!("aeron-ipc/{z}/1"))),
+        ("iceoryx2 (full read)", keys(&|z| format!("iceoryx2/{z}/1"))),
+        ("Cyclone DDS (loopback)", keys(&|z| format!("cyclonedds/{z}/1"))),
+    ];
+    let sub = format!("1 writer -> 1 reader on one host; log axis; median of rounds, whiskers min-max; {machine}");
+    write("one-host.svg", log_bars("One host: messages/s by size", &sub, "messages/s", &cats, &series(figs, &rows)));
+    table(md, "one host, messages/s (ratio: spindle bandwidth / Aeron IPC)", figs, &cats, &rows, 2);
+    let dds = [rows[1].clone(), rows[2].clone()];
+    table(md, "one host, messages/s (ratio: spindle DDS / Aeron IPC)", figs, &cats, &dds, 1);
+    let lat = [
+        ("spindle DDS (shm)", vec!["dds/shm/rtt50/16".to_string(), "dds/shm/rtt99/16".to_string()]),
+        ("Aeron IPC", vec!["aeron-ipc/rtt50/16".to_string(), "aeron-ipc/rtt99/16".to_string()]),
+    ];
+    let cats = ["p50".to_string(), "p99".to_string()];
+    let lsub = format!("16 B round trip on one host, lower is better; log axis (median, min-max); {machine}");
+    write("one-host-latency.svg", log_bars("One host: round trip (µs)", &lsub, "µs", &cats, &series(figs, &lat)));
+    table(md, "one host, 16 B round trip, µs (ratio: spindle / Aeron; below 1 is better)", figs, &cats, &lat, 1);
 }
