@@ -225,7 +225,7 @@ impl Tail {
                 let r = scan_from(&bytes, c.crc, 1);
                 (bytes, r)
             });
-            let Some((bytes, rec, r)) = read.and_then(|(b, r)| Some((b, r.records.first()?.clone(), r))) else {
+            let Some((bytes, rec, r)) = read.and_then(|(b, r)| Some((b, *r.records.first()?, r))) else {
                 unverified = Some((c.lsn, c.pos, c.base, c.region.clone()));
                 break;
             };
