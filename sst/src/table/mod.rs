@@ -282,9 +282,7 @@ impl Table {
     /// Loads word `word` of byte area `b` of row `rank` (`Acquire`).
     #[inline]
     pub fn word(&self, rank: usize, b: Bytes, word: usize) -> u64 {
-        assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
-        let (r, at) = self.loc_bytes(rank, b, word * WORD);
-        r.load(at, Ordering::Acquire)
+        self.area(rank, b).word(word)
     }
     /// Byte area `b` of row `rank` as this node reads it, located once: for loops
     /// that read many words of one area (a sender's ring slots), where [`Table::word`]
