@@ -310,6 +310,6 @@ impl Digest {
     /// the throughput benchmarks' upcalls, which should cost little more than a count).
     #[inline]
     pub fn add(&mut self, w: u64) {
-        self.0 = (self.0 ^ w).wrapping_mul(0x100_0000_01b3);
+        self.0 = (self.0 ^ w).wrapping_mul(spindle_sst::hash::PRIME);
     }
 }

@@ -4,6 +4,8 @@
 
 /// The FNV-1a offset basis: the digest of no bytes.
 pub const EMPTY: u64 = 0xcbf2_9ce4_8422_2325;
+/// The FNV 64-bit prime, by which each step multiplies.
+pub const PRIME: u64 = 0x100_0000_01b3;
 
 /// FNV-1a over `bytes`.
 ///
@@ -19,7 +21,7 @@ pub fn digest(bytes: &[u8]) -> u64 {
 /// `continue_digest(digest(a), b)`).
 #[inline]
 pub fn continue_digest(h: u64, bytes: &[u8]) -> u64 {
-    bytes.iter().fold(h, |h, b| (h ^ *b as u64).wrapping_mul(0x100_0000_01b3))
+    bytes.iter().fold(h, |h, b| (h ^ *b as u64).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]
