@@ -322,9 +322,7 @@ impl SmcCore {
     /// Takes in, in ring order, the entries senders have published.
     fn absorb(&mut self) -> bool {
         let Some(s) = &self.send else { return false };
-        if !s.publish_pending(self.committed) {
-            return false;
-        }
+        let start = self.committed;
         let slots = s.slots_area();
         let mut slot = s.slot_of(self.committed);
         while let Some((w0, first)) = s.published_at(&slots, self.committed, slot) {
@@ -340,6 +338,9 @@ impl SmcCore {
                 self.stats.messages_sent += 1;
             }
             slot = s.next_slot(slot);
+        }
+        if self.committed == start {
+            return false;
         }
         // Once for the run: a sender that reads a lower count only waits longer for
         // a free slot.
@@ -382,11 +383,12 @@ impl SmcCore {
         let how = Revoke::Cas;
         let Some(gen) = s.revoke(self.committed, how) else { return false };
         let count = (self.null_target - self.next_index).min(u32::MAX as u64);
-        let slot = (self.committed % self.spec.window as u64) as usize;
+        let slot = s.slot_of(self.committed);
         self.write_header(slot, KIND_NULL, count, self.next_index);
         self.next_index += count;
-        s.absorbed(self.committed, self.next_index);
+        s.set_end(slot, self.next_index);
         self.committed += 1;
+        s.set_absorbed(self.committed);
         s.grant(gen, self.committed, self.next_index);
         self.stats.nulls += count;
         self.stats.null_runs += 1;

@@ -18,7 +18,7 @@ impl SmcCore {
     /// and works out the nulls owed.
     pub(super) fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
         let mut taken = 0u64;
-        let table = self.table.clone();
+        let table = &*self.table;
         for r in 0..self.spec.senders.len() {
             let row = self.sender_row[r];
             let sent = table.counter(row, self.lay.sent);

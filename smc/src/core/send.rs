@@ -331,9 +331,9 @@ impl SendState {
         Some((slots.word(base), slots.word(base + 1)))
     }
 
-    /// [`SendState::absorbed`] for entry `entry` in `slot`, without publishing the
-    /// count of absorbed entries: the caller calls [`SendState::set_absorbed`] after
-    /// a run of them.
+    /// Records the end index of the entry absorbed into `slot`; the caller publishes
+    /// the count of absorbed entries with [`SendState::set_absorbed`] after a run of
+    /// them.
     #[inline]
     pub(crate) fn set_end(&self, slot: usize, end: u64) {
         self.ends[slot].store(end, Ordering::Release);
@@ -348,13 +348,6 @@ impl SendState {
     /// The end index of absorbed entry `e` (valid for the last `window` absorbed).
     pub(crate) fn end_of(&self, e: u64) -> u64 {
         self.ends[(e % self.window) as usize].load(Ordering::Acquire)
-    }
-
-    /// Records entry `entry` as absorbed with end index `end`.
-    #[inline]
-    pub(crate) fn absorbed(&self, entry: u64, end: u64) {
-        self.ends[(entry % self.window) as usize].store(end, Ordering::Release);
-        self.committed.store(entry + 1, Ordering::Release);
     }
 
     /// Revokes the lease if every claimed entry is absorbed (`committed`); returns the
