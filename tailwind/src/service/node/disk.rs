@@ -232,7 +232,7 @@ impl Shared {
     }
 
     /// The buffer this member writes (primary) or receives (backup) now.
-    fn buffer_now(&self) -> Option<(u64, Arc<Region>)> {
+    pub(super) fn buffer_now(&self) -> Option<(u64, Arc<Region>)> {
         let p = lock(&self.prim);
         match p.as_ref() {
             Some(pr) => pr.t.region(self.region(pr.slot)).map(|r| (pr.base, r.clone())),

@@ -219,14 +219,12 @@ impl Tail {
         }
         let c = self.cursor.as_mut().expect("set above");
         let mut any = false;
-        let mut unverified = None;
+        let mut unverified = false;
         while c.lsn < committed {
-            let read = read_record(&c.region, c.pos).map(|bytes| {
-                let r = scan_from(&bytes, c.crc, 1);
-                (bytes, r)
-            });
-            let Some((bytes, rec, r)) = read.and_then(|(b, r)| Some((b, *r.records.first()?, r))) else {
-                unverified = Some((c.lsn, c.pos, c.base, c.region.clone()));
+            let bytes = read_record(&c.region, c.pos).unwrap_or_default();
+            let r = scan_from(&bytes, c.crc, 1);
+            let Some(&rec) = r.records.first() else {
+                unverified = true;
                 break;
             };
             if c.lsn >= self.next {
@@ -238,18 +236,17 @@ impl Tail {
             c.crc = r.crc;
             c.lsn += 1;
         }
-        let Some((lsn, at, base, region)) = unverified else { return Ok(any) };
+        if !unverified {
+            return Ok(any);
+        }
         // A committed record that does not verify. At a backup the primary may have
         // closed the segment while this reader was in it: the buffer is then flushed,
         // zeroed and reused for the next segment, and the record is read from the
         // closed segment on the next fill. Only a buffer still open for the same
         // segment is damaged.
-        let still_open = matches!(
-            self.shared.committed(),
-            Some((_, Some(o))) if o.base == base && Arc::ptr_eq(&o.region, &region)
-        );
+        let still_open = self.shared.buffer_now().is_some_and(|(b, r)| b == c.base && Arc::ptr_eq(&r, &c.region));
         if still_open {
-            return Err(ReadError::Damaged { lsn: Lsn(lsn), at });
+            return Err(ReadError::Damaged { lsn: Lsn(c.lsn), at: c.pos });
         }
         self.cursor = None;
         Ok(any)
