@@ -75,10 +75,9 @@ fn at_seam(w: &World, r: &ReaderLog, p: usize, s: u64) -> Result<(), String> {
     for o in &r.offers[..p] {
         got.entry(o.3).or_default().push(o.0);
     }
-    for (inst, tail) in want {
-        let tail = &tail[..];
-        let had = got.get(&inst).map_or(&[][..], |g| &g[g.len().saturating_sub(tail.len())..]);
-        if had != tail {
+    for (inst, tail) in &want {
+        let had = got.get(inst).map_or(&[][..], |g| &g[g.len().saturating_sub(tail.len())..]);
+        if had != &tail[..] {
             return Err(format!(
                 "instance {inst} before {s}: got {had:?} as its last, the order's last {n} are {tail:?}"
             ));
