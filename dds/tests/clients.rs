@@ -55,6 +55,14 @@ fn order(samples: &[Sample<(u32, u64)>]) -> Vec<((u64, u32, bool), u64, u64)> {
     samples.iter().map(|s| (s.info.writer.key(), s.info.seq, s.info.topic_seq)).collect()
 }
 
+/// Where `got` first differs from `0..total`, briefly (a failed check prints this
+/// rather than two long lists).
+fn mismatch(got: &[u64], total: u64) -> String {
+    let at = got.iter().zip(0..total).position(|(g, n)| *g != n).unwrap_or(got.len().min(total as usize));
+    let around = &got[at.saturating_sub(2)..(at + 3).min(got.len())];
+    format!("{} of {total} read, first difference at index {at}: {around:?}", got.len())
+}
+
 fn view_ids(ps: &[DomainParticipant]) -> Vec<Option<spindle_views::view::ViewId>> {
     ps.iter().map(|p| p.group().view().map(|v| v.id())).collect()
 }
@@ -152,7 +160,13 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
     assert_eq!(writer_client.failovers(), 1);
     let got = r.take_n(total as usize, WAIT);
     let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();
-    assert_eq!(ns, (0..total).collect::<Vec<_>>(), "the client reader: no gap, no duplicate");
+    assert!(
+        ns.iter().copied().eq(0..total),
+        "the client reader: no gap, no duplicate; {}; {:?}; {} failovers",
+        mismatch(&ns, total),
+        r.status(),
+        reader_client.failovers()
+    );
     assert_eq!(reader_client.failovers(), 1);
     assert_eq!(r.status().lost, 0);
     let topic_seqs: Vec<u64> = got.iter().map(|s| s.info.topic_seq).collect();
@@ -160,7 +174,7 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
     for (i, mr) in member_readers.iter().enumerate().filter(|(i, _)| *i != 1) {
         let got = mr.take_n(total as usize, WAIT);
         let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();
-        assert_eq!(ns, (0..total).collect::<Vec<_>>(), "member {i}: each written sample once");
+        assert!(ns.iter().copied().eq(0..total), "member {i}: each written sample once; {}", mismatch(&ns, total));
     }
 }
 
