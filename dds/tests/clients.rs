@@ -157,6 +157,7 @@ fn a_client_moves_when_its_member_fails_with_no_gap_and_no_duplicate() {
         ps[1].group().shutdown();
     });
     assert!(w.wait_for_delivery(WAIT), "every sample acknowledged after the move");
+    assert_eq!(w.failures(), (0, None), "a member that stops fails no sample: the client sends it again");
     assert_eq!(writer_client.failovers(), 1);
     let got = r.take_n(total as usize, WAIT);
     let ns: Vec<u64> = got.iter().map(|s| s.data.1).collect();

@@ -219,8 +219,10 @@ impl<T> ClientWriter<T> {
         lock(&self.slot.st).unacked.len()
     }
 
-    /// Samples the member could not send (too large, the member stopping), and
-    /// why the last one failed.
+    /// Samples the member would not send (too large, or no room within its wait
+    /// because the readers are behind), and why the last one failed. A member that
+    /// cannot send at all (stopping, say) is left instead, and what it did not
+    /// send goes again through the next member: that is no failure.
     pub fn failures(&self) -> (u64, Option<WriteFailure>) {
         let st = lock(&self.slot.st);
         (st.failed, st.last_failure)

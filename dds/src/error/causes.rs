@@ -223,9 +223,6 @@ pub enum WriteFailure {
     /// The member had no room within its wait: the readers are behind.
     #[error("no room at the member: the readers are behind")]
     NoRoom,
-    /// The member is closing or out of its domain.
-    #[error("the member could not send it (closing or out of the domain)")]
-    NotSent,
 }
 
 /// Why a content filter expression was refused (see [`crate::filter`]): fix the

@@ -224,7 +224,18 @@ impl Serve {
     }
 
     /// Sends a client's sample into its topic's subgroup.
+    ///
+    /// A sample this member cannot send now, though another member could (it is
+    /// stopping, out of the majority, between views), ends the session instead of
+    /// failing the sample: the client moves and sends everything unacknowledged
+    /// again, in order. Failing it would lose it for good, because members drop a
+    /// client sample numbered below one they delivered, and the writer's next
+    /// samples may still be delivered through this member or the next. For the
+    /// same reason nothing posted after the session ended is sent.
     fn write(&self, s: &ClientSession, writer: u32, seq: u64, ts: u64, payload: &[u8]) {
+        if !s.is_open() {
+            return;
+        }
         let Some((state, level)) = lock(&self.sessions).get(&s.id()).and_then(|e| e.writers.get(&writer).cloned())
         else {
             s.close(&format!("a write for writer {writer}, which this client did not register here"));
@@ -237,7 +248,7 @@ impl Serve {
         if payload.len() > max {
             return fail(WriteFailure::TooLarge { len: payload.len(), max });
         }
-        let Ok(p) = self.participant() else { return fail(WriteFailure::NotSent) };
+        let Ok(p) = self.participant() else { return s.close("the member stops") };
         let h = client_header(s.id(), writer, level as u8, seq, ts);
         let sent = p.group.send_where(
             |v| state.subgroup_in(v),
@@ -252,9 +263,10 @@ impl Serve {
         match sent {
             Ok(_) => {}
             Err(spindle_views::group::SendError::Timeout(_)) => fail(WriteFailure::NoRoom),
+            Err(spindle_views::group::SendError::TooLarge { len, max }) => fail(WriteFailure::TooLarge { len, max }),
             Err(e) => {
-                tracing::debug!(%e, client = s.id(), writer, "a client's sample not sent");
-                fail(WriteFailure::NotSent)
+                tracing::debug!(%e, client = s.id(), writer, "a client's sample not sent here: the client moves");
+                s.close("this member cannot send now: move to another");
             }
         }
     }
