@@ -1,7 +1,11 @@
 //! The sample bytes as delivery hands them over ([`Src`]): in their slot, or in a
 //! buffer. The reader side that delivery feeds is `crate::queue`.
 
-use crate::sample::HEADER;
+use crate::sample::{CLIENT_HEADER, HEADER};
+
+/// A sample's header as words: two for a member's sample, four for a client's (see
+/// [`crate::sample`]); a member's leaves the last two 0.
+pub(crate) type HeaderWords = [u64; CLIENT_HEADER / 8];
 
 /// A sample's bytes (header and payload) as delivery hands them over: in their
 /// slot, or in a buffer (history, catch-up).
@@ -23,6 +27,29 @@ impl Src<'_> {
             Src::Slot(m) => m.word(i),
             Src::Bytes(b) => u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("a whole word")),
         }
+    }
+    /// Words `first..first + out.len()`: in a slot, its memory found once.
+    fn words(&self, first: usize, out: &mut [u64]) {
+        match self {
+            Src::Slot(m) => m.words(first, out),
+            Src::Bytes(_) => out.iter_mut().enumerate().for_each(|(i, w)| *w = self.word(first + i)),
+        }
+    }
+    /// The header, if the bytes hold a whole one (checked before any other use;
+    /// the first word says how long it is).
+    pub(crate) fn header(&self) -> Option<HeaderWords> {
+        let mut h = [0; CLIENT_HEADER / 8];
+        if self.len() < HEADER {
+            return None;
+        }
+        self.words(0, &mut h[..HEADER / 8]);
+        if crate::sample::header_len(h[0]) == CLIENT_HEADER {
+            if self.len() < CLIENT_HEADER {
+                return None;
+            }
+            self.words(HEADER / 8, &mut h[HEADER / 8..]);
+        }
+        Some(h)
     }
     pub(crate) fn copy_all(self) -> Vec<u8> {
         let mut v = vec![0; self.len()];

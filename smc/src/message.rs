@@ -116,4 +116,17 @@ impl Message<'_> {
         assert!(i * 8 < self.m.len.div_ceil(8) * 8, "word {i} beyond a {}-byte message", self.m.len);
         self.batch.table.word(self.m.row, self.m.area, self.m.at / 8 + i)
     }
+    /// Payload words `first..first + out.len()`, read in place with the slot's
+    /// memory found once (a header of several words costs one lookup, not one per
+    /// word as [`Message::word`] does).
+    #[inline]
+    pub fn words(&self, first: usize, out: &mut [u64]) {
+        let end = first + out.len();
+        assert!(end * 8 <= self.m.len.div_ceil(8) * 8, "words to {end} beyond a {}-byte message", self.m.len);
+        let area = self.batch.table.area(self.m.row, self.m.area);
+        let base = self.m.at / 8 + first;
+        for (i, w) in out.iter_mut().enumerate() {
+            *w = area.word(base + i);
+        }
+    }
 }

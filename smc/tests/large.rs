@@ -38,6 +38,7 @@ fn settle(sim: &mut Sim) {
 /// Delivers at node `i`: (sender, payload, large?) in order.
 fn deliver(sim: &mut Sim, i: usize) -> Vec<(usize, Vec<u8>, bool)> {
     let Some(d) = sim.nodes[i].core.take_deliverable() else { return Vec::new() };
+    d.batch.iter().for_each(|m| words_agree(&m));
     let got = d.batch.iter().map(|m| (m.sender(), m.to_vec(), m.is_large())).collect();
     let mut p = Pushes::default();
     sim.nodes[i].core.finish(d, &mut p);
@@ -162,4 +163,23 @@ fn lying_entries_are_refused_and_name_their_sender() {
     assert!(sim.nodes[1].core.poll(&mut Pushes::default()));
     assert!(sim.nodes[1].core.take_refused().is_empty());
     assert_eq!(sim.nodes[1].core.received(), &[1]);
+}
+
+/// A message's words read at once (`Message::words`, from any first word) are its
+/// bytes, as `word` reads them one by one.
+fn words_agree(m: &spindle_smc::Message<'_>) {
+    let bytes = m.to_vec();
+    let n = m.len().div_ceil(8);
+    for first in 0..n.min(3) {
+        let mut got = vec![0u64; n - first];
+        m.words(first, &mut got);
+        for (i, w) in got.iter().enumerate() {
+            let mut b = [0u8; 8];
+            let at = (first + i) * 8;
+            let end = (at + 8).min(bytes.len());
+            b[..end - at].copy_from_slice(&bytes[at..end]);
+            assert_eq!(*w, u64::from_le_bytes(b), "word {} of a {}-byte message", first + i, m.len());
+            assert_eq!(*w, m.word(first + i));
+        }
+    }
 }

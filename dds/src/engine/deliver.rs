@@ -4,7 +4,7 @@
 use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
 use crate::sample::info_of;
-use crate::sink::Src;
+use crate::sink::{HeaderWords, Src};
 use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
 
@@ -12,19 +12,21 @@ impl<R> TopicEngine<R> {
     /// A message of the topic's subgroup, delivered in view `view` from `sender`
     /// (call [`TopicEngine::batch_end`] after the last of a batch).
     pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
-        // The header's first word is read once, here.
-        let Some(w0) = src.first_word() else {
-            let why = Rejection::ShortMessage { sender: sender.0, len: src.len() };
-            for r in &self.readers {
-                fx.reject(&r.handle, &why);
-            }
-            return;
-        };
+        // The header is read once, here.
+        let Some(h) = src.header() else { return self.short(sender, src.len(), fx) };
         if let Some(c) = self.catching_up.as_mut() {
             c.buffered.push((view, sender, src.copy_all()));
             return;
         }
-        self.apply_read(view, sender, src, w0, false, now, fx);
+        self.apply_read(view, sender, src, &h, false, now, fx);
+    }
+
+    /// Bytes too short for a sample's header: every local reader hears of them.
+    fn short(&self, sender: NodeId, len: usize, fx: &mut impl Effects<R>) {
+        let why = Rejection::ShortMessage { sender: sender.0, len };
+        for r in &self.readers {
+            fx.reject(&r.handle, &why);
+        }
     }
 
     /// The end of a delivered batch: what it gathered for clients goes out.
@@ -52,23 +54,26 @@ impl<R> TopicEngine<R> {
         now: Now,
         fx: &mut impl Effects<R>,
     ) {
-        self.apply_read(view, sender, src, src.word(0), history, now, fx)
+        match src.header() {
+            Some(h) => self.apply_read(view, sender, src, &h, history, now, fx),
+            None => self.short(sender, src.len(), fx),
+        }
     }
 
-    /// [`TopicEngine::apply`] with the header's first word read already.
+    /// [`TopicEngine::apply`] with the header read already.
     #[allow(clippy::too_many_arguments)]
     fn apply_read(
         &mut self,
         view: ViewId,
         sender: NodeId,
         src: Src<'_>,
-        w0: u64,
+        h: &HeaderWords,
         history: bool,
         now: Now,
         fx: &mut impl Effects<R>,
     ) {
         let seq = self.next_seq;
-        let (info, client_level) = info_of(|i| if i == 0 { w0 } else { src.word(i) }, sender, view, seq, history);
+        let (info, client_level) = info_of(|i| h[i], sender, view, seq, history);
         let client_level = client_level.map(Level::from_wire);
         // A client's sample sent again after it moved to another member, which
         // every member drops alike (they all deliver the same order).
