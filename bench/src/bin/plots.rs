@@ -1,4 +1,5 @@
-//! plots: charts and tables from `scripts/compare-peers.sh`'s JSON lines.
+//! plots: charts and tables from `scripts/compare-peers.sh`'s JSON lines (and, with
+//! `--one-host` or `--large`, from `scripts/one-host.sh` or `scripts/large-vs-peers.sh`).
 //!
 //! ```text
 //! cargo run --release -p bench --bin plots -- bench/results/peers.jsonl docs/charts [--machine TEXT]
@@ -75,6 +76,10 @@ fn collect(lines: &str) -> Figures {
     for line in lines.lines().filter(|l| l.starts_with('{')) {
         let Ok(v) = serde_json::from_str::<Value>(line) else { continue };
         let size = s(&v, "size");
+        if let Some(what) = v["what"].as_str() {
+            large_line(&mut figs, &v, what, &size);
+            continue;
+        }
         if let Some(peer) = v["peer"].as_str() {
             // Aeron measures two channels (ipc, udp): each is its own system.
             let peer = match v["channel"].as_str() {
@@ -114,6 +119,31 @@ fn collect(lines: &str) -> Figures {
         }
     }
     figs
+}
+
+/// A line of `scripts/large-vs-peers.sh` (tagged with what ran): GB/s delivered per
+/// reader, as `large/WHAT/SIZE/READERS`; the limits as `large/memcpy/SIZE/1` and
+/// `large/socket/SIZE/1`. A spindle run that lost order, or a peer's that counted
+/// nothing, is left out.
+fn large_line(figs: &mut Figures, v: &Value, what: &str, size: &str) {
+    let bytes = v["size"].as_f64().unwrap_or(0.0);
+    let subs = v["subscribers"].as_u64().unwrap_or(1);
+    let gb = match what {
+        "limits" => {
+            if let (Some(m), Some(t)) = (f(v, "memcpy_gb_per_s"), f(v, "tcp_gb_per_s")) {
+                figs.add(format!("large/memcpy/{size}/1"), m);
+                figs.add(format!("large/socket/{size}/1"), t);
+            }
+            return;
+        }
+        "cyclone" => f(v, "per_sub_msgs_per_s").map(|r| r * bytes / 1e9),
+        "zenoh" => f(v, "msgs_per_s").map(|r| r * bytes / 1e9),
+        _ if v["all_received_in_order"].as_bool() == Some(false) => None,
+        _ => f(v, "gb_per_s_per_sub"),
+    };
+    if let Some(gb) = gb.filter(|g| *g > 0.0) {
+        figs.add(format!("large/{what}/{size}/{subs}"), gb);
+    }
 }
 
 const COLORS: [&str; 7] = ["#1f6fb4", "#7fb2e5", "#e4572e", "#f3a712", "#29a36a", "#8e6bbf", "#666666"];
@@ -282,7 +312,7 @@ fn series(figs: &Figures, keys: &[(&str, Vec<String>)]) -> Vec<Series> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(input), Some(dir)) = (args.first(), args.get(1)) else {
-        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT] [--one-host]");
+        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT] [--one-host | --large]");
     };
     let machine = args.iter().position(|a| a == "--machine").and_then(|i| args.get(i + 1)).cloned();
     let machine = machine.unwrap_or_else(|| "this machine".into());
@@ -303,6 +333,11 @@ fn main() {
 
     if args.iter().any(|a| a == "--one-host") {
         one_host(&figs, &machine, &mut md, write);
+        println!("{md}");
+        return;
+    }
+    if args.iter().any(|a| a == "--large") {
+        large(&figs, &machine, &mut md, write);
         println!("{md}");
         return;
     }
@@ -402,4 +437,35 @@ fn one_host(figs: &Figures, machine: &str, md: &mut String, write: impl Fn(&str,
     let lsub = format!("16 B round trip on one host, lower is better; log axis (median, min-max); {machine}");
     write("one-host-latency.svg", log_bars("One host: round trip (µs)", &lsub, "µs", &cats, &series(figs, &lat)));
     table(md, "one host, 16 B round trip, µs (ratio: spindle / Aeron; below 1 is better)", figs, &cats, &lat, 1);
+}
+
+/// The charts of `scripts/large-vs-peers.sh`: GB/s delivered per reader, 64 KiB to
+/// 64 MiB, one reader (beside Cyclone DDS, Zenoh and one loopback socket) and three
+/// (beside Cyclone DDS; Zenoh's script has no fan-out).
+fn large(figs: &Figures, machine: &str, md: &mut String, write: impl Fn(&str, String)) {
+    let sizes = ["65536", "1048576", "16777216", "67108864"];
+    let cats: Vec<String> = ["64 KiB", "1 MiB", "16 MiB", "64 MiB"].map(String::from).to_vec();
+    let keys = |what: &str, subs: u32| sizes.iter().map(|z| format!("large/{what}/{z}/{subs}")).collect::<Vec<_>>();
+    for subs in [1, 3] {
+        let mut rows = vec![
+            ("spindle DDS shm, copied out", keys("spindle-shm-full", subs)),
+            ("spindle DDS tcp, copied out", keys("spindle-tcp-full", subs)),
+            ("Cyclone DDS (loopback)", keys("cyclone", subs)),
+        ];
+        if subs == 1 {
+            rows.push(("Zenoh (tcp, copied out)", keys("zenoh", 1)));
+            rows.push(("one loopback socket (limit)", keys("socket", 1)));
+        }
+        let readers = if subs == 1 { "1 reader" } else { "3 readers" };
+        let sub = format!("1 writer -> {readers}; GB/s per reader; log axis; median of rounds, min-max; {machine}");
+        let title = format!("Large samples, 1 -> {subs}: GB/s per reader");
+        write(&format!("large-{subs}.svg"), log_bars(&title, &sub, "GB/s", &cats, &series(figs, &rows)));
+        table(md, &format!("1 -> {subs}, GB/s per reader (ratio: spindle shm / Cyclone)"), figs, &cats, &rows, 2);
+        let tcp = [rows[1].clone(), rows[2].clone()];
+        table(md, &format!("1 -> {subs}, GB/s per reader (ratio: spindle tcp / Cyclone)"), figs, &cats, &tcp, 1);
+        if subs == 1 {
+            let z = [rows[1].clone(), rows[3].clone()];
+            table(md, "1 -> 1, GB/s per reader (ratio: spindle tcp / Zenoh)", figs, &cats, &z, 1);
+        }
+    }
 }
