@@ -26,7 +26,11 @@
 //!   levels: stable, so every surviving member delivers it). The client keeps what
 //!   is not acknowledged (at most [`ClientConfig::max_unacked`]) and sends it again
 //!   after a move; members drop a client sample they delivered already, all alike,
-//!   so each acknowledged sample appears exactly once.
+//!   so each acknowledged sample appears exactly once. A member that cannot send a
+//!   sample (it is stopping, or out of the majority) ends the session rather than
+//!   fail it, so the client moves and nothing is lost; only a sample too large, or
+//!   one that found no room because the readers are behind, is reported failed
+//!   ([`ClientWriter::failures`]).
 //!
 //! What a client may not do: write as another client (the member stamps the
 //! session's id), write on a writer it did not register, or take more than its
