@@ -288,3 +288,47 @@ fn tails_at_backups_follow_appends_across_segment_rollovers() {
         r.join().expect("a reader at a backup saw every record in order");
     }
 }
+
+/// Reads at the backups while the primary appends through many segment rollovers
+/// (buffers of 8 KB are closed, written out, zeroed and reused for later segments
+/// under the readers): every record a read returns is the one appended at its
+/// number, numbered on from where the read began.
+#[test]
+fn reads_at_backups_during_rollovers_return_each_record_at_its_number() {
+    let t = Transport::Shm;
+    let name = format!("twf{}", std::process::id());
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let n0 = member(&name, 0, None, t, &dirs[0]);
+    let contact = n0.group().listen_addr();
+    let logs: Vec<TailwindLog> =
+        std::iter::once(n0).chain((1..3).map(|i| member(&name, i, Some(contact), t, &dirs[i as usize]))).collect();
+    assert!(logs[0].group().wait_for_members(3, WAIT));
+    let p = &logs[0];
+    assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    const N: u64 = 2000;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for l in &logs[1..] {
+            let done = &done;
+            s.spawn(move || {
+                let mut reads = 0u64;
+                // Bounded: it stops with the appends (and the appends are bounded).
+                while !done.load(std::sync::atomic::Ordering::Acquire) || reads == 0 {
+                    let from = reads * 37 % N;
+                    for (k, r) in l.read_from(Lsn(from)).enumerate() {
+                        let (lsn, bytes) = r.unwrap_or_else(|e| panic!("read {reads} from {from}: {e}"));
+                        let want = from + k as u64;
+                        assert_eq!(lsn, Lsn(want), "read {reads} from {from}");
+                        assert!(bytes == record(want), "read {reads} from {from}: record {want} holds other bytes");
+                    }
+                    reads += 1;
+                }
+            });
+        }
+        for i in 0..N {
+            assert_eq!(p.append(&record(i)).unwrap(), Lsn(i));
+        }
+        done.store(true, std::sync::atomic::Ordering::Release);
+    });
+    assert!(p.segments().len() >= 30, "segments rotated: {}", p.segments().len());
+}

@@ -80,27 +80,7 @@ impl Shared {
 
 impl Shared {
     pub fn read_from(self: &Arc<Self>, from: Lsn) -> ReadFrom {
-        // The open segment first (the primary's lock comes before the state's).
-        let open: Option<(u64, Vec<Vec<u8>>)> = {
-            let p = lock(&self.prim);
-            let (base, region, end) = match p.as_ref() {
-                Some(pr) => (Some(pr.base), pr.t.region(self.region(pr.slot)).cloned(), Some(pr.rep.end().0)),
-                None => match self.pool.open_buffer() {
-                    Some((id, buf)) => (Some(id.segment), Some(buf), None),
-                    None => (None, None, None),
-                },
-            };
-            drop(p);
-            match (base, region) {
-                (Some(base), Some(buf)) => {
-                    let mut bytes = vec![0u8; end.unwrap_or(buf.len()).min(buf.len())];
-                    buf.read_bytes(0, &mut bytes);
-                    let r = scan(&bytes);
-                    Some((base, (0..r.records.len()).map(|i| r.data(&bytes, i).to_vec()).collect()))
-                }
-                _ => None,
-            }
-        };
+        let open = self.open_records();
         let st = lock(&self.st);
         let mut sources: VecDeque<Source> = st
             .segments
@@ -115,6 +95,37 @@ impl Shared {
             }
         }
         ReadFrom { next: from.0, sources, current: VecDeque::new(), shared: self.clone(), failed: false }
+    }
+
+    /// The open segment's base and records: at the primary those replicated so
+    /// far, at a backup the valid prefix of its buffer. `None` if no segment is
+    /// open, or if it closed while its buffer was copied: its memory may then have
+    /// been zeroed or given to a later segment, so the bytes are not its records.
+    /// A closed segment is read from its file once it is listed (before the next
+    /// one opens); a read between its closing and its listing ends before it,
+    /// which is a shorter read, never a wrong one.
+    fn open_records(&self) -> Option<(u64, Vec<Vec<u8>>)> {
+        // The primary's lock comes before the state's; base, buffer and end are
+        // taken under it together.
+        let (base, buf, end) = {
+            let p = lock(&self.prim);
+            match p.as_ref() {
+                Some(pr) => (pr.base, pr.t.region(self.region(pr.slot)).cloned()?, Some(pr.rep.end().0)),
+                None => {
+                    drop(p);
+                    let (id, buf) = self.pool.open_buffer()?;
+                    (id.segment, buf, None)
+                }
+            }
+        };
+        let mut bytes = vec![0u8; end.unwrap_or(buf.len()).min(buf.len())];
+        buf.read_bytes(0, &mut bytes);
+        let still_open = self.buffer_now().is_some_and(|(b, r)| b == base && Arc::ptr_eq(&r, &buf));
+        if !still_open {
+            return None;
+        }
+        let r = scan(&bytes);
+        Some((base, (0..r.records.len()).map(|i| r.data(&bytes, i).to_vec()).collect()))
     }
 }
 
