@@ -247,21 +247,35 @@ fn a_corrupted_segment_file_stops_the_start_with_its_name() {
     assert_eq!(std::fs::read(&path).unwrap(), buf, "the damaged file is left as it was, for inspection");
 }
 
+/// Three members over shm with member 0 the primary; the logs stop before their
+/// directories are removed (fields drop in order).
+struct ThreeMembers {
+    logs: Vec<TailwindLog>,
+    _dirs: testkit::TempDirs,
+}
+
+impl ThreeMembers {
+    fn new(tag: &str) -> ThreeMembers {
+        let t = Transport::Shm;
+        let name = format!("{tag}{}", std::process::id());
+        let dirs = testkit::TempDirs::new(&name, 3);
+        let n0 = member(&name, 0, None, t, &dirs[0]);
+        let contact = n0.group().listen_addr();
+        let logs: Vec<TailwindLog> =
+            std::iter::once(n0).chain((1..3).map(|i| member(&name, i, Some(contact), t, &dirs[i as usize]))).collect();
+        assert!(logs[0].group().wait_for_members(3, WAIT));
+        assert_eq!(logs[0].wait_for_primary(WAIT), Some(logs[0].node()));
+        ThreeMembers { logs, _dirs: dirs }
+    }
+}
+
 /// Readers at the backups follow the log while the primary appends, through many
 /// segment rollovers: each shows every record once, in order, never one past the
 /// end of a segment the primary just closed.
 #[test]
 fn tails_at_backups_follow_appends_across_segment_rollovers() {
-    let t = Transport::Shm;
-    let name = format!("twr{}", std::process::id());
-    let dirs = testkit::TempDirs::new(&name, 3);
-    let n0 = member(&name, 0, None, t, &dirs[0]);
-    let contact = n0.group().listen_addr();
-    let logs: Vec<TailwindLog> =
-        std::iter::once(n0).chain((1..3).map(|i| member(&name, i, Some(contact), t, &dirs[i as usize]))).collect();
-    assert!(logs[0].group().wait_for_members(3, WAIT));
-    let p = &logs[0];
-    assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    let three = ThreeMembers::new("twr");
+    let (logs, p) = (&three.logs, &three.logs[0]);
     const N: u64 = 3000; // ~100 segments of 8 KB
     let readers: Vec<_> = logs[1..]
         .iter()
@@ -295,16 +309,8 @@ fn tails_at_backups_follow_appends_across_segment_rollovers() {
 /// number, numbered on from where the read began.
 #[test]
 fn reads_at_backups_during_rollovers_return_each_record_at_its_number() {
-    let t = Transport::Shm;
-    let name = format!("twf{}", std::process::id());
-    let dirs = testkit::TempDirs::new(&name, 3);
-    let n0 = member(&name, 0, None, t, &dirs[0]);
-    let contact = n0.group().listen_addr();
-    let logs: Vec<TailwindLog> =
-        std::iter::once(n0).chain((1..3).map(|i| member(&name, i, Some(contact), t, &dirs[i as usize]))).collect();
-    assert!(logs[0].group().wait_for_members(3, WAIT));
-    let p = &logs[0];
-    assert_eq!(p.wait_for_primary(WAIT), Some(p.node()));
+    let three = ThreeMembers::new("twf");
+    let (logs, p) = (&three.logs, &three.logs[0]);
     const N: u64 = 2000;
     let done = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|s| {
