@@ -15,6 +15,13 @@
 //! A client sample's writer number in word 0 is its member's proxy endpoint
 //! ([`PROXY`]); its [`WriterId`] is the client's (id and writer number), the same
 //! whichever member sent it.
+//!
+//! A *pack* carries several samples of one member writer in one message (see
+//! [`crate::DataWriter::write_batch`]): its word 0 has the client flag with writer
+//! number 0 (no client sample has it) and the count of samples in its low 32 bits;
+//! then each sample, header and all, after a word holding its length in bytes, and
+//! padded to a whole word. A pack in a pack, a client sample in a pack, or a
+//! length past the message's end is refused.
 
 use crate::codec::CodecError;
 use crate::instance::{InstanceHandle, InstanceState, Keyed, SampleState, ViewState, KEYED_MARK};
@@ -33,6 +40,7 @@ pub const MAX_WRITERS: u32 = PROXY;
 pub const PROXY: u32 = (1 << 15) - 1;
 const SEQ_MASK: u64 = (1 << 48) - 1;
 const CLIENT_FLAG: u64 = 1 << 63;
+const WRITER_BITS: u64 = ((1 << 15) - 1) << 48;
 
 /// Names a writer: its participant's node and its number there; for a client's
 /// writer, the client's id and its number there (and `node` is the member that
@@ -110,14 +118,33 @@ pub struct Sample<T> {
 
 /// Encodes a header.
 pub(crate) fn header(writer: u32, seq: u64, now: SystemTime) -> [u64; 2] {
-    let ns = now.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-    [((writer as u64) << 48) | (seq & SEQ_MASK), ns]
+    [header_word(writer, seq), wall_ns(now)]
+}
+
+/// A header's first word: writer number and sequence number.
+pub(crate) fn header_word(writer: u32, seq: u64) -> u64 {
+    ((writer as u64) << 48) | (seq & SEQ_MASK)
+}
+
+/// A header's second word: nanoseconds since the Unix epoch.
+pub(crate) fn wall_ns(now: SystemTime) -> u64 {
+    now.duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
 }
 
 /// Encodes a client sample's header (see the module docs).
 /// `level` is the writer's offered level's number (`crate::qos::Level as u8`).
 pub(crate) fn client_header(client: u64, writer: u32, level: u8, seq: u64, ts: u64) -> [u64; 4] {
     [CLIENT_FLAG | ((PROXY as u64) << 48) | (seq & SEQ_MASK), ts, client, writer as u64 | (level as u64) << 32]
+}
+
+/// Word 0 of a pack of `n` samples (see the module docs).
+pub(crate) fn pack_word(n: u32) -> u64 {
+    CLIENT_FLAG | n as u64
+}
+
+/// The count of samples, if word 0 is a pack's.
+pub(crate) fn pack_count(w0: u64) -> Option<u32> {
+    (w0 & (CLIENT_FLAG | WRITER_BITS) == CLIENT_FLAG).then_some(w0 as u32)
 }
 
 /// Decodes a header: (writer number, seq, timestamp).
@@ -181,6 +208,7 @@ pub(crate) type KeyFn<T> = Arc<dyn Fn(&T) -> Result<InstanceHandle, CodecError> 
 
 /// How a topic's samples become bytes and back.
 pub(crate) struct Codec<T> {
+    /// Appends a sample's bytes to the buffer (callers clear it first for one).
     pub(crate) encode: fn(&T, &mut Vec<u8>) -> Result<(), CodecError>,
     pub(crate) decode: fn(&[u8]) -> Result<T, CodecError>,
     /// What participants compare (see [`type_name`]).
@@ -264,7 +292,6 @@ fn serde_type_name<T: DeserializeOwned>(keyed: bool) -> String {
 pub(crate) fn serde_codec<T: Serialize + DeserializeOwned>() -> Codec<T> {
     Codec {
         encode: |t, out| {
-            out.clear();
             *out = postcard::to_extend(t, std::mem::take(out)).map_err(CodecError::Serde)?;
             Ok(())
         },
@@ -293,7 +320,6 @@ pub(crate) fn keyed_codec<T: Serialize + DeserializeOwned + Keyed>() -> Codec<T>
 pub(crate) fn pod_codec<T: bytemuck::Pod>() -> Codec<T> {
     Codec {
         encode: |t, out| {
-            out.clear();
             out.extend_from_slice(bytemuck::bytes_of(t));
             Ok(())
         },
@@ -327,7 +353,6 @@ pub(crate) fn keyed_pod_codec<T: bytemuck::Pod>(key: std::ops::Range<usize>) -> 
 pub(crate) fn raw_codec(type_name: &str) -> Codec<Vec<u8>> {
     Codec {
         encode: |t, out| {
-            out.clear();
             out.extend_from_slice(t);
             Ok(())
         },
@@ -370,6 +395,7 @@ mod tests {
         assert!((c.decode)(&out[..2]).is_err(), "truncated");
         assert!((c.decode)(&[out.clone(), vec![0]].concat()).is_err(), "trailing bytes");
         let p = pod_codec::<[u32; 4]>();
+        out.clear();
         (p.encode)(&[1, 2, 3, 4], &mut out).unwrap();
         assert_eq!(out.len(), 16);
         assert_eq!((p.decode)(&out).unwrap(), [1, 2, 3, 4]);

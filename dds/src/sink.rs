@@ -11,27 +11,42 @@ pub(crate) type HeaderWords = [u64; CLIENT_HEADER / 8];
 /// slot, or in a buffer (history, catch-up).
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Src<'a> {
-    Slot(spindle_smc::Message<'a>),
+    /// In its slot: the message, and where the sample starts in it (a multiple of
+    /// 8) and how long it is (a pack holds several; see [`crate::sample`]).
+    Slot(spindle_smc::Message<'a>, usize, usize),
     Bytes(&'a [u8]),
 }
 
-impl Src<'_> {
+impl<'a> Src<'a> {
+    /// A whole message in its slot.
+    pub(crate) fn slot(m: spindle_smc::Message<'a>) -> Src<'a> {
+        Src::Slot(m, 0, m.len())
+    }
+    /// `len` bytes from byte `at` (a multiple of 8), which the caller checked are
+    /// within these.
+    pub(crate) fn part(&self, at: usize, len: usize) -> Src<'a> {
+        debug_assert!(at % 8 == 0 && at + len <= self.len());
+        match *self {
+            Src::Slot(m, start, _) => Src::Slot(m, start + at, len),
+            Src::Bytes(b) => Src::Bytes(&b[at..at + len]),
+        }
+    }
     pub(crate) fn len(&self) -> usize {
         match self {
-            Src::Slot(m) => m.len(),
+            Src::Slot(_, _, len) => *len,
             Src::Bytes(b) => b.len(),
         }
     }
     pub(crate) fn word(&self, i: usize) -> u64 {
         match self {
-            Src::Slot(m) => m.word(i),
+            Src::Slot(m, at, _) => m.word(at / 8 + i),
             Src::Bytes(b) => u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("a whole word")),
         }
     }
     /// Words `first..first + out.len()`: in a slot, its memory found once.
     fn words(&self, first: usize, out: &mut [u64]) {
         match self {
-            Src::Slot(m) => m.words(first, out),
+            Src::Slot(m, at, _) => m.words(at / 8 + first, out),
             Src::Bytes(_) => out.iter_mut().enumerate().for_each(|(i, w)| *w = self.word(first + i)),
         }
     }
@@ -59,7 +74,7 @@ impl Src<'_> {
     /// Copies header and payload into `out`, which is as long as them.
     pub(crate) fn read_all(&self, out: &mut [u8]) {
         match self {
-            Src::Slot(m) => m.read(out),
+            Src::Slot(m, at, _) => m.read_at(*at, out),
             Src::Bytes(b) => out.copy_from_slice(b),
         }
     }
@@ -80,7 +95,7 @@ impl Src<'_> {
     /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the message.
     pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) {
         match self {
-            Src::Slot(m) => m.read_at(at, out),
+            Src::Slot(m, start, _) => m.read_at(start + at, out),
             Src::Bytes(b) => out.copy_from_slice(&b[at..at + out.len()]),
         }
     }

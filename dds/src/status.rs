@@ -145,6 +145,14 @@ pub enum Rejection {
         /// Its length.
         len: usize,
     },
+    /// A message of the topic packing several samples that does not hold what
+    /// it says (a length past its end, or a client sample or a pack inside); the
+    /// samples before the fault were delivered.
+    #[error("a pack of samples from node {sender} that does not hold what it says")]
+    BadPack {
+        /// Its sender.
+        sender: u32,
+    },
     /// A keyed topic's sample without a valid instance prefix.
     #[error("sample {seq} of writer {writer:?}: no valid instance")]
     NoInstance {

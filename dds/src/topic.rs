@@ -227,7 +227,7 @@ impl TopicState {
         let now = Now::real();
         self.run(|e, fx| {
             for m in batch.iter() {
-                e.deliver(view, m.sender, Src::Slot(m.message), now, fx);
+                e.deliver(view, m.sender, Src::slot(m.message), now, fx);
             }
             e.batch_end(fx);
         })

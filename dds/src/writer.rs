@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+mod batch;
 mod common;
 mod room;
 
@@ -34,6 +35,8 @@ pub struct DataWriter<T> {
     pub(crate) buf: Mutex<Vec<u8>>,
     /// Held while a sample is sent: its number is taken only once it is.
     sending: Mutex<()>,
+    /// `write_batch`'s samples, laid out (its buffers kept from call to call).
+    batch: Mutex<batch::Encoded>,
     max_block: Duration,
     /// With an offered deadline: each instance's last write, and periods counted.
     deadline: Option<(Duration, Mutex<Offered>)>,
@@ -70,6 +73,7 @@ impl<T> DataWriter<T> {
             seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
             sending: Mutex::new(()),
+            batch: Mutex::default(),
             max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
             deadline: qos.deadline.map(|d| (d, Mutex::default())),
         }
@@ -113,6 +117,7 @@ impl<T> DataWriter<T> {
     /// Encodes `sample` and sends it as `kind` (a keyed topic's prefix first).
     fn send_sample(&self, sample: &T, kind: Kind, wait: Wait) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
+        buf.clear();
         (self.codec.encode)(sample, &mut buf)?;
         if self.codec.key.is_none() {
             self.noted(InstanceHandle::NIL);

@@ -157,6 +157,7 @@ impl<T> ClientWriter<T> {
 
     fn send(&self, sample: &T, kind: Kind) -> Result<u64, DdsError> {
         let mut buf = lock(&self.buf);
+        buf.clear();
         (self.codec.encode)(sample, &mut buf)?;
         if self.codec.key.is_none() {
             if kind != Kind::Data {

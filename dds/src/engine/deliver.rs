@@ -3,7 +3,7 @@
 
 use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
-use crate::sample::info_of;
+use crate::sample::{header_len, info_of, pack_count, HEADER};
 use crate::sink::{HeaderWords, Src};
 use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
@@ -14,11 +14,60 @@ impl<R> TopicEngine<R> {
     pub(crate) fn deliver(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, now: Now, fx: &mut impl Effects<R>) {
         // The header is read once, here.
         let Some(h) = src.header() else { return self.short(sender, src.len(), fx) };
+        match pack_count(h[0]) {
+            Some(n) => self.deliver_pack(view, sender, src, n, now, fx),
+            None => self.deliver_one(view, sender, src, &h, now, fx),
+        }
+    }
+
+    /// One sample whose header `h` was read and checked.
+    fn deliver_one(
+        &mut self,
+        view: ViewId,
+        sender: NodeId,
+        src: Src<'_>,
+        h: &HeaderWords,
+        now: Now,
+        fx: &mut impl Effects<R>,
+    ) {
         if let Some(c) = self.catching_up.as_mut() {
             c.buffered.push((view, sender, src.copy_all()));
             return;
         }
-        self.apply_read(view, sender, src, &h, false, now, fx);
+        self.apply_read(view, sender, src, h, false, now, fx);
+    }
+
+    /// A pack of `n` samples of one member writer (see [`crate::sample`]), each
+    /// delivered as if it had come alone. A length past the message's end, or a
+    /// client sample or a pack inside, is refused there: the samples before it
+    /// stand, the rest of the pack is dropped (every member sees the same bytes,
+    /// so every member does the same).
+    fn deliver_pack(&mut self, view: ViewId, sender: NodeId, src: Src<'_>, n: u32, now: Now, fx: &mut impl Effects<R>) {
+        #[cfg(test)]
+        let n = if self.mutation == Some(super::Mutation::PackShort) { n.saturating_sub(1) } else { n };
+        let mut at = 8;
+        for _ in 0..n {
+            let len = match (at + 8 <= src.len()).then(|| src.word(at / 8)) {
+                Some(len) if len <= (src.len() - at - 8) as u64 => len as usize,
+                _ => return self.bad_pack(sender, fx),
+            };
+            let part = src.part(at + 8, len);
+            match part.header() {
+                Some(h) if pack_count(h[0]).is_none() && header_len(h[0]) == HEADER => {
+                    self.deliver_one(view, sender, part, &h, now, fx)
+                }
+                _ => return self.bad_pack(sender, fx),
+            }
+            at += 8 + len.div_ceil(8) * 8;
+        }
+    }
+
+    /// A pack that does not hold what it says: every local reader hears of it.
+    fn bad_pack(&self, sender: NodeId, fx: &mut impl Effects<R>) {
+        let why = Rejection::BadPack { sender: sender.0 };
+        for r in &self.readers {
+            fx.reject(&r.handle, &why);
+        }
     }
 
     /// Bytes too short for a sample's header: every local reader hears of them.

@@ -208,6 +208,8 @@ pub(crate) enum Mutation {
     /// A participant taken back into the domain does not tell its readers how
     /// many samples it missed while it was out.
     RejoinUntold,
+    /// A pack's last sample is not delivered.
+    PackShort,
 }
 
 /// A record of the topic's log that does not hold a sample: its number.

@@ -267,3 +267,82 @@ fn client_readers_get_what_is_delivered_from_their_start_and_their_history_in_pa
     e.deliver(ViewId(1), A, Src::Bytes(&member(1, 7)), now(), &mut rec);
     assert!(rec.take().is_empty(), "a forgotten client gets nothing");
 }
+
+/// A pack (see `crate::sample`) of `parts`, each as its own sample's bytes.
+fn pack(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = crate::sample::pack_word(parts.len() as u32).to_le_bytes().to_vec();
+    for p in parts {
+        b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        b.extend_from_slice(p);
+        b.resize(b.len().div_ceil(8) * 8, 0);
+    }
+    b
+}
+
+/// (writer number, seq, topic_seq) of each offer.
+fn offered(fx: &[Fx]) -> Vec<(u32, u64, u64)> {
+    fx.iter()
+        .filter_map(|f| match f {
+            Fx::Offer { info, .. } => Some((info.writer.id, info.seq, info.topic_seq)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_pack_is_delivered_as_its_samples_one_by_one() {
+    let (mut e, mut rec) = with_reader(Qos::volatile(Keep::KeepAll), 7, Level::Ordered);
+    e.add_writer(3, Level::Volatile);
+    // An odd-length payload in the middle: the next sample starts on a whole word.
+    let mut odd = member(3, 2);
+    odd.extend_from_slice(b"abc");
+    e.deliver(ViewId(1), ME, Src::Bytes(&pack(&[member(3, 1), odd.clone(), member(3, 3)])), now(), &mut rec);
+    e.deliver(ViewId(1), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
+    let fx = rec.take();
+    assert_eq!(offered(&fx), vec![(3, 1, 0), (3, 2, 1), (3, 3, 2), (1, 1, 3)]);
+    let bytes: Vec<&Vec<u8>> =
+        fx.iter().filter_map(|f| if let Fx::Offer { bytes, .. } = f { Some(bytes) } else { None }).collect();
+    assert_eq!(bytes[1], &odd, "each sample's own bytes, without the padding");
+    assert_eq!(e.delivered(3), Some(3), "each of this node's samples counted");
+    assert_eq!(e.next_seq(), 4);
+}
+
+#[test]
+fn a_pack_that_does_not_hold_what_it_says_is_refused_where_it_goes_wrong() {
+    let (mut e, mut rec) = with_reader(Qos::ordered(), 7, Level::Ordered);
+    let bad = BadPackCase::all();
+    for (what, bytes, good) in &bad {
+        e.deliver(ViewId(1), A, Src::Bytes(bytes), now(), &mut rec);
+        let fx = rec.take();
+        let before = e.next_seq() - *good as u64;
+        let want: Vec<(u32, u64, u64)> = (0..*good as u64).map(|k| (1, k + 1, before + k)).collect();
+        assert_eq!(offered(&fx), want, "{what}: the samples before the fault stand");
+        assert_eq!(fx.last(), Some(&Fx::Reject { reader: 7, why: Rejection::BadPack { sender: A.0 } }), "{what}");
+    }
+}
+
+/// Packs that are refused: (what is wrong, the bytes, samples delivered before).
+struct BadPackCase;
+
+impl BadPackCase {
+    fn all() -> Vec<(&'static str, Vec<u8>, usize)> {
+        let ok = || vec![member(1, 1), member(1, 2)];
+        let mut past_end = pack(&ok());
+        past_end.truncate(past_end.len() - 8);
+        let mut says_more = pack(&ok());
+        says_more[..8].copy_from_slice(&crate::sample::pack_word(3).to_le_bytes());
+        let nested = pack(&[member(1, 1), pack(&ok())]);
+        let with_client = pack(&[member(1, 1), client(9, 0, Level::Ordered, 1)]);
+        let short_part = pack(&[member(1, 1), vec![0; 8]]);
+        let mut huge_len = pack(&ok());
+        huge_len[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
+        vec![
+            ("a length past the end", past_end, 1),
+            ("a count past the end", says_more, 2),
+            ("a pack in a pack", nested, 1),
+            ("a client sample in a pack", with_client, 1),
+            ("a part shorter than a header", short_part, 1),
+            ("a length that overflows", huge_len, 0),
+        ]
+    }
+}

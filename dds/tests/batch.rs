@@ -1,0 +1,126 @@
+//! `DataWriter::write_batch`: samples written several to a message reach every
+//! reader one by one, numbered as if written alone, in the topic's one order; late
+//! joiners and keyed topics see them as single samples. Participants as threads of
+//! one process over shm and tcp; every wait has a deadline.
+
+use serde::{Deserialize, Serialize};
+use spindle_dds::{DdsError, History, Keyed, Qos, Sample};
+use spindle_views::config::Transport;
+
+mod common;
+use common::{domain, WAIT};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Msg {
+    from: u32,
+    n: u32,
+    text: String,
+}
+
+/// A message of writer `from`, its number `n`, of a length that varies with `n`
+/// (so packs hold different counts and parts end mid-word).
+fn msg(from: u32, n: u32) -> Msg {
+    Msg { from, n, text: "x".repeat((n % 37) as usize) }
+}
+
+fn batched_and_single_writers_share_one_order(t: Transport) {
+    let name = format!("ddsb{}{}", std::process::id(), t as u8);
+    let ps = domain(&name, 3, t);
+    let qos = Qos::volatile(History::KeepAll);
+    let topics: Vec<_> = ps.iter().map(|p| p.topic::<Msg>("batch", qos).unwrap()).collect();
+    let readers: Vec<_> = (0..3).map(|i| ps[i].create_reader(&topics[i], qos).unwrap()).collect();
+    let batched = ps[0].create_writer(&topics[0], qos).unwrap();
+    let single = ps[1].create_writer(&topics[1], qos).unwrap();
+    assert!(ps[2].wait_for_matched("batch", 2, 3, WAIT).is_ok());
+    const N: u32 = 600;
+    let sent_before = ps[0].group().metrics().sent;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut next = 1u64;
+            for chunk in (0..N).collect::<Vec<_>>().chunks(50) {
+                let batch: Vec<Msg> = chunk.iter().map(|n| msg(0, *n)).collect();
+                let numbers = batched.write_batch(&batch).unwrap();
+                assert_eq!(numbers, next..next + chunk.len() as u64, "numbered as if written alone");
+                next = numbers.end;
+            }
+            assert_eq!(batched.write_batch(&[]).unwrap(), next..next, "an empty batch sends nothing");
+        });
+        s.spawn(|| {
+            for n in 0..N / 3 {
+                single.write(&msg(1, n)).unwrap();
+            }
+        });
+    });
+    let packed = ps[0].group().metrics().sent - sent_before;
+    assert!(packed <= N as u64 / 4, "{N} samples in batches of 50 went in {packed} messages");
+    let total = (N + N / 3) as usize;
+    let got: Vec<Vec<Sample<Msg>>> = readers.iter().map(|r| r.take_n(total, WAIT)).collect();
+    for g in &got {
+        assert_eq!(g.len(), total);
+        for (w, count) in [(0u32, N), (1, N / 3)] {
+            let mine: Vec<&Sample<Msg>> = g.iter().filter(|s| s.data.from == w).collect();
+            assert!(mine.iter().map(|s| s.data.n).eq(0..count), "writer {w}: each sample once, in order");
+            assert!(mine.iter().all(|s| s.info.seq == s.data.n as u64 + 1 && s.data == msg(w, s.data.n)));
+        }
+        assert!(g.iter().map(|s| s.info.topic_seq).eq(0..total as u64), "topic_seq counts samples");
+    }
+    let order = |g: &[Sample<Msg>]| g.iter().map(|s| (s.data.from, s.data.n)).collect::<Vec<_>>();
+    assert_eq!(order(&got[0]), order(&got[1]), "one total order");
+    assert_eq!(order(&got[0]), order(&got[2]));
+    // A reader that comes later gets the history sample by sample.
+    let late = ps[2].create_reader(&topics[2], qos).unwrap();
+    let history = late.take_n(total, WAIT);
+    assert_eq!(order(&history), order(&got[0]));
+    assert!(history.iter().all(|s| s.info.from_history));
+}
+
+#[test]
+fn shm_batched_and_single_writers_share_one_order() {
+    batched_and_single_writers_share_one_order(Transport::Shm);
+}
+
+#[test]
+fn tcp_batched_and_single_writers_share_one_order() {
+    batched_and_single_writers_share_one_order(Transport::Tcp);
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Shape {
+    colour: String,
+    x: i32,
+}
+
+impl Keyed for Shape {
+    type Key = String;
+    fn key(&self) -> String {
+        self.colour.clone()
+    }
+}
+
+#[test]
+fn a_keyed_batch_keeps_each_instance_and_a_too_large_sample_sends_nothing() {
+    let name = format!("ddsbk{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let qos = Qos::volatile(History::KeepLast(2)).max_sample_bytes(64);
+    let t0 = ps[0].keyed_topic::<Shape>("shapes", qos).unwrap();
+    let w = ps[0].create_writer(&t0, qos).unwrap();
+    let t1 = ps[1].find_keyed_topic::<Shape>("shapes").unwrap();
+    let r = ps[1].create_reader(&t1, qos.history(History::KeepAll)).unwrap();
+    assert!(ps[1].wait_for_matched("shapes", 1, 1, WAIT).is_ok());
+    let too_large = vec![Shape { colour: "red".into(), x: 0 }, Shape { colour: "y".repeat(100), x: 1 }];
+    assert!(matches!(w.write_batch(&too_large), Err(DdsError::TooLarge { .. })));
+    let shapes: Vec<Shape> =
+        (0..30).map(|x| Shape { colour: ["red", "green", "blue"][x as usize % 3].into(), x }).collect();
+    assert_eq!(w.write_batch(&shapes).unwrap(), 1..31, "the refused batch took no number");
+    let got = r.take_n(30, WAIT);
+    assert!(got.iter().map(|s| s.data.x).eq(0..30));
+    for colour in ["red", "green", "blue"] {
+        let h = got.iter().find(|s| s.data.colour == colour).unwrap().info.instance;
+        assert!(got.iter().filter(|s| s.data.colour == colour).all(|s| s.info.instance == h));
+    }
+    // A reader that joins later gets the last two of each instance.
+    let late = ps[1].create_reader(&t1, qos).unwrap();
+    let mut xs: Vec<i32> = late.take_n(6, WAIT).iter().map(|s| s.data.x).collect();
+    xs.sort_unstable();
+    assert_eq!(xs, vec![24, 25, 26, 27, 28, 29]);
+}
