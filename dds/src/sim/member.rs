@@ -81,6 +81,33 @@ pub(crate) fn sample_bytes(header: &[u64], instance: u64, payload: u64) -> Vec<u
     b
 }
 
+/// A pack of `parts` (see [`crate::sample`]), as a member writer's batch sends it.
+pub(crate) fn pack_bytes(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = crate::sample::pack_word(parts.len() as u32).to_le_bytes().to_vec();
+    for p in parts {
+        b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        b.extend_from_slice(p);
+        b.resize(b.len().div_ceil(8) * 8, 0);
+    }
+    b
+}
+
+/// The samples a message holds: those of a pack (the simulator makes only whole
+/// ones), else the message itself.
+pub(crate) fn samples_of(bytes: &[u8]) -> Vec<&[u8]> {
+    let w0 = u64::from_le_bytes(bytes[..8].try_into().expect("a word"));
+    let Some(n) = crate::sample::pack_count(w0) else { return vec![bytes] };
+    let mut at = 8;
+    (0..n)
+        .map(|_| {
+            let len = u64::from_le_bytes(bytes[at..at + 8].try_into().expect("a word")) as usize;
+            let part = &bytes[at + 8..at + 8 + len];
+            at += 8 + len.div_ceil(8) * 8;
+            part
+        })
+        .collect()
+}
+
 /// See the module docs.
 #[derive(Debug)]
 pub(crate) struct Member {

@@ -85,6 +85,8 @@ pub(crate) struct Stats {
     /// Runs of Unordered topics, and the messages sent in them.
     pub(crate) unordered: u64,
     pub(crate) unordered_sent: u64,
+    /// Messages that packed several samples of a member writer (a batch).
+    pub(crate) packs: u64,
 }
 
 impl Stats {
@@ -104,6 +106,7 @@ impl Stats {
         self.lifespans += o.lifespans;
         self.unordered += o.unordered;
         self.unordered_sent += o.unordered_sent;
+        self.packs += o.packs;
     }
 }
 

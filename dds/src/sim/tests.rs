@@ -30,6 +30,7 @@ fn seeds() {
     assert!(total.disposals > 0, "{total:?}");
     assert!(total.removals > 0 && total.rejoins >= total.removals, "{total:?}");
     assert!(total.lifespans > 0 && total.unordered > 0 && total.unordered_sent > 0, "{total:?}");
+    assert!(total.packs > 0, "{total:?}");
 }
 
 /// Replays one seed (`DDS_SIM_SEED`) and prints its configuration and outcome.
@@ -77,4 +78,10 @@ fn a_rejoined_member_that_does_not_tell_what_it_missed_is_caught() {
     let v = first_caught(Mutation::RejoinUntold).expect("some seed catches the planted fault");
     eprintln!("caught: {v}");
     assert!(["no hole in live samples", "quiescence"].contains(&v.invariant), "{v}");
+}
+
+#[test]
+fn a_pack_that_loses_its_last_sample_is_caught() {
+    let v = first_caught(Mutation::PackShort).expect("some seed catches the planted fault");
+    eprintln!("caught: {v}");
 }

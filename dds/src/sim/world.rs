@@ -3,7 +3,7 @@
 use super::catchup::{Fetch, Step};
 use super::clients::Client;
 use super::config::SimConfig;
-use super::member::{instance_of, key_of, kind_of, sample_bytes, Member, SampleKey, WRITER};
+use super::member::{instance_of, key_of, kind_of, pack_bytes, sample_bytes, samples_of, Member, SampleKey, WRITER};
 use super::{Stats, Violation};
 use crate::engine::record::Fx;
 use crate::engine::Now;
@@ -146,13 +146,29 @@ impl World {
             return;
         }
         let n = writers[self.rng.below(writers.len() as u64) as usize];
-        let instance = self.pick_instance();
+        // Now and then a batch: several samples packed into one message.
+        let want = if self.rng.below(4) == 0 { 2 + self.rng.below(3) } else { 1 };
+        let count = want.min(self.members[n.0 as usize].writes_left);
+        let instances: Vec<u64> = (0..count).map(|_| self.pick_instance()).collect();
         let wall = self.now().wall;
         let m = self.member(n);
-        let h = crate::sample::header(WRITER, m.next_write, wall);
-        let bytes = sample_bytes(&h, instance, m.next_write);
-        m.next_write += 1;
-        m.writes_left -= 1;
+        let parts: Vec<Vec<u8>> = instances
+            .iter()
+            .map(|instance| {
+                let h = crate::sample::header(WRITER, m.next_write, wall);
+                let bytes = sample_bytes(&h, *instance, m.next_write);
+                m.next_write += 1;
+                m.writes_left -= 1;
+                bytes
+            })
+            .collect();
+        let bytes = match parts.len() {
+            1 => parts.into_iter().next().expect("one"),
+            _ => {
+                self.stats.packs += 1;
+                pack_bytes(&parts)
+            }
+        };
         self.log.push((n, bytes));
     }
 
@@ -243,22 +259,24 @@ impl World {
     pub(crate) fn commit(&mut self, upto: usize) {
         let keyed = self.keyed();
         while self.committed < upto {
-            let (sender, bytes) = &self.log[self.committed];
+            let (sender, message) = &self.log[self.committed];
             self.committed += 1;
-            let src = Src::Bytes(bytes);
-            let (info, _) = crate::sample::info_of(|i| src.word(i), *sender, self.view, 0, false);
-            if let Some(c) = info.writer.client {
-                let last = self.seen.entry((c, info.writer.id)).or_insert(0);
-                if info.seq <= *last {
-                    continue;
+            for bytes in samples_of(message) {
+                let src = Src::Bytes(bytes);
+                let (info, _) = crate::sample::info_of(|i| src.word(i), *sender, self.view, 0, false);
+                if let Some(c) = info.writer.client {
+                    let last = self.seen.entry((c, info.writer.id)).or_insert(0);
+                    if info.seq <= *last {
+                        continue;
+                    }
+                    *last = info.seq;
+                    self.stats.client_samples += 1;
                 }
-                *last = info.seq;
-                self.stats.client_samples += 1;
+                self.order.push((key_of(&info), instance_of(bytes, keyed)));
+                self.kinds.push(kind_of(bytes, keyed));
+                let base = self.now().wall - Duration::from_millis(self.step);
+                self.stamps.push(info.source_timestamp.duration_since(base).map_or(0, |d| d.as_millis() as u64));
             }
-            self.order.push((key_of(&info), instance_of(bytes, keyed)));
-            self.kinds.push(kind_of(bytes, keyed));
-            let base = self.now().wall - Duration::from_millis(self.step);
-            self.stamps.push(info.source_timestamp.duration_since(base).map_or(0, |d| d.as_millis() as u64));
         }
     }
 

@@ -7,7 +7,7 @@
 
 use super::Breach;
 use crate::sample::info_of;
-use crate::sim::member::{key_of, SampleKey};
+use crate::sim::member::{key_of, samples_of, SampleKey};
 use crate::sim::world::World;
 use crate::sink::Src;
 use std::collections::{HashMap, HashSet};
@@ -56,11 +56,13 @@ pub(crate) fn check_end(w: &World) -> Result<(), Breach> {
         let m = &w.members[n.0 as usize];
         let Some(r) = m.readers.last() else { continue };
         let got: HashSet<SampleKey> = r.offers.iter().map(|o| id(o.1)).collect();
-        for (sender, bytes) in &w.log {
-            let src = Src::Bytes(bytes);
-            let key = id(key_of(&info_of(|i| src.word(i), *sender, w.view, 0, false).0));
-            if !got.contains(&key) {
-                return Err((NAME, format!("{n}'s reader lacks {key:?}, sent in the last view by {sender}")));
+        for (sender, message) in &w.log {
+            for bytes in samples_of(message) {
+                let src = Src::Bytes(bytes);
+                let key = id(key_of(&info_of(|i| src.word(i), *sender, w.view, 0, false).0));
+                if !got.contains(&key) {
+                    return Err((NAME, format!("{n}'s reader lacks {key:?}, sent in the last view by {sender}")));
+                }
             }
         }
     }
