@@ -106,8 +106,17 @@ fn members_and_clients_read_one_order_and_clients_change_no_view() {
     std::thread::scope(|s| {
         for (i, writer) in writers.iter().enumerate() {
             s.spawn(move || {
-                for n in 0..300u64 {
-                    writer.write(&(i as u32, n)).unwrap();
+                if i == 0 {
+                    // In batches, through the trait members' writers share.
+                    let all: Vec<(u32, u64)> = (0..300u64).map(|n| (0, n)).collect();
+                    for (k, chunk) in all.chunks(30).enumerate() {
+                        let numbers = spindle_dds::Writer::write_batch(writer, chunk).unwrap();
+                        assert_eq!(numbers, k as u64 * 30 + 1..k as u64 * 30 + 31);
+                    }
+                } else {
+                    for n in 0..300u64 {
+                        writer.write(&(i as u32, n)).unwrap();
+                    }
                 }
                 assert!(writer.wait_for_delivery(WAIT), "every sample acknowledged");
             });

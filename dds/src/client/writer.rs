@@ -134,6 +134,18 @@ impl<T> ClientWriter<T> {
         self.send(sample, Kind::Data)
     }
 
+    /// Writes `samples` in order, one [`ClientWriter::write`] each (a client's
+    /// samples are not packed: its member sends each as a message of its own);
+    /// returns their numbers. A write that fails leaves those before it written.
+    pub fn write_batch(&self, samples: &[T]) -> Result<std::ops::Range<u64>, DdsError> {
+        let next = lock(&self.slot.st).next_seq + 1;
+        let mut end = next;
+        for s in samples {
+            end = self.write(s)? + 1;
+        }
+        Ok(next..end)
+    }
+
     /// Disposes the instance `sample`'s key names (see
     /// [`crate::DataWriter::dispose`]). Keyed topics only.
     pub fn dispose(&self, sample: &T) -> Result<u64, DdsError> {

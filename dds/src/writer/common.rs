@@ -23,6 +23,9 @@ use std::time::Duration;
 pub trait Writer<T> {
     /// Sends a sample; returns its number among this writer's samples.
     fn write(&self, sample: &T) -> Result<u64, DdsError>;
+    /// Sends samples in order; returns their numbers (a member's writer packs
+    /// small ones several to a message: [`DataWriter::write_batch`]).
+    fn write_batch(&self, samples: &[T]) -> Result<std::ops::Range<u64>, DdsError>;
     /// Disposes of the sample's instance (keyed topics; see [`crate::InstanceState`]).
     fn dispose(&self, sample: &T) -> Result<u64, DdsError>;
     /// Unregisters this writer from the sample's instance (keyed topics).
@@ -43,6 +46,9 @@ macro_rules! delegate {
         impl<T> Writer<T> for $t<T> {
             fn write(&self, sample: &T) -> Result<u64, DdsError> {
                 $t::write(self, sample)
+            }
+            fn write_batch(&self, samples: &[T]) -> Result<std::ops::Range<u64>, DdsError> {
+                $t::write_batch(self, samples)
             }
             fn dispose(&self, sample: &T) -> Result<u64, DdsError> {
                 $t::dispose(self, sample)
