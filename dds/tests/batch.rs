@@ -84,16 +84,17 @@ fn tcp_batched_and_single_writers_share_one_order() {
     batched_and_single_writers_share_one_order(Transport::Tcp);
 }
 
+/// A sensor's reading, keyed by the sensor.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-struct Shape {
-    colour: String,
-    x: i32,
+struct Reading {
+    sensor: String,
+    value: i32,
 }
 
-impl Keyed for Shape {
+impl Keyed for Reading {
     type Key = String;
     fn key(&self) -> String {
-        self.colour.clone()
+        self.sensor.clone()
     }
 }
 
@@ -102,25 +103,25 @@ fn a_keyed_batch_keeps_each_instance_and_a_too_large_sample_sends_nothing() {
     let name = format!("ddsbk{}", std::process::id());
     let ps = domain(&name, 2, Transport::Shm);
     let qos = Qos::volatile(History::KeepLast(2)).max_sample_bytes(64);
-    let t0 = ps[0].keyed_topic::<Shape>("shapes", qos).unwrap();
+    let t0 = ps[0].keyed_topic::<Reading>("readings", qos).unwrap();
     let w = ps[0].create_writer(&t0, qos).unwrap();
-    let t1 = ps[1].find_keyed_topic::<Shape>("shapes").unwrap();
+    let t1 = ps[1].find_keyed_topic::<Reading>("readings").unwrap();
     let r = ps[1].create_reader(&t1, qos.history(History::KeepAll)).unwrap();
-    assert!(ps[1].wait_for_matched("shapes", 1, 1, WAIT).is_ok());
-    let too_large = vec![Shape { colour: "red".into(), x: 0 }, Shape { colour: "y".repeat(100), x: 1 }];
+    assert!(ps[1].wait_for_matched("readings", 1, 1, WAIT).is_ok());
+    let too_large = [Reading { sensor: "a".into(), value: 0 }, Reading { sensor: "b".repeat(100), value: 1 }];
     assert!(matches!(w.write_batch(&too_large), Err(DdsError::TooLarge { .. })));
-    let shapes: Vec<Shape> =
-        (0..30).map(|x| Shape { colour: ["red", "green", "blue"][x as usize % 3].into(), x }).collect();
-    assert_eq!(w.write_batch(&shapes).unwrap(), 1..31, "the refused batch took no number");
+    let readings: Vec<Reading> =
+        (0..30).map(|value| Reading { sensor: ["a", "b", "c"][value as usize % 3].into(), value }).collect();
+    assert_eq!(w.write_batch(&readings).unwrap(), 1..31, "the refused batch took no number");
     let got = r.take_n(30, WAIT);
-    assert!(got.iter().map(|s| s.data.x).eq(0..30));
-    for colour in ["red", "green", "blue"] {
-        let h = got.iter().find(|s| s.data.colour == colour).unwrap().info.instance;
-        assert!(got.iter().filter(|s| s.data.colour == colour).all(|s| s.info.instance == h));
+    assert!(got.iter().map(|s| s.data.value).eq(0..30));
+    for sensor in ["a", "b", "c"] {
+        let h = got.iter().find(|s| s.data.sensor == sensor).unwrap().info.instance;
+        assert!(got.iter().filter(|s| s.data.sensor == sensor).all(|s| s.info.instance == h));
     }
     // A reader that joins later gets the last two of each instance.
     let late = ps[1].create_reader(&t1, qos).unwrap();
-    let mut xs: Vec<i32> = late.take_n(6, WAIT).iter().map(|s| s.data.x).collect();
-    xs.sort_unstable();
-    assert_eq!(xs, vec![24, 25, 26, 27, 28, 29]);
+    let mut values: Vec<i32> = late.take_n(6, WAIT).iter().map(|s| s.data.value).collect();
+    values.sort_unstable();
+    assert_eq!(values, vec![24, 25, 26, 27, 28, 29]);
 }
