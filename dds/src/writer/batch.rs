@@ -38,8 +38,10 @@ impl<T> DataWriter<T> {
     /// Writes `samples` in order, as [`DataWriter::write`] would one by one, but
     /// packs consecutive samples that fit a slot together into one message of the
     /// topic: far fewer messages for small samples, so a higher rate. Each sample
-    /// keeps its own number (returned, as the range of them) and reaches every
-    /// reader as if written alone; the samples of one call share its source
+    /// keeps its own number (returned, as the range from the first sample's to
+    /// the last's: contiguous unless another thread writes through this writer at
+    /// the same time) and reaches every reader as if written alone; the samples
+    /// of one call share its source
     /// timestamp. Waits for room like `write`. A sample that does not encode or is
     /// too large fails the call before anything is sent; a send that fails (no
     /// room within the writer's wait, say) leaves the samples before it sent.
@@ -53,7 +55,7 @@ impl<T> DataWriter<T> {
     pub fn write_batch(&self, samples: &[T]) -> Result<Range<u64>, DdsError> {
         let mut enc = lock(&self.batch);
         self.encode_all(samples, &mut enc)?;
-        let first = self.seq.load(Ordering::Relaxed) + 1;
+        let mut numbers: Option<Range<u64>> = None;
         let budget = self.topic.qos.max_msg();
         let now = wall_ns(SystemTime::now());
         let mut i = 0;
@@ -64,20 +66,25 @@ impl<T> DataWriter<T> {
             while j < enc.parts.len() && WORD + enc.parts[j].at.end - start <= budget {
                 j += 1;
             }
-            if j <= i + 1 {
+            let sent = if j <= i + 1 {
                 // One alone (or one too large for a pack): sent as `write` sends it.
                 let body = &enc.bytes[enc.parts[i].body.clone()];
-                self.send_built(body.len(), self.waits(), |s| s.write(0, body))?;
+                let seq = self.send_built(body.len(), self.waits(), |s| s.write(0, body))?;
                 j = i + 1;
+                seq..seq + 1
             } else {
-                self.send_pack(&mut enc, i..j, now)?;
-            }
+                self.send_pack(&mut enc, i..j, now)?
+            };
+            numbers = Some(numbers.map_or(sent.clone(), |n| n.start..sent.end));
             for p in &enc.parts[i..j] {
                 self.noted(p.instance);
             }
             i = j;
         }
-        Ok(first..self.seq.load(Ordering::Relaxed) + 1)
+        Ok(numbers.unwrap_or_else(|| {
+            let next = self.seq.load(Ordering::Relaxed) + 1;
+            next..next
+        }))
     }
 
     /// Lays every sample out as a pack would hold it (each checked against the
@@ -109,8 +116,9 @@ impl<T> DataWriter<T> {
     }
 
     /// Sends samples `which` of `enc` as one pack, numbered on from this writer's
-    /// last number, stamped `now` (nanoseconds since the epoch).
-    fn send_pack(&self, enc: &mut Encoded, which: Range<usize>, now: u64) -> Result<(), DdsError> {
+    /// last number, stamped `now` (nanoseconds since the epoch); returns their
+    /// numbers.
+    fn send_pack(&self, enc: &mut Encoded, which: Range<usize>, now: u64) -> Result<Range<u64>, DdsError> {
         let _one = lock(&self.sending);
         let first = self.seq.load(Ordering::Relaxed) + 1;
         for (k, p) in enc.parts[which.clone()].iter().enumerate() {
@@ -131,6 +139,6 @@ impl<T> DataWriter<T> {
             self.waits().view,
         )?;
         self.seq.store(first + n as u64 - 1, Ordering::Relaxed);
-        Ok(())
+        Ok(first..first + n as u64)
     }
 }
