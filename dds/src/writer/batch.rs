@@ -41,10 +41,10 @@ impl<T> DataWriter<T> {
     /// keeps its own number (returned, as the range from the first sample's to
     /// the last's: contiguous unless another thread writes through this writer at
     /// the same time) and reaches every reader as if written alone; the samples
-    /// of one call share its source
-    /// timestamp. Waits for room like `write`. A sample that does not encode or is
-    /// too large fails the call before anything is sent; a send that fails (no
-    /// room within the writer's wait, say) leaves the samples before it sent.
+    /// of one call share its source timestamp. Waits for room like `write`. A
+    /// sample that does not encode or is too large fails the call before anything
+    /// is sent; a send that fails (no room within the writer's wait, say) leaves
+    /// the samples before it sent.
     ///
     /// ```no_run
     /// # fn f(w: &spindle_dds::DataWriter<u64>) -> Result<(), spindle_dds::DdsError> {
