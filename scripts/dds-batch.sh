@@ -3,8 +3,10 @@
 # at 16 B, 128 B and 1 KB, each round runs `dds_perf --batch 0` (one write per
 # sample), `dds_perf --batch 64` (write_batch of 64) and `bandwidth`, interleaved.
 # One line per run: round, transport, size, what, samples (messages) per second,
-# and for DDS whether every sample arrived in order.
-# usage: bash scripts/dds-batch.sh [ROUNDS] [SECONDS]
+# and for DDS whether every sample arrived in order. With ZENOH=1, each tcp size
+# also runs Zenoh with its subscriber copying payloads out
+# (READ=full ../shared/bench/zenoh-perf.sh).
+# usage: [ZENOH=1] bash scripts/dds-batch.sh [ROUNDS] [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -19,6 +21,10 @@ for r in $(seq "$ROUNDS"); do
         order=$(echo "$v" | grep -o '"all_received_in_order":[a-z]*' | cut -d: -f2)
         echo "$r $t $z dds-batch$b ${rate:-0} ${order:-false}"
       done
+      if [ "${ZENOH:-0}" = 1 ] && [ $t = tcp ]; then
+        v=$(READ=full bash ../shared/bench/zenoh-perf.sh "$T" $z 2>/dev/null | tail -1)
+        echo "$r $t $z zenoh $(echo "$v" | grep -o '"msgs_per_s": [0-9.]*' | cut -d' ' -f2)"
+      fi
       c=$(( z == 1024 ? 4000000 : 8000000 ))
       v=$(./target/release/bandwidth --transport $t --size $z --count $c --json 2>/dev/null | tail -1)
       echo "$r $t $z raw $(echo "$v" | grep -o '"msgs_per_s":[0-9.]*' | cut -d: -f2)"
