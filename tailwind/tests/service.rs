@@ -4,6 +4,7 @@
 //! record in order, a member that replaces a failed one is re-seeded, and appends
 //! forwarded from a backup land in the same log (over shm and tcp).
 
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
 use spindle_sst::transport::{NodeId, RegionId};
 use spindle_tailwind::format::{scan, Appender, BufLen};
 use spindle_tailwind::service::{
@@ -312,14 +313,14 @@ fn reads_at_backups_during_rollovers_return_each_record_at_its_number() {
     let three = ThreeMembers::new("twf");
     let (logs, p) = (&three.logs, &three.logs[0]);
     const N: u64 = 2000;
-    let done = std::sync::atomic::AtomicBool::new(false);
+    let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         for l in &logs[1..] {
             let done = &done;
             s.spawn(move || {
                 let mut reads = 0u64;
                 // Bounded: it stops with the appends (and the appends are bounded).
-                while !done.load(std::sync::atomic::Ordering::Acquire) || reads == 0 {
+                while !done.load(Ordering::Acquire) || reads == 0 {
                     let from = reads * 37 % N;
                     for (k, r) in l.read_from(Lsn(from)).enumerate() {
                         let (lsn, bytes) = r.unwrap_or_else(|e| panic!("read {reads} from {from}: {e}"));
@@ -334,7 +335,7 @@ fn reads_at_backups_during_rollovers_return_each_record_at_its_number() {
         for i in 0..N {
             assert_eq!(p.append(&record(i)).unwrap(), Lsn(i));
         }
-        done.store(true, std::sync::atomic::Ordering::Release);
+        done.store(true, Ordering::Release);
     });
     assert!(p.segments().len() >= 30, "segments rotated: {}", p.segments().len());
 }
