@@ -142,6 +142,19 @@ pub(crate) fn pack_word(n: u32) -> u64 {
     CLIENT_FLAG | n as u64
 }
 
+/// A pack of `parts`, each a sample's bytes (for tests and the simulator; writers
+/// lay theirs out in place, `crate::writer::batch`).
+#[cfg(test)]
+pub(crate) fn pack_bytes(parts: &[Vec<u8>]) -> Vec<u8> {
+    let mut b = pack_word(parts.len() as u32).to_le_bytes().to_vec();
+    for p in parts {
+        b.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        b.extend_from_slice(p);
+        b.resize(b.len().div_ceil(8) * 8, 0);
+    }
+    b
+}
+
 /// The count of samples, if word 0 is a pack's.
 pub(crate) fn pack_count(w0: u64) -> Option<u32> {
     (w0 & (CLIENT_FLAG | WRITER_BITS) == CLIENT_FLAG).then_some(w0 as u32)

@@ -82,15 +82,9 @@ impl<'a> Src<'a> {
     pub(crate) fn header_len(&self) -> usize {
         crate::sample::header_len(self.word(0))
     }
-    /// The header's first word, if the bytes hold a whole header (checked before
-    /// any other use; the word says how long the header is).
-    pub(crate) fn first_word(&self) -> Option<u64> {
-        let w0 = (self.len() >= HEADER).then(|| self.word(0))?;
-        (self.len() >= crate::sample::header_len(w0)).then_some(w0)
-    }
     /// True if the bytes hold a whole header.
     pub(crate) fn has_header(&self) -> bool {
-        self.first_word().is_some()
+        self.header().is_some()
     }
     /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the message.
     pub(crate) fn read_at(&self, at: usize, out: &mut [u8]) {

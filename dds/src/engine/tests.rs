@@ -4,6 +4,7 @@ use super::record::{Fx, Recorder};
 use super::*;
 use crate::error::CatchUpError;
 use crate::qos::History as Keep;
+use crate::sample::pack_bytes;
 use crate::table::{Endpoint, TopicEntry};
 
 const A: NodeId = NodeId(0);
@@ -268,17 +269,6 @@ fn client_readers_get_what_is_delivered_from_their_start_and_their_history_in_pa
     assert!(rec.take().is_empty(), "a forgotten client gets nothing");
 }
 
-/// A pack (see `crate::sample`) of `parts`, each as its own sample's bytes.
-fn pack(parts: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = crate::sample::pack_word(parts.len() as u32).to_le_bytes().to_vec();
-    for p in parts {
-        b.extend_from_slice(&(p.len() as u64).to_le_bytes());
-        b.extend_from_slice(p);
-        b.resize(b.len().div_ceil(8) * 8, 0);
-    }
-    b
-}
-
 /// (writer number, seq, topic_seq) of each offer.
 fn offered(fx: &[Fx]) -> Vec<(u32, u64, u64)> {
     fx.iter()
@@ -296,7 +286,7 @@ fn a_pack_is_delivered_as_its_samples_one_by_one() {
     // An odd-length payload in the middle: the next sample starts on a whole word.
     let mut odd = member(3, 2);
     odd.extend_from_slice(b"abc");
-    e.deliver(ViewId(1), ME, Src::Bytes(&pack(&[member(3, 1), odd.clone(), member(3, 3)])), now(), &mut rec);
+    e.deliver(ViewId(1), ME, Src::Bytes(&pack_bytes(&[member(3, 1), odd.clone(), member(3, 3)])), now(), &mut rec);
     e.deliver(ViewId(1), A, Src::Bytes(&member(1, 1)), now(), &mut rec);
     let fx = rec.take();
     assert_eq!(offered(&fx), vec![(3, 1, 0), (3, 2, 1), (3, 3, 2), (1, 1, 3)]);
@@ -327,14 +317,14 @@ struct BadPackCase;
 impl BadPackCase {
     fn all() -> Vec<(&'static str, Vec<u8>, usize)> {
         let ok = || vec![member(1, 1), member(1, 2)];
-        let mut past_end = pack(&ok());
+        let mut past_end = pack_bytes(&ok());
         past_end.truncate(past_end.len() - 8);
-        let mut says_more = pack(&ok());
+        let mut says_more = pack_bytes(&ok());
         says_more[..8].copy_from_slice(&crate::sample::pack_word(3).to_le_bytes());
-        let nested = pack(&[member(1, 1), pack(&ok())]);
-        let with_client = pack(&[member(1, 1), client(9, 0, Level::Ordered, 1)]);
-        let short_part = pack(&[member(1, 1), vec![0; 8]]);
-        let mut huge_len = pack(&ok());
+        let nested = pack_bytes(&[member(1, 1), pack_bytes(&ok())]);
+        let with_client = pack_bytes(&[member(1, 1), client(9, 0, Level::Ordered, 1)]);
+        let short_part = pack_bytes(&[member(1, 1), vec![0; 8]]);
+        let mut huge_len = pack_bytes(&ok());
         huge_len[8..16].copy_from_slice(&u64::MAX.to_le_bytes());
         vec![
             ("a length past the end", past_end, 1),

@@ -81,17 +81,6 @@ pub(crate) fn sample_bytes(header: &[u64], instance: u64, payload: u64) -> Vec<u
     b
 }
 
-/// A pack of `parts` (see [`crate::sample`]), as a member writer's batch sends it.
-pub(crate) fn pack_bytes(parts: &[Vec<u8>]) -> Vec<u8> {
-    let mut b = crate::sample::pack_word(parts.len() as u32).to_le_bytes().to_vec();
-    for p in parts {
-        b.extend_from_slice(&(p.len() as u64).to_le_bytes());
-        b.extend_from_slice(p);
-        b.resize(b.len().div_ceil(8) * 8, 0);
-    }
-    b
-}
-
 /// The samples a message holds: those of a pack (the simulator makes only whole
 /// ones), else the message itself.
 pub(crate) fn samples_of(bytes: &[u8]) -> Vec<&[u8]> {

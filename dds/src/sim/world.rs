@@ -3,11 +3,12 @@
 use super::catchup::{Fetch, Step};
 use super::clients::Client;
 use super::config::SimConfig;
-use super::member::{instance_of, key_of, kind_of, pack_bytes, sample_bytes, samples_of, Member, SampleKey, WRITER};
+use super::member::{instance_of, key_of, kind_of, sample_bytes, samples_of, Member, SampleKey, WRITER};
 use super::{Stats, Violation};
 use crate::engine::record::Fx;
 use crate::engine::Now;
 use crate::qos::Level;
+use crate::sample::pack_bytes;
 use crate::sink::Src;
 use spindle_smc::sim::Rng;
 use spindle_sst::transport::NodeId;

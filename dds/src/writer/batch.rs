@@ -128,6 +128,7 @@ impl<T> DataWriter<T> {
         }
         let parts = &enc.bytes[enc.parts[which.start].at.start..enc.parts[which.end - 1].at.end];
         let n = which.len();
+        let wait = self.waits();
         self.p.group.send_where_within(
             |v| self.topic.subgroup_in(v),
             WORD + parts.len(),
@@ -135,8 +136,8 @@ impl<T> DataWriter<T> {
                 slot.write_word(0, pack_word(n as u32));
                 slot.write(WORD, parts);
             },
-            self.waits().room,
-            self.waits().view,
+            wait.room,
+            wait.view,
         )?;
         self.seq.store(first + n as u64 - 1, Ordering::Relaxed);
         Ok(first..first + n as u64)
