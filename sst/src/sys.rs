@@ -24,8 +24,17 @@ pub(crate) fn recv_dontwait(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<us
 /// Waits until one of `fds` is readable (or hung up, or in error), or `timeout`
 /// passes (`None`: no limit). Returns how many are ready (0 on timeout or signal).
 pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> usize {
-    let mut p: Vec<libc::pollfd> =
-        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    wait_for(fds, &[], timeout)
+}
+
+/// Waits until one of `read` is readable or one of `write` writable (or one is hung
+/// up, or in error), or `timeout` passes (`None`: no limit). Returns how many are
+/// ready (0 on timeout or signal).
+pub(crate) fn wait_for(read: &[RawFd], write: &[RawFd], timeout: Option<Duration>) -> usize {
+    let entry = |fd, events| libc::pollfd { fd, events, revents: 0 };
+    let mut p: Vec<libc::pollfd> = (read.iter().map(|&fd| entry(fd, libc::POLLIN)))
+        .chain(write.iter().map(|&fd| entry(fd, libc::POLLOUT)))
+        .collect();
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,

@@ -81,7 +81,7 @@ impl Driving {
         self.stop.load(Ordering::Acquire)
     }
 
-    fn driven(&self) -> bool {
+    pub(super) fn driven(&self) -> bool {
         self.attached.load(Ordering::SeqCst) > 0
     }
 }

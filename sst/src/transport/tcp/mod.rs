@@ -21,6 +21,15 @@
 //! rest for the next `flush`. So a receiver never blocks on a write and two busy nodes
 //! cannot deadlock on full socket buffers.
 //!
+//! Sending (module `send`) never blocks on one socket either. A flush sends to every
+//! peer with something queued, round robin a piece at a time, what each socket takes
+//! without blocking, and waits in `ppoll` only while every socket is full. The
+//! driver's flush stops after a short budget and carries what is left to the next
+//! pass (an idle driver parks until a socket takes more). So megabytes queued for a
+//! slow peer never hold the predicate thread away from its other peers, its
+//! heartbeat or its receiving: bulk payload and liveness share the link, not the
+//! thread. A peer whose socket takes nothing for [`TcpConfig::write_timeout`] is cut.
+//!
 //! Setup: node `i` connects to every peer with a lower id and accepts from every peer
 //! with a higher one, all at once: each peer has the whole setup deadline, whatever
 //! the others do (one thread per outgoing connection, for the setup only). The
@@ -52,7 +61,9 @@ use std::time::{Duration, Instant};
 mod helper;
 mod rx;
 mod seal;
+mod send;
 mod setup;
+mod tx;
 
 pub use seal::{Ciphers, RECORD, TAG};
 pub use setup::{bind, Listener};
@@ -70,7 +81,8 @@ pub struct TcpConfig {
     pub regions: Vec<RegionSpec>,
     /// How long setup may take.
     pub timeout: Duration,
-    /// A send blocked this long means the peer is stuck: it is disconnected.
+    /// A peer whose socket takes no byte this long while bytes wait for it is stuck:
+    /// it is disconnected.
     pub write_timeout: Duration,
     /// At the deadline, go on without the peers not connected (left out of
     /// [`Transport::peers`]) instead of failing (see `shm::ShmConfig::partial`).
@@ -133,25 +145,6 @@ impl TcpConfig {
     }
 }
 
-/// Bytes a flush sends to one peer, holding its socket.
-struct Sending<'a> {
-    p: &'a TcpPeer,
-    tx: crate::sync::MutexGuard<'a, seal::Tx>,
-    bytes: Vec<u8>,
-    at: usize,
-}
-
-impl Sending<'_> {
-    /// Lets the socket go and gives the buffer back for reuse.
-    fn finish(self) {
-        drop(self.tx);
-        self.p.give_back(self.bytes);
-    }
-}
-
-/// The most a flush sends to one peer before it turns to the next.
-const FLUSH_PIECE: usize = 256 << 10;
-
 #[derive(Debug)]
 struct TcpPeer {
     id: NodeId,
@@ -159,8 +152,9 @@ struct TcpPeer {
     /// Frames posted and not yet sent.
     out: Mutex<Vec<u8>>,
     dirty: AtomicBool,
-    /// The socket's write side; held for the whole of a flush so frames keep their order.
-    tx: Mutex<seal::Tx>,
+    /// The socket's write side, held while a flush sends; what a flush could not send
+    /// stays carried in it, in order, for the next.
+    tx: Mutex<tx::Tx>,
     /// A clone of the socket, read without blocking and shut down without taking `tx`.
     sock: TcpStream,
     /// Frames are split to fit a sealed record (see module `seal`).
@@ -188,6 +182,8 @@ struct Shared {
     doorbell: Arc<Doorbell>,
     events: EventQueue,
     driving: helper::Driving,
+    /// A peer whose socket takes nothing this long while bytes wait is cut.
+    write_timeout: Duration,
 }
 
 impl Shared {
@@ -204,34 +200,6 @@ impl Shared {
         fds.extend(self.peers.iter().filter(|p| !p.cut.load(Ordering::Relaxed)).map(|p| p.sock.as_raw_fd()));
         fds
     }
-    /// Sends what is queued for `p` if no flush is sending and the socket takes it
-    /// without blocking; the rest stays queued, in order, for the next flush.
-    fn send_now(&self, p: &TcpPeer) {
-        let Ok(mut tx) = p.tx.try_lock() else { return }; // a flush is sending: it or the next one takes it
-        if p.cut.load(Ordering::Acquire) {
-            return;
-        }
-        let mut out = lock(&p.out);
-        if out.is_empty() {
-            return;
-        }
-        match tx.send_dontwait(&out) {
-            Ok(n) => {
-                out.drain(..n);
-                // Sealed bytes the socket did not take are sent by the next flush.
-                if out.is_empty() && !tx.pending() {
-                    p.dirty.store(false, Ordering::Release);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => {
-                drop(out);
-                drop(tx);
-                self.broken(p, format!("send: {e}"));
-            }
-        }
-    }
-
     /// Marks the link broken, closes the socket and reports it once.
     fn broken(&self, p: &TcpPeer, reason: String) {
         if !p.cut.swap(true, Ordering::AcqRel) {
@@ -260,7 +228,6 @@ impl TcpTransport {
             };
             let err = SetupError::io(format!("socket to {id}"));
             stream.set_read_timeout(None).map_err(err)?;
-            stream.set_write_timeout(Some(cfg.write_timeout)).map_err(SetupError::io("write timeout"))?;
             peers.push(TcpPeer {
                 id,
                 remote,
@@ -268,7 +235,7 @@ impl TcpTransport {
                 dirty: AtomicBool::new(false),
                 sock: stream.try_clone().map_err(SetupError::io("clone socket"))?,
                 sealed: send.is_some(),
-                tx: Mutex::new(seal::Tx::new(stream, send)),
+                tx: Mutex::new(tx::Tx::new(stream, send)),
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
                 heard: AtomicU64::new(0),
@@ -287,6 +254,7 @@ impl TcpTransport {
             doorbell: Arc::new(Doorbell::with_wake_fd().map_err(SetupError::io("doorbell eventfd"))?),
             events: EventQueue::default(),
             driving: helper::Driving::new().map_err(SetupError::io("helper eventfd"))?,
+            write_timeout: cfg.write_timeout,
         });
         let sh = shared.clone();
         let helper = std::thread::Builder::new()
@@ -294,53 +262,6 @@ impl TcpTransport {
             .spawn(move || helper::run(&sh))
             .map_err(SetupError::io("spawn receiver"))?;
         Ok(TcpTransport { shared, helper: Some(helper) })
-    }
-}
-
-impl TcpTransport {
-    /// A flush with one peer to send to: everything queued for it, until nothing is.
-    fn flush_one(&self, p: &TcpPeer) {
-        loop {
-            let mut tx = lock(&p.tx);
-            if let Err(e) = tx.write_pending() {
-                drop(tx);
-                self.shared.broken(p, format!("send: {e}"));
-                return;
-            }
-            while let Some(mut bytes) = p.take_out() {
-                let res = tx.write_all(&mut bytes);
-                p.give_back(bytes);
-                if let Err(e) = res {
-                    drop(tx);
-                    self.shared.broken(p, format!("send: {e}"));
-                    return;
-                }
-            }
-            drop(tx);
-            // An ack queued by a receiver while this held the send lock (`send_now`).
-            if !p.dirty.load(Ordering::SeqCst) || p.cut.load(Ordering::Acquire) {
-                return;
-            }
-        }
-    }
-}
-
-impl TcpPeer {
-    /// What is queued to send, if anything (the caller holds `tx`).
-    fn take_out(&self) -> Option<Vec<u8>> {
-        if !self.dirty.swap(false, Ordering::SeqCst) {
-            return None;
-        }
-        Some(std::mem::take(&mut *lock(&self.out))).filter(|b| !b.is_empty())
-    }
-
-    /// Gives a sent buffer back so that the next posts reuse its capacity.
-    fn give_back(&self, mut bytes: Vec<u8>) {
-        let mut out = lock(&self.out);
-        if out.is_empty() {
-            bytes.clear();
-            *out = bytes;
-        }
     }
 }
 
@@ -402,70 +323,7 @@ impl Transport for TcpTransport {
     }
 
     fn flush(&self) {
-        let peers = &self.shared.peers;
-        // Round robin over the peers, a piece at a time: a slow receiver holds up the
-        // others by one piece, not by all that is queued for it (megabytes of large
-        // messages), and every peer keeps hearing from this node meanwhile. With one
-        // peer to send to there is nobody to take turns with: all at once.
-        let mut dirty = peers.iter().filter(|p| p.dirty.load(Ordering::Acquire) && !p.cut.load(Ordering::Relaxed));
-        if let (Some(p), None) = (dirty.next(), dirty.next()) {
-            return self.flush_one(p);
-        }
-        loop {
-            // Take what is queued for every dirty peer, with its socket, in peer
-            // order (the only place this takes send locks, so two flushes cannot
-            // deadlock). A receiver that queued an ack while a flush held the send
-            // lock left it to the flush (`send_now`): it is taken below or next time.
-            let mut live: Vec<Sending<'_>> = Vec::new();
-            for p in peers.iter() {
-                if !p.dirty.load(Ordering::Acquire) || p.cut.load(Ordering::Relaxed) {
-                    continue;
-                }
-                let mut tx = lock(&p.tx);
-                if let Err(e) = tx.write_pending() {
-                    drop(tx);
-                    self.shared.broken(p, format!("send: {e}"));
-                    continue;
-                }
-                if let Some(bytes) = p.take_out() {
-                    live.push(Sending { p, tx, bytes, at: 0 });
-                }
-            }
-            if live.is_empty() {
-                break;
-            }
-            while !live.is_empty() {
-                let mut k = 0;
-                while k < live.len() {
-                    let s = &mut live[k];
-                    match s.tx.write_piece(&mut s.bytes[s.at..], FLUSH_PIECE) {
-                        Ok(n) => s.at += n,
-                        Err(e) => {
-                            let s = live.swap_remove(k);
-                            let p = s.p;
-                            s.finish();
-                            self.shared.broken(p, format!("send: {e}"));
-                            continue;
-                        }
-                    }
-                    if s.at == s.bytes.len() {
-                        // Posted meanwhile: sent in this flush, under the same lock.
-                        match s.p.take_out() {
-                            Some(more) => {
-                                let done = std::mem::replace(&mut s.bytes, more);
-                                s.at = 0;
-                                s.p.give_back(done);
-                            }
-                            None => {
-                                live.swap_remove(k).finish();
-                                continue;
-                            }
-                        }
-                    }
-                    k += 1;
-                }
-            }
-        }
+        self.shared.flush();
     }
 
     fn wait_completed(&self, peer: NodeId, seq: u64, deadline: Instant) -> bool {
@@ -525,8 +383,13 @@ impl Transport for TcpTransport {
         let sh = &self.shared;
         if sh.doorbell.pending(&ticket) {
             let fds = sh.wait_fds(sh.doorbell.wake_fd().expect("the tcp doorbell has a wake fd"));
+            // A flush that ran out of budget left bytes: wake when a socket takes them.
+            let unsent: Vec<_> = (sh.peers.iter())
+                .filter(|p| p.dirty.load(Ordering::Acquire) && !p.cut.load(Ordering::Relaxed))
+                .map(|p| p.sock.as_raw_fd())
+                .collect();
             sh.driving.parked(true);
-            crate::sys::wait_readable(&fds, timeout);
+            crate::sys::wait_for(&fds, &unsent, timeout);
             sh.driving.parked(false);
         }
         sh.doorbell.finish(ticket);

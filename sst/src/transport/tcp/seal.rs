@@ -18,15 +18,13 @@
 //! bytes reach a region.
 
 use super::LinkCipher;
-use std::io::{IoSlice, Write};
-use std::net::TcpStream;
 
 /// The most plaintext bytes in one record.
 pub const RECORD: usize = 64 << 10;
 /// Bytes of a record's tag.
 pub const TAG: usize = 16;
 /// Bytes of a record's length.
-const LEN: usize = 4;
+pub(super) const LEN: usize = 4;
 
 /// The ciphers of a sealed link: `(sending, receiving)`.
 pub type Ciphers = (Box<dyn LinkCipher>, Box<dyn LinkCipher>);
@@ -36,16 +34,10 @@ pub type Ciphers = (Box<dyn LinkCipher>, Box<dyn LinkCipher>);
 /// can apply them straight from the opened record.
 pub const FRAME_DATA: usize = (RECORD - 4 - super::frame::WRITE_HEADER) & !7;
 
-/// The sending side of a link: its socket and, on a sealed link, the cipher and the
-/// sealed bytes a non-blocking send left unsent (they go before anything else).
+/// A link's sending cipher and the sealed bytes a send left unsent (they go
+/// before anything else).
 #[derive(Debug)]
-pub(super) struct Tx {
-    stream: TcpStream,
-    seal: Option<Sealing>,
-}
-
-#[derive(Debug)]
-struct Sealing {
+pub(super) struct Sealing {
     cipher: Box<dyn LinkCipher>,
     /// Sealed records a non-blocking send left; `wire[at..]` is not sent yet.
     wire: Vec<u8>,
@@ -56,6 +48,10 @@ struct Sealing {
 }
 
 impl Sealing {
+    pub(super) fn new(cipher: Box<dyn LinkCipher>) -> Sealing {
+        Sealing { cipher, wire: Vec::new(), at: 0, frame_left: 0 }
+    }
+
     /// The length of the next record of `plain`: whole frames up to [`RECORD`]
     /// bytes, or a piece of a frame that does not fit one (or is cut by the end of
     /// `plain`).
@@ -83,7 +79,7 @@ impl Sealing {
     }
 
     /// Appends the first record of `plain` to `wire`, sealed; returns its length.
-    fn append_record(&mut self, plain: &[u8]) -> usize {
+    pub(super) fn append_record(&mut self, plain: &[u8]) -> usize {
         let n = self.next_record(plain);
         let head = (n as u32).to_le_bytes();
         self.wire.extend_from_slice(&head);
@@ -95,127 +91,41 @@ impl Sealing {
     }
 
     /// Seals the first record of `plain` in place; returns its length, header and tag.
-    fn seal_in_place(&mut self, plain: &mut [u8]) -> (usize, [u8; LEN], [u8; TAG]) {
+    pub(super) fn seal_in_place(&mut self, plain: &mut [u8]) -> (usize, [u8; LEN], [u8; TAG]) {
         let n = self.next_record(plain);
         let head = (n as u32).to_le_bytes();
         let tag = self.cipher.seal(&head, &mut plain[..n]);
         (n, head, tag)
     }
 
-    fn pending(&self) -> bool {
+    pub(super) fn pending(&self) -> bool {
         self.at < self.wire.len()
     }
 
-    fn sent(&mut self, n: usize) {
+    pub(super) fn sent(&mut self, n: usize) {
         self.at += n;
         if self.at == self.wire.len() {
             self.wire.clear();
             self.at = 0;
         }
     }
-}
 
-/// Writes all of a record's three parts (length, body, tag), in order: `write_all`
-/// over a vectored write.
-fn write_all_parts(stream: &mut TcpStream, parts: &mut [&[u8]; 3]) -> std::io::Result<()> {
-    let mut first = 0;
-    while first < parts.len() {
-        let mut slices = [IoSlice::new(&[]); 3];
-        for (s, p) in slices.iter_mut().zip(&parts[first..]) {
-            *s = IoSlice::new(p);
-        }
-        let mut n = match stream.write_vectored(&slices[..parts.len() - first]) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        while first < parts.len() && n >= parts[first].len() {
-            n -= parts[first].len();
-            first += 1;
-        }
-        if first < parts.len() {
-            parts[first] = &parts[first][n..];
-        }
-    }
-    Ok(())
-}
-
-impl Tx {
-    pub(super) fn new(stream: TcpStream, cipher: Option<Box<dyn LinkCipher>>) -> Tx {
-        Tx { stream, seal: cipher.map(|cipher| Sealing { cipher, wire: Vec::new(), at: 0, frame_left: 0 }) }
+    /// The sealed bytes not sent yet.
+    pub(super) fn unsent(&self) -> &[u8] {
+        &self.wire[self.at..]
     }
 
-    /// Sends `bytes`, blocking (up to the socket's write timeout), after whatever a
-    /// non-blocking send left. A sealed link encrypts them in place: the caller does
-    /// not read them again.
-    pub(super) fn write_all(&mut self, bytes: &mut [u8]) -> std::io::Result<()> {
-        let Some(s) = &mut self.seal else { return self.stream.write_all(bytes) };
-        self.stream.write_all(&s.wire[s.at..])?;
-        s.sent(s.wire.len() - s.at);
-        let mut rest = bytes;
-        while !rest.is_empty() {
-            let (n, head, tag) = s.seal_in_place(rest);
-            let (record, after) = rest.split_at_mut(n);
-            write_all_parts(&mut self.stream, &mut [&head, record, &tag])?;
-            rest = after;
+    /// Keeps a sealed record whose first `sent` bytes went out: the rest is sent
+    /// before anything else (nothing else may be pending).
+    pub(super) fn keep(&mut self, parts: [&[u8]; 3], mut sent: usize) {
+        debug_assert!(!self.pending());
+        self.wire.clear();
+        self.at = 0;
+        for part in parts {
+            let skip = sent.min(part.len());
+            sent -= skip;
+            self.wire.extend_from_slice(&part[skip..]);
         }
-        Ok(())
-    }
-
-    /// Sends a piece of `bytes` of about `piece` bytes (on a sealed link, whole
-    /// records), blocking; returns how many were sent. Sealed bytes are encrypted in
-    /// place: the caller does not read them again.
-    pub(super) fn write_piece(&mut self, bytes: &mut [u8], piece: usize) -> std::io::Result<usize> {
-        let Some(s) = &mut self.seal else {
-            let n = bytes.len().min(piece);
-            self.stream.write_all(&bytes[..n])?;
-            return Ok(n);
-        };
-        self.stream.write_all(&s.wire[s.at..])?;
-        s.sent(s.wire.len() - s.at);
-        let mut done = 0;
-        while done < bytes.len() && done < piece {
-            let (n, head, tag) = s.seal_in_place(&mut bytes[done..]);
-            write_all_parts(&mut self.stream, &mut [&head, &bytes[done..done + n], &tag])?;
-            done += n;
-        }
-        Ok(done)
-    }
-
-    /// Sends what a non-blocking send left, blocking.
-    pub(super) fn write_pending(&mut self) -> std::io::Result<()> {
-        self.write_all(&mut [])
-    }
-
-    /// Whether a non-blocking send left sealed bytes unsent.
-    pub(super) fn pending(&self) -> bool {
-        self.seal.as_ref().is_some_and(Sealing::pending)
-    }
-
-    /// Sends what the socket takes without blocking; returns how many of `bytes` are
-    /// taken: sent, or (on a sealed link) sealed and left for the next send.
-    pub(super) fn send_dontwait(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let flags = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
-        let sock = socket2::SockRef::from(&self.stream);
-        let Some(s) = &mut self.seal else { return sock.send_with_flags(bytes, flags) };
-        let taken = if s.pending() {
-            0 // sealed bytes are still waiting: these wait behind them, unsealed
-        } else {
-            let mut at = 0;
-            while at < bytes.len() {
-                at += s.append_record(&bytes[at..]);
-            }
-            bytes.len()
-        };
-        // What the socket does not take now stays sealed in `wire` for the next send:
-        // `bytes` count as taken either way (sealed twice, they would arrive twice).
-        match sock.send_with_flags(&s.wire[s.at..], flags) {
-            Ok(n) => s.sent(n),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted) => {}
-            Err(e) => return Err(e),
-        }
-        Ok(taken)
     }
 }
 

@@ -1,0 +1,129 @@
+//! The sending side of a link: its socket, the frames a flush took from the link's
+//! queue and has not sent yet, and (on a sealed link) the cipher. Every send here
+//! is non-blocking: what the socket does not take stays carried, in order, for the
+//! next send.
+
+use super::seal::{Sealing, LEN, TAG};
+use super::LinkCipher;
+use std::io::{ErrorKind, IoSlice};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+/// Sends never block and never raise SIGPIPE.
+const FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+
+#[derive(Debug)]
+pub(super) struct Tx {
+    stream: TcpStream,
+    seal: Option<Sealing>,
+    /// Frames taken from the queue; `carry[at..]` is neither sent nor sealed yet.
+    carry: Vec<u8>,
+    at: usize,
+    /// Since when the socket has taken nothing while bytes waited for it.
+    stalled: Option<Instant>,
+}
+
+/// Bytes a send moved: `Ok(0)` where the socket is full.
+fn taken(res: std::io::Result<usize>) -> std::io::Result<usize> {
+    match res {
+        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(0),
+        other => other,
+    }
+}
+
+impl Tx {
+    pub(super) fn new(stream: TcpStream, cipher: Option<Box<dyn LinkCipher>>) -> Tx {
+        Tx { stream, seal: cipher.map(Sealing::new), carry: Vec::new(), at: 0, stalled: None }
+    }
+
+    /// Whether every carried frame is sent or sealed (the next can be loaded).
+    pub(super) fn drained(&self) -> bool {
+        self.at == self.carry.len()
+    }
+
+    /// Whether nothing waits to be sent: no carried frame, no sealed byte.
+    pub(super) fn idle(&self) -> bool {
+        self.drained() && !self.seal.as_ref().is_some_and(Sealing::pending)
+    }
+
+    /// Carries `bytes` (the carried frames must be drained); returns the old buffer,
+    /// for reuse.
+    pub(super) fn load(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        debug_assert!(self.drained());
+        self.at = 0;
+        std::mem::replace(&mut self.carry, bytes)
+    }
+
+    /// Sends about `piece` carried bytes, as many as the socket takes without
+    /// blocking (on a sealed link, sealed bytes an earlier send left go first, and
+    /// records are sealed in place as they go). Returns whether any byte went out.
+    pub(super) fn send_some(&mut self, piece: usize) -> std::io::Result<bool> {
+        let Tx { stream, seal, carry, at, .. } = self;
+        let sock = socket2::SockRef::from(&*stream);
+        let Some(s) = seal else {
+            let end = carry.len().min(at.saturating_add(piece));
+            let n = taken(sock.send_with_flags(&carry[*at..end], FLAGS))?;
+            *at += n;
+            return Ok(n > 0);
+        };
+        let mut moved = false;
+        if s.pending() {
+            let n = taken(sock.send_with_flags(s.unsent(), FLAGS))?;
+            s.sent(n);
+            moved = n > 0;
+            if s.pending() {
+                return Ok(moved);
+            }
+        }
+        let stop = at.saturating_add(piece);
+        while *at < carry.len() && *at < stop {
+            let (n, head, tag) = s.seal_in_place(&mut carry[*at..]);
+            let record = &carry[*at..*at + n];
+            // Sealed: the record counts as taken whether or not the socket takes it
+            // now (sealed twice it would be sent twice).
+            *at += n;
+            let parts = [&head[..], record, &tag[..]];
+            let slices = parts.map(IoSlice::new);
+            let sent = taken(sock.send_vectored_with_flags(&slices, FLAGS))?;
+            moved |= sent > 0;
+            if sent < LEN + n + TAG {
+                s.keep(parts, sent);
+                break;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Sends what the socket takes of `bytes` without blocking, where nothing is
+    /// carried; returns how many of `bytes` are taken: sent, or (on a sealed link)
+    /// sealed and left for the next send.
+    pub(super) fn send_dontwait(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        debug_assert!(self.drained());
+        let sock = socket2::SockRef::from(&self.stream);
+        let Some(s) = &mut self.seal else { return taken(sock.send_with_flags(bytes, FLAGS)) };
+        let taken_here = if s.pending() {
+            0 // sealed bytes are still waiting: these wait behind them, unsealed
+        } else {
+            let mut at = 0;
+            while at < bytes.len() {
+                at += s.append_record(&bytes[at..]);
+            }
+            bytes.len()
+        };
+        // What the socket does not take now stays sealed for the next send: `bytes`
+        // count as taken either way (sealed twice, they would arrive twice).
+        let n = taken(sock.send_with_flags(s.unsent(), FLAGS))?;
+        s.sent(n);
+        Ok(taken_here)
+    }
+
+    /// Notes that the socket took bytes.
+    pub(super) fn moved(&mut self) {
+        self.stalled = None;
+    }
+
+    /// Notes that the socket took nothing at `now`; returns for how long it has not.
+    pub(super) fn stalled_for(&mut self, now: Instant) -> Duration {
+        now.saturating_duration_since(*self.stalled.get_or_insert(now))
+    }
+}
