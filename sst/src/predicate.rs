@@ -442,6 +442,10 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         }
         if w.pass(inner, now, false) {
             idle_since = None;
+            // A pass that did work may have run long (a large copy, an upcall that
+            // digests megabytes): the next one looks at the clock, or timers such as
+            // the heartbeat would wait for CLOCK_EVERY such passes.
+            now = Instant::now();
             continue;
         }
         // A zero budget parks after the first idle pass; otherwise the clock is read
