@@ -71,7 +71,7 @@ impl SmcCore {
         let mut next_seq = self.next_seq;
         if self.spec.mode == Mode::Unordered {
             // Per sender, in sender order: unordered delivery promises no more.
-            self.take_unordered(Some(cut), &mut upto, &mut next_seq, &mut msgs);
+            self.take_unordered(Some(cut), usize::MAX, &mut upto, &mut next_seq, &mut msgs);
             return Ok(self.hand_out(msgs, upto, next_seq));
         }
         let mut cursor = vec![0usize; s];

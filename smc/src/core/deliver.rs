@@ -4,9 +4,17 @@
 use super::*;
 use crate::spec::HEADER;
 
+/// The bytes of messages after which a batch is closed. A batch is one upcall on
+/// the predicate thread, which also beats the heartbeat and sends: large messages
+/// (an upcall may read every byte) go a few megabytes per pass, so a backlog of
+/// them never holds the thread for long.
+pub const BATCH_BYTES: usize = 4 << 20;
+
 impl SmcCore {
-    /// Takes everything deliverable now as one batch. Call [`SmcCore::finish`] with it
-    /// after the upcall; until then no other batch is handed out.
+    /// Takes what is deliverable now as one batch: everything, or as much as fills
+    /// [`BATCH_BYTES`] (at least one message), the rest going in the next batch. Call
+    /// [`SmcCore::finish`] with it after the upcall; until then no other batch is
+    /// handed out.
     pub fn take_deliverable(&mut self) -> Option<Deliverable> {
         if self.delivering || self.wedged {
             return None;
@@ -31,8 +39,11 @@ impl SmcCore {
                 let mut cursor: Vec<usize> = vec![0; s as usize];
                 // Position (r, k) of `next_seq`, stepped without a division per message.
                 let (mut r, mut k) = ((next_seq % s) as usize, next_seq / s);
-                while stable[r] > k {
+                let mut bytes = 0;
+                while stable[r] > k && bytes < BATCH_BYTES {
+                    let before = msgs.len();
                     self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
+                    bytes += msgs.get(before).map_or(0, |m| m.len);
                     next_seq += 1;
                     r += 1;
                     if r == s as usize {
@@ -40,7 +51,7 @@ impl SmcCore {
                     }
                 }
             }
-            Mode::Unordered => self.take_unordered(None, &mut upto, &mut next_seq, &mut msgs),
+            Mode::Unordered => self.take_unordered(None, BATCH_BYTES, &mut upto, &mut next_seq, &mut msgs),
         }
         if upto == self.deliv {
             self.spare = msgs;
@@ -50,18 +61,25 @@ impl SmcCore {
     }
 
     /// Unordered delivery: every pending message with index below `cut[r]` (all of
-    /// them without a cut), per sender in sender order.
+    /// them without a cut), per sender in sender order, until the messages taken
+    /// hold `most` bytes.
     pub(super) fn take_unordered(
         &self,
         cut: Option<&[u64]>,
+        most: usize,
         upto: &mut [u64],
         next_seq: &mut u64,
         msgs: &mut Vec<MsgRef>,
     ) {
+        let mut bytes = 0;
         for (r, pending) in self.pending.iter().enumerate() {
             let limit = cut.map_or(u64::MAX, |c| c[r]);
             for e in pending.iter().take_while(|e| e.first < limit) {
+                if bytes >= most {
+                    return;
+                }
                 if let Some(m) = self.msg_ref(r, *e, e.first, *next_seq) {
+                    bytes += m.len;
                     msgs.push(m);
                     *next_seq += 1;
                 }
