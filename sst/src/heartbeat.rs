@@ -67,6 +67,8 @@ pub struct Detector {
     /// Extra silence allowed before a peer's first beat (see [`Detector::with_startup_grace`]).
     grace: Duration,
     peers: Vec<Watch>,
+    /// When this node last looked at its peers ([`Detector::look`]).
+    last_look: Option<Instant>,
 }
 
 impl Detector {
@@ -76,7 +78,7 @@ impl Detector {
             .iter()
             .map(|&node| Watch { node, last: 0, since: now, suspected: false, beaten: false, heard: 0 })
             .collect();
-        Detector { timeout, grace: Duration::ZERO, peers }
+        Detector { timeout, grace: Duration::ZERO, peers, last_look: None }
     }
 
     /// Gives every peer `grace` more before its first beat: a peer that has not beaten
@@ -94,6 +96,22 @@ impl Detector {
         let me = table.members()[table.my_rank()];
         let others: Vec<NodeId> = table.members().iter().copied().filter(|m| *m != me).collect();
         Detector::new(&others, now, timeout)
+    }
+
+    /// Notes that this node looks at its peers at `now` (call it before the
+    /// `observe`s of that moment). Silence counts only while this node could watch:
+    /// a look more than half the timeout after the last means this node itself was
+    /// held up (a long upcall, a starved CPU) and could neither receive nor look, so
+    /// of that gap only half the timeout counts as every peer's silence. A peer that
+    /// is really gone is still suspected, after a few more looks.
+    pub fn look(&mut self, now: Instant) {
+        let credit = self.timeout / 2;
+        if let Some(gap) = self.last_look.map(|t| now.saturating_duration_since(t)).filter(|g| *g > credit) {
+            for w in self.peers.iter_mut().filter(|w| !w.suspected) {
+                w.since = (w.since + (gap - credit)).min(now);
+            }
+        }
+        self.last_look = Some(now);
     }
 
     /// Records `peer`'s heartbeat `value` seen at `now`; returns a suspicion the first
@@ -169,6 +187,7 @@ where
             let table = local.table().clone();
             let mut det = lock(&det);
             let d = det.get_or_insert_with(|| Detector::for_table(&table, now, cfg.timeout));
+            d.look(now);
             let found: Vec<Suspicion> = (0..table.rows())
                 .filter(|r| *r != table.my_rank())
                 .filter_map(|r| d.observe(now, table.members()[r], table.counter(r, column)))
@@ -238,6 +257,29 @@ mod tests {
         assert_eq!(d.observe(t0 + ms(390), NodeId(2), 1), None, "first beat");
         assert_eq!(d.observe(t0 + ms(480), NodeId(2), 1), None, "90 ms silent");
         assert!(d.observe(t0 + ms(490), NodeId(2), 1).is_some(), "after a beat, the plain timeout");
+    }
+
+    #[test]
+    fn silence_this_node_could_not_watch_counts_only_in_part() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut d = Detector::new(&[NodeId(1)], t0, ms(100));
+        d.look(t0);
+        assert_eq!(d.observe(t0, NodeId(1), 1), None);
+        // This node was held up for 300 ms: 50 of them count.
+        d.look(t0 + ms(300));
+        assert_eq!(d.observe(t0 + ms(300), NodeId(1), 1), None, "held up itself, it watched 50 ms");
+        d.look(t0 + ms(340));
+        assert_eq!(d.observe(t0 + ms(340), NodeId(1), 1), None, "watched 90 ms");
+        d.look(t0 + ms(351));
+        assert!(d.observe(t0 + ms(351), NodeId(1), 1).is_some(), "watched 101 ms");
+        // Held up on every look, it still suspects a silent peer: 50 ms count per look.
+        let mut d = Detector::new(&[NodeId(1)], t0, ms(100));
+        let found = (0..10).map(|i| t0 + ms(300 * i)).find(|&t| {
+            d.look(t);
+            d.observe(t, NodeId(1), 0).is_some()
+        });
+        assert_eq!(found, Some(t0 + ms(600)), "suspected on the third look");
     }
 
     #[test]

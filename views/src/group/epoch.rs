@@ -310,6 +310,7 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
             d.poke = true;
         }
         let now = Instant::now();
+        d.detector.look(now);
         let table = d.engine.table().clone();
         let col = d.engine.heartbeat_column();
         for r in (0..table.rows()).filter(|r| *r != table.my_rank()) {
