@@ -88,6 +88,29 @@ impl Shared {
     /// used on its own) nobody else would send it, so it goes on until all is sent.
     /// A peer whose socket takes nothing for the write timeout is cut.
     pub(super) fn flush(&self) {
+        let mut dirty = self.peers.iter().filter(|p| p.dirty.load(Ordering::Acquire) && !p.cut.load(Ordering::Relaxed));
+        if let (Some(p), None) = (dirty.next(), dirty.next()) {
+            // One peer to send to (two members; a pass's acks): what is queued
+            // usually fits its socket at once, with no list of sockets built.
+            let mut tx = lock(&p.tx);
+            p.load_queued(&mut tx);
+            if !tx.idle() {
+                match tx.send_some(usize::MAX) {
+                    Ok(true) => tx.moved(),
+                    Ok(false) => {}
+                    Err(e) => {
+                        drop(tx);
+                        return self.broken(p, format!("send: {e}"));
+                    }
+                }
+            }
+            // Done, unless the socket was full or a receiver queued an ack meanwhile.
+            if tx.idle() && !p.dirty.load(Ordering::Acquire) {
+                return;
+            }
+            drop(tx);
+            p.dirty.store(true, Ordering::Release);
+        }
         let budget = self.driving.driven().then_some(FLUSH_BUDGET);
         // Take the sockets in peer order (the only place that takes more than one
         // send lock, so two flushes cannot deadlock).
