@@ -8,11 +8,11 @@ use crate::spec::HEADER;
 /// the predicate thread, which also beats the heartbeat and sends: large messages
 /// (an upcall may read every byte) go a few megabytes per pass, so a backlog of
 /// them never holds the thread for long.
-pub const BATCH_BYTES: usize = 4 << 20;
+pub(crate) const BATCH_BYTES: usize = 4 << 20;
 
 impl SmcCore {
     /// Takes what is deliverable now as one batch: everything, or as much as fills
-    /// [`BATCH_BYTES`] (at least one message), the rest going in the next batch. Call
+    /// `BATCH_BYTES` (4 MiB; at least one message), the rest going in the next batch. Call
     /// [`SmcCore::finish`] with it after the upcall; until then no other batch is
     /// handed out.
     pub fn take_deliverable(&mut self) -> Option<Deliverable> {
