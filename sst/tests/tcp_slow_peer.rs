@@ -39,11 +39,7 @@ fn relay(to: SocketAddr, open: Arc<AtomicBool>) -> SocketAddr {
     std::thread::spawn(move || {
         let Ok((from, _)) = l.accept() else { return };
         let Ok(dest) = TcpStream::connect(to) else { return };
-        let (mut f2, mut d2) = (from.try_clone().unwrap(), dest.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let _ = std::io::copy(&mut d2, &mut f2);
-            let _ = f2.shutdown(std::net::Shutdown::Both);
-        });
+        common::pass_back(&dest, &from);
         let (mut from, mut dest) = (from, dest);
         let end = Instant::now() + 2 * DEADLINE;
         let mut buf = vec![0u8; 64 << 10];

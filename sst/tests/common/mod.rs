@@ -11,6 +11,16 @@ use testkit::{ChildSet, LocalGroup};
 
 pub const SETUP: Duration = Duration::from_secs(20);
 
+/// A relay's way back: copies what `dest` sends to `from` on a thread of its own,
+/// until either side closes.
+pub fn pass_back(dest: &std::net::TcpStream, from: &std::net::TcpStream) {
+    let (mut back, mut to) = (dest.try_clone().unwrap(), from.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut back, &mut to);
+        let _ = to.shutdown(std::net::Shutdown::Both);
+    });
+}
+
 pub fn ids(n: usize) -> Vec<NodeId> {
     (0..n as u32).map(NodeId).collect()
 }
