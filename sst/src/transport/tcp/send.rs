@@ -160,14 +160,15 @@ impl Shared {
                 break;
             }
             let now = now.unwrap_or_else(Instant::now);
-            let end = *end.get_or_insert_with(|| now + budget.unwrap_or(Duration::MAX / 4));
-            if now >= end && budget.is_some() {
+            let end = budget.map(|b| *end.get_or_insert(now + b));
+            if end.is_some_and(|e| now >= e) {
                 break;
             }
             if !moved {
                 // Every socket is full: wait until one takes bytes (or the budget ends).
                 let fds: Vec<_> = live.iter().map(|s| s.p.sock.as_raw_fd()).collect();
-                crate::sys::wait_for(&[], &fds, Some(end.saturating_duration_since(now).min(STALL_CHECK)));
+                let wait = end.map_or(STALL_CHECK, |e| e.saturating_duration_since(now).min(STALL_CHECK));
+                crate::sys::wait_for(&[], &fds, Some(wait));
             }
         }
         // What is left stays carried, its peer marked for the next flush.
