@@ -17,9 +17,9 @@
 //!
 //! Signaled writes are acknowledged with an Ack frame. The driver queues it for its
 //! own `flush` at the end of the pass; the fallback thread tries to send it at once
-//! without blocking (if no flush is sending and the socket takes it) and leaves the
-//! rest for the next `flush`. So a receiver never blocks on a write and two busy nodes
-//! cannot deadlock on full socket buffers.
+//! without blocking (if no flush is sending, no earlier flush left bytes carried, and
+//! the socket takes it) and leaves the rest for the next `flush`. So a receiver never
+//! blocks on a write and two busy nodes cannot deadlock on full socket buffers.
 //!
 //! Sending (module `send`) never blocks on one socket either. A flush sends to every
 //! peer with something queued, round robin a piece at a time, what each socket takes
