@@ -165,6 +165,44 @@ impl Layout for Shards {
     }
 }
 
+/// FNV-1a over `bytes`, 64 bits: the same in every process and build (for
+/// placement that every member must compute alike; not for untrusted keys' tables).
+pub fn stable_hash(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A well-mixed 64-bit score of `x` (the SplitMix64 finalizer).
+pub fn mix(x: u64) -> u64 {
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Rendezvous hashing: the `n` (at least one) members of `view` that score
+/// highest for `item` (a [`stable_hash`] of its name, say), highest first. Items
+/// spread over the members, and a member that joins or leaves moves only the
+/// items it scores high for.
+///
+/// ```
+/// use spindle_sst::transport::NodeId;
+/// use spindle_views::layout::{rendezvous, stable_hash};
+/// use spindle_views::view::View;
+/// let view = View::initial((0..5).map(NodeId).collect());
+/// let holders = rendezvous(stable_hash(b"orders"), 3, &view);
+/// assert_eq!(holders.len(), 3);
+/// assert_eq!(holders, rendezvous(stable_hash(b"orders"), 3, &view), "the same everywhere");
+/// ```
+pub fn rendezvous(item: u64, n: usize, view: &View) -> Vec<NodeId> {
+    let mut m: Vec<(u64, NodeId)> = view
+        .members()
+        .iter()
+        .map(|node| (mix(item ^ (node.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)), *node))
+        .collect();
+    m.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    m.into_iter().take(n.max(1)).map(|(_, node)| node).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,26 +30,10 @@ impl LogEntry {
     }
 }
 
-/// FNV-1a, 64 bits: the same in every process and build.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// A well-mixed score of (log, node) (the SplitMix64 finalizer).
-fn score(name_hash: u64, node: NodeId) -> u64 {
-    let mut z = name_hash ^ (node.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// The replicas of log `name` in `view`: the `replicas` members that score
 /// highest for it, highest (the primary) first (see the module docs).
 pub fn members_of(name: &str, replicas: usize, view: &View) -> Vec<NodeId> {
-    let h = fnv(name.as_bytes());
-    let mut m: Vec<(u64, NodeId)> = view.members().iter().map(|n| (score(h, *n), *n)).collect();
-    m.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    m.into_iter().take(replicas.max(1)).map(|(_, n)| n).collect()
+    spindle_views::layout::rendezvous(spindle_views::layout::stable_hash(name.as_bytes()), replicas, view)
 }
 
 /// The table's entry for a new log, `None` if the table has it already with
@@ -73,7 +57,7 @@ pub(crate) fn create(
     if logs.len() >= MAX_LOGS {
         return Err(TopicError::TooManyLogs { max: MAX_LOGS });
     }
-    let number = fnv(name.as_bytes()) >> 1; // postcard-friendly and never all ones
+    let number = spindle_views::layout::stable_hash(name.as_bytes()) >> 1; // postcard-friendly and never all ones
     if let Some(other) = logs.iter().find(|l| l.number == number) {
         return Err(TopicError::LogNameClash { other: other.name.clone() });
     }
