@@ -106,12 +106,13 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         let mut b = s.db.batch();
         for (_, rec) in &recs {
             match Update::decode(rec) {
-                Some(Update::Put(k, v)) => b.insert(&s.kv, k, v),
-                Some(Update::Del(k)) => b.remove(&s.kv, k),
-                Some(Update::Marker { node, applied }) => {
+                Ok(Update::Put(k, v)) => b.insert(&s.kv, k, v),
+                Ok(Update::Del(k)) => b.remove(&s.kv, k),
+                Ok(Update::Marker { node, applied }) => {
                     lock(&s.markers).insert(node, applied);
                 }
-                None => tracing::warn!("a log record that is not an update: skipped"),
+                Ok(_) => tracing::warn!("a sharded store's record in a store of one shard: skipped"),
+                Err(why) => tracing::warn!(%why, "a log record that is not an update: skipped"),
             }
         }
         b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());

@@ -17,9 +17,12 @@ mod apply;
 mod error;
 pub mod member;
 pub mod remote;
+pub mod shard;
 mod transfer;
+mod update;
 use apply::apply_loop;
 pub use error::{Refusal, StoreError, TransferError};
+pub use update::{Update, UpdateError, Writer};
 
 /// Committer threads, each with one append batch in flight.
 const COMMITTERS: usize = 2;
@@ -47,70 +50,6 @@ pub enum Apply {
     /// Reads at such a member first replay what it had not applied, so the
     /// first read after a long run (and a failover to it) takes longer.
     Lazy,
-}
-
-/// A log record: an update or a snapshot marker.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Update {
-    /// Sets `key` to `value`.
-    Put(Vec<u8>, Vec<u8>),
-    /// Removes `key`.
-    Del(Vec<u8>),
-    /// Member `node`'s store holds everything before `applied` on its disk.
-    Marker {
-        /// The member.
-        node: u32,
-        /// The first record its store's disk lacks.
-        applied: u64,
-    },
-}
-
-impl Update {
-    /// Its bytes in the log.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut v = Vec::new();
-        match self {
-            Update::Put(k, val) => {
-                v.push(b'P');
-                v.extend((k.len() as u32).to_le_bytes());
-                v.extend(k);
-                v.extend(val);
-            }
-            Update::Del(k) => {
-                v.push(b'D');
-                v.extend((k.len() as u32).to_le_bytes());
-                v.extend(k);
-            }
-            Update::Marker { node, applied } => {
-                v.push(b'M');
-                v.extend(node.to_le_bytes());
-                v.extend(applied.to_le_bytes());
-            }
-        }
-        v
-    }
-
-    /// Decodes a record; `None` if it is not one of these.
-    pub fn decode(rec: &[u8]) -> Option<Update> {
-        let (&op, rest) = rec.split_first()?;
-        let word = |at: usize| rest.get(at..at + 4).map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")));
-        match op {
-            b'P' | b'D' => {
-                let len = word(0)? as usize;
-                let key = rest.get(4..4usize.checked_add(len)?)?.to_vec();
-                match op {
-                    b'P' => Some(Update::Put(key, rest[4 + len..].to_vec())),
-                    _ if rest.len() == 4 + len => Some(Update::Del(key)),
-                    _ => None,
-                }
-            }
-            b'M' if rest.len() == 12 => Some(Update::Marker {
-                node: word(0)?,
-                applied: u64::from_le_bytes(rest[4..12].try_into().expect("8 bytes")),
-            }),
-            _ => None,
-        }
-    }
 }
 
 /// Why a wait for the applier ended without what it waited for.
@@ -455,26 +394,6 @@ fn commit_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                     let _ = p.done.send(Err(e.clone()));
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn updates_round_trip_and_garbage_is_none() {
-        for u in [
-            Update::Put(b"k".to_vec(), b"value".to_vec()),
-            Update::Put(Vec::new(), Vec::new()),
-            Update::Del(b"key".to_vec()),
-            Update::Marker { node: 3, applied: 99 },
-        ] {
-            assert_eq!(Update::decode(&u.encode()), Some(u));
-        }
-        for bad in [&b""[..], b"P", b"P\xff\xff\xff\xff", b"Dk", b"D\x01\0\0\0kk", b"M\x01", b"X\0\0\0\0"] {
-            assert_eq!(Update::decode(bad), None, "{bad:?}");
         }
     }
 }
