@@ -1,0 +1,252 @@
+//! The new owner's side of a migration, as a state machine with no I/O: the
+//! primary of the target shard runs one per migration it finds in the map, feeds
+//! it what its requests brought back, and does the step it says next.
+//!
+//! The steps, in order: ask the old owner for the range's records in key order, a
+//! batch at a time ([`Step::Ask`]); log the first answer's table of writers as
+//! [`Update::BeginPull`] and each batch as [`Update::Pulled`]; once the old owner
+//! has no more, have it drop the range ([`Step::Drop`]: every pulled record is in
+//! this shard's log by then); edit the map to end the migration
+//! ([`Step::Edit`]). The end of the pull in this shard's log (which forgets its
+//! claims) is the member's to write once the map no longer lists the migration
+//! ([`super::rules::ends_owed`]).
+//!
+//! Every step can be repeated: a pulled record never overwrites a claim, a drop
+//! of a dropped range drops nothing, and the edit is a no-op once a view holds it.
+//! So a new primary (the old one failed) starts its puller from the beginning,
+//! and a failed request is simply asked again ([`Puller::retry`]). The old
+//! owner's log keeps the range until the drop, which comes only after this
+//! shard's log holds every record pulled (the lineage that makes a failure of
+//! either side lose nothing).
+
+use super::map::{MapEdit, Migration, Range, Shard};
+use crate::update::Writer;
+use crate::{Pair, Update};
+
+/// The most records one batch asks for.
+pub const BATCH_KEYS: u32 = 256;
+
+/// What the puller's host does next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Ask shard `from` for the records of `range` with keys after `after` (all
+    /// when `None`), in key order, at most `max`; answer with [`Puller::batch`].
+    Ask {
+        /// The old owner.
+        from: Shard,
+        /// The migration's range.
+        range: Range,
+        /// The last key already pulled.
+        after: Option<Vec<u8>>,
+        /// The most records.
+        max: u32,
+    },
+    /// Append this record to this shard's log; then [`Puller::appended`].
+    Append(Update),
+    /// Have shard `from` log [`Update::DropRange`] of `range`; then
+    /// [`Puller::dropped`].
+    Drop {
+        /// The old owner.
+        from: Shard,
+        /// The range.
+        range: Range,
+    },
+    /// Edit the map; then [`Puller::edited`].
+    Edit(MapEdit),
+    /// The migration is over.
+    Done,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Asking,
+    /// The writers are being logged; the first batch waits.
+    Beginning,
+    Logging {
+        last: bool,
+    },
+    Dropping,
+    Finishing,
+    Done,
+}
+
+/// One migration's puller (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Puller {
+    mig: Migration,
+    after: Option<Vec<u8>>,
+    phase: Phase,
+    pending: Option<Step>,
+    /// The first batch, while the writers are logged.
+    first: Option<(Vec<Pair>, bool)>,
+    /// The writers are logged.
+    begun: bool,
+    keys: u64,
+    bytes: u64,
+}
+
+impl Puller {
+    /// A puller for `mig`, and its first step.
+    pub fn new(mig: Migration) -> (Puller, Step) {
+        let mut p = Puller {
+            mig,
+            after: None,
+            phase: Phase::Asking,
+            pending: None,
+            first: None,
+            begun: false,
+            keys: 0,
+            bytes: 0,
+        };
+        let s = p.ask();
+        (p, s)
+    }
+
+    /// Its migration.
+    pub fn migration(&self) -> &Migration {
+        &self.mig
+    }
+
+    /// Records and bytes pulled so far.
+    pub fn pulled(&self) -> (u64, u64) {
+        (self.keys, self.bytes)
+    }
+
+    /// Whether it is over.
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    fn step(&mut self, phase: Phase, s: Step) -> Step {
+        self.phase = phase;
+        self.pending = Some(s.clone());
+        s
+    }
+
+    fn ask(&mut self) -> Step {
+        let s = Step::Ask { from: self.mig.from, range: self.mig.range, after: self.after.clone(), max: BATCH_KEYS };
+        self.step(Phase::Asking, s)
+    }
+
+    fn drop_step(&mut self) -> Step {
+        self.step(Phase::Dropping, Step::Drop { from: self.mig.from, range: self.mig.range })
+    }
+
+    /// The old owner's answer to [`Step::Ask`]: `pairs` in key order, whether it
+    /// has more, and (to the first ask) its table of writers. A batch out of
+    /// order or out of the range, or a first one without writers (a broken peer),
+    /// is asked again.
+    pub fn batch(&mut self, pairs: Vec<Pair>, writers: Option<Vec<Writer>>, more: bool) -> Step {
+        let first = !self.begun;
+        if self.phase != Phase::Asking || (first && writers.is_none()) {
+            return self.retry();
+        }
+        let in_order = pairs.windows(2).all(|w| w[0].0 < w[1].0)
+            && pairs.first().map_or(true, |(k, _)| self.after.as_ref().map_or(true, |a| k > a))
+            && pairs.iter().all(|(k, _)| self.mig.range.contains(super::key_hash(k)));
+        if !in_order {
+            return self.retry();
+        }
+        if let (true, Some(writers)) = (first, writers) {
+            self.first = Some((pairs, more));
+            let rec = Update::BeginPull { migration: self.mig.id, range: self.mig.range, writers };
+            return self.step(Phase::Beginning, Step::Append(rec));
+        }
+        self.log_batch(pairs, more)
+    }
+
+    fn log_batch(&mut self, pairs: Vec<Pair>, more: bool) -> Step {
+        if pairs.is_empty() {
+            return if more { self.ask() } else { self.drop_step() };
+        }
+        if let Some((k, _)) = pairs.last() {
+            self.after = Some(k.clone());
+        }
+        self.keys += pairs.len() as u64;
+        self.bytes += pairs.iter().map(|(k, v)| (k.len() + v.len()) as u64).sum::<u64>();
+        let rec = Update::Pulled { migration: self.mig.id, pairs };
+        self.step(Phase::Logging { last: !more }, Step::Append(rec))
+    }
+
+    /// The record of the last [`Step::Append`] is in this shard's log.
+    pub fn appended(&mut self) -> Step {
+        match self.phase {
+            Phase::Beginning => {
+                self.begun = true;
+                let (pairs, more) = self.first.take().unwrap_or_default();
+                self.log_batch(pairs, more)
+            }
+            Phase::Logging { last: false } => self.ask(),
+            Phase::Logging { last: true } => self.drop_step(),
+            _ => self.retry(),
+        }
+    }
+
+    /// The old owner logged the drop.
+    pub fn dropped(&mut self) -> Step {
+        if self.phase != Phase::Dropping {
+            return self.retry();
+        }
+        self.step(Phase::Finishing, Step::Edit(MapEdit::Finish { id: self.mig.id }))
+    }
+
+    /// A view holds the edit that ends the migration.
+    pub fn edited(&mut self) -> Step {
+        if self.phase != Phase::Finishing {
+            return self.retry();
+        }
+        self.step(Phase::Done, Step::Done)
+    }
+
+    /// The last step failed (or its answer made no sense): the same step again.
+    pub fn retry(&mut self) -> Step {
+        self.pending.clone().unwrap_or(Step::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::key_hash;
+
+    fn pair(k: &str) -> Pair {
+        (k.as_bytes().to_vec(), b"v".to_vec())
+    }
+
+    #[test]
+    fn a_pull_asks_logs_drops_and_finishes_in_order() {
+        let mig = Migration { id: 3, range: Range::ALL, from: 0, to: 1 };
+        let (mut p, s) = Puller::new(mig);
+        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: None, max: BATCH_KEYS });
+        assert_eq!(p.batch(vec![pair("a")], None, true), p.retry(), "the first batch brings the writers");
+        let ws = vec![Writer { client: 4, seq: 9 }];
+        let s = p.batch(vec![pair("a"), pair("b")], Some(ws.clone()), true);
+        assert_eq!(s, Step::Append(Update::BeginPull { migration: 3, range: Range::ALL, writers: ws }));
+        assert_eq!(p.retry(), s, "a failed append is appended again");
+        let s = p.appended();
+        assert_eq!(s, Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("a"), pair("b")] }));
+        let s = p.appended();
+        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: Some(b"b".to_vec()), max: BATCH_KEYS });
+        assert_eq!(p.batch(vec![pair("a")], None, false), s, "a batch that goes back is asked again");
+        let s = p.batch(vec![pair("c")], None, false);
+        assert_eq!(s, Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("c")] }));
+        assert_eq!(p.appended(), Step::Drop { from: 0, range: Range::ALL });
+        assert_eq!(p.dropped(), Step::Edit(MapEdit::Finish { id: 3 }));
+        assert_eq!(p.edited(), Step::Done);
+        assert!(p.is_done());
+        assert_eq!(p.pulled(), (3, 6));
+    }
+
+    #[test]
+    fn records_outside_the_range_are_refused() {
+        let h = key_hash(b"a");
+        let mig = Migration { id: 1, range: Range::one(h), from: 0, to: 1 };
+        let (mut p, first) = Puller::new(mig);
+        assert_eq!(p.batch(vec![pair("zz-not-in-it")], Some(Vec::new()), false), first);
+        assert!(matches!(p.batch(vec![pair("a")], Some(Vec::new()), false), Step::Append(_)));
+        // An empty first batch logs the writers, then goes to the drop.
+        let (mut p, _) = Puller::new(mig);
+        assert!(matches!(p.batch(Vec::new(), Some(Vec::new()), false), Step::Append(Update::BeginPull { .. })));
+        assert_eq!(p.appended(), Step::Drop { from: 0, range: Range::one(h) });
+    }
+}
