@@ -4,6 +4,8 @@
 //! another member's store ([`super::transfer`]).
 
 use super::{Inner, StoreError, Update, APPLIED};
+use crate::shard::rules;
+use crate::table::{StoreTable, SHARD_STATE};
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_tailwind::service::{LogService, Lsn, ReadError};
@@ -104,21 +106,29 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         }
         let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
         let mut b = s.db.batch();
+        let mut state = lock(&s.shard);
+        let mut t = StoreTable::new(&s.kv, &mut b, &mut state);
         for (_, rec) in &recs {
             match Update::decode(rec) {
-                Ok(Update::Put(k, v)) => b.insert(&s.kv, k, v),
-                Ok(Update::Del(k)) => b.remove(&s.kv, k),
                 Ok(Update::Marker { node, applied }) => {
                     lock(&s.markers).insert(node, applied);
                 }
-                Ok(_) => tracing::warn!("a sharded store's record in a store of one shard: skipped"),
+                Ok(u) => {
+                    if let Err(e) = rules::apply(&mut t, &u) {
+                        return fail(e.into());
+                    }
+                }
                 Err(why) => tracing::warn!(%why, "a log record that is not an update: skipped"),
             }
+        }
+        if t.dirty {
+            b.insert(&s.meta, SHARD_STATE, state.encode());
         }
         b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
         if let Err(e) = b.commit() {
             return fail(e.into());
         }
+        drop(state);
         *lock(&s.applied) = next;
         s.applied_cv.notify_all();
     }

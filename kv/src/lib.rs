@@ -18,6 +18,7 @@ mod error;
 pub mod member;
 pub mod remote;
 pub mod shard;
+mod table;
 mod transfer;
 mod update;
 use apply::apply_loop;
@@ -95,6 +96,8 @@ struct Inner<L> {
     queue_cv: Condvar,
     /// The newest snapshot marker of each member.
     markers: Mutex<HashMap<u32, u64>>,
+    /// What the record rules keep besides keys (see `table`); the applier's.
+    shard: Mutex<table::ShardState>,
     error: Mutex<Option<StoreError>>,
     stop: AtomicBool,
     timeout: Duration,
@@ -128,6 +131,10 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             Some(_) => return Err(StoreError::Damaged),
             None => 0,
         };
+        let shard = match meta.get(table::SHARD_STATE)? {
+            Some(v) => table::ShardState::decode(&v).ok_or(StoreError::Damaged)?,
+            None => table::ShardState::default(),
+        };
         // A store older than the log's trim point takes a checkpoint of another
         // member's first: its applier does, told by the log (see `transfer`).
         let timeout = log.config().append_timeout;
@@ -145,6 +152,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             queue: Mutex::new(VecDeque::new()),
             queue_cv: Condvar::new(),
             markers: Mutex::new(HashMap::new()),
+            shard: Mutex::new(shard),
             error: Mutex::new(None),
             stop: AtomicBool::new(false),
             timeout,
@@ -175,15 +183,25 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// Sets `key` to `value`; returns the update's record once it is
     /// acknowledged (reads here then see it).
     pub fn put(&self, key: &[u8], value: &[u8]) -> Result<Lsn, StoreError> {
-        self.update(Update::Put(key.to_vec(), value.to_vec()))
+        self.record(Update::Put(key.to_vec(), value.to_vec()))
     }
 
     /// Removes `key` (see [`Store::put`]).
     pub fn del(&self, key: &[u8]) -> Result<Lsn, StoreError> {
-        self.update(Update::Del(key.to_vec()))
+        self.record(Update::Del(key.to_vec()))
     }
 
-    fn update(&self, u: Update) -> Result<Lsn, StoreError> {
+    /// A shard's write for client request `by`: sets `key` to `value` (`None`:
+    /// removes it) unless the store applied that request (or a later one of the
+    /// same client) already, so a client may ask again safely (see
+    /// [`shard::rules`]).
+    pub fn write(&self, key: &[u8], value: Option<&[u8]>, by: Writer) -> Result<Lsn, StoreError> {
+        self.record(shard::rules::write_record(key, value, by))
+    }
+
+    /// Appends record `u` (an update, or a shard's record of a pull or a drop) and
+    /// returns once it is acknowledged.
+    pub fn record(&self, u: Update) -> Result<Lsn, StoreError> {
         let lsn = self.append(u.encode())?;
         self.inner.acked.fetch_max(lsn.0 + 1, Ordering::SeqCst);
         // Flow control: puts do not run further ahead of this store's applier.
@@ -286,6 +304,47 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             out.push((k.to_vec(), v.to_vec()));
         }
         Ok(out)
+    }
+
+    /// The pulls open in this store, as far as it applied the log: (migration,
+    /// range).
+    pub fn pulls(&self) -> Vec<(u64, shard::Range)> {
+        lock(&self.inner.shard).pulls.iter().map(|(i, r)| (*i, *r)).collect()
+    }
+
+    /// Whether migration `id`'s pull began here (open or closed since), as far as
+    /// the store applied the log.
+    pub fn pull_begun(&self, id: u64) -> bool {
+        let st = lock(&self.inner.shard);
+        st.pulls.contains_key(&id) || st.closed.contains(&id)
+    }
+
+    /// Whether a write claimed `key` while its range's pull is open.
+    pub fn claimed(&self, key: &[u8]) -> bool {
+        lock(&self.inner.shard).claims.contains(key)
+    }
+
+    /// Each client's last request the store applied.
+    pub fn writers(&self) -> Vec<Writer> {
+        lock(&self.inner.shard).writers.iter().map(|(c, s)| Writer { client: *c, seq: *s }).collect()
+    }
+
+    /// The records of `range` with keys after `after` (all: `None`), in key
+    /// order, at most `max`, after every acknowledged update here is applied; and
+    /// whether more may follow (a migration's batch).
+    pub fn batch_of(
+        &self,
+        range: shard::Range,
+        after: Option<&[u8]>,
+        max: u32,
+    ) -> Result<(Vec<Pair>, bool), StoreError> {
+        self.read_barrier()?;
+        let iter = match after {
+            Some(a) => self.inner.kv.range::<&[u8], _>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+            None => self.inner.kv.iter(),
+        };
+        let pairs = iter.map(|g| g.into_inner().map(|(k, v)| (k.to_vec(), v.to_vec())));
+        Ok(shard::rules::take_batch(pairs, range, after, max)?)
     }
 
     /// The next record this store applies.

@@ -11,11 +11,13 @@
 //! on after; it keeps the snapshot between pages (at most 8 sessions, each for
 //! 60 s since its last page). The asking member empties its store, writes the
 //! pages as they come, and with the last one records the snapshot's record number
-//! as applied: a crash midway leaves its old number, so the transfer starts over.
+//! as applied, with what the record rules keep besides keys (the first page
+//! brings it): a crash midway leaves its old number, so the transfer starts over.
 //! Then its applier reads the log from there on. Pages are network input: checked
 //! for order and for the same snapshot throughout.
 
 use super::{Inner, Refusal, TransferError, APPLIED};
+use crate::table::{ShardState, SHARD_STATE};
 use fjall::Readable;
 use serde::{Deserialize, Serialize};
 use spindle_sst::sync::lock;
@@ -44,11 +46,13 @@ struct Ask {
 
 #[derive(Debug, Serialize, Deserialize)]
 enum Answer {
-    /// Pairs in key order; `applied` is the record the checkpoint reaches.
+    /// Pairs in key order; `applied` is the record the checkpoint reaches;
+    /// `state` (the first page's) is what the record rules keep besides keys.
     Page {
         applied: u64,
         pairs: Vec<(Vec<u8>, Vec<u8>)>,
         done: bool,
+        state: Option<Vec<u8>>,
     },
     Refused(Refusal),
 }
@@ -63,6 +67,7 @@ struct Session {
     id: u64,
     snapshot: fjall::Snapshot,
     applied: u64,
+    state: Vec<u8>,
     used: Instant,
 }
 
@@ -88,10 +93,14 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
                 Ok(_) => 0,
                 Err(_) => return encode(&Answer::Refused(Refusal::Store)),
             };
+            let state = match snapshot.get(&s.meta, SHARD_STATE) {
+                Ok(v) => v.map_or_else(|| ShardState::default().encode(), |v| v.to_vec()),
+                Err(_) => return encode(&Answer::Refused(Refusal::Store)),
+            };
             if open.len() >= SESSIONS {
                 open.remove(0);
             }
-            open.push(Session { id: ask.session, snapshot, applied, used: Instant::now() });
+            open.push(Session { id: ask.session, snapshot, applied, state, used: Instant::now() });
             open.len() - 1
         }
     };
@@ -116,10 +125,11 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
         }
     }
     let applied = session.applied;
+    let state = ask.after.is_none().then(|| session.state.clone());
     if done {
         open.remove(at);
     }
-    encode(&Answer::Page { applied, pairs, done })
+    encode(&Answer::Page { applied, pairs, done, state })
 }
 
 /// Replaces this store's contents with a checkpoint of another member's that
@@ -142,11 +152,19 @@ fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: 
     let session = (u64::from(s.log.node().0) << 32) | u64::from(nanos);
     let mut after: Option<Vec<u8>> = None;
     let mut applied = None;
+    let mut shard_state: Option<ShardState> = None;
     loop {
         let body = postcard::to_stdvec(&Ask { session, after: after.clone() }).unwrap_or_default();
         let reply = s.log.ask_app(from, &body, ASK_WITHIN).map_err(|why| TransferError::Ask { member: from, why })?;
         let (a, pairs, done) = match postcard::from_bytes::<Answer>(&reply) {
-            Ok(Answer::Page { applied, pairs, done }) => (applied, pairs, done),
+            Ok(Answer::Page { applied, pairs, done, state }) => {
+                match (state, after.is_none()) {
+                    (Some(bytes), true) => shard_state = Some(ShardState::decode(&bytes).ok_or(malformed.clone())?),
+                    (None, false) => {}
+                    _ => return Err(malformed),
+                }
+                (applied, pairs, done)
+            }
             Ok(Answer::Refused(why)) => return Err(TransferError::Refused { member: from, why }),
             Err(_) => return Err(malformed),
         };
@@ -168,11 +186,14 @@ fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: 
         for (k, v) in &pairs {
             b.insert(&s.kv, k.as_slice(), v.as_slice());
         }
+        let state = shard_state.clone().unwrap_or_default();
         if done {
+            b.insert(&s.meta, SHARD_STATE, state.encode());
             b.insert(&s.meta, APPLIED, a.to_le_bytes().to_vec());
         }
         b.commit().map_err(|e| TransferError::Store(Arc::new(e)))?;
         if done {
+            *lock(&s.shard) = state;
             return Ok(a);
         }
         after = match pairs.last() {

@@ -176,24 +176,26 @@ pub fn source_ready(map: &ShardMap, shard: Shard, range: Range, drained: bool) -
 }
 
 /// A batch of the records of `range` after key `after`, at most `max`, from
-/// `pairs` (a store's keys in order); and whether more may follow.
-pub fn take_batch(
-    pairs: impl Iterator<Item = Pair>,
+/// `pairs` (a store's keys in order, each read may fail); and whether more may
+/// follow. Reads no further than the record after the batch.
+pub fn take_batch<E>(
+    pairs: impl Iterator<Item = Result<Pair, E>>,
     range: Range,
     after: Option<&[u8]>,
     max: u32,
-) -> (Vec<Pair>, bool) {
+) -> Result<(Vec<Pair>, bool), E> {
     let mut out = Vec::new();
-    for (k, v) in pairs {
+    for p in pairs {
+        let (k, v) = p?;
         if after.is_some_and(|a| k.as_slice() <= a) || !range.contains(key_hash(&k)) {
             continue;
         }
         if out.len() == max as usize {
-            return (out, true);
+            return Ok((out, true));
         }
         out.push((k, v));
     }
-    (out, false)
+    Ok((out, false))
 }
 
 /// A store in memory: the simulator's, and a model for tests.
@@ -352,10 +354,11 @@ mod tests {
     #[test]
     fn batches_follow_key_order_within_the_range() {
         let pairs: Vec<Pair> = (0..10u8).map(|i| (vec![i], vec![i])).collect();
-        let (b, more) = take_batch(pairs.clone().into_iter(), Range::ALL, Some(&[3]), 4);
+        let ok = |p: &Vec<Pair>| p.clone().into_iter().map(Ok::<Pair, ()>);
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[3]), 4).unwrap();
         assert_eq!(b.iter().map(|p| p.0[0]).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
         assert!(more);
-        let (b, more) = take_batch(pairs.into_iter(), Range::ALL, Some(&[7]), 4);
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[7]), 4).unwrap();
         assert_eq!(b.len(), 2);
         assert!(!more);
     }

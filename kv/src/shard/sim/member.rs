@@ -299,8 +299,10 @@ impl Sim {
                     return self.later(again);
                 }
                 let src = &self.members[usize::from(from)];
-                let pairs = src.table.keys.iter().map(|(k, v)| (k.clone(), v.clone()));
-                let (batch, more) = rules::take_batch(pairs, range, after.as_deref(), max.min(BATCH_KEYS));
+                let pairs = src.table.keys.iter().map(|(k, v)| Ok::<_, ()>((k.clone(), v.clone())));
+                let Ok((batch, more)) = rules::take_batch(pairs, range, after.as_deref(), max.min(BATCH_KEYS)) else {
+                    return self.later(again);
+                };
                 let writers = after
                     .is_none()
                     .then(|| src.table.writers.iter().map(|(c, s)| Writer { client: *c, seq: *s }).collect());
