@@ -14,6 +14,8 @@
 //! the simulator run the same rules:
 //!
 //! - [`map`]: the shard map, a view's layout document, and its edits.
+//! - [`layout`]: the group layout (a subgroup per shard's log, primaries spread
+//!   by rendezvous hashing) that carries the map.
 //! - [`rules`]: what a member serves, when the old owner may hand a range over,
 //!   and how records apply to a shard's store.
 //! - [`puller`]: the new owner's side of a migration.
@@ -26,10 +28,14 @@
 //! routing clients) and the operator's commands. A store today is one log
 //! ([`crate::Store`]).
 
+pub mod client;
+pub mod host;
+pub mod layout;
 pub mod map;
 pub mod puller;
 pub mod rules;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;
+pub mod wire;
 
 pub use map::{key_hash, MapEdit, MapError, Migration, Range, Shard, ShardMap};

@@ -74,6 +74,8 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct Puller {
     mig: Migration,
+    /// Records per ask.
+    batch: u32,
     after: Option<Vec<u8>>,
     phase: Phase,
     pending: Option<Step>,
@@ -86,10 +88,17 @@ pub struct Puller {
 }
 
 impl Puller {
-    /// A puller for `mig`, and its first step.
+    /// A puller for `mig` that asks for [`BATCH_KEYS`] records at a time, and
+    /// its first step.
     pub fn new(mig: Migration) -> (Puller, Step) {
+        Puller::with_batch(mig, BATCH_KEYS)
+    }
+
+    /// A puller for `mig` that asks for `batch` records at a time (at least one).
+    pub fn with_batch(mig: Migration, batch: u32) -> (Puller, Step) {
         let mut p = Puller {
             mig,
+            batch: batch.max(1),
             after: None,
             phase: Phase::Asking,
             pending: None,
@@ -124,7 +133,7 @@ impl Puller {
     }
 
     fn ask(&mut self) -> Step {
-        let s = Step::Ask { from: self.mig.from, range: self.mig.range, after: self.after.clone(), max: BATCH_KEYS };
+        let s = Step::Ask { from: self.mig.from, range: self.mig.range, after: self.after.clone(), max: self.batch };
         self.step(Phase::Asking, s)
     }
 

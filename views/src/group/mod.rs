@@ -247,6 +247,15 @@ impl Group {
         self.inner.cfg.listen
     }
 
+    /// Where member `node`'s control plane listens (what its clients connect
+    /// to), if this node knows it: itself, or a member of a view it ran.
+    pub fn control_addr_of(&self, node: NodeId) -> Option<SocketAddr> {
+        if node == self.node() {
+            return Some(self.listen_addr());
+        }
+        self.inner.directory.control_of(node)
+    }
+
     /// The current members (empty once stopped).
     pub fn members(&self) -> Vec<NodeId> {
         self.view().map(|v| v.members().to_vec()).unwrap_or_default()

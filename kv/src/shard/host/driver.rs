@@ -1,0 +1,122 @@
+//! The member's driver thread: at the primary of a migration's new owner, runs
+//! its [`Puller`] step by step; at the primary of any shard, appends the ends of
+//! pulls its log owes ([`rules::ends_owed`]). It wakes on every view and at
+//! least every [`TICK`].
+
+use super::Inner;
+use crate::shard::puller::{Puller, Step};
+use crate::shard::rules;
+use crate::shard::wire::{PeerReply, PeerRequest};
+use crate::update::Writer;
+use spindle_sst::sync::atomic::Ordering;
+use spindle_sst::sync::lock;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The longest the driver sleeps.
+pub const TICK: Duration = Duration::from_millis(50);
+/// How long a pull step that found its peer not ready waits before it asks again.
+const RETRY: Duration = Duration::from_millis(20);
+
+/// A puller and the step it is to do next.
+struct Running {
+    puller: Puller,
+    next: Step,
+}
+
+pub(super) fn run(inner: &Inner) {
+    let mut pullers: BTreeMap<u64, Running> = BTreeMap::new();
+    while !inner.stop.load(Ordering::SeqCst) {
+        let map = lock(&inner.view).map.clone();
+        // Pullers for the migrations to shards this member is the primary of.
+        pullers.retain(|id, r| {
+            map.migrations().iter().any(|m| m.id == *id) && inner.primary(r.puller.migration().to) == Some(inner.me)
+        });
+        for m in map.migrations() {
+            if inner.primary(m.to) == Some(inner.me) && !pullers.contains_key(&m.id) {
+                let (puller, next) = Puller::with_batch(*m, inner.pull_batch);
+                pullers.insert(m.id, Running { puller, next });
+            }
+        }
+        let mut idle = true;
+        for r in pullers.values_mut() {
+            if inner.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            idle &= !step(inner, r);
+        }
+        pullers.retain(|_, r| !r.puller.is_done());
+        tidy(inner);
+        if idle {
+            let st = lock(&inner.view);
+            drop(inner.changed.wait_timeout(st, TICK));
+        }
+    }
+}
+
+/// Does a puller's next step; whether it got anywhere.
+fn step(inner: &Inner, r: &mut Running) -> bool {
+    let mig = *r.puller.migration();
+    let Some(store) = inner.store(mig.to) else { return false };
+    let next = match r.next.clone() {
+        Step::Ask { after, max, .. } => {
+            match inner.ask_peer(mig.from, &PeerRequest::Ask { migration: mig, after, max }) {
+                Some(PeerReply::Batch { pairs, more, writers }) => {
+                    let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
+                    r.puller.batch(pairs, writers, more)
+                }
+                _ => return wait(),
+            }
+        }
+        Step::Append(rec) => match store.record(rec) {
+            Ok(_) => r.puller.appended(),
+            Err(why) => {
+                tracing::debug!(%why, "a pulled batch was not logged: asked again");
+                return wait();
+            }
+        },
+        Step::Drop { .. } => match inner.ask_peer(mig.from, &PeerRequest::Drop { migration: mig }) {
+            Some(PeerReply::Dropped) => r.puller.dropped(),
+            _ => return wait(),
+        },
+        Step::Edit(e) => {
+            let Some(g) = inner.group() else { return false };
+            match g.edit_layout(&e.encode(), Duration::from_secs(10)) {
+                Ok(_) => r.puller.edited(),
+                Err(why) => {
+                    tracing::debug!(%why, "the end of a migration was not in a view yet: asked again");
+                    return wait();
+                }
+            }
+        }
+        Step::Done => return false,
+    };
+    r.next = next;
+    true
+}
+
+fn wait() -> bool {
+    std::thread::sleep(RETRY);
+    false
+}
+
+/// Appends the ends of pulls the shards this member is the primary of owe, once
+/// every request admitted in an older view answered.
+fn tidy(inner: &Inner) {
+    let map = lock(&inner.view).map.clone();
+    for s in 0..inner.layout.shards {
+        let Some(store) = inner.store(s) else { continue };
+        if inner.primary(s) != Some(inner.me) {
+            continue;
+        }
+        let owed = rules::ends_owed(&store.pulls(), &map);
+        if owed.is_empty() || !inner.drained() {
+            continue;
+        }
+        for rec in owed {
+            if let Err(why) = store.record(rec) {
+                tracing::debug!(%why, "the end of a pull was not logged: asked again");
+            }
+        }
+    }
+}

@@ -1,0 +1,315 @@
+//! A member of a sharded store: one group whose layout is [`ShardLayout`], a
+//! Tailwind log and a store per shard, the client service that runs the
+//! [`super::rules`], and a driver thread that runs the pullers of the shards this
+//! member is the primary of.
+//!
+//! ```no_run
+//! use spindle_kv::shard::host::{HostConfig, ShardHost};
+//! use spindle_kv::shard::client::ShardClient;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let group = spindle_views::config::Config::from_file("node.toml")?;
+//! let host = ShardHost::start(group, HostConfig::new("/var/lib/kv", 4))?;
+//! // Anywhere: a client reaches each key's shard primary directly.
+//! let c = ShardClient::connect(&["127.0.0.1:7300".parse()?], None)?;
+//! c.put(b"colour", b"blue")?;
+//! assert_eq!(c.get(b"colour")?.as_deref(), Some(&b"blue"[..]));
+//! # drop(host); Ok(()) }
+//! ```
+//!
+//! Every member opens every shard's store and applies its log (from its own
+//! copy, or from pages of the replicas'): what a member holds is not yet limited
+//! to the shards it replicates.
+
+use super::layout::ShardLayout;
+use super::map::{MapEdit, Range, Shard, ShardMap};
+use crate::{Store, StoreError};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::lock;
+use spindle_sst::transport::NodeId;
+use spindle_tailwind::service::{wire as tw, Ack, LogService, StartError, TailwindConfig, LOG_REGIONS};
+use spindle_views::group::{Group, GroupBuilder};
+use spindle_views::view::View;
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+mod driver;
+mod serve;
+
+/// Regions each shard's log may take (its buffers and commit word).
+const REGIONS_PER_SHARD: u16 = 64;
+
+/// A shard's store over its log.
+pub type ShardStore = Store<Arc<LogService>>;
+
+/// How a member of a sharded store runs; [`HostConfig::new`] gives defaults.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Where its logs and stores live (`shard-<s>/log`, `shard-<s>/store`).
+    pub dir: PathBuf,
+    /// Shards (the same at every member).
+    pub shards: u16,
+    /// Copies of each shard's log.
+    pub replicas: usize,
+    /// When a write is acknowledged (see [`Ack`]).
+    pub ack: Ack,
+    /// Each log buffer's bytes.
+    pub buffer: usize,
+    /// Records a migration pulls per batch.
+    pub pull_batch: u32,
+}
+
+impl HostConfig {
+    /// `shards` shards in `dir`: 3 replicas, acknowledged in memory, 1 MiB buffers,
+    /// migrations pulling [`super::puller::BATCH_KEYS`] records at a time.
+    pub fn new(dir: impl Into<PathBuf>, shards: u16) -> HostConfig {
+        HostConfig {
+            dir: dir.into(),
+            shards,
+            replicas: 3,
+            ack: Ack::Memory,
+            buffer: 1 << 20,
+            pull_batch: super::puller::BATCH_KEYS,
+        }
+    }
+}
+
+/// Why a member did not start (or an operator's request failed).
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The number of shards is out of range.
+    #[error(transparent)]
+    Map(#[from] super::MapError),
+    /// A shard's log (or the group) did not start.
+    #[error(transparent)]
+    Log(#[from] StartError),
+    /// The group did not start.
+    #[error(transparent)]
+    Group(#[from] spindle_views::group::StartError),
+    /// A shard's store did not open.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The map's edit was refused, or no view took it in time.
+    #[error(transparent)]
+    Edit(#[from] spindle_views::layout::EditError),
+    /// The driver thread did not start.
+    #[error("no driver thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+/// What admission needs of the current view, and the requests in flight.
+#[derive(Debug)]
+struct ViewState {
+    map: ShardMap,
+    version: u64,
+    wedged: bool,
+    /// Requests admitted and not answered: (id, the map version admitted under).
+    inflight: Vec<(u64, u64)>,
+    next: u64,
+}
+
+pub(crate) struct Inner {
+    layout: ShardLayout,
+    pull_batch: u32,
+    me: NodeId,
+    group: OnceLock<Weak<Group>>,
+    logs: Vec<Arc<LogService>>,
+    /// Each shard's store, once open.
+    stores: OnceLock<Vec<Arc<ShardStore>>>,
+    view: Mutex<ViewState>,
+    changed: Condvar,
+    stop: AtomicBool,
+}
+
+/// A running member (see the module docs).
+pub struct ShardHost {
+    inner: Arc<Inner>,
+    group: Arc<Group>,
+    driver: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ShardHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardHost").field("node", &self.inner.me).finish()
+    }
+}
+
+impl ShardHost {
+    /// Starts (or joins, with `group.contact`) the store's group as a member.
+    pub fn start(group: spindle_views::config::Config, cfg: HostConfig) -> Result<ShardHost, HostError> {
+        let first = ShardMap::new(cfg.shards)?;
+        if group.node_id == spindle_views::config::AUTO_ID {
+            return Err(StartError::Config("a sharded store's member needs an explicit node_id".into()).into());
+        }
+        let me = NodeId(group.node_id);
+        let layout = ShardLayout { shards: cfg.shards, replicas: cfg.replicas };
+        let mut logs = Vec::new();
+        for s in 0..cfg.shards {
+            let tw = TailwindConfig {
+                log: u64::from(s),
+                replicas: cfg.replicas,
+                buffer: cfg.buffer,
+                ack: cfg.ack,
+                ..TailwindConfig::new(cfg.dir.join(format!("shard-{s}")).join("log"))
+            };
+            let base = LOG_REGIONS + s * REGIONS_PER_SHARD;
+            logs.push(Arc::new(LogService::new(me, tw, base, move |v| layout.replicas_of(s, v))?));
+        }
+        let view = ViewState { map: first, version: 0, wedged: true, inflight: Vec::new(), next: 0 };
+        let inner = Arc::new(Inner {
+            layout,
+            pull_batch: cfg.pull_batch,
+            me,
+            group: OnceLock::new(),
+            logs,
+            stores: OnceLock::new(),
+            view: Mutex::new(view),
+            changed: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let handler = serve::Clients::default();
+        let regions = inner.logs.iter().flat_map(|l| l.regions()).collect();
+        let (i1, i2, i3, i4, i5, i6) =
+            (inner.clone(), inner.clone(), inner.clone(), inner.clone(), inner.clone(), inner.clone());
+        let group = GroupBuilder::new(group)
+            .layout(layout)
+            .regions(regions)
+            .on_view_start(move |v, t| {
+                for l in &i1.logs {
+                    l.view_starts(v, t);
+                }
+                i1.view_started(v);
+            })
+            .on_view_end(move |v, _| i2.logs.iter().for_each(|l| l.view_ends(v)))
+            .on_wedge(move |v| {
+                i3.logs.iter().for_each(|l| l.wedged(v));
+                lock(&i3.view).wedged = true;
+            })
+            .on_rejoin(move |_| i4.logs.iter().for_each(|l| l.rejoined()))
+            .serve(tw::SERVICE, move |body| i5.answer_log(body))
+            .serve(super::wire::SERVICE, move |body| i6.answer_peer(body))
+            .client_handler(handler.clone())
+            .start()?;
+        let group = Arc::new(group);
+        let _ = inner.group.set(Arc::downgrade(&group));
+        for l in &inner.logs {
+            l.attach(&group)?;
+        }
+        // The stores open once the logs run (a store asks its log at once).
+        let mut stores = Vec::new();
+        for (s, l) in inner.logs.iter().enumerate() {
+            let dir = cfg.dir.join(format!("shard-{s}")).join("store");
+            stores.push(Arc::new(Store::open(&dir, Arc::new(l.clone()))?));
+        }
+        let _ = inner.stores.set(stores);
+        handler.serve(&inner);
+        let d = inner.clone();
+        let driver = std::thread::Builder::new()
+            .name("kv-shards".into())
+            .spawn(move || driver::run(&d))
+            .map_err(HostError::Thread)?;
+        Ok(ShardHost { inner, group, driver: Some(driver) })
+    }
+
+    /// This member's node id.
+    pub fn node(&self) -> NodeId {
+        self.inner.me
+    }
+
+    /// The group.
+    pub fn group(&self) -> &Group {
+        &self.group
+    }
+
+    /// The map of this member's view, and its version.
+    pub fn map(&self) -> (ShardMap, u64) {
+        let v = lock(&self.inner.view);
+        (v.map.clone(), v.version)
+    }
+
+    /// Shard `s`'s store at this member.
+    pub fn store(&self, s: Shard) -> Option<&ShardStore> {
+        self.inner.store(s).map(|s| &**s)
+    }
+
+    /// Moves `range` (owned by one shard now) to shard `to`: returns the map
+    /// version that holds the move once a view does (the new owner serves the
+    /// range from then on and pulls its records; see [`ShardHost::wait_migrations`]).
+    pub fn migrate(&self, range: Range, to: Shard, within: Duration) -> Result<u64, HostError> {
+        let view = self.group.edit_layout(&MapEdit::Migrate { range, to }.encode(), within)?;
+        Ok(view.layout().version())
+    }
+
+    /// Waits (up to `within`) until this member's map lists no migration.
+    pub fn wait_migrations(&self, within: Duration) -> bool {
+        self.group.wait_for_view(within, |v| self.inner.layout.map_of(v).is_some_and(|m| m.migrations().is_empty()))
+    }
+
+    /// Closes the stores and leaves the group (waiting up to `within`).
+    pub fn leave(mut self, within: Duration) -> bool {
+        self.stop_driver();
+        self.group.leave(within)
+    }
+
+    fn stop_driver(&mut self) {
+        self.inner.stop.store(true, Ordering::SeqCst);
+        self.inner.changed.notify_all();
+        if let Some(d) = self.driver.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+impl Drop for ShardHost {
+    fn drop(&mut self) {
+        self.stop_driver();
+        for l in &self.inner.logs {
+            l.stop("the member stopped");
+        }
+        self.group.shutdown();
+    }
+}
+
+impl Inner {
+    fn view_started(&self, v: &View) {
+        let Some(map) = self.layout.map_of(v) else {
+            tracing::error!(view = v.id().0, "a view whose layout is not this store's map");
+            return;
+        };
+        let mut st = lock(&self.view);
+        st.map = map;
+        st.version = v.layout().version();
+        st.wedged = false;
+        drop(st);
+        self.changed.notify_all();
+    }
+
+    /// A request frame of the logs' service, to the log it names.
+    fn answer_log(&self, body: &[u8]) -> Vec<u8> {
+        match tw::log_of(body).and_then(|l| self.logs.get(l as usize)) {
+            Some(l) => l.answer(body),
+            None => tw::encode(0, &tw::Reply::Failed("no such log".into())),
+        }
+    }
+
+    fn group(&self) -> Option<Arc<Group>> {
+        self.group.get().and_then(Weak::upgrade)
+    }
+
+    /// Shard `s`'s store, once open.
+    fn store(&self, s: Shard) -> Option<&Arc<ShardStore>> {
+        self.stores.get().and_then(|v| v.get(usize::from(s)))
+    }
+
+    /// Shard `s`'s primary, as this member's log knows it.
+    fn primary(&self, s: Shard) -> Option<NodeId> {
+        self.logs.get(usize::from(s)).and_then(|l| l.primary())
+    }
+
+    /// Whether no request admitted in a view older than the current one runs.
+    fn drained(&self) -> bool {
+        let st = lock(&self.view);
+        st.inflight.iter().all(|(_, v)| *v == st.version)
+    }
+}

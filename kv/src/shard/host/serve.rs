@@ -1,0 +1,213 @@
+//! A member's answers: clients' operations (admitted by [`rules::admit`] at the
+//! shard's primary), route tables, and the old owner's side of a migration.
+
+use super::{Inner, ShardStore};
+use crate::remote::Failure;
+use crate::shard::map::{key_hash, Migration, Shard};
+use crate::shard::rules::{self, Admit};
+use crate::shard::wire::{self, HostStatus, Op, PeerReply, PeerRequest, Reply, Request, Route};
+use crate::{StoreError, Update};
+use spindle_sst::sync::lock;
+use spindle_views::group::{ClientHandler, ClientSession};
+use std::sync::{Arc, OnceLock, Weak};
+
+/// The client handler (answers [`NotReady`](Failure::NotReady) until the stores
+/// are open). Cheap to clone.
+#[derive(Clone, Default)]
+pub(super) struct Clients {
+    inner: Arc<OnceLock<Weak<Inner>>>,
+}
+
+impl Clients {
+    pub(super) fn serve(&self, inner: &Arc<Inner>) {
+        let _ = self.inner.set(Arc::downgrade(inner));
+    }
+}
+
+impl ClientHandler for Clients {
+    fn request(&self, _session: &ClientSession, body: &[u8]) -> Vec<u8> {
+        let reply = match (wire::decode::<Request>(body), self.inner.get().and_then(Weak::upgrade)) {
+            (None, _) => Reply::Failed(Failure::Malformed),
+            (_, None) => Reply::Failed(Failure::NotReady),
+            (Some(Request::Route), Some(i)) => Reply::Route(i.route()),
+            (Some(Request::Status), Some(i)) => Reply::Status(i.status()),
+            (Some(Request::Op { op, .. }), Some(i)) => i.serve(op),
+        };
+        wire::encode(&reply)
+    }
+
+    fn post(&self, _session: &ClientSession, _body: &[u8]) {}
+}
+
+fn failed(e: &StoreError) -> Failure {
+    Failure::from(e)
+}
+
+/// A request admitted in the current view, counted until it answers (the
+/// drain an old owner waits for before it hands a range over).
+struct Admitted<'a> {
+    inner: &'a Inner,
+    id: u64,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.inner.view);
+        st.inflight.retain(|(i, _)| *i != self.id);
+    }
+}
+
+impl Inner {
+    /// The route table of this member's view.
+    pub(super) fn route(&self) -> Route {
+        let (map, version) = {
+            let st = lock(&self.view);
+            (st.map.encode(), st.version)
+        };
+        let group = self.group();
+        let primaries = (0..self.layout.shards)
+            .map(|s| {
+                let p = self.primary(s)?;
+                let addr = group.as_ref()?.control_addr_of(p)?;
+                Some((p.0, addr))
+            })
+            .collect();
+        Route { version, map, primaries }
+    }
+
+    pub(super) fn status(&self) -> HostStatus {
+        let st = lock(&self.view);
+        HostStatus {
+            node: self.me.0,
+            version: st.version,
+            primaries: (0..self.layout.shards).map(|s| self.primary(s).map(|p| p.0)).collect(),
+            shares: st.map.shares(),
+            migrations: st.map.migrations().iter().map(|m| (m.id, m.range.first, m.range.last, m.from, m.to)).collect(),
+            keys: (0..self.layout.shards).map(|s| self.store(s).map_or(0, |x| x.approximate_len() as u64)).collect(),
+        }
+    }
+
+    /// Admits `key`'s request here, or says why not.
+    fn admit(&self, key: &[u8]) -> Result<(Shard, Option<Migration>, Admitted<'_>), Reply> {
+        let mut st = lock(&self.view);
+        let s = st.map.owner_of(key);
+        if self.primary(s) != Some(self.me) {
+            drop(st);
+            return Err(Reply::Moved(self.route()));
+        }
+        let store = self.store(s).ok_or(Reply::Failed(Failure::NotReady))?;
+        match rules::admit(&st.map, s, key, st.wedged, |id| store.pull_begun(id)) {
+            Admit::Moved => {
+                drop(st);
+                Err(Reply::Moved(self.route()))
+            }
+            Admit::Wait => Err(Reply::Wait),
+            Admit::Serve { pulling } => {
+                st.next += 1;
+                let (id, version) = (st.next, st.version);
+                st.inflight.push((id, version));
+                Ok((s, pulling, Admitted { inner: self, id }))
+            }
+        }
+    }
+
+    /// A client's operation.
+    pub(super) fn serve(&self, op: Op) -> Reply {
+        let (s, pulling, _admitted) = match self.admit(op.key()) {
+            Ok(a) => a,
+            Err(r) => return r,
+        };
+        let Some(store) = self.store(s) else { return Reply::Failed(Failure::NotReady) };
+        match (&op, op.writer()) {
+            (Op::Write { key, value, .. }, Some(by)) => match store.write(key, value.as_deref(), by) {
+                Ok(_) => Reply::Done,
+                Err(e) => Reply::Failed(failed(&e)),
+            },
+            (Op::Get { key }, _) => {
+                if let Some(m) = pulling.filter(|_| !store.claimed(key)) {
+                    match self.pull_key(store, m, key) {
+                        Ok(true) => {}
+                        Ok(false) => return Reply::Wait,
+                        Err(e) => return Reply::Failed(failed(&e)),
+                    }
+                }
+                match store.sync().and_then(|_| store.get(key)) {
+                    Ok(v) => Reply::Value(v),
+                    Err(e) => Reply::Failed(failed(&e)),
+                }
+            }
+            _ => Reply::Failed(Failure::Malformed),
+        }
+    }
+
+    /// Pulls `key` of migration `m` from the old owner into this shard's log;
+    /// `Ok(false)` if the old owner is not ready yet.
+    fn pull_key(&self, store: &ShardStore, m: Migration, key: &[u8]) -> Result<bool, StoreError> {
+        let req = PeerRequest::ReadKey { migration: m, key: key.to_vec() };
+        match self.ask_peer(m.from, &req) {
+            Some(PeerReply::Value(Some(v))) => {
+                store.record(Update::Pulled { migration: m.id, pairs: vec![(key.to_vec(), v)] })?;
+                Ok(true)
+            }
+            Some(PeerReply::Value(None)) => Ok(true),
+            _ => Ok(false),
+        }
+    }
+
+    /// Asks shard `s`'s primary; `None` if it did not answer.
+    pub(super) fn ask_peer(&self, s: Shard, req: &PeerRequest) -> Option<PeerReply> {
+        let to = self.primary(s)?;
+        let body = wire::encode(req);
+        let reply = match to == self.me {
+            true => self.answer_peer(&body),
+            false => {
+                let g = self.group()?;
+                g.request_service(wire::SERVICE, to, &body, std::time::Duration::from_secs(5)).ok()?
+            }
+        };
+        wire::decode(&reply)
+    }
+
+    /// Another member's request: the old owner's side of a migration.
+    pub(super) fn answer_peer(&self, body: &[u8]) -> Vec<u8> {
+        let Some(req) = wire::decode::<PeerRequest>(body) else {
+            return wire::encode(&PeerReply::Failed(Failure::Malformed));
+        };
+        let m = match &req {
+            PeerRequest::Ask { migration, .. } | PeerRequest::ReadKey { migration, .. } => *migration,
+            PeerRequest::Drop { migration } => *migration,
+        };
+        let ready = {
+            let st = lock(&self.view);
+            let drained = st.inflight.iter().all(|(_, v)| *v == st.version);
+            rules::source_ready(&st.map, m.from, m.range, drained) && !st.wedged
+        };
+        let store = match self.store(m.from) {
+            Some(s) if ready && self.primary(m.from) == Some(self.me) => s,
+            _ => return wire::encode(&PeerReply::NotReady),
+        };
+        // Everything the log committed is applied before anything is handed over.
+        if let Err(e) = store.sync() {
+            return wire::encode(&PeerReply::Failed(failed(&e)));
+        }
+        let reply = match req {
+            PeerRequest::Ask { after, max, .. } => match store.batch_of(m.range, after.as_deref(), max) {
+                Ok((pairs, more)) => {
+                    let writers = after.is_none().then(|| store.writers().iter().map(|w| (w.client, w.seq)).collect());
+                    PeerReply::Batch { pairs, more, writers }
+                }
+                Err(e) => PeerReply::Failed(failed(&e)),
+            },
+            PeerRequest::ReadKey { key, .. } if m.range.contains(key_hash(&key)) => match store.get(&key) {
+                Ok(v) => PeerReply::Value(v),
+                Err(e) => PeerReply::Failed(failed(&e)),
+            },
+            PeerRequest::ReadKey { .. } => PeerReply::Failed(Failure::Malformed),
+            PeerRequest::Drop { .. } => match store.record(Update::DropRange(m.range)) {
+                Ok(_) => PeerReply::Dropped,
+                Err(e) => PeerReply::Failed(failed(&e)),
+            },
+        };
+        wire::encode(&reply)
+    }
+}
