@@ -191,7 +191,13 @@ fn recover(
         let longest = reporters.iter().map(|r| r.1).max().unwrap_or(0);
         let agreed = committed.get(base).copied().or(in_memory).unwrap_or(longest);
         if let Some(short) = in_memory.filter(|c| *c < agreed) {
-            return Err(format!("segment {base}: committed with {agreed} records but a member recovered {short}"));
+            // Some member closed the segment with `agreed` records, so every
+            // replica of the view that wrote them held them: a member that
+            // recovered fewer was not a replica then (it left the log's members
+            // and came back, as a host whose replicas follow rendezvous hashing
+            // lets happen). Its copy is dropped below and the closed one copied
+            // to it.
+            tracing::info!(node = %s.me, view = v, base, agreed, short, "a stale copy of a segment is replaced");
         }
         dropped += longest.saturating_sub(agreed);
         for (m, count, _) in reporters {
