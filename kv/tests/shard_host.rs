@@ -1,7 +1,8 @@
 //! A sharded store's members as threads of this process over shm: a client that
 //! routes each key to its shard's primary, and a live migration of a range while
 //! a writer keeps writing, after which every acknowledged write reads back and
-//! the old owner holds none of the range.
+//! the old owner holds none of the range; and the same with the primary of the
+//! range's new or old shard stopped in the middle of the move.
 
 use spindle_kv::shard::client::ShardClient;
 use spindle_kv::shard::host::{HostConfig, ShardHost};
@@ -39,6 +40,55 @@ fn three(name: &str, dirs: &[std::path::PathBuf]) -> Vec<ShardHost> {
     all
 }
 
+/// A client that writes keys in a spread order until stopped, recording every
+/// acknowledged value.
+struct Writer {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<BTreeMap<Vec<u8>, Vec<u8>>>>,
+    thread: std::thread::JoinHandle<u32>,
+}
+
+impl Writer {
+    fn start(contacts: &[std::net::SocketAddr], acked: BTreeMap<Vec<u8>, Vec<u8>>) -> Writer {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(acked));
+        let (s, a, contacts) = (stop.clone(), acked.clone(), contacts.to_vec());
+        let thread = std::thread::spawn(move || {
+            let c = ShardClient::connect(&contacts, None).unwrap();
+            let mut n = 0u32;
+            while !s.load(Ordering::SeqCst) {
+                let i = n.wrapping_mul(7919) % KEYS;
+                let (k, v) = (format!("key/{i:04}").into_bytes(), format!("w{n}").into_bytes());
+                c.put(&k, &v).unwrap();
+                a.lock().unwrap().insert(k, v);
+                n += 1;
+            }
+            n
+        });
+        Writer { stop, acked, thread }
+    }
+
+    /// Stops it; every value acknowledged per key.
+    fn stop(self) -> BTreeMap<Vec<u8>, Vec<u8>> {
+        self.stop.store(true, Ordering::SeqCst);
+        let writes = self.thread.join().unwrap();
+        assert!(writes > 0);
+        eprintln!("{writes} writes while the range moved");
+        self.acked.lock().unwrap().clone()
+    }
+}
+
+/// Puts `KEYS` keys through a client; their values.
+fn fill(client: &ShardClient) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut want = BTreeMap::new();
+    for i in 0..KEYS {
+        let (k, v) = (format!("key/{i:04}").into_bytes(), format!("v{i}").into_bytes());
+        client.put(&k, &v).unwrap();
+        want.insert(k, v);
+    }
+    want
+}
+
 #[test]
 fn keys_spread_over_shards_and_a_range_moves_while_written() {
     let name = format!("kvh{}", std::process::id());
@@ -46,13 +96,8 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     let hosts = three(&name, &dirs);
     let contacts: Vec<_> = hosts.iter().map(|h| h.group().listen_addr()).collect();
     let client = ShardClient::connect(&contacts, None).unwrap();
-    let mut want = BTreeMap::new();
     // Enough keys for the move to take several batches.
-    for i in 0..KEYS {
-        let (k, v) = (format!("key/{i:04}").into_bytes(), format!("v{i}").into_bytes());
-        client.put(&k, &v).unwrap();
-        want.insert(k, v);
-    }
+    let want = fill(&client);
     for (k, v) in &want {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v));
     }
@@ -61,32 +106,12 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     assert!(route.primaries.iter().all(Option::is_some), "every shard has a primary: {route:?}");
 
     // A writer keeps writing while shard 0's whole part moves to shard 1.
-    let stop = Arc::new(AtomicBool::new(false));
-    let acked = Arc::new(Mutex::new(want.clone()));
-    let writer = {
-        let (stop, acked, contacts) = (stop.clone(), acked.clone(), contacts.clone());
-        std::thread::spawn(move || {
-            let c = ShardClient::connect(&contacts, None).unwrap();
-            let mut n = 0u32;
-            while !stop.load(Ordering::SeqCst) {
-                let i = n.wrapping_mul(7919) % KEYS;
-                let (k, v) = (format!("key/{i:04}").into_bytes(), format!("w{n}").into_bytes());
-                c.put(&k, &v).unwrap();
-                acked.lock().unwrap().insert(k, v);
-                n += 1;
-            }
-            n
-        })
-    };
+    let w = Writer::start(&contacts, want.clone());
     let range = map.spans().into_iter().find(|(_, owner)| *owner == 0).expect("shard 0 owns a part").0;
     hosts[1].migrate(range, 1, WAIT).unwrap();
     assert!(hosts[0].wait_migrations(WAIT), "the migration ended");
     std::thread::sleep(Duration::from_millis(200));
-    stop.store(true, Ordering::SeqCst);
-    let writes = writer.join().unwrap();
-    assert!(writes > 0);
-    eprintln!("{writes} writes while the range moved");
-    let acked = acked.lock().unwrap().clone();
+    let acked = w.stop();
     for (k, v) in &acked {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }
@@ -104,6 +129,64 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     }
     let status = client.status().unwrap();
     assert!(status.migrations.is_empty());
+    drop(client);
+    drop(hosts);
+}
+
+#[test]
+fn a_move_finishes_and_loses_no_write_when_the_new_owners_primary_stops_midway() {
+    stopped_midway(1);
+}
+
+#[test]
+fn a_move_finishes_and_loses_no_write_when_the_old_owners_primary_stops_midway() {
+    stopped_midway(0);
+}
+
+/// Moves shard 0's part to shard 1 under writes and stops the primary of shard
+/// `victim` while the records are being pulled (with 2 copies of each log, the
+/// other copy takes over).
+fn stopped_midway(victim: u16) {
+    // RUST_LOG=spindle_tailwind=info shows the logs' recoveries.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let name = format!("kvk{victim}{}", std::process::id());
+    let dirs = testkit::TempDirs::new(&name, 3);
+    let mut hosts: Vec<Option<ShardHost>> = three(&name, &dirs).into_iter().map(Some).collect();
+    let contacts: Vec<_> = hosts.iter().flatten().map(|h| h.group().listen_addr()).collect();
+    let client = ShardClient::connect(&contacts, None).unwrap();
+    let want = fill(&client);
+    let (map, _) = hosts[0].as_ref().unwrap().map();
+    let range = map.spans().into_iter().find(|(_, owner)| *owner == 0).expect("shard 0 owns a part").0;
+    let w = Writer::start(&contacts, want);
+    let route = client.route().unwrap();
+    let (node, _) = route.primaries[usize::from(victim)].expect("a primary");
+    let asker = hosts.iter().flatten().find(|h| h.node().0 != node).unwrap();
+    asker.migrate(range, 1, WAIT).unwrap();
+    // Midway: once some of the range is at shard 1's store.
+    let target = hosts.iter().flatten().find(|h| h.node().0 == route.primaries[1].unwrap().0).unwrap();
+    let begun = testkit::poll_until(WAIT, Duration::from_millis(1), || !target.store(1).unwrap().pulls().is_empty());
+    assert!(begun, "the pull began");
+    let at = hosts.iter().position(|h| h.as_ref().is_some_and(|h| h.node().0 == node)).unwrap();
+    drop(hosts[at].take());
+    let live: Vec<&ShardHost> = hosts.iter().flatten().collect();
+    assert!(live[0].group().wait_for_view(WAIT, |v| v.members().len() == 2), "the others saw it stop");
+    if !live[0].wait_migrations(2 * WAIT) {
+        for h in &live {
+            let (m, v) = h.map();
+            let prim: Vec<_> = (0..2).map(|s| h.store(s).unwrap().log().primary()).collect();
+            let (node, pulls, members) = (h.node(), h.store(1).unwrap().pulls(), h.group().members());
+            eprintln!("member {node:?}: map version {v}, migrations {:?}, primaries {prim:?}, shard 1's open pulls {pulls:?}, members {members:?}", m.migrations());
+        }
+        panic!("the migration ended after the failure");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let acked = w.stop();
+    for (k, v) in &acked {
+        assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+    }
     drop(client);
     drop(hosts);
 }
