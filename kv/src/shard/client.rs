@@ -19,8 +19,11 @@ use std::time::{Duration, Instant};
 
 /// How long an operation keeps asking (through moves, waits and failovers).
 pub const DEADLINE: Duration = Duration::from_secs(30);
-/// The pause before asking again after "wait" or a failure.
+/// The longest pause before asking again after "wait" or a failure (the first
+/// is [`FIRST_PAUSE`], each next one twice as long).
 const PAUSE: Duration = Duration::from_millis(20);
+/// The first pause.
+const FIRST_PAUSE: Duration = Duration::from_micros(200);
 
 /// A client of a sharded store (see the module docs). One operation at a time
 /// per client value (the request numbers follow each other).
@@ -124,6 +127,11 @@ impl ShardClient {
     fn run(&self, op: Op) -> Result<Reply, RemoteError> {
         let deadline = Instant::now() + DEADLINE;
         let mut last = RemoteError::Failed(Failure::NoPrimary);
+        let mut pause = FIRST_PAUSE;
+        let mut backoff = || {
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(PAUSE);
+        };
         while Instant::now() < deadline {
             let target = {
                 let r = lock(&self.route);
@@ -135,7 +143,7 @@ impl ShardClient {
             let (version, addr) = match target {
                 Some((v, Some((_, addr)))) => (v, addr),
                 _ => {
-                    std::thread::sleep(PAUSE);
+                    backoff();
                     let _ = self.refresh(None);
                     continue;
                 }
@@ -147,20 +155,20 @@ impl ShardClient {
                     let advanced = route.version > version;
                     let _ = self.refresh(Some(route));
                     if !advanced {
-                        std::thread::sleep(PAUSE);
+                        backoff();
                     }
                 }
-                Ok(Reply::Wait) => std::thread::sleep(PAUSE),
+                Ok(Reply::Wait) => backoff(),
                 Ok(Reply::Failed(f @ (Failure::Malformed | Failure::Store))) => return Err(f.into()),
                 Ok(Reply::Failed(f)) => {
                     last = f.into();
-                    std::thread::sleep(PAUSE);
+                    backoff();
                     let _ = self.refresh(None);
                 }
                 Ok(r) => return Ok(r),
                 Err(e) => {
                     last = e;
-                    std::thread::sleep(PAUSE);
+                    backoff();
                     let _ = self.refresh(None);
                 }
             }

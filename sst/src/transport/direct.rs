@@ -6,9 +6,9 @@
 //! ```text
 //!   0 magic   8 version   16 pid   24 region count
 //!   32 + 24*i  region i: id, offset, length          (i < MAX_REGIONS)
-//!   512        doorbell futex word
-//!   768        publication sequence word (see `crate::publish`)
-//!   1024 + 64*w  gate of writer w: busy word, cut word   (w < MAX_NODE_ID)
+//!   2048       doorbell futex word
+//!   2304       publication sequence word (see `crate::publish`)
+//!   4096 + 64*w  gate of writer w: busy word, cut word   (w < MAX_NODE_ID)
 //! ```
 //!
 //! # Pushes: one copy, read in place
@@ -37,14 +37,17 @@ use crate::sync::{lock, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"SPNDLSST");
-pub(crate) const VERSION: u64 = 1;
-pub(crate) const MAX_REGIONS: usize = 16;
+pub(crate) const VERSION: u64 = 2;
+/// Regions a node's segment holds (the tcp and rdma transports' limit too: a
+/// group with several replicated logs, three regions each, needs dozens).
+pub(crate) const MAX_REGIONS: usize = 64;
 /// Node ids of `mem` and `shm` nodes must be below this (one gate per writer).
 pub const MAX_NODE_ID: u32 = 1024;
 const REGIONS_OFF: usize = 32;
-const DOORBELL_OFF: usize = 512;
-const PUB_SEQ_OFF: usize = 768;
-const GATES_OFF: usize = 1024;
+const DOORBELL_OFF: usize = 2048;
+const PUB_SEQ_OFF: usize = 2304;
+const GATES_OFF: usize = 4096;
+const _: () = assert!(REGIONS_OFF + 24 * MAX_REGIONS <= DOORBELL_OFF, "the region table ends before the doorbell");
 const GATE_STRIDE: usize = 64;
 pub(crate) const HEADER_BYTES: usize = (GATES_OFF + GATE_STRIDE * MAX_NODE_ID as usize).div_ceil(PAGE) * PAGE;
 /// How long `disconnect` waits for a writer that is inside a write.

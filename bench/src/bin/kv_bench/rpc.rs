@@ -136,7 +136,7 @@ fn decode_batch(mut rec: &[u8]) -> Option<Vec<Pair>> {
     let mut out = Vec::new();
     while !rec.is_empty() {
         let len = u32::from_le_bytes(rec.get(..4)?.try_into().ok()?) as usize;
-        match Update::decode(rec.get(4..4 + len)?)? {
+        match Update::decode(rec.get(4..4 + len)?).ok()? {
             Update::Put(k, v) => out.push((k, v)),
             _ => return None,
         }

@@ -68,8 +68,15 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
                 _ => return wait(),
             }
         }
-        Step::Append(rec) => match store.record(rec) {
-            Ok(_) => r.puller.appended(),
+        Step::Append(rec) => match store.record(rec.clone()) {
+            Ok(_) => {
+                if let crate::Update::Pulled { pairs, .. } = &rec {
+                    let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+                    inner.pulled.0.fetch_add(pairs.len() as u64, Ordering::Relaxed);
+                    inner.pulled.1.fetch_add(bytes as u64, Ordering::Relaxed);
+                }
+                r.puller.appended()
+            }
             Err(why) => {
                 tracing::debug!(%why, "a pulled batch was not logged: asked again");
                 return wait();

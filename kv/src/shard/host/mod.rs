@@ -23,7 +23,7 @@
 use super::layout::ShardLayout;
 use super::map::{MapEdit, Range, Shard, ShardMap};
 use crate::{Store, StoreError};
-use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_sst::sync::lock;
 use spindle_sst::transport::NodeId;
 use spindle_tailwind::service::{wire as tw, Ack, LogService, StartError, TailwindConfig, LOG_REGIONS};
@@ -120,6 +120,8 @@ pub(crate) struct Inner {
     view: Mutex<ViewState>,
     changed: Condvar,
     stop: AtomicBool,
+    /// Records and bytes this member's pullers logged.
+    pulled: (AtomicU64, AtomicU64),
 }
 
 /// A running member (see the module docs).
@@ -167,6 +169,7 @@ impl ShardHost {
             view: Mutex::new(view),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
+            pulled: (AtomicU64::new(0), AtomicU64::new(0)),
         });
         let handler = serve::Clients::default();
         let regions = inner.logs.iter().flat_map(|l| l.regions()).collect();
@@ -239,6 +242,11 @@ impl ShardHost {
     pub fn migrate(&self, range: Range, to: Shard, within: Duration) -> Result<u64, HostError> {
         let view = self.group.edit_layout(&MapEdit::Migrate { range, to }.encode(), within)?;
         Ok(view.layout().version())
+    }
+
+    /// Records and bytes the migrations this member pulled have logged so far.
+    pub fn pulled(&self) -> (u64, u64) {
+        (self.inner.pulled.0.load(Ordering::Relaxed), self.inner.pulled.1.load(Ordering::Relaxed))
     }
 
     /// Waits (up to `within`) until this member's map lists no migration.
