@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod apply;
+mod codec;
 mod error;
 pub mod member;
 pub mod remote;

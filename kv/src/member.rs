@@ -18,7 +18,7 @@ use spindle_tailwind::service::{Ack, StartError, TailwindConfig, TailwindLog};
 use spindle_views::config::{Config, ConfigError, Transport};
 use spindle_views::group::restart::{self, StateDirError};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -90,6 +90,9 @@ pub enum MemberError {
     /// The store did not open.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A sharded store's member did not start.
+    #[error(transparent)]
+    Shards(Box<crate::shard::host::HostError>),
 }
 
 /// A running member: its log, its store, and where it keeps them.
@@ -111,16 +114,40 @@ fn random_id(attempt: usize) -> u32 {
     (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 54) as u32
 }
 
+/// The group settings of a member of `cfg`'s store with id `id`, keeping its
+/// state in `dir`.
+fn group_builder(cfg: &MemberConfig, dir: &Path, ip: Ipv4Addr, id: u32) -> spindle_views::config::ConfigBuilder {
+    let mut b = Config::builder(id, SocketAddr::from((ip, cfg.port)))
+        .name(&cfg.name)
+        .transport(cfg.transport)
+        .state_dir(dir)
+        .timeouts(Duration::from_millis(100).min(cfg.failure_timeout / 4), cfg.failure_timeout);
+    if let Some(s) = &cfg.secret_file {
+        b = b.secret_file(s);
+    }
+    if let Some(c) = cfg.contact {
+        b = b.contact(c);
+    }
+    b
+}
+
+/// The data directory of a member of `cfg`'s store (claimed, if a slot), whether
+/// it is a slot, the id kept in it, and the address to use.
+fn place(cfg: &MemberConfig, kind: &str) -> Result<(PathBuf, bool, Option<u32>, Ipv4Addr), MemberError> {
+    let (dir, slot) = match &cfg.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (restart::claim_slot(&restart::default_state_base(kind, &cfg.name))?, true),
+    };
+    let kept = restart::saved_node(&dir, &cfg.name)?;
+    let ip = cfg.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(Ipv4Addr::LOCALHOST);
+    Ok((dir, slot, kept, ip))
+}
+
 impl Member {
     /// Starts a member; `refused(id, why)` hears of each random id the group
     /// refused before another is tried.
     pub fn start(cfg: &MemberConfig, mut refused: impl FnMut(u32, &str)) -> Result<Member, MemberError> {
-        let (dir, slot) = match &cfg.data_dir {
-            Some(d) => (d.clone(), false),
-            None => (restart::claim_slot(&restart::default_state_base("kv", &cfg.name))?, true),
-        };
-        let kept = restart::saved_node(&dir, &cfg.name)?;
-        let ip = cfg.ip.or_else(spindle_views::config::reachable_ipv4).unwrap_or(Ipv4Addr::LOCALHOST);
+        let (dir, slot, kept, ip) = place(cfg, "kv")?;
         let handler = Handler::new();
         let mut attempt = 0;
         let log = loop {
@@ -128,17 +155,7 @@ impl Member {
                 Some(id) => (id, true),
                 None => (random_id(attempt), false),
             };
-            let mut b = Config::builder(id, SocketAddr::from((ip, cfg.port)))
-                .name(&cfg.name)
-                .transport(cfg.transport)
-                .state_dir(&dir)
-                .timeouts(Duration::from_millis(100).min(cfg.failure_timeout / 4), cfg.failure_timeout);
-            if let Some(s) = &cfg.secret_file {
-                b = b.secret_file(s);
-            }
-            if let Some(c) = cfg.contact {
-                b = b.contact(c);
-            }
+            let b = group_builder(cfg, &dir, ip, id);
             let mut tw = TailwindConfig::new(dir.join("log"));
             tw.buffer = 1 << 20;
             tw.replicas = cfg.replicas;
@@ -182,3 +199,62 @@ impl Member {
         left
     }
 }
+
+/// A running member of a sharded store ([`crate::shard::host`]), started as
+/// [`Member`] is (discovery, a data slot, a kept or random id); its data
+/// directory is its slot under `kv-shards/<name>`.
+#[derive(Debug)]
+pub struct ShardMember {
+    /// The member.
+    pub host: crate::shard::host::ShardHost,
+    dir: PathBuf,
+    slot: bool,
+}
+
+impl ShardMember {
+    /// Starts a member of `cfg`'s store with `shards` shards (every member of a
+    /// store must say the same); `refused` as for [`Member::start`].
+    pub fn start(cfg: &MemberConfig, shards: u16, mut refused: impl FnMut(u32, &str)) -> Result<ShardMember, MemberError> {
+        use crate::shard::host::{HostConfig, HostError, ShardHost};
+        let (dir, slot, kept, ip) = place(cfg, "kv-shards")?;
+        let mut attempt = 0;
+        let host = loop {
+            let (id, chosen) = match cfg.id.or(kept) {
+                Some(id) => (id, true),
+                None => (random_id(attempt), false),
+            };
+            let host_cfg = HostConfig { replicas: cfg.replicas, ack: cfg.ack, ..HostConfig::new(dir.join("shards"), shards) };
+            match ShardHost::start(group_builder(cfg, &dir, ip, id).build()?, host_cfg) {
+                Ok(h) => break h,
+                Err(HostError::Group(spindle_views::group::StartError::Join(why))) if !chosen && attempt + 1 < ID_TRIES => {
+                    refused(id, &why);
+                    attempt += 1;
+                }
+                Err(e) => return Err(MemberError::Shards(Box::new(e))),
+            }
+        };
+        Ok(ShardMember { host, dir, slot })
+    }
+
+    /// This member's node id.
+    pub fn id(&self) -> u32 {
+        self.host.node().0
+    }
+
+    /// Where it keeps its id, logs and stores.
+    pub fn data_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Leaves the group (waiting up to `within`) and gives its data slot back;
+    /// false if it could not leave in time.
+    pub fn leave(self, within: Duration) -> bool {
+        let ShardMember { host, dir, slot } = self;
+        let left = host.leave(within);
+        if slot {
+            restart::release_slot(&dir);
+        }
+        left
+    }
+}
+

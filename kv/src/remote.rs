@@ -122,19 +122,11 @@ impl From<&StoreError> for Failure {
 }
 
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_stdvec(v).unwrap_or_default());
-    out
+    crate::codec::encode(VERSION, v)
 }
 
 fn decode<T: for<'a> Deserialize<'a>>(body: &[u8]) -> Option<T> {
-    match body.split_first() {
-        Some((&VERSION, rest)) => match postcard::take_from_bytes(rest) {
-            Ok((v, [])) => Some(v),
-            _ => None,
-        },
-        _ => None,
-    }
+    crate::codec::decode(VERSION, body)
 }
 
 /// A member's client handler for the store: answers puts, deletes, gets, scans

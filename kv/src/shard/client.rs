@@ -25,6 +25,18 @@ const PAUSE: Duration = Duration::from_millis(20);
 /// The first pause.
 const FIRST_PAUSE: Duration = Duration::from_micros(200);
 
+/// Why a migration asked for did not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MigrateError {
+    /// The map refused it (the range has two owners or is moving, no such
+    /// shard, the map is full).
+    #[error(transparent)]
+    Refused(super::MapError),
+    /// No member took it.
+    #[error(transparent)]
+    Remote(RemoteError),
+}
+
 /// A client of a sharded store (see the module docs). One operation at a time
 /// per client value (the request numbers follow each other).
 pub struct ShardClient {
@@ -212,12 +224,36 @@ impl ShardClient {
 
     /// What the first contact that answers says of the store.
     pub fn status(&self) -> Result<HostStatus, RemoteError> {
+        self.status_of(&self.contacts)
+    }
+
+    /// What the first of `members` that answers says of the store.
+    pub fn status_of(&self, members: &[SocketAddr]) -> Result<HostStatus, RemoteError> {
         let mut last = RemoteError::Client(ClientError::Connect("no contact answered".into()));
-        for a in &self.contacts {
+        for a in members {
             match self.ask(*a, &Request::Status) {
                 Ok(Reply::Status(s)) => return Ok(s),
                 Ok(_) => last = RemoteError::Unexpected,
                 Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Moves `range` (owned by one shard now) to shard `to`; returns the map
+    /// version that holds the move (the new owner serves the range from then on
+    /// and pulls its records; see [`ShardClient::status`]). A move the map
+    /// refuses is [`MigrateError::Refused`].
+    pub fn migrate(&self, range: super::Range, to: super::Shard) -> Result<u64, MigrateError> {
+        let req = Request::Migrate { first: range.first, last: range.last, to };
+        let mut last = MigrateError::Remote(RemoteError::Client(ClientError::Connect("no contact answered".into())));
+        for a in &self.contacts {
+            match self.ask(*a, &req) {
+                Ok(Reply::Migrating(v)) => return Ok(v),
+                Ok(Reply::Refused(e)) => return Err(MigrateError::Refused(e)),
+                Ok(Reply::Failed(f)) => last = MigrateError::Remote(f.into()),
+                Ok(_) => last = MigrateError::Remote(RemoteError::Unexpected),
+                Err(e) => last = MigrateError::Remote(e),
             }
         }
         Err(last)

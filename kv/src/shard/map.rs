@@ -152,7 +152,7 @@ impl MapEdit {
 }
 
 /// Why a map or an edit was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum MapError {
     /// The bytes are not a map (or an edit) of this version.
     #[error("not a shard map or edit of this version")]

@@ -8,8 +8,9 @@ use crate::Pair;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 
-/// The version byte every message starts with.
-pub const VERSION: u8 = 1;
+/// The version byte every message starts with (the store of one log's are
+/// [`crate::remote::VERSION`]: neither takes the other's messages).
+pub const VERSION: u8 = 0x21;
 /// The members' requests to each other (the group's service number).
 pub const SERVICE: spindle_views::group::Service = spindle_views::group::Service(4);
 
@@ -74,6 +75,15 @@ pub enum Request {
     Route,
     /// What the member says of the store.
     Status,
+    /// Move the hashes `first..=last` (owned by one shard now) to shard `to`.
+    Migrate {
+        /// The range's lowest hash.
+        first: u64,
+        /// Its highest hash.
+        last: u64,
+        /// The new owner.
+        to: u16,
+    },
 }
 
 /// A member's answer to a client.
@@ -91,6 +101,10 @@ pub enum Reply {
     Route(Route),
     /// The member's status.
     Status(HostStatus),
+    /// The map version that holds the migration asked for.
+    Migrating(u64),
+    /// The migration was refused: the map's reason.
+    Refused(crate::shard::MapError),
     /// The member failed to do it (its store's or log's error kind).
     Failed(crate::remote::Failure),
 }
@@ -110,6 +124,8 @@ pub struct HostStatus {
     pub migrations: Vec<(u64, u64, u64, u16, u16)>,
     /// Keys in each shard's store at this member (the store's estimate).
     pub keys: Vec<u64>,
+    /// Records and bytes this member's pullers logged so far.
+    pub pulled: (u64, u64),
 }
 
 /// A member's request to another during a migration.
@@ -164,20 +180,12 @@ pub enum PeerReply {
 
 /// `m`'s bytes.
 pub fn encode<T: Serialize>(m: &T) -> Vec<u8> {
-    let mut out = vec![VERSION];
-    out.extend(postcard::to_stdvec(m).unwrap_or_default());
-    out
+    crate::codec::encode(VERSION, m)
 }
 
 /// Decodes a message; `None` for bytes that are not one of this version.
 pub fn decode<T: for<'a> Deserialize<'a>>(body: &[u8]) -> Option<T> {
-    match body.split_first() {
-        Some((&VERSION, rest)) => match postcard::take_from_bytes(rest) {
-            Ok((v, [])) => Some(v),
-            _ => None,
-        },
-        _ => None,
-    }
+    crate::codec::decode(VERSION, body)
 }
 
 #[cfg(test)]
@@ -195,5 +203,8 @@ mod tests {
         longer.push(0);
         assert_eq!(decode::<Request>(&longer), None);
         assert_eq!(decode::<PeerRequest>(&[VERSION, 0xff]), None);
+        // The store of one log's messages are another protocol's.
+        let single = crate::codec::encode(crate::remote::VERSION, &Request::Route);
+        assert_eq!(decode::<Request>(&single), None);
     }
 }

@@ -3,10 +3,11 @@
 
 use super::{Inner, ShardStore};
 use crate::remote::Failure;
-use crate::shard::map::{key_hash, Migration, Shard};
+use crate::shard::map::{key_hash, MapEdit, Migration, Range, Shard};
 use crate::shard::rules::{self, Admit};
 use crate::shard::wire::{self, HostStatus, Op, PeerReply, PeerRequest, Reply, Request, Route};
 use crate::{StoreError, Update};
+use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_views::group::{ClientHandler, ClientSession};
 use std::sync::{Arc, OnceLock, Weak};
@@ -32,6 +33,7 @@ impl ClientHandler for Clients {
             (Some(Request::Route), Some(i)) => Reply::Route(i.route()),
             (Some(Request::Status), Some(i)) => Reply::Status(i.status()),
             (Some(Request::Op { op, .. }), Some(i)) => i.serve(op),
+            (Some(Request::Migrate { first, last, to }), Some(i)) => i.migrate(first, last, to),
         };
         wire::encode(&reply)
     }
@@ -84,6 +86,24 @@ impl Inner {
             shares: st.map.shares(),
             migrations: st.map.migrations().iter().map(|m| (m.id, m.range.first, m.range.last, m.from, m.to)).collect(),
             keys: (0..self.layout.shards).map(|s| self.store(s).map_or(0, |x| x.approximate_len() as u64)).collect(),
+            pulled: (self.pulled.0.load(Ordering::Relaxed), self.pulled.1.load(Ordering::Relaxed)),
+        }
+    }
+
+    /// An operator's migration: checked against this member's map, then edited
+    /// into the next view (waits for it, up to 10 s).
+    fn migrate(&self, first: u64, last: u64, to: Shard) -> Reply {
+        if first > last {
+            return Reply::Failed(Failure::Malformed);
+        }
+        let edit = MapEdit::Migrate { range: Range { first, last }, to };
+        if let Err(e) = lock(&self.view).map.apply(&edit) {
+            return Reply::Refused(e);
+        }
+        let Some(g) = self.group() else { return Reply::Failed(Failure::Closed) };
+        match g.edit_layout(&edit.encode(), std::time::Duration::from_secs(10)) {
+            Ok(v) => Reply::Migrating(v.layout().version()),
+            Err(_) => Reply::Failed(Failure::NotApplied),
         }
     }
 
