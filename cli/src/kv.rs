@@ -1,5 +1,6 @@
 //! `kv`: run a member of the replicated key-value store, or use one from outside.
 
+use crate::kv_shards::{self, remote_error};
 use crate::out::{CliError, Out};
 use crate::Target;
 use clap::Subcommand;
@@ -7,7 +8,6 @@ use serde_json::json;
 use spindle::kv::member::{Member, MemberConfig};
 use spindle::kv::remote::{KvClient, RemoteError};
 use spindle::tailwind::service::Ack;
-use spindle::views::client::ClientError;
 use spindle::views::config::Transport;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -52,6 +52,11 @@ pub enum KvCmd {
         /// The group's secret file. Left out: `SPINDLE_SECRET_FILE`, if set.
         #[arg(long)]
         secret_file: Option<PathBuf>,
+        /// Run a member of a sharded store of this many shards (every member of
+        /// the store gives the same), each a log of `--replicas` copies; left
+        /// out: a store of one log.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+        shards: Option<u16>,
     },
     /// Sets KEY to VALUE.
     Put {
@@ -84,8 +89,22 @@ pub enum KvCmd {
         target: Target,
     },
     /// What the member reached says of its store: the log's primary and members,
-    /// how far its store applied the log, and its number of keys.
+    /// how far its store applied the log, and its number of keys; of a sharded
+    /// store: each shard's primary and share of the hashes, and the migrations.
     Status {
+        #[command(flatten)]
+        target: Target,
+    },
+    /// Moves a range of key hashes of a sharded store to shard TO: TO serves it
+    /// at once and pulls its records; shows the pull until it ends.
+    Migrate {
+        /// FIRST-LAST (hex hashes, both included), or key:TEXT (that key's hash).
+        range: String,
+        /// The shard that takes it.
+        to: u16,
+        /// Return once the move is in the map, without waiting for the pull.
+        #[arg(long)]
+        no_wait: bool,
         #[command(flatten)]
         target: Target,
     },
@@ -98,42 +117,64 @@ fn client(target: &Target) -> Result<KvClient, CliError> {
     Ok(c)
 }
 
-fn remote_error(e: RemoteError, to: &[SocketAddr]) -> CliError {
-    match e {
-        RemoteError::Client(ClientError::Connect(why)) => CliError::unreachable(format!("no member of {to:?}: {why}")),
-        e => CliError::failed(e.to_string()),
-    }
-}
-
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 pub fn run(out: &Out, cmd: KvCmd) -> Result<(), CliError> {
     match cmd {
-        KvCmd::Serve { name, transport, ip, port, contact, id, data_dir, replicas, ack, secret_file } => {
+        KvCmd::Serve { name, transport, ip, port, contact, id, data_dir, replicas, ack, secret_file, shards } => {
             let mut cfg = MemberConfig::new(&name);
             cfg.transport = if transport == "tcp" { Transport::Tcp } else { Transport::Shm };
             (cfg.ip, cfg.port, cfg.contact, cfg.id, cfg.data_dir) = (ip, port, contact, id, data_dir);
             (cfg.replicas, cfg.secret_file) = (replicas, secret_file);
             cfg.ack = if ack == "disk" { Ack::Disk } else { Ack::Memory };
-            serve(out, &cfg)
+            match shards {
+                Some(n) => kv_shards::serve(out, &cfg, n),
+                None => serve(out, &cfg),
+            }
         }
         KvCmd::Put { key, value, target } => {
             let c = client(&target)?;
-            let record = c.put(key.as_bytes(), value.as_bytes()).map_err(|e| remote_error(e, &target.connect))?;
-            out.emit(|| format!("ok (record {record})"), || json!({ "key": key, "record": record }));
+            match c.put(key.as_bytes(), value.as_bytes()) {
+                // A member of a sharded store takes the other protocol.
+                Err(RemoteError::Malformed) => {
+                    let s = kv_shards::client(&target)?;
+                    s.put(key.as_bytes(), value.as_bytes()).map_err(|e| remote_error(e, &target.connect))?;
+                    out.emit(|| "ok".into(), || json!({ "key": key }));
+                }
+                r => {
+                    let record = r.map_err(|e| remote_error(e, &target.connect))?;
+                    out.emit(|| format!("ok (record {record})"), || json!({ "key": key, "record": record }));
+                }
+            }
             Ok(())
         }
         KvCmd::Del { key, target } => {
             let c = client(&target)?;
-            let record = c.del(key.as_bytes()).map_err(|e| remote_error(e, &target.connect))?;
-            out.emit(|| format!("ok (record {record})"), || json!({ "key": key, "record": record }));
+            match c.del(key.as_bytes()) {
+                Err(RemoteError::Malformed) => {
+                    let s = kv_shards::client(&target)?;
+                    s.del(key.as_bytes()).map_err(|e| remote_error(e, &target.connect))?;
+                    out.emit(|| "ok".into(), || json!({ "key": key }));
+                }
+                r => {
+                    let record = r.map_err(|e| remote_error(e, &target.connect))?;
+                    out.emit(|| format!("ok (record {record})"), || json!({ "key": key, "record": record }));
+                }
+            }
             Ok(())
         }
+        KvCmd::Migrate { range, to, no_wait, target } => kv_shards::migrate(out, &range, to, no_wait, &target),
         KvCmd::Get { key, target } => {
             let c = client(&target)?;
-            match c.get(key.as_bytes()).map_err(|e| remote_error(e, &target.connect))? {
+            let got = match c.get(key.as_bytes()) {
+                Err(RemoteError::Malformed) => {
+                    kv_shards::client(&target)?.get(key.as_bytes()).map_err(|e| remote_error(e, &target.connect))
+                }
+                r => r.map_err(|e| remote_error(e, &target.connect)),
+            };
+            match got? {
                 Some(v) => {
                     out.emit(|| text(&v), || json!({ "key": key, "value": text(&v) }));
                     Ok(())
@@ -143,7 +184,12 @@ pub fn run(out: &Out, cmd: KvCmd) -> Result<(), CliError> {
         }
         KvCmd::Scan { prefix, limit, target } => {
             let c = client(&target)?;
-            let pairs = c.scan(prefix.as_bytes(), limit).map_err(|e| remote_error(e, &target.connect))?;
+            let pairs = match c.scan(prefix.as_bytes(), limit) {
+                Err(RemoteError::Malformed) => {
+                    return Err(CliError::failed("a scan across the shards of a sharded store is not built yet"))
+                }
+                r => r.map_err(|e| remote_error(e, &target.connect))?,
+            };
             for (k, v) in &pairs {
                 out.emit(|| format!("{} = {}", text(k), text(v)), || json!({ "key": text(k), "value": text(v) }));
             }
@@ -152,7 +198,10 @@ pub fn run(out: &Out, cmd: KvCmd) -> Result<(), CliError> {
         }
         KvCmd::Status { target } => {
             let c = client(&target)?;
-            let s = c.status().map_err(|e| remote_error(e, &target.connect))?;
+            let s = match c.status() {
+                Err(RemoteError::Malformed) => return kv_shards::status(out, &target),
+                r => r.map_err(|e| remote_error(e, &target.connect))?,
+            };
             out.emit(
                 || {
                     let p = s.primary.map_or("none".into(), |p| format!("n{p}"));

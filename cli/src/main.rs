@@ -23,6 +23,7 @@ mod bench;
 mod domain;
 mod keys;
 mod kv;
+mod kv_shards;
 mod out;
 mod status;
 

@@ -165,3 +165,55 @@ fn completions_are_printed_for_a_shell() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("_spindle") && out.contains("kv"), "a bash completion function");
 }
+
+#[test]
+fn a_sharded_store_served_by_the_command_moves_a_range_and_keeps_its_keys() {
+    let name = format!("clikvs{}", std::process::id());
+    let data = TempDirs::new(&name, 1);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_spindle"));
+    cmd.args(["kv", "serve", "--ip", "127.0.0.1", "--replicas", "1", "--shards", "2", "--name", &name])
+        .env("SPINDLE_DATA_DIR", &data[0]);
+    let mut serve = LineChild::start(cmd);
+    let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));
+    assert!(line.contains("(2 shards)"), "{line}");
+    let addr = line.split(" serving at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
+    let kv = |args: &[&str]| {
+        let mut all = vec!["kv"];
+        all.extend(args);
+        all.extend(["--connect", &addr]);
+        spindle(&all)
+    };
+    let keys: Vec<String> = (0..12).map(|i| format!("key{i}")).collect();
+    for k in &keys {
+        let (code, out, err) = kv(&["put", k, &format!("{k}-value")]);
+        assert_eq!((code, out.trim()), (0, "ok"), "{err}");
+    }
+    let (code, out, err) = kv(&["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(s["shares_ppm"], serde_json::json!([500000, 500000]), "{s}");
+    // Shard 0's half of the hashes moves to shard 1.
+    let (code, out, err) = kv(&["migrate", "0-7fffffffffffffff", "1"]);
+    assert_eq!(code, 0, "{out} {err}");
+    assert!(out.contains("migration done"), "{out}");
+    let (code, out, err) = kv(&["status", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let s: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(s["shares_ppm"], serde_json::json!([0, 1000000]), "{s}");
+    assert_eq!(s["migrations"], serde_json::json!([]), "{s}");
+    for k in &keys {
+        let (code, out, err) = kv(&["get", k]);
+        assert_eq!((code, out.trim()), (0, format!("{k}-value").as_str()), "{err}");
+    }
+    // A move the map refuses is a usage error, and so is a range that is not one.
+    let (code, _, err) = kv(&["migrate", "0-ff", "7"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("shard 7 is not one of the map's"), "{err}");
+    let (code, _, err) = kv(&["migrate", "ff-0", "0"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = kv(&["scan", ""]);
+    assert_ne!(code, 0);
+    assert!(err.contains("not built yet"), "{err}");
+    serve.kill();
+    spindle::sst::transport::shm::remove_stale_files();
+}

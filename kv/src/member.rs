@@ -214,7 +214,11 @@ pub struct ShardMember {
 impl ShardMember {
     /// Starts a member of `cfg`'s store with `shards` shards (every member of a
     /// store must say the same); `refused` as for [`Member::start`].
-    pub fn start(cfg: &MemberConfig, shards: u16, mut refused: impl FnMut(u32, &str)) -> Result<ShardMember, MemberError> {
+    pub fn start(
+        cfg: &MemberConfig,
+        shards: u16,
+        mut refused: impl FnMut(u32, &str),
+    ) -> Result<ShardMember, MemberError> {
         use crate::shard::host::{HostConfig, HostError, ShardHost};
         let (dir, slot, kept, ip) = place(cfg, "kv-shards")?;
         let mut attempt = 0;
@@ -223,10 +227,13 @@ impl ShardMember {
                 Some(id) => (id, true),
                 None => (random_id(attempt), false),
             };
-            let host_cfg = HostConfig { replicas: cfg.replicas, ack: cfg.ack, ..HostConfig::new(dir.join("shards"), shards) };
+            let host_cfg =
+                HostConfig { replicas: cfg.replicas, ack: cfg.ack, ..HostConfig::new(dir.join("shards"), shards) };
             match ShardHost::start(group_builder(cfg, &dir, ip, id).build()?, host_cfg) {
                 Ok(h) => break h,
-                Err(HostError::Group(spindle_views::group::StartError::Join(why))) if !chosen && attempt + 1 < ID_TRIES => {
+                Err(HostError::Group(spindle_views::group::StartError::Join(why)))
+                    if !chosen && attempt + 1 < ID_TRIES =>
+                {
                     refused(id, &why);
                     attempt += 1;
                 }
@@ -257,4 +264,3 @@ impl ShardMember {
         left
     }
 }
-

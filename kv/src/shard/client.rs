@@ -232,7 +232,7 @@ impl ShardClient {
         let mut last = RemoteError::Client(ClientError::Connect("no contact answered".into()));
         for a in members {
             match self.ask(*a, &Request::Status) {
-                Ok(Reply::Status(s)) => return Ok(s),
+                Ok(Reply::Status(s)) => return Ok(*s),
                 Ok(_) => last = RemoteError::Unexpected,
                 Err(e) => last = e,
             }

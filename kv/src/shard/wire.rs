@@ -100,7 +100,7 @@ pub enum Reply {
     /// The route table asked for.
     Route(Route),
     /// The member's status.
-    Status(HostStatus),
+    Status(Box<HostStatus>),
     /// The map version that holds the migration asked for.
     Migrating(u64),
     /// The migration was refused: the map's reason.

@@ -31,7 +31,7 @@ impl ClientHandler for Clients {
             (None, _) => Reply::Failed(Failure::Malformed),
             (_, None) => Reply::Failed(Failure::NotReady),
             (Some(Request::Route), Some(i)) => Reply::Route(i.route()),
-            (Some(Request::Status), Some(i)) => Reply::Status(i.status()),
+            (Some(Request::Status), Some(i)) => Reply::Status(Box::new(i.status())),
             (Some(Request::Op { op, .. }), Some(i)) => i.serve(op),
             (Some(Request::Migrate { first, last, to }), Some(i)) => i.migrate(first, last, to),
         };
