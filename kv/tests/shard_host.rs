@@ -2,14 +2,18 @@
 //! routes each key to its shard's primary, and a live migration of a range while
 //! a writer keeps writing, after which every acknowledged write reads back and
 //! the old owner holds none of the range; and the same with the primary of the
-//! range's new or old shard stopped in the middle of the move.
+//! range's new or old shard stopped in the middle of the move. Beside the writer,
+//! clients record a history of puts and gets on a few keys through each move,
+//! checked for linearizability per key (`spindle_kv::shard::sim::check`).
 
 use spindle_kv::shard::client::ShardClient;
 use spindle_kv::shard::host::{HostConfig, ShardHost};
 use spindle_kv::shard::key_hash;
+use spindle_kv::shard::sim::check::linearizable;
+use spindle_kv::shard::sim::{Kind, OpRecord};
 use spindle_views::config::{Config, Transport};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,6 +82,77 @@ impl Writer {
     }
 }
 
+/// Keys of the recorded history.
+const HKEYS: usize = 12;
+/// Requests each history client makes at most (one every millisecond or so:
+/// the history spans the move).
+const HOPS: usize = 1500;
+
+/// Clients that put and get `HKEYS` keys, recording when each request started
+/// and was answered on one logical clock (ticked before a request goes and after
+/// its answer came, so the clock's order is real time's).
+struct Recorder {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<Vec<OpRecord>>>,
+    clock: Arc<AtomicU64>,
+}
+
+impl Recorder {
+    fn start(contacts: &[std::net::SocketAddr], clients: usize) -> Recorder {
+        let stop = Arc::new(AtomicBool::new(false));
+        let clock = Arc::new(AtomicU64::new(1));
+        let threads = (0..clients)
+            .map(|c| {
+                let (stop, clock, contacts) = (stop.clone(), clock.clone(), contacts.to_vec());
+                std::thread::spawn(move || {
+                    let client = ShardClient::connect(&contacts, None).unwrap();
+                    let mut ops = Vec::new();
+                    for n in 0..HOPS {
+                        if stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let key = (n * 7 + c * 5) % HKEYS;
+                        let k = format!("h/{key}").into_bytes();
+                        let write = (n + c) % 2 == 0;
+                        let invoke = clock.fetch_add(1, Ordering::SeqCst);
+                        let (kind, result) = match write {
+                            true => {
+                                let v = format!("c{c}-{n}").into_bytes();
+                                client.put(&k, &v).unwrap();
+                                (Kind::Write(Some(v)), None)
+                            }
+                            false => (Kind::Read, Some(client.get(&k).unwrap())),
+                        };
+                        let response = Some(clock.fetch_add(1, Ordering::SeqCst));
+                        ops.push(OpRecord { client: c, key, kind, result, invoke, response, served: None });
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    ops
+                })
+            })
+            .collect();
+        Recorder { stop, threads, clock }
+    }
+
+    /// Stops the clients and checks each key's history.
+    fn check(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let began = std::time::Instant::now();
+        let ops: Vec<OpRecord> = self.threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        assert!(self.clock.load(Ordering::SeqCst) > 1);
+        for key in 0..HKEYS {
+            let mine: Vec<&OpRecord> = ops.iter().filter(|o| o.key == key).collect();
+            if let Err(why) = linearizable(&mine) {
+                for o in &mine {
+                    eprintln!("{o:?}");
+                }
+                panic!("key h/{key}'s history is not linearizable: {why}");
+            }
+        }
+        eprintln!("{} recorded requests, each key's history linearizable (checked in {:?})", ops.len(), began.elapsed());
+    }
+}
+
 /// Puts `KEYS` keys through a client; their values.
 fn fill(client: &ShardClient) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut want = BTreeMap::new();
@@ -105,13 +180,16 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     let route = client.route().expect("a route table");
     assert!(route.primaries.iter().all(Option::is_some), "every shard has a primary: {route:?}");
 
-    // A writer keeps writing while shard 0's whole part moves to shard 1.
+    // A writer keeps writing while shard 0's whole part moves to shard 1, and
+    // others record a history.
     let w = Writer::start(&contacts, want.clone());
+    let history = Recorder::start(&contacts, 3);
     let range = map.spans().into_iter().find(|(_, owner)| *owner == 0).expect("shard 0 owns a part").0;
     hosts[1].migrate(range, 1, WAIT).unwrap();
     assert!(hosts[0].wait_migrations(WAIT), "the migration ended");
     std::thread::sleep(Duration::from_millis(200));
     let acked = w.stop();
+    history.check();
     for (k, v) in &acked {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }
@@ -161,6 +239,7 @@ fn stopped_midway(victim: u16) {
     let (map, _) = hosts[0].as_ref().unwrap().map();
     let range = map.spans().into_iter().find(|(_, owner)| *owner == 0).expect("shard 0 owns a part").0;
     let w = Writer::start(&contacts, want);
+    let history = Recorder::start(&contacts, 3);
     let route = client.route().unwrap();
     let (node, _) = route.primaries[usize::from(victim)].expect("a primary");
     let asker = hosts.iter().flatten().find(|h| h.node().0 != node).unwrap();
@@ -184,6 +263,7 @@ fn stopped_midway(victim: u16) {
     }
     std::thread::sleep(Duration::from_millis(200));
     let acked = w.stop();
+    history.check();
     for (k, v) in &acked {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }

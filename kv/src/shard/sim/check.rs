@@ -10,7 +10,6 @@ use std::collections::{HashMap, HashSet};
 /// Requests never answered may take effect at any point after they start, or
 /// never. Returns the requests left unplaced when it cannot.
 pub fn linearizable(ops: &[&OpRecord]) -> Result<(), String> {
-    assert!(ops.len() <= 128, "a key's history of {} requests is over the checker's 128", ops.len());
     let mut ids: HashMap<Option<Vec<u8>>, u32> = HashMap::new();
     ids.insert(None, 0);
     let mut id = |v: &Option<Vec<u8>>| {
@@ -26,36 +25,45 @@ pub fn linearizable(ops: &[&OpRecord]) -> Result<(), String> {
             Kind::Read => (o.invoke, o.response.unwrap_or(u64::MAX), id(o.result.as_ref().expect("answered")), false),
         })
         .collect();
-    let required: u128 = ops.iter().enumerate().filter(|(_, o)| o.1 != u64::MAX).fold(0, |m, (i, _)| m | 1 << i);
-    let mut seen: HashSet<(u128, u32)> = HashSet::new();
-    let mut stack = vec![(0u128, 0u32)];
-    let mut best = 0u128;
+    let words = ops.len().div_ceil(64);
+    let has = |set: &[u64], i: usize| set[i / 64] >> (i % 64) & 1 == 1;
+    let with = |set: &[u64], i: usize| {
+        let mut s = set.to_vec();
+        s[i / 64] |= 1 << (i % 64);
+        s
+    };
+    let required = ops.iter().filter(|o| o.1 != u64::MAX).count();
+    let placed_required = |set: &[u64]| (0..ops.len()).filter(|i| ops[*i].1 != u64::MAX && has(set, *i)).count();
+    let mut seen: HashSet<(Vec<u64>, u32)> = HashSet::new();
+    let mut stack = vec![(vec![0u64; words], 0u32)];
+    let mut best = vec![0u64; words];
+    let count = |set: &[u64]| set.iter().map(|w| w.count_ones()).sum::<u32>();
     while let Some((done, value)) = stack.pop() {
-        if done & required == required {
+        if placed_required(&done) == required {
             return Ok(());
         }
-        if !seen.insert((done, value)) {
-            continue;
+        if count(&done) > count(&best) {
+            best = done.clone();
         }
-        if done.count_ones() > best.count_ones() {
-            best = done;
+        if !seen.insert((done.clone(), value)) {
+            continue;
         }
         // The earliest answer among the requests not placed: none that started
         // after it may come first.
-        let horizon = ops.iter().enumerate().filter(|(i, _)| done & 1 << i == 0).map(|(_, o)| o.1).min();
+        let horizon = (0..ops.len()).filter(|i| !has(&done, *i)).map(|i| ops[i].1).min();
         let Some(horizon) = horizon else { continue };
         for (i, &(inv, _, v, write)) in ops.iter().enumerate() {
-            if done & 1 << i != 0 || inv > horizon {
+            if has(&done, i) || inv > horizon {
                 continue;
             }
             if write {
-                stack.push((done | 1 << i, v));
+                stack.push((with(&done, i), v));
             } else if v == value {
-                stack.push((done | 1 << i, value));
+                stack.push((with(&done, i), value));
             }
         }
     }
-    let left: Vec<usize> = (0..ops.len()).filter(|i| best & 1 << i == 0).collect();
+    let left: Vec<usize> = (0..ops.len()).filter(|i| !has(&best, *i)).collect();
     Err(format!("no order fits; at best, requests {left:?} (of this key's) could not be placed"))
 }
 

@@ -31,7 +31,7 @@ use spindle_smc::sim::Rng;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-pub(crate) mod check;
+pub mod check;
 mod group;
 pub mod invariants;
 mod member;
