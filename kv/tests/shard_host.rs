@@ -149,7 +149,11 @@ impl Recorder {
                 panic!("key h/{key}'s history is not linearizable: {why}");
             }
         }
-        eprintln!("{} recorded requests, each key's history linearizable (checked in {:?})", ops.len(), began.elapsed());
+        eprintln!(
+            "{} recorded requests, each key's history linearizable (checked in {:?})",
+            ops.len(),
+            began.elapsed()
+        );
     }
 }
 

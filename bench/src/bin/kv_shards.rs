@@ -55,6 +55,9 @@ struct Args {
     /// Keys put before the migration.
     #[arg(long, default_value_t = 20_000)]
     keys: u64,
+    /// The share of the time a migration's puller works (`HostConfig::pull_share`).
+    #[arg(long, default_value_t = 0.25)]
+    pull_share: f64,
     /// Skip the scale experiment.
     #[arg(long)]
     no_scale: bool,
@@ -68,7 +71,7 @@ struct Args {
 
 const WAIT: Duration = Duration::from_secs(60);
 
-fn members(name: &str, dir: &std::path::Path, shards: u16, replicas: usize) -> Result<Vec<ShardHost>, String> {
+fn members(name: &str, dir: &std::path::Path, shards: u16, args: &Args) -> Result<Vec<ShardHost>, String> {
     let mut hosts: Vec<ShardHost> = Vec::new();
     for id in 0..3u32 {
         let mut b = Config::builder(id, testkit::free_control_addr())
@@ -78,7 +81,11 @@ fn members(name: &str, dir: &std::path::Path, shards: u16, replicas: usize) -> R
         if let Some(h) = hosts.first() {
             b = b.contact(h.group().listen_addr());
         }
-        let cfg = HostConfig { replicas, ..HostConfig::new(dir.join(format!("m{id}")), shards) };
+        let cfg = HostConfig {
+            replicas: args.replicas,
+            pull_share: args.pull_share,
+            ..HostConfig::new(dir.join(format!("m{id}")), shards)
+        };
         hosts.push(ShardHost::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?);
     }
     if !hosts[0].group().wait_for_members(3, WAIT) {
@@ -168,7 +175,7 @@ fn connect(hosts: &[ShardHost], n: usize) -> Result<Vec<ShardClient>, String> {
 
 fn scale(args: &Args, shards: u16) -> Result<serde_json::Value, String> {
     let dirs = testkit::TempDirs::new(&format!("kvsc{shards}"), 1);
-    let hosts = members(&format!("kvsc{shards}-{}", std::process::id()), &dirs[0], shards, args.replicas)?;
+    let hosts = members(&format!("kvsc{shards}-{}", std::process::id()), &dirs[0], shards, args)?;
     let clients = connect(&hosts, args.clients)?;
     let v = vec![b'v'; args.value];
     let stop = AtomicBool::new(false);
@@ -201,7 +208,7 @@ fn scale(args: &Args, shards: u16) -> Result<serde_json::Value, String> {
 
 fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let dirs = testkit::TempDirs::new("kvmig", 1);
-    let hosts = members(&format!("kvmig-{}", std::process::id()), &dirs[0], 2, args.replicas)?;
+    let hosts = members(&format!("kvmig-{}", std::process::id()), &dirs[0], 2, args)?;
     let clients = connect(&hosts, args.clients)?;
     let v = vec![b'v'; args.value];
     // The keys first, from every client at once.
@@ -228,6 +235,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let keys = args.keys;
     let mut marks = Vec::new();
     let mut moved = Ok(());
+    let mut moved_at = None;
     let samples = run_clients(
         &clients,
         &stop,
@@ -244,6 +252,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
             std::thread::sleep(Duration::from_secs_f64(args.seconds));
             marks.push(Instant::now());
             moved = hosts[1].migrate(range, 1, WAIT).map_err(|e| e.to_string()).and_then(|_| {
+                moved_at = Some(Instant::now());
                 match hosts.iter().all(|h| h.wait_migrations(WAIT)) {
                     true => Ok(()),
                     false => Err("the migration did not end".to_string()),
@@ -259,8 +268,10 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let secs = marks[2].duration_since(marks[1]).as_secs_f64();
     Ok(json!({
         "bench": "kv_shards", "experiment": "migrate", "replicas": args.replicas, "clients": args.clients,
+        "pull_share": args.pull_share,
         "value_bytes": args.value, "keys": args.keys, "keys_pulled": keys_pulled, "bytes_pulled": bytes,
         "migration_s": round(secs, 3), "migration_mb_per_s": round(bytes as f64 / secs / 1e6, 2),
+        "ownership_moved_s": moved_at.map(|t| round(t.duration_since(marks[1]).as_secs_f64(), 3)),
         "before": phase(&samples, marks[0], marks[1]), "during": phase(&samples, marks[1], marks[2]),
         "after": phase(&samples, marks[2], marks[3]),
     }))
@@ -281,6 +292,9 @@ fn main() {
     }
     if args.shards.iter().any(|s| *s == 0 || *s > 16) || args.value == 0 || args.replicas == 0 || args.replicas > 3 {
         bench::usage("kv_shards", "--shards must be 1..=16, --value at least 1, --replicas 1..=3");
+    }
+    if !(args.pull_share > 0.0 && args.pull_share <= 1.0) {
+        bench::usage("kv_shards", "--pull-share must be in (0, 1]");
     }
     let run = || -> Result<bool, String> {
         if !args.no_scale {

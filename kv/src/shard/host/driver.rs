@@ -11,7 +11,7 @@ use crate::update::Writer;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest the driver sleeps.
 pub const TICK: Duration = Duration::from_millis(50);
@@ -22,6 +22,8 @@ const RETRY: Duration = Duration::from_millis(20);
 struct Running {
     puller: Puller,
     next: Step,
+    /// When the current batch's ask went out.
+    batch_began: Option<Instant>,
 }
 
 pub(super) fn run(inner: &Inner) {
@@ -35,7 +37,7 @@ pub(super) fn run(inner: &Inner) {
         for m in map.migrations() {
             if inner.primary(m.to) == Some(inner.me) && !pullers.contains_key(&m.id) {
                 let (puller, next) = Puller::with_batch(*m, inner.pull_batch);
-                pullers.insert(m.id, Running { puller, next });
+                pullers.insert(m.id, Running { puller, next, batch_began: None });
             }
         }
         let mut idle = true;
@@ -46,6 +48,7 @@ pub(super) fn run(inner: &Inner) {
             idle &= !step(inner, r);
         }
         pullers.retain(|_, r| !r.puller.is_done());
+        lock(&inner.cursors).retain(|id, _| pullers.contains_key(id));
         tidy(inner);
         if idle {
             let st = lock(&inner.view);
@@ -60,6 +63,7 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
     let Some(store) = inner.store(mig.to) else { return false };
     let next = match r.next.clone() {
         Step::Ask { after, max, .. } => {
+            r.batch_began.get_or_insert_with(Instant::now);
             match inner.ask_peer(mig.from, &PeerRequest::Ask { migration: mig, after, max }) {
                 Some(PeerReply::Batch { pairs, more, writers }) => {
                     let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
@@ -71,9 +75,17 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
         Step::Append(rec) => match store.record(rec.clone()) {
             Ok(_) => {
                 if let crate::Update::Pulled { pairs, .. } = &rec {
+                    if let Some((last, _)) = pairs.last() {
+                        lock(&inner.cursors).insert(mig.id, last.clone());
+                    }
                     let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
                     inner.pulled.0.fetch_add(pairs.len() as u64, Ordering::Relaxed);
                     inner.pulled.1.fetch_add(bytes as u64, Ordering::Relaxed);
+                    // Leave the rest of the time to the clients (see
+                    // `HostConfig::pull_share`).
+                    if let Some(t) = r.batch_began.take() {
+                        std::thread::sleep(t.elapsed().mul_f64(1.0 / inner.pull_share - 1.0));
+                    }
                 }
                 r.puller.appended()
             }

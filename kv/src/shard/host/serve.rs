@@ -144,7 +144,10 @@ impl Inner {
                 Err(e) => Reply::Failed(failed(&e)),
             },
             (Op::Get { key }, _) => {
-                if let Some(m) = pulling.filter(|_| !store.claimed(key)) {
+                // Pulled on demand unless a write here claimed it, or a batch
+                // this member logged already reached it.
+                let batched = |m: &Migration| lock(&self.cursors).get(&m.id).is_some_and(|last| key <= last);
+                if let Some(m) = pulling.filter(|m| !store.claimed(key) && !batched(m)) {
                     match self.pull_key(store, m, key) {
                         Ok(true) => {}
                         Ok(false) => return Reply::Wait,
