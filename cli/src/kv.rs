@@ -238,12 +238,7 @@ fn serve(out: &Out, cfg: &MemberConfig) -> Result<(), CliError> {
     );
     let id = m.id();
     m.log.on_recovered(move |r| eprintln!("n{id} is now the primary: the log holds {} records", r.next.0));
-    // Serve until stdin closes (Ctrl-D, or the end of a pipe); Ctrl-C ends the
-    // process, which the others see as a failure and handle.
-    let mut sink = String::new();
-    while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
-        sink.clear();
-    }
+    kv_shards::until_stdin_ends();
     let left = m.leave(Duration::from_secs(10));
     out.note(if left { "left the store's group" } else { "could not leave in time" });
     Ok(())

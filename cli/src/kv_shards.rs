@@ -135,11 +135,18 @@ pub fn serve(out: &Out, cfg: &MemberConfig, shards: u16) -> Result<(), CliError>
         },
         || json!({"node": m.id(), "store": cfg.name, "shards": shards, "addr": addr.to_string(), "data_dir": m.data_dir()}),
     );
+    until_stdin_ends();
+    let left = m.leave(Duration::from_secs(10));
+    out.note(if left { "left the store's group" } else { "could not leave in time" });
+    Ok(())
+}
+
+/// Returns once stdin closes (Ctrl-D, or the end of a pipe): how a member run
+/// by the command knows to leave. Ctrl-C ends the process instead, which the
+/// others see as a failure and handle.
+pub fn until_stdin_ends() {
     let mut sink = String::new();
     while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {
         sink.clear();
     }
-    let left = m.leave(Duration::from_secs(10));
-    out.note(if left { "left the store's group" } else { "could not leave in time" });
-    Ok(())
 }

@@ -319,7 +319,7 @@ impl Sim {
             self.step += 1;
             if self.step > MAX_STEPS {
                 let state = self.state();
-                return Err(invariants::Violation::new(self, "progress", format!("the run did not settle: {state}")));
+                return Err(invariants::violation(self, "progress", format!("the run did not settle: {state}")));
             }
             let ev = self.events[i].take().expect("each event runs once");
             if self.trace {

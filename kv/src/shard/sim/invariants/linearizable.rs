@@ -2,7 +2,7 @@
 //! a register's (see `check::linearizable`); the final reads of every key are
 //! part of it.
 
-use super::{Sim, Violation};
+use super::{violation, Sim, Violation};
 
 /// At the end.
 pub fn check(sim: &Sim) -> Result<(), Violation> {
@@ -10,7 +10,7 @@ pub fn check(sim: &Sim) -> Result<(), Violation> {
         let ops: Vec<_> = sim.history.iter().filter(|h| h.key == k).collect();
         if let Err(why) = crate::shard::sim::check::linearizable(&ops) {
             let what = format!("{}: {why}", String::from_utf8_lossy(key));
-            return Err(Violation::new(sim, "linearizable", what));
+            return Err(violation(sim, "linearizable", what));
         }
     }
     Ok(())

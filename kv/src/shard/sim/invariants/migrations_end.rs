@@ -2,12 +2,12 @@
 //! holds only keys its shard owns and no claims, and each store is what its log
 //! makes when applied from the start (what a restarted member would rebuild).
 
-use super::{Sim, Violation};
+use super::{violation, Sim, Violation};
 use crate::shard::rules::{apply, MemTable};
 
 /// At the end.
 pub fn check(sim: &Sim) -> Result<(), Violation> {
-    let fail = |what: String| Err(Violation::new(sim, "migrations end", what));
+    let fail = |what: String| Err(violation(sim, "migrations end", what));
     let map = sim.map();
     if !map.migrations().is_empty() {
         return fail(format!("the map still lists {:?}", map.migrations()));

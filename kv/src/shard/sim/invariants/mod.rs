@@ -8,29 +8,13 @@ pub mod migrations_end;
 pub mod no_lost_put;
 pub mod one_owner;
 
-/// An invariant that did not hold: which, where, and the seed to replay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// The seed.
-    pub seed: u64,
-    /// The event step it was found at.
-    pub step: u64,
-    /// The invariant.
-    pub invariant: &'static str,
-    /// What was wrong.
-    pub detail: String,
-}
+/// An invariant that did not hold: which, where, and the seed to replay (the
+/// simulators' common report).
+pub use spindle_smc::sim::Violation;
 
-impl Violation {
-    pub(super) fn new(sim: &Sim, invariant: &'static str, detail: String) -> Violation {
-        Violation { seed: sim.cfg.seed, step: sim.step, invariant, detail }
-    }
-}
-
-impl std::fmt::Display for Violation {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "seed {} step {}: {} violated: {}", self.seed, self.step, self.invariant, self.detail)
-    }
+/// The violation of `invariant` found now in `sim`.
+pub(crate) fn violation(sim: &Sim, invariant: &'static str, detail: String) -> Violation {
+    Violation { seed: sim.cfg.seed, step: sim.step, invariant, detail }
 }
 
 /// The invariants checked after every event.

@@ -3,7 +3,7 @@
 //! it was answered (the initial "no value" counts as a write answered before
 //! everything).
 
-use super::{Sim, Violation};
+use super::{violation, Sim, Violation};
 use crate::shard::sim::Kind;
 
 /// At the end.
@@ -23,7 +23,7 @@ pub fn check(sim: &Sim) -> Result<(), Violation> {
                 String::from_utf8_lossy(key),
                 value.map(|v| String::from_utf8_lossy(&v).into_owned())
             );
-            return Err(Violation::new(sim, "no lost put", what));
+            return Err(violation(sim, "no lost put", what));
         }
     }
     Ok(())

@@ -2,7 +2,7 @@
 //! wedged) own the same key in their maps, and every answered request was served
 //! by the shard that owned its key in the map it was admitted under.
 
-use super::{Sim, Violation};
+use super::{violation, Sim, Violation};
 
 /// After every event: the members serving now own disjoint keys.
 pub fn check(sim: &Sim) -> Result<(), Violation> {
@@ -16,7 +16,7 @@ pub fn check(sim: &Sim) -> Result<(), Violation> {
             .collect();
         if owners.len() > 1 {
             let what = format!("shards {owners:?} both serve {}", String::from_utf8_lossy(key));
-            return Err(Violation::new(sim, "one owner per key", what));
+            return Err(violation(sim, "one owner per key", what));
         }
     }
     Ok(())
@@ -29,7 +29,7 @@ pub fn check_answers(sim: &Sim) -> Result<(), Violation> {
             let owner = sim.maps[version as usize].owner_of(&sim.keys[h.key]);
             if owner != shard {
                 let what = format!("request {i} answered by shard {shard}, owner {owner} in version {version}");
-                return Err(Violation::new(sim, "one owner per key", what));
+                return Err(violation(sim, "one owner per key", what));
             }
         }
     }
