@@ -317,7 +317,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// the store applied the log.
     pub fn pull_begun(&self, id: u64) -> bool {
         let st = lock(&self.inner.shard);
-        st.pulls.contains_key(&id) || st.closed.contains(&id)
+        st.pulls.contains_key(&id) || st.closed.contains_key(&id)
     }
 
     /// Whether a write claimed `key` while its range's pull is open.

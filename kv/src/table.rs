@@ -7,7 +7,7 @@
 //! run that changed it, so it is always as far along as the keys. A checkpoint
 //! for another member carries it ([`crate::transfer`]).
 
-use crate::shard::rules::Table;
+use crate::shard::rules::{dropped, Table};
 use crate::shard::{key_hash, Range};
 use crate::update::Writer;
 use fjall::{Keyspace, OwnedWriteBatch as WriteBatch};
@@ -23,7 +23,7 @@ pub(crate) struct ShardState {
     pub(crate) claims: BTreeSet<Vec<u8>>,
     pub(crate) writers: BTreeMap<u64, u64>,
     pub(crate) pulls: BTreeMap<u64, Range>,
-    pub(crate) closed: BTreeSet<u64>,
+    pub(crate) closed: BTreeMap<u64, Range>,
 }
 
 impl ShardState {
@@ -85,23 +85,23 @@ impl Table for StoreTable<'_> {
         Ok(())
     }
 
-    fn forget_claims(&mut self, range: Range) -> Result<(), Self::Error> {
+    fn forget_claims(&mut self, range: Range, keep: &[Range]) -> Result<(), Self::Error> {
         let before = self.state.claims.len();
-        self.state.claims.retain(|k| !range.contains(key_hash(k)));
+        self.state.claims.retain(|k| !dropped(key_hash(k), range, keep));
         self.dirty |= self.state.claims.len() != before;
         Ok(())
     }
 
-    fn drop_range(&mut self, range: Range) -> Result<(), Self::Error> {
+    fn drop_range(&mut self, range: Range, keep: &[Range]) -> Result<(), Self::Error> {
         // Every key of the store is looked at: a range moves away seldom.
         for g in self.kv.iter() {
             let k = g.key()?;
-            if range.contains(key_hash(&k)) {
+            if dropped(key_hash(&k), range, keep) {
                 self.batch.remove(self.kv, k.to_vec());
             }
         }
         for k in std::mem::take(&mut self.set) {
-            if range.contains(key_hash(&k)) {
+            if dropped(key_hash(&k), range, keep) {
                 self.batch.remove(self.kv, k.as_slice());
             } else {
                 self.set.insert(k);
@@ -131,12 +131,20 @@ impl Table for StoreTable<'_> {
     }
 
     fn close_pull(&mut self, id: u64) -> Result<Option<Range>, Self::Error> {
-        self.state.closed.insert(id);
-        self.dirty = true;
-        Ok(self.state.pulls.remove(&id))
+        let r = self.state.pulls.remove(&id);
+        if let Some(r) = r {
+            self.state.closed.insert(id, r);
+            self.dirty = true;
+        }
+        Ok(r)
     }
 
     fn closed(&mut self, id: u64) -> Result<bool, Self::Error> {
-        Ok(self.state.closed.contains(&id))
+        Ok(self.state.closed.contains_key(&id))
+    }
+
+    fn pulls_after(&mut self, id: u64) -> Result<Vec<Range>, Self::Error> {
+        let st = &self.state;
+        Ok(st.pulls.range(id + 1..).chain(st.closed.range(id + 1..)).map(|(_, r)| *r).collect())
     }
 }

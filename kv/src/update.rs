@@ -53,8 +53,15 @@ pub enum Update {
         /// The migration.
         migration: u64,
     },
-    /// `range` moved away and its new owner holds it: its keys are removed here.
-    DropRange(Range),
+    /// Migration `migration` moved `range` away and its new owner holds it: its
+    /// keys are removed here, but for the parts a later migration brought back
+    /// (a late repeat of the drop).
+    DropRange {
+        /// The migration.
+        migration: u64,
+        /// The range.
+        range: Range,
+    },
 }
 
 /// A client request that writes: the client's number and the request's, which
@@ -181,9 +188,10 @@ impl Update {
                 v.push(b'E');
                 v.extend(migration.to_le_bytes());
             }
-            Update::DropRange(r) => {
+            Update::DropRange { migration, range } => {
                 v.push(b'X');
-                put_range(&mut v, r);
+                v.extend(migration.to_le_bytes());
+                put_range(&mut v, range);
             }
         }
         v
@@ -235,7 +243,7 @@ impl Update {
                 Update::Pulled { migration, pairs }
             }
             b'E' => Update::EndPull { migration: b.u64()? },
-            b'X' => Update::DropRange(b.range()?),
+            b'X' => Update::DropRange { migration: b.u64()?, range: b.range()? },
             _ => return Err(UpdateError::Kind),
         };
         b.end()?;
@@ -263,7 +271,7 @@ mod tests {
             Update::BeginPull { migration: 4, range: r, writers: vec![Writer { client: 3, seq: 5 }] },
             Update::BeginPull { migration: 4, range: Range::ALL, writers: Vec::new() },
             Update::EndPull { migration: 4 },
-            Update::DropRange(Range::ALL),
+            Update::DropRange { migration: 3, range: Range::ALL },
         ] {
             assert_eq!(Update::decode(&u.encode()), Ok(u));
         }
@@ -281,7 +289,7 @@ mod tests {
             b"L\0\0\0\0\0\0\0\0\0\0\0\0\x09",
             b"B\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\xff\xff\xff\xff\xff\xff\xff\xff\x09\0\0\0",
             b"E\x01",
-            b"X\x09\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0",
+            b"X\0\0\0\0\0\0\0\0\x09\0\0\0\0\0\0\0\x03\0\0\0\0\0\0\0",
         ] {
             assert!(Update::decode(bad).is_err(), "{bad:?}");
         }

@@ -66,8 +66,8 @@ fn a_shards_records_apply_alike_everywhere_and_survive_a_reopen() {
     let (rest, more) = s.batch_of(Range::ALL, Some(&all[1].0), 10).unwrap();
     assert_eq!((rest.len(), more), (1, false));
 
-    // The range moves away: its keys go.
-    s.record(Update::DropRange(Range::one(h))).unwrap();
+    // The range moves away (migration 2, after the pull of 1): its keys go.
+    s.record(Update::DropRange { migration: 2, range: Range::one(h) }).unwrap();
     let want: BTreeMap<Vec<u8>, Vec<u8>> = pairs(&[("colour", "green"), ("size", "large")]).into_iter().collect();
     for st in &stores {
         assert_eq!(contents(st), want, "every member applies the records alike");

@@ -226,7 +226,7 @@ impl Inner {
                 Err(e) => PeerReply::Failed(failed(&e)),
             },
             PeerRequest::ReadKey { .. } => PeerReply::Failed(Failure::Malformed),
-            PeerRequest::Drop { .. } => match store.record(Update::DropRange(m.range)) {
+            PeerRequest::Drop { .. } => match store.record(Update::DropRange { migration: m.id, range: m.range }) {
                 Ok(_) => PeerReply::Dropped,
                 Err(e) => PeerReply::Failed(failed(&e)),
             },

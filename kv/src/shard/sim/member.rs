@@ -91,7 +91,7 @@ impl Sim {
         let map = &self.maps[m.installed as usize];
         let table = &mut m.table;
         let admit = rules::admit(map, op.shard, &key, m.wedged, |id| {
-            table.pulls.contains_key(&id) || table.closed.contains(&id)
+            table.pulls.contains_key(&id) || table.closed.contains_key(&id)
         });
         match admit {
             Admit::Moved => {
@@ -314,7 +314,7 @@ impl Sim {
                 if !self.source_ready(from, range) {
                     return self.later(again);
                 }
-                self.append(from, Update::DropRange(range), Job::Drop { target: shard, life, mig });
+                self.append(from, Update::DropRange { migration: mig, range }, Job::Drop { target: shard, life, mig });
             }
             Step::Edit(e) => {
                 self.members[usize::from(shard)].awaiting_edit.insert(mig);
