@@ -77,7 +77,8 @@ pub enum KvCmd {
         #[command(flatten)]
         target: Target,
     },
-    /// Prints the keys starting with PREFIX, with their values, in key order.
+    /// Prints the keys starting with PREFIX, with their values, in key order (of a
+    /// sharded store: each shard's part read at its primary in turn).
     Scan {
         /// The prefix (empty: every key).
         #[arg(default_value = "")]
@@ -185,9 +186,9 @@ pub fn run(out: &Out, cmd: KvCmd) -> Result<(), CliError> {
         KvCmd::Scan { prefix, limit, target } => {
             let c = client(&target)?;
             let pairs = match c.scan(prefix.as_bytes(), limit) {
-                Err(RemoteError::Malformed) => {
-                    return Err(CliError::failed("a scan across the shards of a sharded store is not built yet"))
-                }
+                Err(RemoteError::Malformed) => kv_shards::client(&target)?
+                    .scan(prefix.as_bytes(), limit)
+                    .map_err(|e| remote_error(e, &target.connect))?,
                 r => r.map_err(|e| remote_error(e, &target.connect))?,
             };
             for (k, v) in &pairs {

@@ -197,6 +197,9 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     for (k, v) in &acked {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
     }
+    // A scan gathers both shards' parts (every key is shard 1's now).
+    let scanned: BTreeMap<Vec<u8>, Vec<u8>> = client.scan(b"key/", u32::MAX).unwrap().into_iter().collect();
+    assert_eq!(scanned, acked);
     let (after, _) = hosts[0].map();
     assert!(after.migrations().is_empty());
     assert!(after.spans().iter().all(|(_, owner)| *owner == 1), "shard 1 owns every hash now");

@@ -137,6 +137,24 @@ impl ShardClient {
     /// Runs `op` at its key's shard primary until it is answered (see the
     /// module docs).
     fn run(&self, op: Op) -> Result<Reply, RemoteError> {
+        self.until_answered(
+            |map| usize::from(map.owner_of(op.key())),
+            |version| Request::Op { version, op: op.clone() },
+        )
+    }
+
+    /// Runs `req` at shard `shard`'s primary until it is answered.
+    fn run_at(&self, shard: u16, req: &Request) -> Result<Reply, RemoteError> {
+        self.until_answered(|_| usize::from(shard), |_| req.clone())
+    }
+
+    /// Sends the request `make(version)` to the primary of shard `shard_of(map)`,
+    /// following moves, waits and failures until it is answered or [`DEADLINE`].
+    fn until_answered(
+        &self,
+        shard_of: impl Fn(&ShardMap) -> usize,
+        make: impl Fn(u64) -> Request,
+    ) -> Result<Reply, RemoteError> {
         let deadline = Instant::now() + DEADLINE;
         let mut last = RemoteError::Failed(Failure::NoPrimary);
         let mut pause = FIRST_PAUSE;
@@ -147,10 +165,7 @@ impl ShardClient {
         while Instant::now() < deadline {
             let target = {
                 let r = lock(&self.route);
-                r.as_ref().map(|(route, map)| {
-                    let s = usize::from(map.owner_of(op.key()));
-                    (route.version, route.primaries.get(s).copied().flatten())
-                })
+                r.as_ref().map(|(route, map)| (route.version, route.primaries.get(shard_of(map)).copied().flatten()))
             };
             let (version, addr) = match target {
                 Some((v, Some((_, addr)))) => (v, addr),
@@ -160,7 +175,7 @@ impl ShardClient {
                     continue;
                 }
             };
-            match self.ask(addr, &Request::Op { version, op: op.clone() }) {
+            match self.ask(addr, &make(version)) {
                 Ok(Reply::Moved(route)) => {
                     // The member's table; if no newer than this one (a primary
                     // changing hands), pause before asking again.
@@ -215,6 +230,26 @@ impl ShardClient {
             Reply::Value(v) => Ok(v),
             _ => Err(RemoteError::Unexpected),
         }
+    }
+
+    /// The keys starting with `prefix`, with their values, in key order, at most
+    /// `limit` (and [`crate::remote::MAX_SCAN`]): each shard's part read at its
+    /// primary, one after another, so the whole is not one moment's snapshot
+    /// (each part is); a shard a range is moving into or out of is asked again
+    /// until the move ends.
+    pub fn scan(&self, prefix: &[u8], limit: u32) -> Result<Vec<crate::Pair>, RemoteError> {
+        let _one = lock(&self.one);
+        let shards = lock(&self.route).as_ref().map_or(0, |(r, _)| r.primaries.len());
+        let mut all = Vec::new();
+        for shard in 0..shards as u16 {
+            match self.run_at(shard, &Request::Scan { shard, prefix: prefix.to_vec(), limit })? {
+                Reply::Pairs(p) => all.extend(p),
+                _ => return Err(RemoteError::Unexpected),
+            }
+        }
+        all.sort();
+        all.truncate(limit.min(crate::remote::MAX_SCAN) as usize);
+        Ok(all)
     }
 
     /// The route table this client holds (asked for if it holds none).

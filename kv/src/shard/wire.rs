@@ -75,6 +75,16 @@ pub enum Request {
     Route,
     /// What the member says of the store.
     Status,
+    /// The keys of shard `shard` starting with `prefix`, in key order, at most
+    /// `limit`, read at its primary.
+    Scan {
+        /// The shard.
+        shard: u16,
+        /// The prefix.
+        prefix: Vec<u8>,
+        /// The most pairs.
+        limit: u32,
+    },
     /// Move the hashes `first..=last` (owned by one shard now) to shard `to`.
     Migrate {
         /// The range's lowest hash.
@@ -99,6 +109,8 @@ pub enum Reply {
     Wait,
     /// The route table asked for.
     Route(Route),
+    /// A shard's part of a scan.
+    Pairs(Vec<Pair>),
     /// The member's status.
     Status(Box<HostStatus>),
     /// The map version that holds the migration asked for.

@@ -34,6 +34,7 @@ impl ClientHandler for Clients {
             (Some(Request::Status), Some(i)) => Reply::Status(Box::new(i.status())),
             (Some(Request::Op { op, .. }), Some(i)) => i.serve(op),
             (Some(Request::Migrate { first, last, to }), Some(i)) => i.migrate(first, last, to),
+            (Some(Request::Scan { shard, prefix, limit }), Some(i)) => i.scan(shard, &prefix, limit),
         };
         wire::encode(&reply)
     }
@@ -104,6 +105,29 @@ impl Inner {
         match g.edit_layout(&edit.encode(), std::time::Duration::from_secs(10)) {
             Ok(v) => Reply::Migrating(v.layout().version()),
             Err(_) => Reply::Failed(Failure::NotApplied),
+        }
+    }
+
+    /// Shard `s`'s part of a scan, at its primary: "wait" while a migration
+    /// moves a range into or out of it (the range's keys are at two shards).
+    fn scan(&self, s: Shard, prefix: &[u8], limit: u32) -> Reply {
+        let (map, wedged) = {
+            let st = lock(&self.view);
+            (st.map.clone(), st.wedged)
+        };
+        if s >= self.layout.shards || self.primary(s) != Some(self.me) {
+            return Reply::Moved(self.route());
+        }
+        if wedged || map.migrations().iter().any(|m| m.from == s || m.to == s) {
+            return Reply::Wait;
+        }
+        let Some(store) = self.store(s) else { return Reply::Failed(Failure::NotReady) };
+        let limit = limit.min(crate::remote::MAX_SCAN) as usize;
+        // The store may still hold keys of a range it dropped after this view's
+        // map was read: only the shard's own go out.
+        match store.sync().and_then(|_| store.scan(prefix, usize::MAX)) {
+            Ok(pairs) => Reply::Pairs(pairs.into_iter().filter(|(k, _)| map.owner_of(k) == s).take(limit).collect()),
+            Err(e) => Reply::Failed(failed(&e)),
         }
     }
 
