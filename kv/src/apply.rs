@@ -107,18 +107,23 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         let next = recs.last().map_or(0, |(l, _)| l.0 + 1);
         let mut b = s.db.batch();
         let mut state = lock(&s.shard);
-        let mut t = StoreTable::new(&s.kv, &mut b, &mut state);
+        let mut ups = Vec::with_capacity(recs.len());
         for (_, rec) in &recs {
             match Update::decode(rec) {
                 Ok(Update::Marker { node, applied }) => {
                     lock(&s.markers).insert(node, applied);
                 }
-                Ok(u) => {
-                    if let Err(e) = rules::apply(&mut t, &u) {
-                        return fail(e.into());
-                    }
-                }
+                Ok(u) => ups.push(u),
                 Err(why) => tracing::warn!(%why, "a log record that is not an update: skipped"),
+            }
+        }
+        // Only a batch with a drop keeps the keys it set (a drop must remove them
+        // too, before the batch is in the store).
+        let drops = ups.iter().any(|u| matches!(u, Update::DropRange { .. }));
+        let mut t = StoreTable::new(&s.kv, &mut b, &mut state, drops);
+        for u in &ups {
+            if let Err(e) = rules::apply(&mut t, u) {
+                return fail(e.into());
             }
         }
         if t.dirty {

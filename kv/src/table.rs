@@ -46,16 +46,22 @@ pub(crate) struct StoreTable<'a> {
     pub(crate) kv: &'a Keyspace,
     pub(crate) batch: &'a mut WriteBatch,
     pub(crate) state: &'a mut ShardState,
-    /// Keys this run set (a drop of a range must remove them too: the batch is
-    /// not in the store yet).
-    pub(crate) set: BTreeSet<Vec<u8>>,
+    /// Keys this run set, when it holds a drop (a drop of a range must remove
+    /// them too: the batch is not in the store yet).
+    pub(crate) set: Option<BTreeSet<Vec<u8>>>,
     /// Whether `state` changed.
     pub(crate) dirty: bool,
 }
 
 impl<'a> StoreTable<'a> {
-    pub(crate) fn new(kv: &'a Keyspace, batch: &'a mut WriteBatch, state: &'a mut ShardState) -> StoreTable<'a> {
-        StoreTable { kv, batch, state, set: BTreeSet::new(), dirty: false }
+    /// A run into `batch`; `drops`: whether it holds a drop of a range.
+    pub(crate) fn new(
+        kv: &'a Keyspace,
+        batch: &'a mut WriteBatch,
+        state: &'a mut ShardState,
+        drops: bool,
+    ) -> StoreTable<'a> {
+        StoreTable { kv, batch, state, set: drops.then(BTreeSet::new), dirty: false }
     }
 }
 
@@ -66,11 +72,15 @@ impl Table for StoreTable<'_> {
         match value {
             Some(v) => {
                 self.batch.insert(self.kv, key, v);
-                self.set.insert(key.to_vec());
+                if let Some(set) = &mut self.set {
+                    set.insert(key.to_vec());
+                }
             }
             None => {
                 self.batch.remove(self.kv, key);
-                self.set.remove(key);
+                if let Some(set) = &mut self.set {
+                    set.remove(key);
+                }
             }
         }
         Ok(())
@@ -100,12 +110,14 @@ impl Table for StoreTable<'_> {
                 self.batch.remove(self.kv, k.to_vec());
             }
         }
-        for k in std::mem::take(&mut self.set) {
-            if dropped(key_hash(&k), range, keep) {
-                self.batch.remove(self.kv, k.as_slice());
-            } else {
-                self.set.insert(k);
-            }
+        if let Some(set) = &mut self.set {
+            set.retain(|k| {
+                let gone = dropped(key_hash(k), range, keep);
+                if gone {
+                    self.batch.remove(self.kv, k.as_slice());
+                }
+                !gone
+            });
         }
         Ok(())
     }
@@ -146,5 +158,52 @@ impl Table for StoreTable<'_> {
     fn pulls_after(&mut self, id: u64) -> Result<Vec<Range>, Self::Error> {
         let st = &self.state;
         Ok(st.pulls.range(id + 1..).chain(st.closed.range(id + 1..)).map(|(_, r)| *r).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::shard::rules::apply;
+    use crate::update::Writer;
+    use crate::Update;
+    use fjall::{Database, KeyspaceCreateOptions};
+
+    #[test]
+    fn a_drop_removes_keys_set_earlier_in_its_own_batch_and_keeps_what_came_back() {
+        let dirs = testkit::TempDirs::new("kvtable", 1);
+        let db = Database::builder(&dirs[0]).open().unwrap();
+        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).unwrap();
+        let mut state = ShardState::default();
+        let w =
+            |k: &str, seq| Update::Write { key: k.into(), value: Some(b"v".to_vec()), by: Writer { client: 1, seq } };
+        let h = |k: &str| key_hash(k.as_bytes());
+        // Committed before: "a"; in the batch: "b", then a drop of both.
+        let mut b = db.batch();
+        let Ok(()) = apply(&mut StoreTable::new(&kv, &mut b, &mut state, false), &w("a", 1)) else { panic!() };
+        b.commit().unwrap();
+        let mut b = db.batch();
+        {
+            let mut t = StoreTable::new(&kv, &mut b, &mut state, true);
+            apply(&mut t, &w("b", 2)).unwrap();
+            for k in ["a", "b"] {
+                apply(&mut t, &Update::DropRange { migration: 1, range: Range::one(h(k)) }).unwrap();
+            }
+        }
+        b.commit().unwrap();
+        assert!(kv.get("a").unwrap().is_none() && kv.get("b").unwrap().is_none());
+        // A late repeat of migration 1's drop keeps what migration 2 brought back.
+        let mut b = db.batch();
+        {
+            let mut t = StoreTable::new(&kv, &mut b, &mut state, true);
+            let begin = Update::BeginPull { migration: 2, range: Range::one(h("a")), writers: Vec::new() };
+            apply(&mut t, &begin).unwrap();
+            apply(&mut t, &Update::Pulled { migration: 2, pairs: vec![(b"a".to_vec(), b"back".to_vec())] }).unwrap();
+            apply(&mut t, &Update::DropRange { migration: 1, range: Range::one(h("a")) }).unwrap();
+            assert!(t.dirty);
+        }
+        b.commit().unwrap();
+        assert_eq!(kv.get("a").unwrap().as_deref(), Some(&b"back"[..]));
+        assert_eq!(ShardState::decode(&state.encode()), Some(state.clone()));
     }
 }
