@@ -11,9 +11,9 @@ use spindle_kv::shard::host::{HostConfig, ShardHost};
 use spindle_kv::shard::key_hash;
 use spindle_kv::shard::sim::check::linearizable;
 use spindle_kv::shard::sim::{Kind, OpRecord};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use spindle_views::config::{Config, Transport};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

@@ -29,8 +29,8 @@ use clap::Parser;
 use serde_json::json;
 use spindle_kv::shard::client::ShardClient;
 use spindle_kv::shard::host::{HostConfig, ShardHost};
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
 use spindle_views::config::{Config, Transport};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 

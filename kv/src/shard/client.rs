@@ -193,6 +193,9 @@ impl ShardClient {
                     let _ = self.refresh(None);
                 }
                 Ok(r) => return Ok(r),
+                // Not this protocol's answer (not a sharded store): asking again
+                // cannot help.
+                Err(RemoteError::Malformed) => return Err(RemoteError::Malformed),
                 Err(e) => {
                     last = e;
                     backoff();

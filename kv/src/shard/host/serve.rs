@@ -42,10 +42,6 @@ impl ClientHandler for Clients {
     fn post(&self, _session: &ClientSession, _body: &[u8]) {}
 }
 
-fn failed(e: &StoreError) -> Failure {
-    Failure::from(e)
-}
-
 /// A request admitted in the current view, counted until it answers (the
 /// drain an old owner waits for before it hands a range over).
 struct Admitted<'a> {
@@ -127,7 +123,7 @@ impl Inner {
         // map was read: only the shard's own go out.
         match store.sync().and_then(|_| store.scan(prefix, usize::MAX)) {
             Ok(pairs) => Reply::Pairs(pairs.into_iter().filter(|(k, _)| map.owner_of(k) == s).take(limit).collect()),
-            Err(e) => Reply::Failed(failed(&e)),
+            Err(e) => Reply::Failed(Failure::from(&e)),
         }
     }
 
@@ -165,7 +161,7 @@ impl Inner {
         match (&op, op.writer()) {
             (Op::Write { key, value, .. }, Some(by)) => match store.write(key, value.as_deref(), by) {
                 Ok(_) => Reply::Done,
-                Err(e) => Reply::Failed(failed(&e)),
+                Err(e) => Reply::Failed(Failure::from(&e)),
             },
             (Op::Get { key }, _) => {
                 // Pulled on demand unless a write here claimed it, or a batch
@@ -175,12 +171,12 @@ impl Inner {
                     match self.pull_key(store, m, key) {
                         Ok(true) => {}
                         Ok(false) => return Reply::Wait,
-                        Err(e) => return Reply::Failed(failed(&e)),
+                        Err(e) => return Reply::Failed(Failure::from(&e)),
                     }
                 }
                 match store.sync().and_then(|_| store.get(key)) {
                     Ok(v) => Reply::Value(v),
-                    Err(e) => Reply::Failed(failed(&e)),
+                    Err(e) => Reply::Failed(Failure::from(&e)),
                 }
             }
             _ => Reply::Failed(Failure::Malformed),
@@ -235,7 +231,7 @@ impl Inner {
         };
         // Everything the log committed is applied before anything is handed over.
         if let Err(e) = store.sync() {
-            return wire::encode(&PeerReply::Failed(failed(&e)));
+            return wire::encode(&PeerReply::Failed(Failure::from(&e)));
         }
         let reply = match req {
             PeerRequest::Ask { after, max, .. } => match store.batch_of(m.range, after.as_deref(), max) {
@@ -243,16 +239,16 @@ impl Inner {
                     let writers = after.is_none().then(|| store.writers().iter().map(|w| (w.client, w.seq)).collect());
                     PeerReply::Batch { pairs, more, writers }
                 }
-                Err(e) => PeerReply::Failed(failed(&e)),
+                Err(e) => PeerReply::Failed(Failure::from(&e)),
             },
             PeerRequest::ReadKey { key, .. } if m.range.contains(key_hash(&key)) => match store.get(&key) {
                 Ok(v) => PeerReply::Value(v),
-                Err(e) => PeerReply::Failed(failed(&e)),
+                Err(e) => PeerReply::Failed(Failure::from(&e)),
             },
             PeerRequest::ReadKey { .. } => PeerReply::Failed(Failure::Malformed),
             PeerRequest::Drop { .. } => match store.record(Update::DropRange { migration: m.id, range: m.range }) {
                 Ok(_) => PeerReply::Dropped,
-                Err(e) => PeerReply::Failed(failed(&e)),
+                Err(e) => PeerReply::Failed(Failure::from(&e)),
             },
         };
         wire::encode(&reply)
