@@ -44,21 +44,29 @@ impl LineChild {
     /// last `expect` returned (lines printed meanwhile count); returns it, or
     /// panics with everything the child printed.
     pub fn expect(&mut self, what: &str, within: Duration, want: impl Fn(&str) -> bool) -> String {
+        match self.wait_for(within, want) {
+            Some(l) => l,
+            None => panic!("no line {what} within {within:?}; the child printed:\n{}", self.seen.join("\n")),
+        }
+    }
+
+    /// As [`LineChild::expect`], but `None` instead of a panic when no line came
+    /// in time (for programs that report failures themselves).
+    pub fn wait_for(&mut self, within: Duration, want: impl Fn(&str) -> bool) -> Option<String> {
         let deadline = Instant::now() + within;
         loop {
             while self.next < self.seen.len() {
                 self.next += 1;
                 if want(&self.seen[self.next - 1]) {
-                    return self.seen[self.next - 1].clone();
+                    return Some(self.seen[self.next - 1].clone());
                 }
             }
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else { break };
+            let left = deadline.checked_duration_since(Instant::now())?;
             match self.lines.recv_timeout(left) {
                 Ok(l) => self.seen.push(l),
-                Err(_) => break,
+                Err(_) => return None,
             }
         }
-        panic!("no line {what} within {within:?}; the child printed:\n{}", self.seen.join("\n"));
     }
 
     /// Kills the child (SIGKILL) and waits for it.
