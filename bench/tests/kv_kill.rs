@@ -2,8 +2,9 @@
 //! middle of live migrations (`kv_chaos`): the primary of the range's new shard
 //! in one round, of its old shard in the next, each time started again from its
 //! own directory. Every migration must end by itself, every acknowledged put
-//! read back, each key's recorded history be linearizable, and the three
-//! members' stores of each shard agree once the writes stop (shm and tcp).
+//! read back, each key's recorded history be linearizable, and the
+//! stores of each shard be held by its log's two replicas only and agree once
+//! the writes stop (shm and tcp).
 //!
 //! Bounded: `kv_chaos` waits at most 60 s for each step, and this test kills it
 //! after 240 s; its members die with it (parent-death signal) and their /dev/shm

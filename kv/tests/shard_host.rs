@@ -4,7 +4,9 @@
 //! the old owner holds none of the range; and the same with the primary of the
 //! range's new or old shard stopped in the middle of the move. Beside the writer,
 //! clients record a history of puts and gets on a few keys through each move,
-//! checked for linearizability per key (`spindle_kv::shard::sim::check`).
+//! checked for linearizability per key (`spindle_kv::shard::sim::check`). A
+//! member holds the stores of the shards it replicates only: the one that
+//! becomes a replica when another stops opens its store and catches up.
 
 use spindle_kv::shard::client::ShardClient;
 use spindle_kv::shard::host::{HostConfig, ShardHost};
@@ -203,9 +205,11 @@ fn keys_spread_over_shards_and_a_range_moves_while_written() {
     let (after, _) = hosts[0].map();
     assert!(after.migrations().is_empty());
     assert!(after.spans().iter().all(|(_, owner)| *owner == 1), "shard 1 owns every hash now");
-    // The old owner's stores dropped the range.
-    for h in &hosts {
-        let store = h.store(0).unwrap();
+    // The old owner's stores (at the members that hold a copy of its log: two
+    // of the three) dropped the range.
+    let holders: Vec<_> = hosts.iter().filter_map(|h| h.store(0).map(|s| (h, s))).collect();
+    assert_eq!(holders.len(), 2, "two members hold shard 0's store");
+    for (h, store) in holders {
         let left = testkit::poll_until(WAIT, Duration::from_millis(20), || {
             store.sync().is_ok()
                 && store.scan(b"", usize::MAX).unwrap().iter().all(|(k, _)| !range.contains(key_hash(k)))
@@ -262,8 +266,8 @@ fn stopped_midway(victim: u16) {
     if !live[0].wait_migrations(2 * WAIT) {
         for h in &live {
             let (m, v) = h.map();
-            let prim: Vec<_> = (0..2).map(|s| h.store(s).unwrap().log().primary()).collect();
-            let (node, pulls, members) = (h.node(), h.store(1).unwrap().pulls(), h.group().members());
+            let prim: Vec<_> = (0..2).map(|s| h.store(s).map(|x| x.log().primary())).collect();
+            let (node, pulls, members) = (h.node(), h.store(1).map(|x| x.pulls()), h.group().members());
             eprintln!("member {node:?}: map version {v}, migrations {:?}, primaries {prim:?}, shard 1's open pulls {pulls:?}, members {members:?}", m.migrations());
         }
         panic!("the migration ended after the failure");
@@ -273,6 +277,21 @@ fn stopped_midway(victim: u16) {
     history.check();
     for (k, v) in &acked {
         assert_eq!(client.get(k).unwrap().as_ref(), Some(v), "{}", String::from_utf8_lossy(k));
+    }
+    // With two members left, each holds a copy of both shards' logs, so both
+    // hold both stores: the one that was no replica of a shard before opened
+    // its store and caught up.
+    let (map, _) = live[0].map();
+    for h in &live {
+        for s in 0..2 {
+            let held = testkit::poll_until(WAIT, Duration::from_millis(20), || h.store(s).is_some());
+            assert!(held, "member {:?} opened no store of shard {s}", h.node());
+            let store = h.store(s).unwrap();
+            store.sync().unwrap();
+            for (k, v) in acked.iter().filter(|(k, _)| map.owner_of(k) == s) {
+                assert_eq!(store.get(k).unwrap().as_ref(), Some(v), "member {:?}, shard {s}", h.node());
+            }
+        }
     }
     drop(client);
     drop(hosts);

@@ -15,8 +15,8 @@
 //! put the writer saw acknowledged reads back, each key of the recorded history
 //! (puts and gets of a few keys by `--clients` clients through the whole round)
 //! is linearizable (`spindle_kv::shard::sim::check`), and once the writes stop
-//! all three members' stores of each shard hold the same pairs. One JSON line
-//! per round (the kill's moment, how long the migration took to end after it
+//! each shard's store is held by exactly its log's two replicas and holds the
+//! same pairs at both. One JSON line per round (the kill's moment, how long the migration took to end after it
 //! and the member to rejoin), then a summary line; exit 0 if every round
 //! passed, 3 if a check failed, 1 on an error.
 

@@ -1,7 +1,8 @@
-//! The member's driver thread: at the primary of a migration's new owner, runs
-//! its [`Puller`] step by step; at the primary of any shard, appends the ends of
-//! pulls its log owes ([`rules::ends_owed`]). It wakes on every view and at
-//! least every [`TICK`].
+//! The member's driver thread: opens and closes the shards' stores as this
+//! member becomes and stops being one of their replicas; at the primary of a
+//! migration's new owner, runs its [`Puller`] step by step; at the primary of
+//! any shard, appends the ends of pulls its log owes ([`rules::ends_owed`]). It
+//! wakes on every view and at least every [`TICK`].
 
 use super::Inner;
 use crate::shard::puller::{Puller, Step};
@@ -29,6 +30,9 @@ struct Running {
 pub(super) fn run(inner: &Inner) {
     let mut pullers: BTreeMap<u64, Running> = BTreeMap::new();
     while !inner.stop.load(Ordering::SeqCst) {
+        // (A store that did not open is tried again on the next round; the
+        // reason is logged.)
+        let _ = inner.hold_stores();
         let map = lock(&inner.view).map.clone();
         // Pullers for the migrations to shards this member is the primary of.
         pullers.retain(|id, r| {

@@ -16,9 +16,11 @@
 //! # drop(host); Ok(()) }
 //! ```
 //!
-//! Every member opens every shard's store and applies its log (from its own
-//! copy, or from pages of the replicas'): what a member holds is not yet limited
-//! to the shards it replicates.
+//! A member holds the stores of the shards whose logs it holds a copy of (the
+//! shard's subgroup in the current view): it opens a store when it becomes one
+//! of the shard's replicas and closes it when it stops being one. A store
+//! opened again goes on from what it had applied, through the log (or from a
+//! checkpoint of another member's, where the log was trimmed past it).
 
 use super::layout::ShardLayout;
 use super::map::{MapEdit, Range, Shard, ShardMap};
@@ -124,8 +126,10 @@ pub(crate) struct Inner {
     me: NodeId,
     group: OnceLock<Weak<Group>>,
     logs: Vec<Arc<LogService>>,
-    /// Each shard's store, once open.
-    stores: OnceLock<Vec<Arc<ShardStore>>>,
+    /// Where the shards' stores live.
+    dir: PathBuf,
+    /// Each shard's store, while this member holds a copy of the shard's log.
+    stores: Mutex<Vec<Option<Arc<ShardStore>>>>,
     view: Mutex<ViewState>,
     changed: Condvar,
     stop: AtomicBool,
@@ -178,7 +182,8 @@ impl ShardHost {
             me,
             group: OnceLock::new(),
             logs,
-            stores: OnceLock::new(),
+            dir: cfg.dir.clone(),
+            stores: Mutex::new(vec![None; usize::from(cfg.shards)]),
             view: Mutex::new(view),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -214,12 +219,7 @@ impl ShardHost {
             l.attach(&group)?;
         }
         // The stores open once the logs run (a store asks its log at once).
-        let mut stores = Vec::new();
-        for (s, l) in inner.logs.iter().enumerate() {
-            let dir = cfg.dir.join(format!("shard-{s}")).join("store");
-            stores.push(Arc::new(Store::open(&dir, Arc::new(l.clone()))?));
-        }
-        let _ = inner.stores.set(stores);
+        inner.hold_stores()?;
         handler.serve(&inner);
         let d = inner.clone();
         let driver = std::thread::Builder::new()
@@ -245,9 +245,10 @@ impl ShardHost {
         (v.map.clone(), v.version)
     }
 
-    /// Shard `s`'s store at this member.
-    pub fn store(&self, s: Shard) -> Option<&ShardStore> {
-        self.inner.store(s).map(|s| &**s)
+    /// Shard `s`'s store at this member, if it holds one (it does while it is
+    /// one of the shard's replicas: see the module docs).
+    pub fn store(&self, s: Shard) -> Option<Arc<ShardStore>> {
+        self.inner.store(s)
     }
 
     /// Moves `range` (owned by one shard now) to shard `to`: returns the map
@@ -319,9 +320,35 @@ impl Inner {
         self.group.get().and_then(Weak::upgrade)
     }
 
-    /// Shard `s`'s store, once open.
-    fn store(&self, s: Shard) -> Option<&Arc<ShardStore>> {
-        self.stores.get().and_then(|v| v.get(usize::from(s)))
+    /// Shard `s`'s store, while this member holds it.
+    fn store(&self, s: Shard) -> Option<Arc<ShardStore>> {
+        lock(&self.stores).get(usize::from(s)).cloned().flatten()
+    }
+
+    /// Opens the store of each shard whose log this member now holds a copy of,
+    /// and closes those of the others (a request still using one keeps it until
+    /// it answers). The first store that did not open is the error; the others
+    /// are still seen to.
+    fn hold_stores(&self) -> Result<(), StoreError> {
+        let mut first = Ok(());
+        for (s, log) in self.logs.iter().enumerate() {
+            let want = log.members().contains(&self.me);
+            let held = lock(&self.stores)[s].is_some();
+            if want && !held {
+                let dir = self.dir.join(format!("shard-{s}")).join("store");
+                match Store::open(&dir, Arc::new(log.clone())) {
+                    Ok(store) => lock(&self.stores)[s] = Some(Arc::new(store)),
+                    Err(e) => {
+                        tracing::warn!(shard = s, %e, "a shard's store did not open");
+                        first = first.and(Err(e));
+                    }
+                }
+            } else if !want && held {
+                let closed = lock(&self.stores)[s].take();
+                drop(closed);
+            }
+        }
+        first
     }
 
     /// Shard `s`'s primary, as this member's log knows it.

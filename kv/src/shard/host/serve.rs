@@ -168,7 +168,7 @@ impl Inner {
                 // this member logged already reached it.
                 let batched = |m: &Migration| lock(&self.cursors).get(&m.id).is_some_and(|last| key <= last);
                 if let Some(m) = pulling.filter(|m| !store.claimed(key) && !batched(m)) {
-                    match self.pull_key(store, m, key) {
+                    match self.pull_key(&store, m, key) {
                         Ok(true) => {}
                         Ok(false) => return Reply::Wait,
                         Err(e) => return Reply::Failed(Failure::from(&e)),
