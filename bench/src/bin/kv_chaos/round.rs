@@ -68,11 +68,11 @@ pub(crate) fn one_round(
         (s.version >= version && (s.pulled.0 > before || s.migrations.is_empty())).then_some(())
     });
     first.ok_or(format!("round {round}: the pull did not begin"))?;
-    let extra = spindle_views::layout::mix(args.seed ^ (round as u64) << 32) % 40;
+    let extra = spindle_views::layout::mix(args.seed ^ ((round as u64) << 32)) % 40;
     std::thread::sleep(Duration::from_millis(extra));
     let at_kill = control.status_of(&[dst.1]).ok();
     let mid_pull = at_kill.as_ref().is_some_and(|s| !s.migrations.is_empty());
-    let pulled_at_kill = at_kill.map_or(0, |s| s.pulled.0 - before);
+    let pulled_at_kill = at_kill.map_or(0, |s| s.pulled.0.saturating_sub(before));
     let kill_after = began.elapsed();
     m.kill(victim);
     let killed = Instant::now();
