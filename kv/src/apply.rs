@@ -5,7 +5,7 @@
 
 use super::{Inner, StoreError, Update, APPLIED};
 use crate::shard::rules;
-use crate::table::{StoreTable, SHARD_STATE};
+use crate::table::StoreTable;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_tailwind::service::{LogService, Lsn, ReadError};
@@ -120,15 +120,13 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         // Only a batch with a drop keeps the keys it set (a drop must remove them
         // too, before the batch is in the store).
         let drops = ups.iter().any(|u| matches!(u, Update::DropRange { .. }));
-        let mut t = StoreTable::new(&s.kv, &mut b, &mut state, drops);
+        let mut t = StoreTable::new(&s.kv, &s.meta, &mut b, &mut state, drops);
         for u in &ups {
             if let Err(e) = rules::apply(&mut t, u) {
                 return fail(e.into());
             }
         }
-        if t.dirty {
-            b.insert(&s.meta, SHARD_STATE, state.encode());
-        }
+        t.finish();
         b.insert(&s.meta, APPLIED, next.to_le_bytes().to_vec());
         if let Err(e) = b.commit() {
             return fail(e.into());

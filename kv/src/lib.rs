@@ -132,10 +132,14 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             Some(_) => return Err(StoreError::Damaged),
             None => 0,
         };
-        let shard = match meta.get(table::SHARD_STATE)? {
-            Some(v) => table::ShardState::decode(&v).ok_or(StoreError::Damaged)?,
-            None => table::ShardState::default(),
-        };
+        let view = db.snapshot();
+        let (shard, whole) = table::ShardState::load(&view, &meta)?.ok_or(StoreError::Damaged)?;
+        if whole {
+            let mut b = db.batch();
+            shard.rewrite(&view, &meta, &mut b)?;
+            b.commit()?;
+        }
+        drop(view);
         // A store older than the log's trim point takes a checkpoint of another
         // member's first: its applier does, told by the log (see `transfer`).
         let timeout = log.config().append_timeout;

@@ -2,20 +2,45 @@
 //! applied to the fjall store, one write batch per run of records.
 //!
 //! What the rules keep besides keys and values (claims, each client's last
-//! request, the pulls open and closed) is small; it lives in memory and is
-//! written whole, as one value of the store's meta keyspace, in the batch of any
-//! run that changed it, so it is always as far along as the keys. A checkpoint
-//! for another member carries it ([`crate::transfer`]).
+//! request, the pulls open and closed) lives in memory and in the store's meta
+//! keyspace, written in the batch of the run that changed it, so it is always as
+//! far along as the keys. Claims and clients' requests grow with what a move
+//! sees and with the clients ever served: each is a key of its own there
+//! (`claim/KEY`, `writer/CLIENT`), written when it changes; the pulls, few, are
+//! one value written whole. A checkpoint for another member carries all of it
+//! ([`crate::transfer`]).
 
 use crate::shard::rules::{dropped, Table};
 use crate::shard::{key_hash, Range};
 use crate::update::Writer;
-use fjall::{Keyspace, OwnedWriteBatch as WriteBatch};
+use fjall::{Keyspace, OwnedWriteBatch as WriteBatch, Readable};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// The key of the rules' state in the meta keyspace.
-pub(crate) const SHARD_STATE: &[u8] = b"shard";
+/// The key of the pulls open and closed in the meta keyspace.
+const PULLS: &[u8] = b"pulls";
+/// The key the whole state was kept under by earlier versions (read once and
+/// written in the present form).
+const WHOLE: &[u8] = b"shard";
+/// The prefix of a claim's key in the meta keyspace (the claimed key follows).
+const CLAIM: &[u8] = b"claim/";
+/// The prefix of a client's last request's key (the client, big-endian).
+const WRITER: &[u8] = b"writer/";
+
+fn claim_key(key: &[u8]) -> Vec<u8> {
+    [CLAIM, key].concat()
+}
+
+fn writer_key(client: u64) -> Vec<u8> {
+    [WRITER, &client.to_be_bytes()[..]].concat()
+}
+
+/// The pulls, as kept under [`PULLS`].
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Pulls {
+    open: BTreeMap<u64, Range>,
+    closed: BTreeMap<u64, Range>,
+}
 
 /// What the rules keep besides keys and values.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,29 +64,98 @@ impl ShardState {
             _ => None,
         }
     }
+
+    /// The pulls' value under [`PULLS`].
+    fn pulls_value(&self) -> Vec<u8> {
+        let p = Pulls { open: self.pulls.clone(), closed: self.closed.clone() };
+        postcard::to_stdvec(&p).unwrap_or_default()
+    }
+
+    /// The state kept in `meta` as `view` (a snapshot) sees it, and whether an
+    /// earlier version kept it whole (to be written again with
+    /// [`ShardState::rewrite`]); `Ok(None)` for stored bytes that are not one.
+    pub(crate) fn load(view: &impl Readable, meta: &Keyspace) -> Result<Option<(ShardState, bool)>, fjall::Error> {
+        if let Some(v) = view.get(meta, WHOLE)? {
+            return Ok(ShardState::decode(&v).map(|st| (st, true)));
+        }
+        let mut st = ShardState::default();
+        if let Some(v) = view.get(meta, PULLS)? {
+            match postcard::take_from_bytes::<Pulls>(&v) {
+                Ok((p, [])) => (st.pulls, st.closed) = (p.open, p.closed),
+                _ => return Ok(None),
+            }
+        }
+        for g in view.prefix(meta, CLAIM) {
+            let k = g.key()?;
+            st.claims.insert(k[CLAIM.len()..].to_vec());
+        }
+        for g in view.prefix(meta, WRITER) {
+            let (k, v) = g.into_inner()?;
+            let (Ok(client), Ok(seq)) = (<[u8; 8]>::try_from(&k[WRITER.len()..]), <[u8; 8]>::try_from(&v[..])) else {
+                return Ok(None);
+            };
+            st.writers.insert(u64::from_be_bytes(client), u64::from_le_bytes(seq));
+        }
+        Ok(Some((st, false)))
+    }
+
+    /// Writes the whole state into `b` in place of what `meta` holds (`view` of
+    /// it: the claims and clients' requests it holds are removed first): after a
+    /// checkpoint, or a state an earlier version kept whole.
+    pub(crate) fn rewrite(
+        &self,
+        view: &impl Readable,
+        meta: &Keyspace,
+        b: &mut WriteBatch,
+    ) -> Result<(), fjall::Error> {
+        for prefix in [CLAIM, WRITER] {
+            for g in view.prefix(meta, prefix) {
+                b.remove(meta, g.key()?.to_vec());
+            }
+        }
+        b.remove(meta, WHOLE);
+        b.insert(meta, PULLS, self.pulls_value());
+        for k in &self.claims {
+            b.insert(meta, claim_key(k), []);
+        }
+        for (client, seq) in &self.writers {
+            b.insert(meta, writer_key(*client), seq.to_le_bytes());
+        }
+        Ok(())
+    }
 }
 
 /// One run of records applied into `batch` (see the module docs).
 pub(crate) struct StoreTable<'a> {
     pub(crate) kv: &'a Keyspace,
+    pub(crate) meta: &'a Keyspace,
     pub(crate) batch: &'a mut WriteBatch,
     pub(crate) state: &'a mut ShardState,
     /// Keys this run set, when it holds a drop (a drop of a range must remove
     /// them too: the batch is not in the store yet).
     pub(crate) set: Option<BTreeSet<Vec<u8>>>,
-    /// Whether `state` changed.
+    /// Whether the pulls changed (the rest is written as it changes).
     pub(crate) dirty: bool,
 }
 
 impl<'a> StoreTable<'a> {
-    /// A run into `batch`; `drops`: whether it holds a drop of a range.
+    /// A run into `batch` (`kv`: the keys, `meta`: the rules' state); `drops`:
+    /// whether it holds a drop of a range.
     pub(crate) fn new(
         kv: &'a Keyspace,
+        meta: &'a Keyspace,
         batch: &'a mut WriteBatch,
         state: &'a mut ShardState,
         drops: bool,
     ) -> StoreTable<'a> {
-        StoreTable { kv, batch, state, set: drops.then(BTreeSet::new), dirty: false }
+        StoreTable { kv, meta, batch, state, set: drops.then(BTreeSet::new), dirty: false }
+    }
+
+    /// Writes the pulls into the batch if they changed.
+    pub(crate) fn finish(self) {
+        if self.dirty {
+            self.batch.insert(self.meta, PULLS, self.state.pulls_value());
+        }
     }
 }
 
@@ -91,14 +185,21 @@ impl Table for StoreTable<'_> {
     }
 
     fn claim(&mut self, key: &[u8]) -> Result<(), Self::Error> {
-        self.dirty |= self.state.claims.insert(key.to_vec());
+        if self.state.claims.insert(key.to_vec()) {
+            self.batch.insert(self.meta, claim_key(key), []);
+        }
         Ok(())
     }
 
     fn forget_claims(&mut self, range: Range, keep: &[Range]) -> Result<(), Self::Error> {
-        let before = self.state.claims.len();
-        self.state.claims.retain(|k| !dropped(key_hash(k), range, keep));
-        self.dirty |= self.state.claims.len() != before;
+        let (batch, meta) = (&mut *self.batch, self.meta);
+        self.state.claims.retain(|k| {
+            let gone = dropped(key_hash(k), range, keep);
+            if gone {
+                batch.remove(meta, claim_key(k));
+            }
+            !gone
+        });
         Ok(())
     }
 
@@ -127,8 +228,9 @@ impl Table for StoreTable<'_> {
     }
 
     fn set_last_seq(&mut self, w: Writer) -> Result<(), Self::Error> {
-        self.state.writers.insert(w.client, w.seq);
-        self.dirty = true;
+        if self.state.writers.insert(w.client, w.seq) != Some(w.seq) {
+            self.batch.insert(self.meta, writer_key(w.client), w.seq.to_le_bytes());
+        }
         Ok(())
     }
 
@@ -174,17 +276,18 @@ mod tests {
         let dirs = testkit::TempDirs::new("kvtable", 1);
         let db = Database::builder(&dirs[0]).open().unwrap();
         let kv = db.keyspace("kv", KeyspaceCreateOptions::default).unwrap();
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
         let mut state = ShardState::default();
         let w =
             |k: &str, seq| Update::Write { key: k.into(), value: Some(b"v".to_vec()), by: Writer { client: 1, seq } };
         let h = |k: &str| key_hash(k.as_bytes());
         // Committed before: "a"; in the batch: "b", then a drop of both.
         let mut b = db.batch();
-        let Ok(()) = apply(&mut StoreTable::new(&kv, &mut b, &mut state, false), &w("a", 1)) else { panic!() };
+        let Ok(()) = apply(&mut StoreTable::new(&kv, &meta, &mut b, &mut state, false), &w("a", 1)) else { panic!() };
         b.commit().unwrap();
         let mut b = db.batch();
         {
-            let mut t = StoreTable::new(&kv, &mut b, &mut state, true);
+            let mut t = StoreTable::new(&kv, &meta, &mut b, &mut state, true);
             apply(&mut t, &w("b", 2)).unwrap();
             for k in ["a", "b"] {
                 apply(&mut t, &Update::DropRange { migration: 1, range: Range::one(h(k)) }).unwrap();
@@ -195,15 +298,72 @@ mod tests {
         // A late repeat of migration 1's drop keeps what migration 2 brought back.
         let mut b = db.batch();
         {
-            let mut t = StoreTable::new(&kv, &mut b, &mut state, true);
+            let mut t = StoreTable::new(&kv, &meta, &mut b, &mut state, true);
             let begin = Update::BeginPull { migration: 2, range: Range::one(h("a")), writers: Vec::new() };
             apply(&mut t, &begin).unwrap();
             apply(&mut t, &Update::Pulled { migration: 2, pairs: vec![(b"a".to_vec(), b"back".to_vec())] }).unwrap();
             apply(&mut t, &Update::DropRange { migration: 1, range: Range::one(h("a")) }).unwrap();
             assert!(t.dirty);
+            t.finish();
         }
         b.commit().unwrap();
         assert_eq!(kv.get("a").unwrap().as_deref(), Some(&b"back"[..]));
         assert_eq!(ShardState::decode(&state.encode()), Some(state.clone()));
+    }
+
+    #[test]
+    fn the_state_is_kept_key_by_key_and_read_back_whole() {
+        let dirs = testkit::TempDirs::new("kvstate", 1);
+        let db = Database::builder(&dirs[0]).open().unwrap();
+        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).unwrap();
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
+        let mut state = ShardState::default();
+        let range = Range { first: 0, last: u64::MAX / 2 };
+        let (a, b_key) = (b"a".to_vec(), b"b".to_vec());
+        let in_range = |k: &[u8]| range.contains(key_hash(k));
+        // Keys of both halves of the hashes, to see a forget remove only some.
+        let keys: Vec<Vec<u8>> = (0..40u32).map(|i| format!("k{i}").into_bytes()).collect();
+        let mut b = db.batch();
+        {
+            let mut t = StoreTable::new(&kv, &meta, &mut b, &mut state, false);
+            let begin =
+                Update::BeginPull { migration: 3, range: Range::ALL, writers: vec![Writer { client: 9, seq: 4 }] };
+            apply(&mut t, &begin).unwrap();
+            for (i, k) in keys.iter().chain([&a, &b_key]).enumerate() {
+                let by = Writer { client: 1 + i as u64 % 3, seq: 10 + i as u64 };
+                apply(&mut t, &Update::Write { key: k.clone(), value: Some(b"v".to_vec()), by }).unwrap();
+            }
+            t.finish();
+        }
+        b.commit().unwrap();
+        let (loaded, whole) = ShardState::load(&db.snapshot(), &meta).unwrap().unwrap();
+        assert!(!whole);
+        assert_eq!(loaded, state);
+        assert_eq!(state.claims.len(), 42, "every write during the open pull claimed its key");
+        assert_eq!(state.writers.len(), 4);
+        // Forgetting a range's claims removes their keys from the meta keyspace.
+        let mut b = db.batch();
+        {
+            let mut t = StoreTable::new(&kv, &meta, &mut b, &mut state, false);
+            t.forget_claims(range, &[]).unwrap();
+            t.finish();
+        }
+        b.commit().unwrap();
+        assert!(state.claims.iter().all(|k| !in_range(k)) && !state.claims.is_empty());
+        assert_eq!(ShardState::load(&db.snapshot(), &meta).unwrap().unwrap().0, state);
+        // A state an earlier version kept whole is read and written anew.
+        let mut old = state.clone();
+        old.claims.insert(b"old".to_vec());
+        meta.insert(WHOLE, old.encode()).unwrap();
+        let (read, whole) = ShardState::load(&db.snapshot(), &meta).unwrap().unwrap();
+        assert!(whole);
+        assert_eq!(read, old);
+        let mut b = db.batch();
+        read.rewrite(&db.snapshot(), &meta, &mut b).unwrap();
+        b.commit().unwrap();
+        assert_eq!(ShardState::load(&db.snapshot(), &meta).unwrap().unwrap(), (old, false));
+        // Bytes that are not a state are refused.
+        meta.insert(PULLS, b"\xff\xff".to_vec()).unwrap();
+        assert_eq!(ShardState::load(&db.snapshot(), &meta).unwrap(), None);
     }
 }

@@ -17,7 +17,7 @@
 //! for order and for the same snapshot throughout.
 
 use super::{Inner, Refusal, TransferError, APPLIED};
-use crate::table::{ShardState, SHARD_STATE};
+use crate::table::ShardState;
 use fjall::Readable;
 use serde::{Deserialize, Serialize};
 use spindle_sst::sync::lock;
@@ -93,9 +93,9 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
                 Ok(_) => 0,
                 Err(_) => return encode(&Answer::Refused(Refusal::Store)),
             };
-            let state = match snapshot.get(&s.meta, SHARD_STATE) {
-                Ok(v) => v.map_or_else(|| ShardState::default().encode(), |v| v.to_vec()),
-                Err(_) => return encode(&Answer::Refused(Refusal::Store)),
+            let state = match ShardState::load(&snapshot, &s.meta) {
+                Ok(Some((st, _))) => st.encode(),
+                Ok(None) | Err(_) => return encode(&Answer::Refused(Refusal::Store)),
             };
             if open.len() >= SESSIONS {
                 open.remove(0);
@@ -188,7 +188,7 @@ fn fetch_from<L: Deref<Target = LogService>>(s: &Inner<L>, from: NodeId, floor: 
         }
         let state = shard_state.clone().unwrap_or_default();
         if done {
-            b.insert(&s.meta, SHARD_STATE, state.encode());
+            state.rewrite(&s.db.snapshot(), &s.meta, &mut b).map_err(|e| TransferError::Store(Arc::new(e)))?;
             b.insert(&s.meta, APPLIED, a.to_le_bytes().to_vec());
         }
         b.commit().map_err(|e| TransferError::Store(Arc::new(e)))?;
