@@ -58,6 +58,9 @@ struct Args {
     /// The share of the time a migration's puller works (`HostConfig::pull_share`).
     #[arg(long, default_value_t = 0.25)]
     pull_share: f64,
+    /// Records a migration pulls per batch (`HostConfig::pull_batch`).
+    #[arg(long, default_value_t = spindle_kv::shard::puller::BATCH_KEYS)]
+    pull_batch: u32,
     /// Skip the scale experiment.
     #[arg(long)]
     no_scale: bool,
@@ -84,6 +87,7 @@ fn members(name: &str, dir: &std::path::Path, shards: u16, args: &Args) -> Resul
         let cfg = HostConfig {
             replicas: args.replicas,
             pull_share: args.pull_share,
+            pull_batch: args.pull_batch,
             ..HostConfig::new(dir.join(format!("m{id}")), shards)
         };
         hosts.push(ShardHost::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?);
@@ -268,7 +272,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let secs = marks[2].duration_since(marks[1]).as_secs_f64();
     Ok(json!({
         "bench": "kv_shards", "experiment": "migrate", "replicas": args.replicas, "clients": args.clients,
-        "pull_share": args.pull_share,
+        "pull_share": args.pull_share, "pull_batch": args.pull_batch,
         "value_bytes": args.value, "keys": args.keys, "keys_pulled": keys_pulled, "bytes_pulled": bytes,
         "migration_s": round(secs, 3), "migration_mb_per_s": round(bytes as f64 / secs / 1e6, 2),
         "ownership_moved_s": moved_at.map(|t| round(t.duration_since(marks[1]).as_secs_f64(), 3)),
@@ -293,8 +297,8 @@ fn main() {
     if args.shards.iter().any(|s| *s == 0 || *s > 16) || args.value == 0 || args.replicas == 0 || args.replicas > 3 {
         bench::usage("kv_shards", "--shards must be 1..=16, --value at least 1, --replicas 1..=3");
     }
-    if !(args.pull_share > 0.0 && args.pull_share <= 1.0) {
-        bench::usage("kv_shards", "--pull-share must be in (0, 1]");
+    if !(args.pull_share > 0.0 && args.pull_share <= 1.0) || args.pull_batch == 0 {
+        bench::usage("kv_shards", "--pull-share must be in (0, 1] and --pull-batch at least 1");
     }
     let run = || -> Result<bool, String> {
         if !args.no_scale {
