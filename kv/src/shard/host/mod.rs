@@ -70,8 +70,8 @@ impl HostConfig {
     /// `shards` shards in `dir`: 3 replicas, acknowledged in memory, 1 MiB buffers,
     /// migrations pulling [`super::puller::BATCH_KEYS`] records at a time a
     /// quarter of the time (`pull_share` 0.25: on this project's 2-core host it
-    /// kept 0.43-0.44x of the throughput during a move, against 0.19-0.30x at 1,
-    /// moving 6.5-11.5 MB/s instead of 24-36; docs/benchmarks.md).
+    /// kept 0.70x of the throughput during a move (median), against 0.37-0.47x
+    /// at 1, moving 8-10 MB/s instead of 20-22; docs/benchmarks.md).
     pub fn new(dir: impl Into<PathBuf>, shards: u16) -> HostConfig {
         HostConfig {
             dir: dir.into(),
