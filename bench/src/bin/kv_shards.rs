@@ -17,8 +17,10 @@
 //! - **migrate**: two shards; `--keys` keys of `--value` bytes are put, then the
 //!   clients run half puts, half gets, and after `--seconds` shard 0's whole part
 //!   moves to shard 1 while they go on, and for `--seconds` after it ended. Row:
-//!   the migration's keys and bytes pulled, its duration and MB/s, and for the
-//!   phases before, during and after it: operations/s and p50/p99/p999 latency.
+//!   the migration's keys and bytes pulled, its duration and MB/s, for the
+//!   phases before, during and after it operations/s and p50/p99/p999 latency
+//!   (of all operations, and of puts and gets apart), and the operations/s of
+//!   every 100 ms through the three phases (`plots --kv-migration` draws them).
 //!
 //! All members share this process and its two cores with the clients: the
 //! figures are the store's on one small host, not a model of a larger one.
@@ -73,6 +75,8 @@ struct Args {
 }
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The width of a bucket of the migration's timeline.
+const TIMELINE_STEP: Duration = Duration::from_millis(100);
 
 fn members(name: &str, dir: &std::path::Path, shards: u16, args: &Args) -> Result<Vec<ShardHost>, String> {
     let mut hosts: Vec<ShardHost> = Vec::new();
@@ -114,15 +118,16 @@ fn key(i: u64) -> Vec<u8> {
     format!("user{:012}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % 1_000_000_000).into_bytes()
 }
 
-/// Each completed operation: when it ended, and how long it took.
-type Samples = Vec<(Instant, Duration)>;
+/// Each completed operation: when it ended, how long it took, and whether it
+/// was a put (else a get).
+type Samples = Vec<(Instant, Duration, bool)>;
 
 /// Runs `clients` closed-loop threads of `op(client, i)` until `stop`; returns
 /// every operation's end and latency.
 fn run_clients(
     clients: &[ShardClient],
     stop: &AtomicBool,
-    op: &(dyn Fn(&ShardClient, u64) -> Result<(), String> + Sync),
+    op: &(dyn Fn(&ShardClient, u64) -> Result<bool, String> + Sync),
     during: impl FnOnce(),
 ) -> Result<Samples, String> {
     let all = Mutex::new(Vec::new());
@@ -137,8 +142,8 @@ fn run_clients(
                     let mut i = (c as u64) << 40;
                     while !stop.load(Ordering::Relaxed) {
                         let t = Instant::now();
-                        op(client, i)?;
-                        mine.push((Instant::now(), t.elapsed()));
+                        let put = op(client, i)?;
+                        mine.push((Instant::now(), t.elapsed(), put));
                         i += 1;
                     }
                     all.lock().map_err(|_| "poisoned")?.extend(mine);
@@ -156,20 +161,40 @@ fn run_clients(
     all.into_inner().map_err(|_| "poisoned".to_string())
 }
 
-/// Operations/s and latency of the samples that ended in `[from, to)`.
+/// Operations/s and latency of the samples that ended in `[from, to)`: of all,
+/// and of the puts and the gets apart.
 fn phase(samples: &Samples, from: Instant, to: Instant) -> serde_json::Value {
-    let mut lat = Latency::default();
-    for (end, d) in samples.iter().filter(|(e, _)| *e >= from && *e < to) {
-        let _ = end;
-        lat.record(*d);
+    let (mut all, mut puts, mut gets) = (Latency::default(), Latency::default(), Latency::default());
+    for (_, d, put) in samples.iter().filter(|(e, _, _)| *e >= from && *e < to) {
+        all.record(*d);
+        if *put { &mut puts } else { &mut gets }.record(*d);
     }
     let secs = to.duration_since(from).as_secs_f64().max(1e-9);
-    json!({
-        "ops_per_s": round(lat.len() as f64 / secs, 0),
-        "p50_us": round(lat.quantile_us(0.5), 1),
-        "p99_us": round(lat.quantile_us(0.99), 1),
-        "p999_us": round(lat.quantile_us(0.999), 1),
-    })
+    let pcts = |l: &Latency| {
+        json!({
+            "p50_us": round(l.quantile_us(0.5), 1),
+            "p99_us": round(l.quantile_us(0.99), 1),
+            "p999_us": round(l.quantile_us(0.999), 1),
+        })
+    };
+    let mut v = pcts(&all);
+    v["ops_per_s"] = json!(round(all.len() as f64 / secs, 0));
+    v["put"] = pcts(&puts);
+    v["get"] = pcts(&gets);
+    v
+}
+
+/// Operations/s in each `step` from `from` to `to` (for a chart of a run).
+fn timeline(samples: &Samples, from: Instant, to: Instant, step: Duration) -> Vec<f64> {
+    let n = (to.duration_since(from).as_secs_f64() / step.as_secs_f64()).ceil() as usize;
+    let mut counts = vec![0u64; n];
+    for (end, _, _) in samples.iter().filter(|(e, _, _)| *e >= from && *e < to) {
+        let i = (end.duration_since(from).as_secs_f64() / step.as_secs_f64()) as usize;
+        if let Some(c) = counts.get_mut(i) {
+            *c += 1;
+        }
+    }
+    counts.iter().map(|c| round(*c as f64 / step.as_secs_f64(), 0)).collect()
 }
 
 fn connect(hosts: &[ShardHost], n: usize) -> Result<Vec<ShardClient>, String> {
@@ -185,14 +210,15 @@ fn scale(args: &Args, shards: u16) -> Result<serde_json::Value, String> {
     let stop = AtomicBool::new(false);
     let mut window = (Instant::now(), Instant::now());
     let mut cpu = (None, None);
-    let samples = run_clients(&clients, &stop, &|c, i| c.put(&key(i), &v).map_err(|e| e.to_string()), || {
-        std::thread::sleep(Duration::from_millis(500));
-        window.0 = Instant::now();
-        cpu.0 = cpu_time();
-        std::thread::sleep(Duration::from_secs_f64(args.seconds));
-        window.1 = Instant::now();
-        cpu.1 = cpu_time();
-    })?;
+    let samples =
+        run_clients(&clients, &stop, &|c, i| c.put(&key(i), &v).map(|_| true).map_err(|e| e.to_string()), || {
+            std::thread::sleep(Duration::from_millis(500));
+            window.0 = Instant::now();
+            cpu.0 = cpu_time();
+            std::thread::sleep(Duration::from_secs_f64(args.seconds));
+            window.1 = Instant::now();
+            cpu.1 = cpu_time();
+        })?;
     let route = clients[0].route().ok_or("no route")?;
     let p = phase(&samples, window.0, window.1);
     let puts = p["ops_per_s"].as_f64().unwrap_or(0.0) * window.1.duration_since(window.0).as_secs_f64();
@@ -246,8 +272,8 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
         &|c, i| {
             let k = key(i % keys);
             match i % 2 {
-                0 => c.put(&k, &v).map_err(|e| e.to_string()),
-                _ => c.get(&k).map(|_| ()).map_err(|e| e.to_string()),
+                0 => c.put(&k, &v).map(|_| true).map_err(|e| e.to_string()),
+                _ => c.get(&k).map(|_| false).map_err(|e| e.to_string()),
             }
         },
         || {
@@ -278,6 +304,11 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
         "ownership_moved_s": moved_at.map(|t| round(t.duration_since(marks[1]).as_secs_f64(), 3)),
         "before": phase(&samples, marks[0], marks[1]), "during": phase(&samples, marks[1], marks[2]),
         "after": phase(&samples, marks[2], marks[3]),
+        // Operations/s every TIMELINE_STEP from the start of the phase before.
+        "timeline_step_s": TIMELINE_STEP.as_secs_f64(),
+        "timeline_ops_per_s": timeline(&samples, marks[0], marks[3], TIMELINE_STEP),
+        "migration_from_s": round(marks[1].duration_since(marks[0]).as_secs_f64(), 3),
+        "migration_to_s": round(marks[2].duration_since(marks[0]).as_secs_f64(), 3),
     }))
 }
 
