@@ -133,7 +133,14 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
         log.primary().is_some_and(|p| p.0 as usize != VICTIM)
     });
     if !new_primary {
-        return Err("no new primary within 60 s".into());
+        // What this member saw, for the run's report: its view and the log's.
+        let view = log.group().view().map(|v| format!("view {:?} of {:?}", v.id(), v.members()));
+        return Err(format!(
+            "no new primary within 60 s ({}; the log's members {:?}, its primary {:?})",
+            view.unwrap_or_else(|| "no view".into()),
+            log.members(),
+            log.primary()
+        ));
     }
     if log.is_primary() {
         // The member is the primary before its recovery hook has run: wait for it.
