@@ -8,7 +8,7 @@ use serde_json::json;
 use spindle::kv::member::{MemberConfig, ShardMember};
 use spindle::kv::remote::RemoteError;
 use spindle::kv::shard::client::{MigrateError, ShardClient};
-use spindle::kv::shard::wire::HostStatus;
+use spindle::kv::shard::wire::{HostStatus, NO_COPY};
 use spindle::kv::shard::{key_hash, Range};
 use spindle::views::client::ClientError;
 use std::net::SocketAddr;
@@ -46,16 +46,18 @@ pub fn status(out: &Out, target: &Target) -> Result<(), CliError> {
 }
 
 fn print_status(out: &Out, s: &HostStatus) {
+    // In JSON, a shard this member holds no copy of has no key count (null).
+    let keys: Vec<Option<u64>> = s.keys.iter().map(|k| (*k != NO_COPY).then_some(*k)).collect();
     out.emit(
         || {
             let mut t = format!("member n{} of a sharded store, map version {}:\n", s.node, s.version);
             for (i, share) in s.shares.iter().enumerate() {
                 let p = s.primaries.get(i).copied().flatten().map_or("none".into(), |p| format!("n{p}"));
-                let keys = s.keys.get(i).copied().unwrap_or(0);
-                t += &format!(
-                    "  shard {i}: primary {p}, {:.1}% of the hashes, ~{keys} keys here\n",
-                    *share as f64 / 1e4
-                );
+                let here = match s.keys.get(i).copied() {
+                    Some(NO_COPY) | None => "no copy here".to_string(),
+                    Some(k) => format!("~{k} keys here"),
+                };
+                t += &format!("  shard {i}: primary {p}, {:.1}% of the hashes, {here}\n", *share as f64 / 1e4);
             }
             for (id, first, last, from, to) in &s.migrations {
                 t += &format!("  migration {id}: {first:016x}-{last:016x} from shard {from} to shard {to}\n");
@@ -67,7 +69,7 @@ fn print_status(out: &Out, s: &HostStatus) {
         },
         || {
             json!({"node": s.node, "version": s.version, "primaries": s.primaries, "shares_ppm": s.shares,
-                   "keys": s.keys, "migrations": s.migrations, "pulled": s.pulled})
+                   "keys": keys, "migrations": s.migrations, "pulled": s.pulled})
         },
     );
 }

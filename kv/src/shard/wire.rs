@@ -121,6 +121,10 @@ pub enum Reply {
     Failed(crate::remote::Failure),
 }
 
+/// [`HostStatus::keys`] of a shard whose store the member does not hold (it is
+/// none of the shard's replicas).
+pub const NO_COPY: u64 = u64::MAX;
+
 /// What a member says of the sharded store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostStatus {
@@ -134,7 +138,8 @@ pub struct HostStatus {
     pub shares: Vec<u32>,
     /// The migrations in progress: (id, first hash, last hash, from, to).
     pub migrations: Vec<(u64, u64, u64, u16, u16)>,
-    /// Keys in each shard's store at this member (the store's estimate).
+    /// Keys in each shard's store at this member (the store's estimate);
+    /// [`NO_COPY`] for a shard whose store this member does not hold.
     pub keys: Vec<u64>,
     /// Records and bytes this member's pullers logged so far.
     pub pulled: (u64, u64),

@@ -82,7 +82,9 @@ impl Inner {
             primaries: (0..self.layout.shards).map(|s| self.primary(s).map(|p| p.0)).collect(),
             shares: st.map.shares(),
             migrations: st.map.migrations().iter().map(|m| (m.id, m.range.first, m.range.last, m.from, m.to)).collect(),
-            keys: (0..self.layout.shards).map(|s| self.store(s).map_or(0, |x| x.approximate_len() as u64)).collect(),
+            keys: (0..self.layout.shards)
+                .map(|s| self.store(s).map_or(wire::NO_COPY, |x| x.approximate_len() as u64))
+                .collect(),
             pulled: (self.pulled.0.load(Ordering::Relaxed), self.pulled.1.load(Ordering::Relaxed)),
         }
     }
