@@ -4,51 +4,24 @@
 //! going on from its store, then the primary killed and the survivors
 //! answering with every acknowledged update and taking new ones (shm and tcp).
 
-use std::process::Command;
+mod common;
+
+use common::Member;
 use std::time::{Duration, Instant};
-use testkit::LineChild;
 
-const WAIT: Duration = Duration::from_secs(30);
-
-/// A `kv` member process, talked to by lines (killed on drop), and its node id.
-struct Member(LineChild, u32);
-
-impl Member {
-    /// Started as the docs say, with nothing chosen by hand but the loopback
-    /// address: discovery finds the store, the member its id and data slot under
-    /// `data` (a temporary `SPINDLE_DATA_DIR`).
-    fn start(transport: &str, name: &str, data: &std::path::Path) -> Member {
-        let mut cmd = Command::new(testkit::example_binary("kv"));
-        cmd.args(["--ip", "127.0.0.1", "--transport", transport, "--name", name]).env("SPINDLE_DATA_DIR", data);
-        let mut m = Member(LineChild::start(cmd), 0);
-        let up = m.expect(" up at ");
-        m.1 = up
-            .strip_prefix("member ")
-            .and_then(|r| r.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no id in {up:?}"));
-        m
-    }
-
-    /// Sends a command and waits (bounded) for a line containing `want`.
-    fn ask(&mut self, cmd: &str, want: &str) -> String {
-        self.0.tell(cmd);
-        self.expect(want)
-    }
-
-    /// Waits (bounded) for a line containing `want`, after the last one taken.
-    fn expect(&mut self, want: &str) -> String {
-        self.0.expect(&format!("with {want:?}"), WAIT, |l| l.contains(want))
-    }
+/// A member of the `kv` demo started as its docs say, with nothing chosen by
+/// hand but the loopback address.
+fn start(transport: &str, name: &str, data: &std::path::Path) -> Member {
+    Member::start("kv", &["--ip", "127.0.0.1", "--transport", transport, "--name", name], data)
 }
 
 fn demo(transport: &str) {
     let name = format!("kvt{}{transport}", std::process::id());
     let data = testkit::TempDirs::new(&name, 1);
     let data = &data[0];
-    let mut m0 = Member::start(transport, &name, data);
-    let mut m1 = Member::start(transport, &name, data);
-    let mut m2 = Member::start(transport, &name, data);
+    let mut m0 = start(transport, &name, data);
+    let mut m1 = start(transport, &name, data);
+    let mut m2 = start(transport, &name, data);
     let (id0, id1, id2) = (m0.1, m1.1, m2.1);
     // Wait until the third member is in the log's view, the first the primary.
     let want = format!("members {id0}, {id1}, {id2}, primary {id0},");
@@ -67,7 +40,7 @@ fn demo(transport: &str) {
     // with what came meanwhile.
     drop(m2);
     m0.ask("put size large", "ok (record 3)");
-    let mut m2 = Member::start(transport, &name, data);
+    let mut m2 = start(transport, &name, data);
     assert_eq!(m2.1, id2, "the restarted member came back as itself");
     let up = m2.0.seen.iter().find(|l| l.contains(" up at ")).cloned().unwrap_or_default();
     assert!(!up.contains("applied up to record 0;"), "the store kept what it applied: {up}");

@@ -5,54 +5,35 @@
 //! survivors, and the killed member started again with the same command coming
 //! back as itself and serving every key (shm).
 
-use std::process::Command;
+mod common;
+
+use common::Member;
 use std::time::Duration;
-use testkit::LineChild;
 
 const WAIT: Duration = Duration::from_secs(60);
 const KEYS: usize = 24;
 
-/// A `kv_shards` member process, talked to by lines (killed on drop), and its id.
-struct Member(LineChild, u32);
+/// A member of the `kv_shards` demo started with one command (discovery, ids
+/// and data slots found), on the loopback address.
+fn start(name: &str, data: &std::path::Path) -> Member {
+    Member::start("kv_shards", &["--ip", "127.0.0.1", "--name", name], data)
+}
 
-impl Member {
-    fn start(name: &str, data: &std::path::Path) -> Member {
-        let mut cmd = Command::new(testkit::example_binary("kv_shards"));
-        cmd.args(["--ip", "127.0.0.1", "--name", name]).env("SPINDLE_DATA_DIR", data);
-        let mut m = Member(LineChild::start(cmd), 0);
-        let up = m.expect(" up at ");
-        m.1 = up
-            .strip_prefix("member ")
-            .and_then(|r| r.split(' ').next())
-            .and_then(|n| n.parse().ok())
-            .unwrap_or_else(|| panic!("no id in {up:?}"));
-        m
-    }
+/// Each shard's primary, from a member's `status` (four shards).
+fn primaries(m: &mut Member) -> Vec<Option<u32>> {
+    m.0.tell("status");
+    (0..4)
+        .map(|s| {
+            let line = m.expect(&format!("  shard {s}: primary "));
+            line.split("primary ").nth(1).and_then(|r| r.split(',').next()).and_then(|p| p.parse().ok())
+        })
+        .collect()
+}
 
-    fn ask(&mut self, cmd: &str, want: &str) -> String {
-        self.0.tell(cmd);
-        self.expect(want)
-    }
-
-    fn expect(&mut self, want: &str) -> String {
-        self.0.expect(&format!("with {want:?}"), WAIT, |l| l.contains(want))
-    }
-
-    /// Each shard's primary, from `status` (four shards).
-    fn primaries(&mut self) -> Vec<Option<u32>> {
-        self.0.tell("status");
-        (0..4)
-            .map(|s| {
-                let line = self.expect(&format!("  shard {s}: primary "));
-                line.split("primary ").nth(1).and_then(|r| r.split(',').next()).and_then(|p| p.parse().ok())
-            })
-            .collect()
-    }
-
-    fn check_all(&mut self) {
-        for i in 0..KEYS {
-            assert_eq!(self.ask(&format!("get key{i}"), &format!("key{i} =")), format!("key{i} = value{i}"));
-        }
+/// Every key reads back at `m`.
+fn check_all(m: &mut Member) {
+    for i in 0..KEYS {
+        assert_eq!(m.ask(&format!("get key{i}"), &format!("key{i} =")), format!("key{i} = value{i}"));
     }
 }
 
@@ -62,13 +43,13 @@ fn the_kv_shards_demo_moves_a_range_and_survives_a_killed_primary() {
     let data = testkit::TempDirs::new(&name, 1);
     let data = &data[0];
     let mut ms: Vec<Member> = Vec::new();
-    ms.push(Member::start(&name, data));
-    ms.push(Member::start(&name, data));
-    ms.push(Member::start(&name, data));
+    ms.push(start(&name, data));
+    ms.push(start(&name, data));
+    ms.push(start(&name, data));
     // Until each of the four shards has a primary in a view of all three.
     let ids: Vec<u32> = ms.iter().map(|m| m.1).collect();
     let formed = testkit::poll_until(WAIT, Duration::from_millis(200), || {
-        let p = ms[0].primaries();
+        let p = primaries(&mut ms[0]);
         let line = ms[0].0.seen.iter().rev().find(|l| l.contains(": members ")).cloned().unwrap_or_default();
         let listed = line.split(": members ").nth(1).and_then(|r| r.split(';').next()).unwrap_or_default();
         let listed: Vec<u32> = listed.split(", ").filter_map(|x| x.parse().ok()).collect();
@@ -78,26 +59,26 @@ fn the_kv_shards_demo_moves_a_range_and_survives_a_killed_primary() {
     for i in 0..KEYS {
         ms[i % 3].ask(&format!("put key{i} value{i}"), "ok");
     }
-    ms[2].check_all();
+    check_all(&mut ms[2]);
     // The first half of shard 0's part (hashes 0 to 1/4) moves to shard 3.
     ms[1].ask("migrate 0-1fffffffffffffff 3", "owns");
     ms[1].expect("migration done");
-    ms[0].check_all();
+    check_all(&mut ms[0]);
     assert_eq!(ms[1].ask("scan key", "keys)"), format!("({KEYS} keys)"));
     // The member that is the primary of the most shards dies.
-    let primaries = ms[0].primaries();
-    let count = |id: u32| primaries.iter().filter(|p| **p == Some(id)).count();
+    let now = primaries(&mut ms[0]);
+    let count = |id: u32| now.iter().filter(|p| **p == Some(id)).count();
     let victim = (0..3).max_by_key(|i| count(ms[*i].1)).unwrap();
     let victim_id = ms[victim].1;
-    assert!(count(victim_id) > 0, "{primaries:?}");
+    assert!(count(victim_id) > 0, "{now:?}");
     drop(ms.remove(victim));
-    ms[0].check_all();
+    check_all(&mut ms[0]);
     ms[1].ask("put after kill", "ok");
     // Started again with the same command: it finds its slot and comes back as
     // itself, and serves every key (through the shards' primaries).
-    let mut back = Member::start(&name, data);
+    let mut back = start(&name, data);
     assert_eq!(back.1, victim_id, "the restarted member came back as itself");
-    back.check_all();
+    check_all(&mut back);
     assert_eq!(back.ask("get after", "after ="), "after = kill");
     drop((ms, back));
     spindle::sst::transport::shm::remove_stale_files();
