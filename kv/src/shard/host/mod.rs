@@ -26,13 +26,13 @@ use super::layout::ShardLayout;
 use super::map::{MapEdit, Range, Shard, ShardMap};
 use crate::{Store, StoreError};
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use spindle_sst::sync::lock;
+use spindle_sst::sync::{lock, read, write};
 use spindle_sst::transport::NodeId;
 use spindle_tailwind::service::{wire as tw, Ack, LogService, StartError, TailwindConfig, LOG_REGIONS};
 use spindle_views::group::{Group, GroupBuilder};
 use spindle_views::view::View;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -129,8 +129,9 @@ pub(crate) struct Inner {
     logs: Vec<Arc<LogService>>,
     /// Where the shards' stores live.
     dir: PathBuf,
-    /// Each shard's store, while this member holds a copy of the shard's log.
-    stores: Mutex<Vec<Option<Arc<ShardStore>>>>,
+    /// Each shard's store, while this member holds a copy of the shard's log
+    /// (read by every request; written when a view moves a shard's replicas).
+    stores: RwLock<Vec<Option<Arc<ShardStore>>>>,
     view: Mutex<ViewState>,
     changed: Condvar,
     stop: AtomicBool,
@@ -184,7 +185,7 @@ impl ShardHost {
             group: OnceLock::new(),
             logs,
             dir: cfg.dir.clone(),
-            stores: Mutex::new(vec![None; usize::from(cfg.shards)]),
+            stores: RwLock::new(vec![None; usize::from(cfg.shards)]),
             view: Mutex::new(view),
             changed: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -323,7 +324,7 @@ impl Inner {
 
     /// Shard `s`'s store, while this member holds it.
     fn store(&self, s: Shard) -> Option<Arc<ShardStore>> {
-        lock(&self.stores).get(usize::from(s)).cloned().flatten()
+        read(&self.stores).get(usize::from(s)).cloned().flatten()
     }
 
     /// Opens the store of each shard whose log this member now holds a copy of,
@@ -334,18 +335,18 @@ impl Inner {
         let mut first = Ok(());
         for (s, log) in self.logs.iter().enumerate() {
             let want = log.members().contains(&self.me);
-            let held = lock(&self.stores)[s].is_some();
+            let held = read(&self.stores)[s].is_some();
             if want && !held {
                 let dir = self.dir.join(format!("shard-{s}")).join("store");
                 match Store::open(&dir, Arc::new(log.clone())) {
-                    Ok(store) => lock(&self.stores)[s] = Some(Arc::new(store)),
+                    Ok(store) => write(&self.stores)[s] = Some(Arc::new(store)),
                     Err(e) => {
                         tracing::warn!(shard = s, %e, "a shard's store did not open");
                         first = first.and(Err(e));
                     }
                 }
             } else if !want && held {
-                let closed = lock(&self.stores)[s].take();
+                let closed = write(&self.stores)[s].take();
                 drop(closed);
             }
         }

@@ -129,8 +129,9 @@ impl Inner {
         }
     }
 
-    /// Admits `key`'s request here, or says why not.
-    fn admit(&self, key: &[u8]) -> Result<(Shard, Option<Migration>, Admitted<'_>), Reply> {
+    /// Admits `key`'s request here, or says why not; the shard's store, the
+    /// migration pulling the key if any, and the request's place in flight.
+    fn admit(&self, key: &[u8]) -> Result<(Arc<ShardStore>, Option<Migration>, Admitted<'_>), Reply> {
         let mut st = lock(&self.view);
         let s = st.map.owner_of(key);
         if self.primary(s) != Some(self.me) {
@@ -148,18 +149,17 @@ impl Inner {
                 st.next += 1;
                 let (id, version) = (st.next, st.version);
                 st.inflight.push((id, version));
-                Ok((s, pulling, Admitted { inner: self, id }))
+                Ok((store, pulling, Admitted { inner: self, id }))
             }
         }
     }
 
     /// A client's operation.
     pub(super) fn serve(&self, op: Op) -> Reply {
-        let (s, pulling, _admitted) = match self.admit(op.key()) {
+        let (store, pulling, _admitted) = match self.admit(op.key()) {
             Ok(a) => a,
             Err(r) => return r,
         };
-        let Some(store) = self.store(s) else { return Reply::Failed(Failure::NotReady) };
         match (&op, op.writer()) {
             (Op::Write { key, value, .. }, Some(by)) => match store.write(key, value.as_deref(), by) {
                 Ok(_) => Reply::Done,
