@@ -177,7 +177,7 @@ fn migrate(client: &ShardClient, range: &str, to: &str) {
     let began = Instant::now();
     while began.elapsed() < Duration::from_secs(60) {
         match client.status() {
-            Ok(s) if s.migrations.is_empty() && s.version > version => {
+            Ok(s) if s.moves_ended(version) => {
                 return say(&format!("migration done in {:.1} s", began.elapsed().as_secs_f64()));
             }
             _ => std::thread::sleep(Duration::from_millis(100)),

@@ -103,7 +103,7 @@ pub fn migrate(out: &Out, range: &str, to: u16, no_wait: bool, target: &Target) 
         if let Some(p) = primary_of_to().and_then(|a| c.status_of(&a).ok()) {
             bar.set_position(p.pulled.0.saturating_sub(start));
         }
-        if s.migrations.is_empty() && s.version > version {
+        if s.moves_ended(version) {
             bar.finish_and_clear();
             let secs = began.elapsed().as_secs_f64();
             out.emit(

@@ -145,6 +145,15 @@ pub struct HostStatus {
     pub pulled: (u64, u64),
 }
 
+impl HostStatus {
+    /// Whether every move asked for up to map version `version` (what
+    /// [`super::client::ShardClient::migrate`] returned) has ended: the map is
+    /// past it and lists no migration.
+    pub fn moves_ended(&self, version: u64) -> bool {
+        self.version > version && self.migrations.is_empty()
+    }
+}
+
 /// A member's request to another during a migration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PeerRequest {

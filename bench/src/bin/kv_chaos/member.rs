@@ -3,6 +3,7 @@
 //! closes (or the parent kills it).
 
 use super::Args;
+use bench::mcast::Digest;
 use bench::out;
 use spindle_kv::shard::host::{HostConfig, ShardHost};
 use spindle_views::config::{Config, Transport};
@@ -79,16 +80,14 @@ fn digest(host: &ShardHost, shards: u16) -> Result<String, String> {
         };
         store.sync().map_err(|e| e.to_string())?;
         let pairs = store.scan(b"", usize::MAX).map_err(|e| e.to_string())?;
-        let mut h = 0xcbf2_9ce4_8422_2325u64;
+        let mut d = Digest::default();
         for (k, v) in &pairs {
             for part in [&k[..], &v[..]] {
-                h = spindle_views::layout::mix(h ^ part.len() as u64);
-                for b in part {
-                    h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
-                }
+                d.add(part.len() as u64);
+                d.add_bytes(part);
             }
         }
-        parts.push(format!("{}:{h:016x}", pairs.len()));
+        parts.push(format!("{}:{:016x}", pairs.len(), d.0));
     }
     Ok(parts.join(" "))
 }

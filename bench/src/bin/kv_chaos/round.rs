@@ -11,18 +11,10 @@ use spindle_kv::shard::ShardMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-/// Polls `f` every `step` until it gives `Some`, for at most [`WAIT`].
-fn poll<T>(step: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        if let Some(x) = f() {
-            return Some(x);
-        }
-        if Instant::now() > deadline || testkit::interrupted() {
-            return None;
-        }
-        std::thread::sleep(step);
-    }
+/// Whether `f` held within [`WAIT`], asked every `step` (false at once on an
+/// interrupt).
+fn poll(step: Duration, mut f: impl FnMut() -> bool) -> bool {
+    testkit::poll_until(WAIT, step, || testkit::interrupted() || f()) && !testkit::interrupted()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -63,11 +55,13 @@ pub(crate) fn one_round(
     let version = control.migrate(range, to).map_err(|e| format!("round {round}: the move was not taken: {e}"))?;
     // The kill lands once the target's primary logged a first batch, plus up to
     // 40 ms more (from the seed).
-    let first = poll(Duration::from_millis(1), || {
-        let s = control.status_of(&[dst.1]).ok()?;
-        (s.version >= version && (s.pulled.0 > before || s.migrations.is_empty())).then_some(())
+    let begun = poll(Duration::from_millis(1), || {
+        let s = control.status_of(&[dst.1]);
+        s.is_ok_and(|s| s.version >= version && (s.pulled.0 > before || s.migrations.is_empty()))
     });
-    first.ok_or(format!("round {round}: the pull did not begin"))?;
+    if !begun {
+        return Err(format!("round {round}: the pull did not begin"));
+    }
     let extra = spindle_views::layout::mix(args.seed ^ ((round as u64) << 32)) % 40;
     std::thread::sleep(Duration::from_millis(extra));
     let at_kill = control.status_of(&[dst.1]).ok();
@@ -77,12 +71,9 @@ pub(crate) fn one_round(
     m.kill(victim);
     let killed = Instant::now();
     let survivors: Vec<SocketAddr> = m.live().into_iter().map(|i| m.addr(i)).collect();
-    let ended = poll(Duration::from_millis(20), || {
-        let s = control.status_of(&survivors).ok()?;
-        (s.version > version && s.migrations.is_empty()).then_some(())
-    });
+    let ended = poll(Duration::from_millis(20), || control.status_of(&survivors).is_ok_and(|s| s.moves_ended(version)));
     let end_after_kill = killed.elapsed();
-    if ended.is_none() {
+    if !ended {
         err(&format!("round {round}: the migration did not end within {WAIT:?} of the kill"));
     }
     let restarted = Instant::now();
@@ -115,9 +106,9 @@ pub(crate) fn one_round(
             let held: Vec<&str> = d.iter().filter_map(|x| x.get(s).copied()).filter(|x| *x != "-").collect();
             held.len() == REPLICAS && held.iter().all(|x| *x == held[0])
         });
-        (d.len() == N && d.iter().all(|x| x.len() == usize::from(args.shards)) && each).then_some(())
+        d.len() == N && d.iter().all(|x| x.len() == usize::from(args.shards)) && each
     });
-    if agree.is_none() {
+    if !agree {
         let d: Vec<String> = (0..N).filter_map(|i| m.ask(i, "DIGEST", "DIGEST ").ok()).collect();
         err(&format!("round {round}: the members' stores differ: {d:?}"));
     }
@@ -132,7 +123,7 @@ pub(crate) fn one_round(
         err(&format!("round {round}: {e}"));
     }
     let (ops, pending) = history.as_ref().map_or((0, 0), |h| *h);
-    let ok = ended.is_some() && lost.is_empty() && history.is_ok() && agree.is_some();
+    let ok = ended && lost.is_empty() && history.is_ok() && agree;
     let v = json!({
         "round": round, "from": from, "to": to, "victim": victim, "role": role,
         "mid_pull": mid_pull, "pulled_at_kill": pulled_at_kill, "kill_after_ms": ms(kill_after),
@@ -140,7 +131,7 @@ pub(crate) fn one_round(
         "member_start_ms": start_ms, "member_synced_ms": synced_ms,
         "writes": writes, "write_errors": now_acked.errors - errors_before, "history_ops": ops,
         "unanswered": pending, "linearizable": history.is_ok(), "lost": lost.len(),
-        "stores_agree": agree.is_some(), "ok": ok,
+        "stores_agree": agree, "ok": ok,
     });
     *acked = now_acked;
     Ok(v)
