@@ -11,6 +11,13 @@ use testkit::{LineChild, TempDirs};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The keys of `kv scan --json`'s lines, in their order.
+fn scanned_keys(out: &str) -> Vec<String> {
+    out.lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string())
+        .collect()
+}
+
 /// `spindle ARGS` with nothing on stdin.
 fn spindle(args: &[&str]) -> (i32, String, String) {
     common::spindle(args, "")
@@ -41,11 +48,7 @@ fn a_store_served_by_the_command_is_used_and_looked_at_by_it() {
     assert_eq!((code, out.trim()), (0, "blue"), "{err}");
     let (code, out, err) = kv(&["scan", "col", "--json"]);
     assert_eq!(code, 0, "{err}");
-    let keys: Vec<String> = out
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(keys, ["colour", "column"]);
+    assert_eq!(scanned_keys(&out), ["colour", "column"]);
     let (code, _, err) = kv(&["del", "colour"]);
     assert_eq!(code, 0, "{err}");
     let (code, out, err) = kv(&["get", "colour"]);
@@ -215,13 +218,9 @@ fn a_sharded_store_served_by_the_command_moves_a_range_and_keeps_its_keys() {
     // A scan gathers every shard's part, in key order.
     let (code, out, err) = kv(&["scan", "key", "--json"]);
     assert_eq!(code, 0, "{err}");
-    let got: Vec<String> = out
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["key"].as_str().unwrap().to_string())
-        .collect();
     let mut want = keys.clone();
     want.sort();
-    assert_eq!(got, want);
+    assert_eq!(scanned_keys(&out), want);
     serve.kill();
     spindle::sst::transport::shm::remove_stale_files();
 }

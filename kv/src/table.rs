@@ -271,12 +271,18 @@ mod tests {
     use crate::Update;
     use fjall::{Database, KeyspaceCreateOptions};
 
-    #[test]
-    fn a_drop_removes_keys_set_earlier_in_its_own_batch_and_keeps_what_came_back() {
-        let dirs = testkit::TempDirs::new("kvtable", 1);
+    /// A database in a fresh directory, with the store's two keyspaces.
+    fn open(tag: &str) -> (testkit::TempDirs, Database, Keyspace, Keyspace) {
+        let dirs = testkit::TempDirs::new(tag, 1);
         let db = Database::builder(&dirs[0]).open().unwrap();
         let kv = db.keyspace("kv", KeyspaceCreateOptions::default).unwrap();
         let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
+        (dirs, db, kv, meta)
+    }
+
+    #[test]
+    fn a_drop_removes_keys_set_earlier_in_its_own_batch_and_keeps_what_came_back() {
+        let (_dirs, db, kv, meta) = open("kvtable");
         let mut state = ShardState::default();
         let w =
             |k: &str, seq| Update::Write { key: k.into(), value: Some(b"v".to_vec()), by: Writer { client: 1, seq } };
@@ -313,10 +319,7 @@ mod tests {
 
     #[test]
     fn the_state_is_kept_key_by_key_and_read_back_whole() {
-        let dirs = testkit::TempDirs::new("kvstate", 1);
-        let db = Database::builder(&dirs[0]).open().unwrap();
-        let kv = db.keyspace("kv", KeyspaceCreateOptions::default).unwrap();
-        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).unwrap();
+        let (_dirs, db, kv, meta) = open("kvstate");
         let mut state = ShardState::default();
         let range = Range { first: 0, last: u64::MAX / 2 };
         let (a, b_key) = (b"a".to_vec(), b"b".to_vec());
