@@ -276,6 +276,51 @@ impl Region {
         }
     }
 
+    /// Receives what the socket `fd` holds, up to `len` bytes, straight into
+    /// `[offset, offset + len)` without blocking: the tcp receiver's path for the data
+    /// of a large write, which the kernel copies in as a NIC's DMA would (no frame
+    /// buffer between). The range need not be word-aligned; one outside the region is
+    /// an `InvalidInput` error. The caller applies the write as one landed write: a
+    /// `Release` fence before its first byte, and nobody takes its bytes as valid
+    /// before its last byte is in (what follows it on the link publishes it).
+    #[cfg(not(loom))]
+    pub(crate) fn recv_into(
+        &self,
+        fd: std::os::fd::BorrowedFd<'_>,
+        offset: usize,
+        len: usize,
+    ) -> std::io::Result<usize> {
+        use std::os::fd::AsRawFd;
+        if !offset.checked_add(len).is_some_and(|end| end <= self.len()) {
+            return Err(std::io::ErrorKind::InvalidInput.into());
+        }
+        // SAFETY: `[offset, offset + len)` lies inside the region (checked above), so
+        // the pointer and length describe memory that `_seg` keeps alive for the call.
+        // No Rust reference to those bytes is formed: the kernel writes them outside
+        // the language's memory model, as the rdma transport's NIC writes registered
+        // memory, and every access from Rust stays atomic.
+        let n = unsafe {
+            let at = self.ptr.as_ptr().cast::<u8>().add(offset);
+            libc::recv(fd.as_raw_fd(), at.cast(), len, libc::MSG_DONTWAIT)
+        };
+        if n < 0 {
+            Err(std::io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// An `iovec` over `[offset, offset + len)` (which must lie inside the region) for
+    /// the kernel to read: the tcp sender's path for the data of a stable write (see
+    /// `transport::WriteOp::stable`), sent with no copy of its own. No Rust
+    /// reference to the bytes is formed; the pointer is only handed to the kernel.
+    #[cfg(not(loom))]
+    pub(crate) fn iovec(&self, offset: usize, len: usize) -> libc::iovec {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()), "an iovec inside the region");
+        let at = self.ptr.as_ptr().cast::<u8>().wrapping_add(offset);
+        libc::iovec { iov_base: at.cast(), iov_len: len }
+    }
+
     /// Appends `len` bytes from `offset` to `out` as little-endian words (`Relaxed`
     /// loads): the tcp sender's copy of a write's source range.
     pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) {

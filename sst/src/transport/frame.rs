@@ -196,17 +196,10 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
         }
         KIND_WRITE => {
             let mut c = Cursor { b: &body[1..], kind: "write", want: WRITE_HEADER };
-            let flags = c.u8()?;
-            let region = RegionId(c.u16()?);
-            let offset = c.u64()?;
-            let len = c.u32()? as usize;
-            if offset % 8 != 0 || len % 8 != 0 || len > MAX_WRITE {
-                return Err(FrameError::BadWrite { offset, len: len as u64 });
-            }
-            c.want = WRITE_HEADER + len;
-            let data = c.take(len)?;
+            let head = write_fields(&mut c)?;
+            let data = c.take(head.len)?;
             c.end(have)?;
-            let (signaled, wake) = (flags & FLAG_SIGNALED != 0, flags & FLAG_QUIET == 0);
+            let WriteHead { region, offset, signaled, wake, .. } = head;
             Ok(Frame::Write { region, offset, signaled, wake, data })
         }
         KIND_ACK => {
@@ -217,6 +210,57 @@ pub fn decode_body(body: &[u8]) -> Result<Frame<'_>, FrameError> {
         }
         k => Err(FrameError::UnknownKind(k)),
     }
+}
+
+/// The head of a Write frame, read before its data has all arrived (the tcp
+/// receiver takes a large write's data straight into its region).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteHead {
+    /// Target region.
+    pub region: RegionId,
+    /// Byte offset in it.
+    pub offset: u64,
+    /// The sender wants an Ack.
+    pub signaled: bool,
+    /// Ring the doorbell when applied.
+    pub wake: bool,
+    /// Data bytes that follow the head.
+    pub len: usize,
+}
+
+/// Bytes of a Write frame before its data: the length prefix and the header.
+pub const WRITE_PREFIX: usize = 4 + WRITE_HEADER;
+
+/// The fields of a Write header after its kind byte, checked as [`decode`] checks them;
+/// `c.want` becomes the whole body's length.
+fn write_fields(c: &mut Cursor<'_>) -> Result<WriteHead, FrameError> {
+    let flags = c.u8()?;
+    let region = RegionId(c.u16()?);
+    let offset = c.u64()?;
+    let len = c.u32()? as usize;
+    if offset % 8 != 0 || len % 8 != 0 || len > MAX_WRITE {
+        return Err(FrameError::BadWrite { offset, len: len as u64 });
+    }
+    c.want = WRITE_HEADER + len;
+    let (signaled, wake) = (flags & FLAG_SIGNALED != 0, flags & FLAG_QUIET == 0);
+    Ok(WriteHead { region, offset, signaled, wake, len })
+}
+
+/// Reads the head of the Write frame at the front of `buf`, checked as [`decode`]
+/// checks it (the body's length must be the header's and the data's). `Ok(None)`
+/// if fewer than [`WRITE_PREFIX`] bytes are present or the frame is of another kind.
+pub fn write_head(buf: &[u8]) -> Result<Option<WriteHead>, FrameError> {
+    let Some(body) = body_len(buf)? else { return Ok(None) };
+    let Some(head) = buf.get(4..WRITE_PREFIX) else { return Ok(None) };
+    if head[0] != KIND_WRITE {
+        return Ok(None);
+    }
+    let mut c = Cursor { b: &head[1..], kind: "write", want: WRITE_HEADER };
+    let h = write_fields(&mut c)?;
+    if body != WRITE_HEADER + h.len {
+        return Err(FrameError::Size { kind: "write", have: body, want: WRITE_HEADER + h.len });
+    }
+    Ok(Some(h))
 }
 
 /// Appends a Hello frame.
@@ -327,7 +371,33 @@ mod tests {
         assert!(matches!(decode(&[2, 0, 0, 0, 3, 1]), Err(FrameError::Size { kind: "ack", .. })));
     }
 
+    #[test]
+    fn a_write_head_reads_as_decode_does() {
+        let mut w = Vec::new();
+        encode_write_header(&mut w, RegionId(3), 64, 24, WriteFlags { signaled: true, quiet: true });
+        for cut in 0..WRITE_PREFIX {
+            assert_eq!(write_head(&w[..cut]), Ok(None), "cut at {cut}");
+        }
+        let head = WriteHead { region: RegionId(3), offset: 64, signaled: true, wake: false, len: 24 };
+        assert_eq!(write_head(&w), Ok(Some(head)), "no data needed");
+        let mut a = Vec::new();
+        encode_ack(&mut a, 5);
+        a.extend_from_slice(&[0; 16]);
+        assert_eq!(write_head(&a), Ok(None), "another kind");
+        let mut bad = w.clone();
+        bad[0] += 8;
+        assert!(matches!(write_head(&bad), Err(FrameError::Size { kind: "write", .. })), "body longer than the data");
+        let mut bad = Vec::new();
+        encode_write_header(&mut bad, RegionId(0), 8, 12, WriteFlags::default());
+        assert_eq!(write_head(&bad), Err(FrameError::BadWrite { offset: 8, len: 12 }));
+    }
+
     proptest! {
+        #[test]
+        fn write_head_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
+            let _ = write_head(&bytes);
+        }
+
         #[test]
         fn decoder_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = decode(&bytes);

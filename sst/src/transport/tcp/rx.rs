@@ -3,8 +3,9 @@
 
 use super::seal::{self, Opening};
 use super::{Shared, TcpPeer};
+use crate::region::Region;
 use crate::sync::atomic::Ordering;
-use crate::sync::lock;
+use crate::sync::{lock, Arc};
 use crate::transport::frame::{self, Frame};
 use std::os::fd::AsFd;
 
@@ -19,7 +20,26 @@ pub(super) struct Rx {
     applied: u64,
     /// A sealed link's records read and not yet opened.
     sealed: Option<Opening>,
+    /// A large write whose data is being received straight into its region.
+    direct: Option<Direct>,
 }
+
+/// A Write frame taken in place (plain links): its head was checked and the data
+/// read with it applied; the rest of its data goes from the socket straight into the
+/// region, with no frame buffer between.
+#[derive(Debug)]
+struct Direct {
+    region: Arc<Region>,
+    /// Where the next byte of data goes.
+    at: usize,
+    /// Data bytes still to come.
+    left: usize,
+    signaled: bool,
+    wake: bool,
+}
+
+/// A Write frame with at least this much data still to come is taken in place.
+const DIRECT_MIN: usize = 64 << 10;
 
 /// The receive buffer's starting size; it grows to fit one frame larger than this.
 const INITIAL_BUF: usize = 256 << 10;
@@ -30,7 +50,7 @@ const MAX_READS: usize = 4;
 
 impl Rx {
     pub(super) fn new(sealed: Option<Opening>) -> Rx {
-        Rx { buf: vec![0; INITIAL_BUF], start: 0, end: 0, applied: 0, sealed }
+        Rx { buf: vec![0; INITIAL_BUF], start: 0, end: 0, applied: 0, sealed, direct: None }
     }
 
     /// Makes room at the end of the buffer: moves the unapplied bytes to the front,
@@ -129,6 +149,16 @@ impl Shared {
                 break;
             }
             let rx = &mut *rx;
+            if rx.direct.is_some() {
+                match self.receive_direct(p, rx, &mut done) {
+                    Ok(true) => continue,
+                    Ok(false) => break, // the socket had no more
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
+            }
             if let Some(o) = &mut rx.sealed {
                 o.make_room();
             } else if let Err(e) = rx.make_room() {
@@ -173,7 +203,7 @@ impl Shared {
         }
         drop(rx);
         if let Some(seq) = done.ack {
-            frame::encode_ack(&mut lock(&p.out), seq);
+            frame::encode_ack(&mut lock(&p.out).bytes, seq);
             p.dirty.store(true, Ordering::SeqCst);
             if !driver {
                 self.send_now(p);
@@ -198,7 +228,7 @@ impl Shared {
     /// off is copied, to be completed by the next.
     fn open_and_apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
         loop {
-            let Rx { buf, start, end, sealed, applied } = &mut *rx;
+            let Rx { buf, start, end, sealed, applied, .. } = &mut *rx;
             let plain = match sealed.as_mut().expect("a sealed link").next() {
                 Ok(Some(plain)) => plain,
                 Ok(None) => return Ok(()),
@@ -208,14 +238,71 @@ impl Shared {
         }
     }
 
-    /// Applies every complete frame in `rx`, in order.
+    /// Applies every complete frame in `rx`, in order, then takes a large Write frame
+    /// left incomplete in place ([`Direct`]).
     fn apply(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<(), String> {
         rx.start += self.apply_frames(p, &rx.buf[rx.start..rx.end], &mut rx.applied, done)?;
         if rx.start == rx.end {
             rx.start = 0;
             rx.end = 0;
+            return Ok(());
         }
+        self.go_direct(rx)
+    }
+
+    /// Takes the incomplete Write frame at the front of `rx`'s bytes in place if at
+    /// least [`DIRECT_MIN`] of its data is still to come: its head is checked as a
+    /// whole frame's would be, the data read so far is applied (a `Release` fence
+    /// first, as for any landed write), and the rest will be received into the region.
+    fn go_direct(&self, rx: &mut Rx) -> Result<(), String> {
+        let pending = &rx.buf[rx.start..rx.end];
+        let Some(h) = frame::write_head(pending).map_err(|e| format!("bad frame: {e}"))? else { return Ok(()) };
+        let data = &pending[frame::WRITE_PREFIX..];
+        if h.len - data.len() < DIRECT_MIN {
+            return Ok(());
+        }
+        let Some(r) = self.region(h.region) else {
+            return Err(format!("bad frame: write to unknown region {:?}", h.region));
+        };
+        r.check_range(h.offset, h.len as u64).map_err(|e| format!("bad frame: {e}"))?;
+        let at = h.offset as usize;
+        let whole = data.len() / 8 * 8;
+        r.apply_write_bytes(at, &data[..whole]);
+        if whole < data.len() {
+            // The word's other bytes come from the socket, into the region itself.
+            r.write_bytes(at + whole, &data[whole..]);
+        }
+        let (at, left) = (at + data.len(), h.len - data.len());
+        rx.direct = Some(Direct { region: r.clone(), at, left, signaled: h.signaled, wake: h.wake });
+        (rx.start, rx.end) = (0, 0);
         Ok(())
+    }
+
+    /// Receives more of the write taken in place; when its last byte is in, it counts
+    /// as applied. Returns whether the socket may hold more.
+    fn receive_direct(&self, p: &TcpPeer, rx: &mut Rx, done: &mut Applied) -> Result<bool, String> {
+        let d = rx.direct.as_mut().expect("a write taken in place");
+        let n = match d.region.recv_into(p.sock.as_fd(), d.at, d.left) {
+            Ok(0) => return Err(format!("connection closed inside a frame ({} data bytes to come)", d.left)),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return Ok(true),
+            Err(e) => return Err(format!("read: {e}")),
+        };
+        p.heard.fetch_add(1, Ordering::Relaxed);
+        let more = n == d.left;
+        d.at += n;
+        d.left -= n;
+        if d.left == 0 {
+            rx.applied += 1;
+            if d.signaled {
+                done.ack = Some(rx.applied);
+            }
+            done.ring |= d.wake;
+            done.any = true;
+            rx.direct = None;
+        }
+        Ok(more)
     }
 
     /// Applies every complete frame at the front of `bytes`, in order; returns the
