@@ -74,8 +74,17 @@ impl RpcPrimary {
         inbox.store(8, rec.len() as u64, Ordering::Relaxed);
         inbox.store(0, self.seq, Ordering::Release);
         // The record (and its length), then the sequence word that announces it.
-        let data = WriteOp { region: INBOX, src_offset: 8, dst_offset: 8, len: 8 + len, signaled: false, wake: false };
-        let guard = WriteOp { region: INBOX, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: true };
+        let data = WriteOp {
+            region: INBOX,
+            src_offset: 8,
+            dst_offset: 8,
+            len: 8 + len,
+            signaled: false,
+            wake: false,
+            stable: false,
+        };
+        let guard =
+            WriteOp { region: INBOX, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: true, stable: false };
         for b in 1..self.n as u32 {
             self.t.post_write(NodeId(b), data).map_err(|e| e.to_string())?;
             self.t.post_write(NodeId(b), guard).map_err(|e| e.to_string())?;
@@ -160,8 +169,15 @@ pub fn handler(
             inbox.read_bytes(16, &mut log[pos..pos + pad8(len)]);
             pos += pad8(len);
             acks.store(8 * me, seq, Ordering::Release);
-            let op =
-                WriteOp { region: ACKS, src_offset: 8 * me, dst_offset: 8 * me, len: 8, signaled: false, wake: true };
+            let op = WriteOp {
+                region: ACKS,
+                src_offset: 8 * me,
+                dst_offset: 8 * me,
+                len: 8,
+                signaled: false,
+                wake: true,
+                stable: false,
+            };
             t.post_write(NodeId(0), op).map_err(|e| e.to_string())?;
             t.flush();
             each(&log[pos - pad8(len)..pos - pad8(len) + len]);

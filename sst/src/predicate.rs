@@ -372,7 +372,7 @@ impl<S> Worker<S> {
         // The state lock is released: now post.
         let t = &inner.transport;
         for p in self.pushes.drain() {
-            let op = WriteOp { wake: p.wake, ..WriteOp::same(p.region, p.offset, p.len) };
+            let op = WriteOp { wake: p.wake, stable: p.stable, ..WriteOp::same(p.region, p.offset, p.len) };
             if let Some(at) = p.publish_at {
                 let (ok, err) = t.publish(WriteOp { dst_offset: at, ..op }, &mut p.targets());
                 self.local.writes += ok;

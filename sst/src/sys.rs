@@ -21,6 +21,28 @@ pub(crate) fn recv_dontwait(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<us
     }
 }
 
+/// Sends the bytes `iov` points at without blocking and without SIGPIPE; returns how
+/// many the socket took (`WouldBlock` where it took none).
+///
+/// # Safety
+///
+/// Every iovec must point at `iov_len` readable bytes that stay allocated for the
+/// call.
+pub(crate) unsafe fn send_iovecs(fd: BorrowedFd<'_>, iov: &[libc::iovec]) -> io::Result<usize> {
+    // SAFETY: a msghdr is plain data, valid all zeros (no name, no iovecs, no control).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = iov.as_ptr().cast_mut();
+    msg.msg_iovlen = iov.len() as _;
+    // SAFETY: `msg` names `iov.len()` iovecs that the caller vouches for, and no
+    // address or control data; `fd` is an open descriptor borrowed for the call.
+    let n = unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
 /// Waits until one of `fds` is readable (or hung up, or in error), or `timeout`
 /// passes (`None`: no limit). Returns how many are ready (0 on timeout or signal).
 pub(crate) fn wait_readable(fds: &[RawFd], timeout: Option<Duration>) -> usize {

@@ -182,7 +182,8 @@ fn writes_land_and_complete(kind: Kind) {
     let (a, b, c) = (&g.nodes[0], &g.nodes[1], &g.nodes[2]);
     let pattern: Vec<u64> = (100..116).collect();
     a.region(R).unwrap().apply_write(64, &pattern);
-    let op = WriteOp { region: R, src_offset: 64, dst_offset: 128, len: 128, signaled: true, wake: true };
+    let op =
+        WriteOp { region: R, src_offset: 64, dst_offset: 128, len: 128, signaled: true, wake: true, stable: false };
     let sb = a.post_write(NodeId(1), op).unwrap();
     let sc = a.post_write(NodeId(2), op).unwrap();
     a.flush();

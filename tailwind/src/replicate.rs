@@ -145,7 +145,7 @@ impl Replicator {
         let Some(region) = self.commit else { return };
         let Some(local) = self.t.region(region) else { return };
         local.store(0, self.next, Ordering::Release);
-        let op = WriteOp { region, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: false };
+        let op = WriteOp { region, src_offset: 0, dst_offset: 0, len: 8, signaled: false, wake: false, stable: false };
         for &b in &self.backups {
             // A backup that cannot take it fails the next append, which is what matters.
             let _ = self.t.post_write(b, op);
@@ -200,6 +200,7 @@ impl Replicator {
             len: end - start,
             signaled: true,
             wake: false,
+            stable: false,
         };
         let mut posted = Vec::with_capacity(self.backups.len());
         for &b in &self.backups {

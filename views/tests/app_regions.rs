@@ -39,7 +39,7 @@ fn one_sided_writes_into_application_regions(t: Transport) {
     assert_eq!(view.members().len(), 2);
     let pattern: Vec<u8> = (0..64).map(|i| i as u8 ^ 0x5a).collect();
     tr.region(R).unwrap().write_bytes(0, &pattern);
-    let op = WriteOp { region: R, src_offset: 0, dst_offset: 0, len: 64, signaled: true, wake: true };
+    let op = WriteOp { region: R, src_offset: 0, dst_offset: 0, len: 64, signaled: true, wake: true, stable: false };
     let seq = tr.post_write(NodeId(1), op).unwrap();
     tr.flush();
     assert!(

@@ -407,7 +407,9 @@ impl SmcCore {
         while let Some(&e) = self.large.front().filter(|e| **e < to) {
             self.large.pop_front();
             if let (true, Some((at, len))) = (copies, self.own_large(e)) {
-                pushes.push(self.row.push(self.lay.arena.sub_range(at, len)));
+                // Arena room is given back only once every member delivered the
+                // message, so these bytes stay as they are until every target has them.
+                pushes.push(self.row.push(self.lay.arena.sub_range(at, len)).stable());
             }
         }
         // Where peers read the slots in place, `sent` alone publishes them.

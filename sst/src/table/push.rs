@@ -20,6 +20,9 @@ pub struct Push {
     pub ranks: u64,
     /// Ring the targets' doorbells (see [`crate::transport::WriteOp::wake`]).
     pub wake: bool,
+    /// The range is not written again before every target has it (see
+    /// [`crate::transport::WriteOp::stable`]).
+    pub stable: bool,
     /// For a shared table: where the range goes in this node's publication row. The
     /// push is then one [`crate::Transport::publish`] instead of a write per target.
     pub publish_at: Option<usize>,
@@ -30,6 +33,13 @@ impl Push {
     /// targets read it on their own timers, as with heartbeats).
     pub fn quiet(mut self) -> Push {
         self.wake = false;
+        self
+    }
+
+    /// The same push of a range that is not written again before every target has
+    /// it (a large message's payload): a transport may send it from where it lies.
+    pub fn stable(mut self) -> Push {
+        self.stable = true;
         self
     }
 

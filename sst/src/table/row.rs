@@ -112,6 +112,7 @@ impl LocalRow {
             members: self.table.members.clone(),
             ranks: ranks & !(1u64 << self.table.my_rank),
             wake: true,
+            stable: false,
             publish_at: self.table.is_shared().then_some(self.table.pub_off + range.off),
         }
     }

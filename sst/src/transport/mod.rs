@@ -89,12 +89,16 @@ pub struct WriteOp {
     /// waits on (heartbeats: the peer reads them on its own timer), so they do not
     /// wake an idle peer.
     pub wake: bool,
+    /// The source range is not written again before the peer has applied this write
+    /// (a large message's payload in its sender's arena): a transport may send it
+    /// from where it lies, later, instead of copying it when the write is posted.
+    pub stable: bool,
 }
 
 impl WriteOp {
     /// A write of `[offset, offset + len)` to the same offsets at the peer (an SST push).
     pub fn same(region: RegionId, offset: usize, len: usize) -> WriteOp {
-        WriteOp { region, src_offset: offset, dst_offset: offset, len, signaled: false, wake: true }
+        WriteOp { region, src_offset: offset, dst_offset: offset, len, signaled: false, wake: true, stable: false }
     }
 }
 

@@ -1,7 +1,11 @@
 //! The `tcp` transport: nodes on any hosts, one connection per peer pair.
 //!
 //! A write is a frame ([`super::frame`]) carrying the source bytes, copied when the
-//! write is posted and sent at [`Transport::flush`].
+//! write is posted and sent at [`Transport::flush`]; the data of a large stable write
+//! ([`WriteOp::stable`], a large message's payload) is not copied but sent from its
+//! region (module `outbox`), and a large write's data is received straight into the
+//! target region, so on a plain link its bytes are copied only by the kernel, once
+//! each way.
 //!
 //! Receiving is done by the node's predicate thread, the transport's *driver*
 //! ([`Transport::attach_driver`]): every pass reads each socket without blocking and
@@ -59,6 +63,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod helper;
+// sendmsg of pieces that point into regions (the spans' data, sent where it lies).
+#[allow(unsafe_code)]
+mod outbox;
 mod rx;
 mod seal;
 mod send;
@@ -150,7 +157,7 @@ struct TcpPeer {
     id: NodeId,
     remote: Vec<RegionSpec>,
     /// Frames posted and not yet sent.
-    out: Mutex<Vec<u8>>,
+    out: Mutex<outbox::Outbox>,
     dirty: AtomicBool,
     /// The socket's write side, held while a flush sends; what a flush could not send
     /// stays carried in it, in order, for the next.
@@ -231,7 +238,7 @@ impl TcpTransport {
             peers.push(TcpPeer {
                 id,
                 remote,
-                out: Mutex::new(Vec::new()),
+                out: Mutex::new(outbox::Outbox::default()),
                 dirty: AtomicBool::new(false),
                 sock: stream.try_clone().map_err(SetupError::io("clone socket"))?,
                 sealed: send.is_some(),
@@ -303,17 +310,22 @@ impl Transport for TcpTransport {
         // write may land at different times, which the ordering guarantee allows.
         let most = if p.sealed { seal::FRAME_DATA } else { frame::MAX_WRITE };
         let pieces = op.len.div_ceil(most).max(1);
+        // The data of a large stable write is sent from where it lies (plain links).
+        let in_place = op.stable && !p.sealed && op.len >= outbox::SPAN_MIN;
         for i in 0..pieces {
             let at = i * most;
             let n = (op.len - at).min(most);
             frame::encode_write_header(
-                &mut out,
+                &mut out.bytes,
                 op.region,
                 (op.dst_offset + at) as u64,
                 n,
                 frame::WriteFlags { signaled: op.signaled && i + 1 == pieces, quiet: !op.wake },
             );
-            src.append_to(op.src_offset + at, n, &mut out);
+            match in_place {
+                true => out.push_span(src, op.src_offset + at, n),
+                false => src.append_to(op.src_offset + at, n, &mut out.bytes),
+            }
         }
         // Sequence numbers count frames, as the receiver's acks do.
         let seq = p.posted.fetch_add(pieces as u64, Ordering::AcqRel) + pieces as u64;

@@ -1,7 +1,7 @@
 //! Sending what is queued: the flush (see the module docs of `tcp`, "Sending") and
 //! the receivers' sends of acks.
 
-use super::{tx::Tx, Shared, TcpPeer};
+use super::{outbox::Outbox, tx::Tx, Shared, TcpPeer};
 use crate::sync::atomic::Ordering;
 use crate::sync::{lock, MutexGuard};
 use std::os::fd::AsRawFd;
@@ -26,7 +26,7 @@ struct Sending<'a> {
 
 impl TcpPeer {
     /// What is queued to send, if anything (the caller holds `tx`).
-    fn take_out(&self) -> Option<Vec<u8>> {
+    fn take_out(&self) -> Option<Outbox> {
         if !self.dirty.swap(false, Ordering::SeqCst) {
             return None;
         }
@@ -34,11 +34,11 @@ impl TcpPeer {
     }
 
     /// Gives a sent buffer back so that the next posts reuse its capacity.
-    fn give_back(&self, mut bytes: Vec<u8>) {
+    fn give_back(&self, mut sent: Outbox) {
         let mut out = lock(&self.out);
         if out.is_empty() {
-            bytes.clear();
-            *out = bytes;
+            sent.clear();
+            *out = sent;
         }
     }
 
@@ -63,12 +63,12 @@ impl Shared {
             return;
         }
         let mut out = lock(&p.out);
-        if out.is_empty() {
-            return;
+        if out.is_empty() || out.has_spans() {
+            return; // spans are the flush's to send
         }
-        match tx.send_dontwait(&out) {
+        match tx.send_dontwait(&out.bytes) {
             Ok(n) => {
-                out.drain(..n);
+                out.bytes.drain(..n);
                 // Sealed bytes the socket did not take are sent by the next flush.
                 if out.is_empty() && tx.idle() {
                     p.dirty.store(false, Ordering::Release);

@@ -3,10 +3,12 @@
 //! is non-blocking: what the socket does not take stays carried, in order, for the
 //! next send.
 
+use super::outbox::{Outbox, Sent};
 use super::seal::{Sealing, LEN, TAG};
 use super::LinkCipher;
 use std::io::{ErrorKind, IoSlice};
 use std::net::TcpStream;
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Sends never block and never raise SIGPIPE.
@@ -16,9 +18,10 @@ const FLAGS: libc::c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
 pub(super) struct Tx {
     stream: TcpStream,
     seal: Option<Sealing>,
-    /// Frames taken from the queue; `carry[at..]` is neither sent nor sealed yet.
-    carry: Vec<u8>,
-    at: usize,
+    /// Frames taken from the queue; what is past `sent` is neither sent nor sealed
+    /// yet (a sealed link's carry holds bytes alone).
+    carry: Outbox,
+    sent: Sent,
     /// Since when the socket has taken nothing while bytes waited for it.
     stalled: Option<Instant>,
 }
@@ -33,12 +36,12 @@ fn taken(res: std::io::Result<usize>) -> std::io::Result<usize> {
 
 impl Tx {
     pub(super) fn new(stream: TcpStream, cipher: Option<Box<dyn LinkCipher>>) -> Tx {
-        Tx { stream, seal: cipher.map(Sealing::new), carry: Vec::new(), at: 0, stalled: None }
+        Tx { stream, seal: cipher.map(Sealing::new), carry: Outbox::default(), sent: Sent::default(), stalled: None }
     }
 
     /// Whether every carried frame is sent or sealed (the next can be loaded).
     pub(super) fn drained(&self) -> bool {
-        self.at == self.carry.len()
+        self.sent.done(&self.carry)
     }
 
     /// Whether nothing waits to be sent: no carried frame, no sealed byte.
@@ -46,24 +49,23 @@ impl Tx {
         self.drained() && !self.seal.as_ref().is_some_and(Sealing::pending)
     }
 
-    /// Carries `bytes` (the carried frames must be drained); returns the old buffer,
+    /// Carries `frames` (the carried frames must be drained); returns the old outbox,
     /// for reuse.
-    pub(super) fn load(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+    pub(super) fn load(&mut self, frames: Outbox) -> Outbox {
         debug_assert!(self.drained());
-        self.at = 0;
-        std::mem::replace(&mut self.carry, bytes)
+        debug_assert!(self.seal.is_none() || !frames.has_spans(), "a sealed link's frames are bytes alone");
+        self.sent = Sent::default();
+        std::mem::replace(&mut self.carry, frames)
     }
 
     /// Sends about `piece` carried bytes, as many as the socket takes without
     /// blocking (on a sealed link, sealed bytes an earlier send left go first, and
     /// records are sealed in place as they go). Returns whether any byte went out.
     pub(super) fn send_some(&mut self, piece: usize) -> std::io::Result<bool> {
-        let Tx { stream, seal, carry, at, .. } = self;
+        let Tx { stream, seal, carry, sent, .. } = self;
         let sock = socket2::SockRef::from(&*stream);
         let Some(s) = seal else {
-            let end = carry.len().min(at.saturating_add(piece));
-            let n = taken(sock.send_with_flags(&carry[*at..end], FLAGS))?;
-            *at += n;
+            let n = taken(sent.send(carry, stream.as_fd(), piece))?;
             return Ok(n > 0);
         };
         let mut moved = false;
@@ -75,10 +77,11 @@ impl Tx {
                 return Ok(moved);
             }
         }
+        let (bytes, at) = (&mut carry.bytes, &mut sent.at);
         let stop = at.saturating_add(piece);
-        while *at < carry.len() && *at < stop {
-            let (n, head, tag) = s.seal_in_place(&mut carry[*at..]);
-            let record = &carry[*at..*at + n];
+        while *at < bytes.len() && *at < stop {
+            let (n, head, tag) = s.seal_in_place(&mut bytes[*at..]);
+            let record = &bytes[*at..*at + n];
             // Sealed: the record counts as taken whether or not the socket takes it
             // now (sealed twice it would be sent twice).
             *at += n;

@@ -198,6 +198,7 @@ impl Shared {
             len: 8,
             signaled: false,
             wake: false,
+            stable: false,
         };
         for &b in backups {
             let _ = t.post_write(b, op);
@@ -225,6 +226,7 @@ impl Shared {
             len: 8,
             signaled: false,
             wake: false,
+            stable: false,
         };
         if t.post_write(members[0], op).is_ok() {
             t.flush();
