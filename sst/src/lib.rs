@@ -19,7 +19,7 @@ pub mod publish;
 #[allow(unsafe_code)]
 pub mod region;
 pub mod sync;
-// recv without blocking, ppoll and eventfd for the tcp receive path and the doorbell.
+// recv without blocking, sendmsg, ppoll and eventfd for the tcp paths and the doorbell.
 #[cfg(not(loom))]
 #[allow(unsafe_code)]
 pub(crate) mod sys;

@@ -14,7 +14,10 @@
 //!
 //! Offsets and lengths are in bytes and must be multiples of 8 (one word). This module
 //! and [`crate::doorbell`] hold the only pointer arithmetic on shared memory in the
-//! workspace.
+//! workspace. The one way around the word operations is the kernel's: the tcp
+//! transport hands it pointers into a region (`Region::recv_into`, `Region::iovec`)
+//! to copy a large write's data in or out, as a NIC does for the rdma transport; no
+//! Rust reference to those bytes is formed.
 
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 use thiserror::Error;

@@ -1,6 +1,7 @@
-//! The few system calls the `tcp` receive path and the doorbell need that neither std
-//! nor socket2 offers safely: a `recv` that never blocks on an otherwise blocking
-//! socket, `ppoll` over several descriptors, and an eventfd.
+//! The few system calls the `tcp` paths and the doorbell need that neither std nor
+//! socket2 offers safely: a `recv` that never blocks on an otherwise blocking socket,
+//! a `sendmsg` of raw iovecs (pieces that point into regions), `ppoll` over several
+//! descriptors, and an eventfd.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
