@@ -67,6 +67,10 @@ pub struct Common {
     /// messages and at least 64 MiB (at most 1 GiB).
     #[arg(long)]
     pub arena: Option<usize>,
+    /// Relay large messages member to member (the RDMC chain; over tcp the sender
+    /// sends each payload once instead of once per member).
+    #[arg(long)]
+    pub relay: bool,
     /// Messages per sender per subgroup.
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
@@ -178,6 +182,7 @@ impl Common {
                 max_msg: self.slot_bytes(),
                 arena: self.arena_bytes(),
                 mode,
+                relay: self.relay,
             })
             .collect()
     }

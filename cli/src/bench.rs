@@ -107,6 +107,7 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
         window: 256,
         max_msg: args.size,
         arena: 0,
+        relay: false,
     };
     let expected = args.count * k as u64;
     let delivered = Arc::new(AtomicU64::new(0));

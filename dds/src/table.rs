@@ -81,6 +81,7 @@ impl TopicEntry {
             max_msg: self.qos.max_msg(),
             arena: self.qos.arena(),
             mode: if self.qos.level == Level::Unordered { Mode::Unordered } else { Mode::Ordered },
+            relay: false,
         })
     }
 }

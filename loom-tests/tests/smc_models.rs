@@ -83,6 +83,7 @@ fn reuse(r: Reuse, faults: Faults) -> u64 {
             max_msg: 8,
             arena: r.arena,
             mode: Mode::Ordered,
+            relay: false,
         };
         let lay = SmcLayout::new(&spec);
         let (ra, rb) = (Arc::new(Region::new(lay.table_bytes())), Arc::new(Region::new(lay.table_bytes())));
@@ -273,6 +274,7 @@ fn lease_race(faults: Faults) -> u64 {
             max_msg: 8,
             arena: 0,
             mode: Mode::Ordered,
+            relay: false,
         };
         let lay = SmcLayout::new(&spec);
         let region = Arc::new(Region::new(lay.table_bytes()));

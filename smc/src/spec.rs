@@ -8,6 +8,8 @@
 //!   wedged          flag: this member stopped sending (view change)
 //!   received[S]     per sender: how many consecutive indices this member has
 //!   delivered[S]    per sender: how many indices this member has delivered (or skipped as null)
+//!   relayed[S]      per sender, with `relay` and an arena: how many of its entries this
+//!                   member has passed on (payloads sent on before the count)
 //!   slots[W]        the ring: slot e % W holds entry e = [word0: kind | len << 32][word1: index][payload]
 //!   arena[A]        large messages' payloads, each contiguous; a slot holds its descriptor
 //! ```
@@ -54,6 +56,12 @@ pub struct SubgroupSpec {
     pub arena: usize,
     /// Ordered or unordered delivery.
     pub mode: Mode,
+    /// Large payloads travel a chain where rows are copied (tcp, rdma): a sender sends
+    /// each payload to one member, and each member passes it on to the next, so the
+    /// sender's link carries one copy, not one per member (the chain of Derecho's
+    /// RDMC). Each member takes a descriptor only once its payload has reached it.
+    /// No effect where peers read rows in place (mem, shm).
+    pub relay: bool,
 }
 
 /// A spec that cannot work.
@@ -159,6 +167,8 @@ pub struct SmcLayout {
     pub(crate) wedged: Flag,
     pub(crate) received: CounterVec,
     pub(crate) delivered: CounterVec,
+    /// With `relay` and an arena (see [`SubgroupSpec::relay`]).
+    pub(crate) relayed: Option<CounterVec>,
     pub(crate) slots: Bytes,
     pub(crate) slot_bytes: usize,
     pub(crate) arena: Bytes,
@@ -173,6 +183,7 @@ impl SmcLayout {
         let wedged = b.flag("wedged");
         let received = b.counters("received", spec.senders.len());
         let delivered = b.counters("delivered", spec.senders.len());
+        let relayed = (spec.relay && spec.arena > 0).then(|| b.counters("relayed", spec.senders.len()));
         let slot_bytes = HEADER + spec.max_msg.div_ceil(8) * 8;
         // Published by `sent`, reused only once delivered everywhere: on mem/shm peers
         // read messages straight from the sender's row (no copy at all).
@@ -183,7 +194,7 @@ impl SmcLayout {
         // in the row; untouched pages of it cost nothing (mapped lazily, zero-filled).
         let arena = b.bytes_live("arena", spec.arena);
         let rows = spec.members.len();
-        SmcLayout { table: b.build(), sent, wedged, received, delivered, slots, slot_bytes, arena, rows }
+        SmcLayout { table: b.build(), sent, wedged, received, delivered, relayed, slots, slot_bytes, arena, rows }
     }
 
     /// The row layout.

@@ -14,6 +14,7 @@ fn spec(n: u32, senders: &[u32], window: usize, max_msg: usize, mode: Mode) -> S
         max_msg,
         arena: 0,
         mode,
+        relay: false,
     }
 }
 

@@ -16,6 +16,7 @@ fn spec(n: u32, senders: &[u32], window: usize, arena: usize) -> SubgroupSpec {
         max_msg: 8,
         arena,
         mode: Mode::Ordered,
+        relay: false,
     }
 }
 

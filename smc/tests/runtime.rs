@@ -16,7 +16,15 @@ fn run(kind: TransportKind, mode: Mode) {
     let members: Vec<NodeId> = (0..n).map(NodeId).collect();
     // Subgroup 0: everyone sends; subgroup 1: nodes 0 and 1 only, node 2 sends alone.
     let specs = [
-        SubgroupSpec { members: members.clone(), senders: members.clone(), window: 2, max_msg: 24, arena: 0, mode },
+        SubgroupSpec {
+            members: members.clone(),
+            senders: members.clone(),
+            window: 2,
+            max_msg: 24,
+            arena: 0,
+            mode,
+            relay: false,
+        },
         SubgroupSpec {
             members: vec![NodeId(0), NodeId(1), NodeId(2)],
             senders: vec![NodeId(2)],
@@ -24,6 +32,7 @@ fn run(kind: TransportKind, mode: Mode) {
             max_msg: 8,
             arena: 0,
             mode,
+            relay: false,
         },
     ];
     let regions: Vec<RegionSpec> = specs
@@ -142,6 +151,7 @@ fn start_errors() {
         max_msg: 8,
         arena: 0,
         mode: Mode::Ordered,
+        relay: false,
     };
     let g =
         local_group(TransportKind::Mem, 1, &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5)).unwrap();
@@ -163,6 +173,7 @@ fn start_errors() {
         max_msg: 1024,
         arena: 0,
         mode: Mode::Ordered,
+        relay: false,
     };
     assert!(matches!(
         Runtime::start(t.clone(), vec![setup(mine.clone(), RegionId(0))], PollConfig::default()),
@@ -188,6 +199,7 @@ fn blocked_upcall(delivery0: spindle_smc::runtime::Delivery, within: Duration) -
         max_msg: 8,
         arena: 0,
         mode: Mode::Ordered,
+        relay: false,
     };
     let regions: Vec<RegionSpec> =
         (0..2).map(|i| RegionSpec { id: RegionId(i), len: SmcLayout::new(&spec).table_bytes() }).collect();
@@ -263,8 +275,15 @@ fn a_blocked_inline_upcall_stalls_the_node_as_documented() {
 fn concurrent_senders(kind: TransportKind, delivery: spindle_smc::runtime::Delivery, all_send: bool, threads: u8) {
     let members = vec![NodeId(0), NodeId(1)];
     let senders = if all_send { members.clone() } else { vec![NodeId(0)] };
-    let spec =
-        SubgroupSpec { members, senders: senders.clone(), window: 4, max_msg: 16, arena: 0, mode: Mode::Ordered };
+    let spec = SubgroupSpec {
+        members,
+        senders: senders.clone(),
+        window: 4,
+        max_msg: 16,
+        arena: 0,
+        mode: Mode::Ordered,
+        relay: false,
+    };
     let regions = [RegionSpec { id: RegionId(0), len: SmcLayout::new(&spec).table_bytes() }];
     let g = local_group(kind, 2, &regions, Duration::from_secs(20)).unwrap();
     let logs: Vec<Log> = (0..2).map(|_| Log::default()).collect();

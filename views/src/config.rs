@@ -114,6 +114,13 @@ pub struct Config {
     /// Every member maps every sender's arena; pages are touched only as used.
     #[serde(default = "defaults::arena")]
     pub arena: usize,
+    /// Relay large messages member to member over tcp (the chain of Derecho's RDMC):
+    /// a sender sends each payload once, to the next member, which passes it on, so
+    /// its link carries one copy instead of one per member, at the cost of a hop per
+    /// member in latency (default off; no effect on shm). Every member must set it
+    /// alike.
+    #[serde(default)]
+    pub relay: bool,
     /// Heartbeat period, in milliseconds.
     #[serde(default = "defaults::heartbeat_ms")]
     pub heartbeat_ms: u64,
@@ -286,6 +293,7 @@ impl Config {
             window: defaults::window(),
             max_msg: defaults::max_msg(),
             arena: defaults::arena(),
+            relay: false,
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: None,
@@ -399,6 +407,11 @@ impl ConfigBuilder {
     /// Bytes of each sender's arena (messages larger than `max_msg`; 0: none).
     pub fn arena(mut self, bytes: usize) -> Self {
         self.0.arena = bytes;
+        self
+    }
+    /// Relays large messages member to member over tcp (see [`Config::relay`]).
+    pub fn relay(mut self, on: bool) -> Self {
+        self.0.relay = on;
         self
     }
     /// Heartbeat period and failure timeout.

@@ -127,12 +127,24 @@ pub struct Shards {
     pub max_msg: usize,
     /// Each sender's arena for larger messages (0: none).
     pub arena: usize,
+    /// Relay large messages member to member (`SubgroupSpec::relay`).
+    pub relay: bool,
 }
 
 impl Default for Shards {
     fn default() -> Self {
         let (window, max_msg, arena) = (256, 1024, 64 << 20);
-        Shards { shard_size: 1, max_shards: 1, senders: Senders::All, mode: Mode::Ordered, window, max_msg, arena }
+        let relay = false;
+        Shards {
+            shard_size: 1,
+            max_shards: 1,
+            senders: Senders::All,
+            mode: Mode::Ordered,
+            window,
+            max_msg,
+            arena,
+            relay,
+        }
     }
 }
 
@@ -159,6 +171,7 @@ impl Layout for Shards {
                     max_msg: self.max_msg,
                     arena: self.arena,
                     mode: self.mode,
+                    relay: self.relay,
                 }
             })
             .collect())
@@ -234,6 +247,7 @@ mod tests {
                 max_msg: 64,
                 arena: 0,
                 mode: Mode::Unordered,
+                relay: false,
             }])
         };
         assert_eq!(l.subgroups(&view(3)).unwrap()[0].senders, vec![NodeId(0)]);

@@ -33,6 +33,7 @@ impl Layout for Named {
             max_msg: 64,
             arena: 0,
             mode: spindle_smc::Mode::Ordered,
+            relay: false,
         };
         let mut out = vec![spec(view.members().to_vec())];
         let one = named(view);

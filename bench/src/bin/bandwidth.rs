@@ -298,6 +298,7 @@ fn main() {
         "nodes": c.nodes,
         "senders": format!("{:?}", c.senders).to_lowercase(),
         "size": c.size,
+        "relay": c.relay,
         "fill": args.fill,
         "count": c.count,
         "window": c.window(),

@@ -153,6 +153,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         window: args.window,
         max_msg: args.size,
         arena: 0,
+        relay: false,
     };
     let expected = args.count * k as u64;
     let shared = Arc::new(Shared::default());

@@ -75,7 +75,7 @@ impl Layout for ShardLayout {
             .into_iter()
             .map(|members| {
                 let senders = members[..1].to_vec();
-                SubgroupSpec { members, senders, window: 4, max_msg: 64, arena: 0, mode: Mode::Ordered }
+                SubgroupSpec { members, senders, window: 4, max_msg: 64, arena: 0, mode: Mode::Ordered, relay: false }
             })
             .collect())
     }

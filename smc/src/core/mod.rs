@@ -64,6 +64,7 @@ mod arena;
 mod cut;
 mod deliver;
 mod receive;
+mod relay;
 mod send;
 pub use cut::CutError;
 pub(crate) use send::Claim;
@@ -174,6 +175,8 @@ pub struct Faults {
     pub nulls_over_claims: bool,
     /// Reuse arena room without waiting for delivery everywhere.
     pub arena_early: bool,
+    /// Take a relayed descriptor without waiting for its payload to come.
+    pub relay_early: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
@@ -204,6 +207,10 @@ pub struct SmcCore {
     pending: Vec<VecDeque<Entry>>,
     /// Per sender: its entry at `seen` lied (see [`SmcCore::take_refused`]).
     bad: Vec<bool>,
+    /// Large payloads relayed (module `relay`), and per sender whether its entry at
+    /// `seen` is a descriptor whose payload has not reached this node yet.
+    relay: Option<relay::Relay>,
+    held: Vec<bool>,
     refused: Vec<(NodeId, String)>,
     // Delivery.
     next_seq: u64,
@@ -228,7 +235,8 @@ impl SmcCore {
         assert_eq!(table.members(), &spec.members[..], "table rows must be the subgroup members");
         assert_eq!(table.layout().row_bytes(), lay.table.row_bytes(), "table must use the subgroup layout");
         let me = table.members()[table.my_rank()];
-        let sender_row = spec.senders.iter().map(|s| spec.member_rank(*s).expect("sender is a member")).collect();
+        let sender_row: Vec<usize> =
+            spec.senders.iter().map(|s| spec.member_rank(*s).expect("sender is a member")).collect();
         let s = spec.senders.len();
         let row = Arc::new(row);
         let send = spec.sender_rank(me).map(|r| {
@@ -243,6 +251,7 @@ impl SmcCore {
                 r,
             ))
         });
+        let relay = relay::Relay::new(&lay, &table, &sender_row);
         SmcCore {
             #[cfg(any(test, loom))]
             faults: Faults::default(),
@@ -261,6 +270,8 @@ impl SmcCore {
             recv: vec![0; s],
             pending: (0..s).map(|_| VecDeque::new()).collect(),
             bad: vec![false; s],
+            relay,
+            held: vec![false; s],
             refused: Vec::new(),
             next_seq: 0,
             deliv: vec![0; s],
@@ -409,7 +420,12 @@ impl SmcCore {
             if let (true, Some((at, len))) = (copies, self.own_large(e)) {
                 // Arena room is given back only once every member delivered the
                 // message, so these bytes stay as they are until every target has them.
-                pushes.push(self.row.push(self.lay.arena.sub_range(at, len)).stable());
+                let range = self.lay.arena.sub_range(at, len);
+                let push = match self.relay {
+                    Some(_) => self.row.push_to(range, 1 << relay::Relay::first(&self.table)),
+                    None => self.row.push(range),
+                };
+                pushes.push(push.stable());
             }
         }
         // Where peers read the slots in place, `sent` alone publishes them.
@@ -471,7 +487,12 @@ impl SmcCore {
         let s = self.spec.senders.len();
         for r in 0..s {
             if !self.bad[r] && self.table.counter(self.sender_row[r], self.lay.sent) > self.seen[r] {
-                return true;
+                // An entry held for its relayed payload is work once the payload is in.
+                let held =
+                    self.held[r] && !self.relay.as_ref().is_some_and(|x| x.arrived(&self.table, r, self.seen[r]));
+                if !held {
+                    return true;
+                }
             }
         }
         if let Some(snd) = &self.send {

@@ -37,6 +37,19 @@ impl SmcCore {
                 let at = if is_large(w0) { slots.word(base + 2) } else { 0 };
                 match self.check_entry(r, w0, first, at) {
                     Ok(e) => {
+                        if let (Some(x), Some(at), Some(len)) = (&mut self.relay, e.arena_at, e.data) {
+                            let entry = self.seen[r];
+                            self.held[r] = !x.arrived(table, r, entry);
+                            #[cfg(any(test, loom))]
+                            if self.faults.relay_early {
+                                self.held[r] = false;
+                            }
+                            if self.held[r] {
+                                break; // its payload has not reached this node yet
+                            }
+                            let payload = self.lay.arena.sub_range(at, len);
+                            x.pass_on(table, r, row, payload, entry, pushes);
+                        }
                         self.pending[r].push_back(Entry { slot, ..e });
                         self.recv[r] = e.end;
                         self.seen[r] += 1;
@@ -52,6 +65,9 @@ impl SmcCore {
                     }
                 }
             }
+        }
+        if let Some(x) = &mut self.relay {
+            x.publish(&self.row, pushes);
         }
         if taken == 0 {
             return false;

@@ -88,7 +88,7 @@ impl SimConfig {
             })
             .collect();
         let mode = if rng.chance(80) { Mode::Ordered } else { Mode::Unordered };
-        let spec = SubgroupSpec {
+        let mut spec = SubgroupSpec {
             members,
             senders,
             window: 1 + rng.below(6) as usize,
@@ -97,11 +97,14 @@ impl SimConfig {
             // few of them, so its room is reused again and again.
             arena: [0, 0, 64, 256][rng.below(4) as usize],
             mode,
+            relay: false,
         };
         let link_speed = (0..n * n).map(|_| 1 + rng.below(10)).collect();
         let msgs_per_sender = 5 + rng.below(40);
         let open_max = 1 + rng.below(3) as usize;
         let abandon_percent = if rng.chance(25) { 10 } else { 0 };
+        // Drawn last, so each seed's other choices stay what they were before relays.
+        spec.relay = spec.arena > 0 && rng.chance(50);
         SimConfig { seed, spec, patterns, msgs_per_sender, link_speed, max_steps: 400_000, open_max, abandon_percent }
     }
 }
@@ -555,6 +558,18 @@ mod tests {
     fn catches_arena_reuse_before_delivery() {
         let v = first_violation(Faults { arena_early: true, ..Faults::default() }, 300);
         assert_eq!(v, Some(invariants::no_gaps::NAME), "a large payload overwritten before delivery went unnoticed");
+    }
+
+    #[test]
+    fn catches_a_relayed_payload_taken_before_it_came() {
+        let v = first_violation(Faults { relay_early: true, ..Faults::default() }, 300);
+        assert_eq!(v, Some(invariants::no_gaps::NAME), "a descriptor taken before its relayed payload went unnoticed");
+    }
+
+    #[test]
+    fn relays_run_in_many_seeds() {
+        let relayed = (0..300).filter(|s| SimConfig::from_seed(*s).spec.relay).count();
+        assert!(relayed > 50, "only {relayed} of 300 seeds relay large payloads");
     }
 
     #[test]

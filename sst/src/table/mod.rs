@@ -251,6 +251,25 @@ impl Table {
         }
     }
 
+    /// A push of `range` of row `rank` as this node holds it, to the members whose
+    /// ranks are set in `ranks` (this node's own bit is ignored): a relay, passing on
+    /// a copy of a peer's row that this node received. Only on a table that copies
+    /// rows (not shared), where every row lies in this node's region.
+    pub fn forward(&self, rank: usize, range: ColumnRange, ranks: u64) -> Push {
+        assert!(!self.is_shared(), "rows are read in place on a shared table");
+        assert!(range.off + range.len <= self.layout.row_bytes, "range outside the row");
+        Push {
+            region: self.region_id,
+            offset: self.at(rank, range.off),
+            len: range.len,
+            members: self.members.clone(),
+            ranks: ranks & !(1u64 << self.my_rank),
+            wake: true,
+            stable: false,
+            publish_at: None,
+        }
+    }
+
     /// True if peers read area `b` in place and pushes of it are not needed.
     pub fn reads_in_place(&self, b: Bytes) -> bool {
         b.in_place && self.is_shared()

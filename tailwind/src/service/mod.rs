@@ -200,7 +200,7 @@ impl Layout for Replicas {
         }
         // The log itself sends nothing on it: it names who holds the log.
         let senders = members[..1].to_vec();
-        Ok(vec![SubgroupSpec { members, senders, window: 4, max_msg: 64, arena: 0, mode: Mode::Ordered }])
+        Ok(vec![SubgroupSpec { members, senders, window: 4, max_msg: 64, arena: 0, mode: Mode::Ordered, relay: false }])
     }
 }
 

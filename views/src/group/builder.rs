@@ -48,6 +48,7 @@ impl GroupBuilder {
             window: cfg.window,
             max_msg: cfg.max_msg,
             arena: cfg.arena,
+            relay: cfg.relay,
             ..Shards::default()
         };
         let all = AllMembers(layout);

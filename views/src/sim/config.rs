@@ -94,6 +94,9 @@ pub struct GroupSimConfig {
     /// from the rest of the seed's configuration (its own generator), so that seeds
     /// keep the faults they had before arenas existed.
     pub arena: usize,
+    /// Large payloads relayed member to member (`SubgroupSpec::relay`), in half the
+    /// seeds with an arena; drawn apart as `arena` is.
+    pub relay: bool,
     /// Delivery mode of both subgroups.
     pub mode: Mode,
     /// Messages each node sends per subgroup it sends in.
@@ -145,6 +148,7 @@ impl GroupSimConfig {
             window: 1 + rng.below(4) as usize,
             max_msg: [16, 24, 40, 64][rng.below(4) as usize],
             arena: [0, 0, 96, 256][Rng::new(seed ^ 0xa7e4a).below(4) as usize],
+            relay: Rng::new(seed ^ 0x4e1a7).chance(50),
             mode: if rng.chance(80) { Mode::Ordered } else { Mode::Unordered },
             msgs_per_sender: 3 + rng.below(25),
             send_chance: 10 + rng.below(80),
@@ -195,6 +199,7 @@ impl GroupSimConfig {
             max_msg: self.max_msg,
             arena: self.arena,
             mode: self.mode,
+            relay: self.relay,
         };
         let mut out = vec![spec(m.to_vec(), m[..n0].to_vec())];
         if self.two_subgroups {

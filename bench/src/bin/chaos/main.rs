@@ -65,6 +65,9 @@ struct Args {
     /// sender's arena, and every delivery is checked to be whole).
     #[arg(long, default_value_t = 64)]
     size: usize,
+    /// Relay large messages member to member (the RDMC chain; `Config::relay`).
+    #[arg(long)]
+    relay: bool,
     /// Heartbeat period (ms).
     #[arg(long, default_value_t = 50)]
     heartbeat_ms: u64,
@@ -178,6 +181,7 @@ impl Members {
             .args(["--transport", &args.transport, "--size", &args.size.to_string()])
             .args(["--heartbeat-ms", &args.heartbeat_ms.to_string(), "--failure-ms", &args.failure_ms.to_string()])
             .args(["--rate", &args.rate.to_string(), "--nodes", &args.nodes.to_string()])
+            .args(args.relay.then_some("--relay"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -440,6 +444,7 @@ fn parent(args: &Args) -> Result<bool, String> {
         "views_installed": views.iter().max().copied().unwrap_or(0),
         "digest_agree": agree,
         "size": args.size,
+        "relay": args.relay,
         "torn": torn,
         "delivered": delivered.first().copied().unwrap_or(0),
         "delivered_after_last_view": after.iter().min().copied().unwrap_or(0),

@@ -65,6 +65,7 @@ fn run_member(args: &Args, id: u32) -> Result<(), String> {
         .max_msg(args.size.min(SLOT))
         .arena(if args.size > SLOT { (4 * args.size).clamp(64 << 20, spindle_smc::spec::MAX_ARENA) } else { 0 })
         .window(64)
+        .relay(args.relay)
         .timeouts(Duration::from_millis(args.heartbeat_ms), Duration::from_millis(args.failure_ms));
     if let Some(c) = args.contact {
         b = b.contact(c);

@@ -1,0 +1,103 @@
+//! The relay of large payloads where rows are copied (see [`SubgroupSpec::relay`]):
+//! the chain of Derecho's RDMC, so that a sender's link carries one copy of each
+//! payload instead of one per member.
+//!
+//! ```text
+//!   sender s ──payload──▶ s+1 ──payload──▶ s+2 ──▶ … ──▶ s-1      (ranks mod n)
+//!            ──descriptor, sent──▶ every member, as without a relay
+//! ```
+//!
+//! Member `m` takes a descriptor of sender `s` only once the payload has reached it:
+//! from `s` itself for `m = s + 1` (the payload push goes before the slots on the
+//! same link), otherwise once its predecessor `m - 1` says so in its `relayed[s]`
+//! column, which counts the entries of `s` it has passed on; it pushes that count
+//! after the payloads, on the same link, so the bytes are in when the count is seen.
+//! Having taken it, `m` passes the payload on to `m + 1` (unless that is `s`) from
+//! its own copy of the sender's row, which stays as it is until every member has
+//! delivered the message (the arena rule), so it is sent from where it lies.
+//!
+//! Virtual synchrony needs nothing more: `received` counts only what a member has
+//! taken, payload included, so a relay that dies mid-message leaves the members
+//! after it without that message received, the ragged trim's cut stays below it,
+//! and no survivor delivers it in this view.
+
+use super::*;
+use spindle_sst::table::ColumnRange;
+use spindle_sst::CounterVec;
+
+/// This node's place in every sender's chain.
+#[derive(Debug)]
+pub(super) struct Relay {
+    relayed: CounterVec,
+    /// Per sender rank: the member whose `relayed` count this node waits on (`None`:
+    /// payloads come from the sender itself, or this node is the sender).
+    prev: Vec<Option<usize>>,
+    /// Per sender rank: the member this node passes payloads on to (`None`: last in
+    /// the chain, or this node is the sender).
+    next: Vec<Option<usize>>,
+    /// Per sender rank: entries passed on so far, and whether that grew this pass.
+    passed: Vec<u64>,
+    grew: bool,
+}
+
+impl Relay {
+    /// This node's relay in a subgroup laid out by `lay`, if the subgroup relays and
+    /// its arenas are copied (not read in place).
+    pub(super) fn new(lay: &SmcLayout, table: &Table, sender_row: &[usize]) -> Option<Relay> {
+        let relayed = lay.relayed?;
+        if table.reads_in_place(lay.arena) {
+            return None;
+        }
+        let (n, me) = (table.rows(), table.my_rank());
+        let place = |s: usize| (me + n - s) % n; // 1 for the first after the sender
+        let prev = sender_row.iter().map(|&s| (place(s) > 1).then(|| (me + n - 1) % n)).collect();
+        let next = sender_row.iter().map(|&s| (place(s) != 0 && place(s) + 1 < n).then(|| (me + 1) % n)).collect();
+        Some(Relay { relayed, prev, next, passed: vec![0; sender_row.len()], grew: false })
+    }
+
+    /// The member this node, a sender, sends its payloads to.
+    pub(super) fn first(table: &Table) -> usize {
+        (table.my_rank() + 1) % table.rows()
+    }
+
+    /// Whether entry `entry` of sender rank `r`, a descriptor, has its payload here.
+    pub(super) fn arrived(&self, table: &Table, r: usize, entry: u64) -> bool {
+        match self.prev[r] {
+            None => true,
+            Some(p) => table.counter_at(p, self.relayed, r) > entry,
+        }
+    }
+
+    /// Passes on the payload of entry `entry` of sender rank `r` (`payload`, in the
+    /// arena of row `row`), if this node is not the last in its chain.
+    pub(super) fn pass_on(
+        &mut self,
+        table: &Table,
+        r: usize,
+        row: usize,
+        payload: ColumnRange,
+        entry: u64,
+        pushes: &mut Pushes,
+    ) {
+        let Some(next) = self.next[r] else { return };
+        pushes.push(table.forward(row, payload, 1 << next).stable());
+        self.passed[r] = entry + 1;
+        self.grew = true;
+    }
+
+    /// After a receive stage: publishes what was passed on this pass, after the
+    /// payloads, to the members that wait on it.
+    pub(super) fn publish(&mut self, me: &LocalRow, pushes: &mut Pushes) {
+        if !std::mem::take(&mut self.grew) {
+            return;
+        }
+        let mut to = 0u64;
+        for (r, (&n, next)) in self.passed.iter().zip(&self.next).enumerate() {
+            if let Some(m) = next {
+                me.advance_at(self.relayed, r, n).expect("relayed only grows");
+                to |= 1 << m;
+            }
+        }
+        pushes.push(me.push_to(self.relayed.range(), to));
+    }
+}
