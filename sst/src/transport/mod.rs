@@ -145,6 +145,14 @@ pub trait Transport: Send + Sync + fmt::Debug {
     fn post_write(&self, peer: NodeId, op: WriteOp) -> Result<u64, WriteError>;
     /// Sends everything posted and rings the peers that got writes.
     fn flush(&self);
+    /// Sends what is still queued, for up to `within`, before the transport is
+    /// dropped: a node leaving a view lets its last writes (its acknowledgement of
+    /// the next view, behind a large payload) reach the peers before its links
+    /// close. The default flushes once (`mem`, `shm` and `rdma` queue nothing).
+    fn drain(&self, within: std::time::Duration) {
+        let _ = within;
+        self.flush();
+    }
     /// The sequence number of the last signaled write to `peer` known to be applied
     /// there (and therefore every write before it); 0 if none.
     fn completed(&self, peer: NodeId) -> u64;

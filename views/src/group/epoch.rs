@@ -273,9 +273,17 @@ impl Epoch {
     pub(crate) fn stop(&mut self) {
         if let Some(rt) = self.rt.take() {
             rt.stop();
+            // What is still queued (over tcp, the rest of a large payload and, behind
+            // it, this member's echo of the next view) goes out before the links
+            // close: a peer still trimming sees the echo and takes the close for a
+            // member that moved on, not for a failure.
+            self.transport.drain(DRAIN);
         }
     }
 }
+
+/// The longest a member leaving a view waits for its last writes to go out.
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// How often a busy predicate thread looks at the membership rows (see
 /// `wire_predicates`): a view change's steps wait this much more at most.

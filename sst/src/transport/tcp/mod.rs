@@ -338,6 +338,10 @@ impl Transport for TcpTransport {
         self.shared.flush();
     }
 
+    fn drain(&self, within: Duration) {
+        self.shared.flush_within(Some(within));
+    }
+
     fn wait_completed(&self, peer: NodeId, seq: u64, deadline: Instant) -> bool {
         let Some(p) = self.shared.peer(peer) else { return false };
         // A short spin first: on a busy link the ack is often microseconds away.

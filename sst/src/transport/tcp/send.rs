@@ -88,6 +88,11 @@ impl Shared {
     /// used on its own) nobody else would send it, so it goes on until all is sent.
     /// A peer whose socket takes nothing for the write timeout is cut.
     pub(super) fn flush(&self) {
+        self.flush_within(self.driving.driven().then_some(FLUSH_BUDGET));
+    }
+
+    /// Like `flush`, with the budget given: `None` goes on until all is sent.
+    pub(super) fn flush_within(&self, budget: Option<Duration>) {
         let mut dirty = self.peers.iter().filter(|p| p.dirty.load(Ordering::Acquire) && !p.cut.load(Ordering::Relaxed));
         if let (Some(p), None) = (dirty.next(), dirty.next()) {
             // One peer to send to (two members; a pass's acks): what is queued
@@ -111,7 +116,6 @@ impl Shared {
             drop(tx);
             p.dirty.store(true, Ordering::Release);
         }
-        let budget = self.driving.driven().then_some(FLUSH_BUDGET);
         // Take the sockets in peer order (the only place that takes more than one
         // send lock, so two flushes cannot deadlock).
         let mut live: Vec<Sending<'_>> = Vec::new();
