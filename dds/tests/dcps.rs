@@ -229,19 +229,21 @@ fn a_write_with_no_room_fails_after_max_blocking_time_and_try_write_never_waits(
     assert_eq!(w.write(&0).unwrap(), 1);
     let got_first = || held.load(Ordering::SeqCst);
     assert!(testkit::poll_until(WAIT, Duration::from_millis(1), got_first), "the listener got the first sample");
+    // Fill the ring with writes that wait: one refused after waiting its
+    // max_blocking_time proves the ring full, as nothing can free room now. (A
+    // try_write may also be refused while the ring still has room, when the
+    // predicate thread is adding nulls at that moment: on a loaded host it did.)
     let mut sent = vec![1];
-    let mut refused = None;
-    for i in 1..64 {
-        match w.try_write(&i) {
+    let refused = loop {
+        assert!(sent.len() < 64, "the ring of 4 never filled: {} sent", sent.len());
+        match w.write(&(sent.len() as u32)) {
             Ok(seq) => sent.push(seq),
-            Err(e) => {
-                refused = Some(e);
-                break;
-            }
+            Err(e) => break e,
         }
-    }
-    assert!(matches!(refused, Some(DdsError::NoRoom(_))), "{refused:?} after {} sent", sent.len());
-    assert!(matches!(w.write(&99), Err(DdsError::NoRoom(d)) if d == Duration::from_millis(50)));
+    };
+    assert!(matches!(refused, DdsError::NoRoom(d) if d == Duration::from_millis(50)), "{refused:?}");
+    let t = w.try_write(&99);
+    assert!(matches!(t, Err(DdsError::NoRoom(_))), "{t:?} with the ring full");
     release_tx.send(()).unwrap();
     r.clear_listener();
     let n = sent.len() as u64;
