@@ -421,8 +421,8 @@ impl SmcCore {
                 // Arena room is given back only once every member delivered the
                 // message, so these bytes stay as they are until every target has them.
                 let range = self.lay.arena.sub_range(at, len);
-                let push = match self.relay {
-                    Some(_) => self.row.push_to(range, 1 << relay::Relay::first(&self.table)),
+                let push = match &self.relay {
+                    Some(x) => self.row.push_to(range, 1 << x.first()),
                     None => self.row.push(range),
                 };
                 pushes.push(push.stable());

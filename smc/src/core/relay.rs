@@ -29,12 +29,16 @@ use spindle_sst::CounterVec;
 #[derive(Debug)]
 pub(super) struct Relay {
     relayed: CounterVec,
-    /// Per sender rank: the member whose `relayed` count this node waits on (`None`:
-    /// payloads come from the sender itself, or this node is the sender).
-    prev: Vec<Option<usize>>,
-    /// Per sender rank: the member this node passes payloads on to (`None`: last in
-    /// the chain, or this node is the sender).
-    next: Vec<Option<usize>>,
+    /// The members before and after this one (ranks mod n): every chain runs
+    /// through them in that order.
+    prev: usize,
+    next: usize,
+    /// Per sender rank: whether its payloads come through `prev` (not from the
+    /// sender itself, and this node is not the sender).
+    waits: Vec<bool>,
+    /// Per sender rank: whether this node passes its payloads on to `next` (it is
+    /// neither the sender nor last in the chain).
+    passes: Vec<bool>,
     /// Per sender rank: entries passed on so far, and whether that grew this pass.
     passed: Vec<u64>,
     grew: bool,
@@ -50,22 +54,20 @@ impl Relay {
         }
         let (n, me) = (table.rows(), table.my_rank());
         let place = |s: usize| (me + n - s) % n; // 1 for the first after the sender
-        let prev = sender_row.iter().map(|&s| (place(s) > 1).then(|| (me + n - 1) % n)).collect();
-        let next = sender_row.iter().map(|&s| (place(s) != 0 && place(s) + 1 < n).then(|| (me + 1) % n)).collect();
-        Some(Relay { relayed, prev, next, passed: vec![0; sender_row.len()], grew: false })
+        let waits = sender_row.iter().map(|&s| place(s) > 1).collect();
+        let passes = sender_row.iter().map(|&s| place(s) != 0 && place(s) + 1 < n).collect();
+        let (prev, next) = ((me + n - 1) % n, (me + 1) % n);
+        Some(Relay { relayed, prev, next, waits, passes, passed: vec![0; sender_row.len()], grew: false })
     }
 
-    /// The member this node, a sender, sends its payloads to.
-    pub(super) fn first(table: &Table) -> usize {
-        (table.my_rank() + 1) % table.rows()
+    /// The member this node, as a sender, sends its payloads to: the first of its chain.
+    pub(super) fn first(&self) -> usize {
+        self.next
     }
 
     /// Whether entry `entry` of sender rank `r`, a descriptor, has its payload here.
     pub(super) fn arrived(&self, table: &Table, r: usize, entry: u64) -> bool {
-        match self.prev[r] {
-            None => true,
-            Some(p) => table.counter_at(p, self.relayed, r) > entry,
-        }
+        !self.waits[r] || table.counter_at(self.prev, self.relayed, r) > entry
     }
 
     /// Passes on the payload of entry `entry` of sender rank `r` (`payload`, in the
@@ -79,8 +81,10 @@ impl Relay {
         entry: u64,
         pushes: &mut Pushes,
     ) {
-        let Some(next) = self.next[r] else { return };
-        pushes.push(table.forward(row, payload, 1 << next).stable());
+        if !self.passes[r] {
+            return;
+        }
+        pushes.push(table.forward(row, payload, 1 << self.next).stable());
         self.passed[r] = entry + 1;
         self.grew = true;
     }
@@ -91,13 +95,9 @@ impl Relay {
         if !std::mem::take(&mut self.grew) {
             return;
         }
-        let mut to = 0u64;
-        for (r, (&n, next)) in self.passed.iter().zip(&self.next).enumerate() {
-            if let Some(m) = next {
-                me.advance_at(self.relayed, r, n).expect("relayed only grows");
-                to |= 1 << m;
-            }
+        for (r, &n) in self.passed.iter().enumerate().filter(|(r, _)| self.passes[*r]) {
+            me.advance_at(self.relayed, r, n).expect("relayed only grows");
         }
-        pushes.push(me.push_to(self.relayed.range(), to));
+        pushes.push(me.push_to(self.relayed.range(), 1 << self.next));
     }
 }
