@@ -167,7 +167,7 @@ pub struct Config {
 }
 
 mod security;
-pub use security::{Security, CERT_ENV, SECRET_ENV};
+pub use security::{Security, CERT_ENV, CRL_ENV, SECRET_ENV};
 
 /// True for a valid group name: 1-40 letters, digits, `-` or `_`.
 pub fn valid_name(name: &str) -> bool {
@@ -448,6 +448,12 @@ impl ConfigBuilder {
         let s = &mut self.0.security;
         (s.ca_file, s.cert_file, s.key_file) = (Some(ca.into()), Some(cert.into()), Some(key.into()));
         s.identity = Some(identity.into());
+        self
+    }
+    /// With certificates: the group's revocation lists (see
+    /// [`Security::crl_file`]).
+    pub fn revocation_list(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.0.security.crl_file = Some(path.into());
         self
     }
     /// Discovery on or off (see [`Config::discovery`]).

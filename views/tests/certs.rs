@@ -178,3 +178,40 @@ fn frames_after_the_certificate_handshake_are_encrypted_and_a_changed_one_closes
     assert_eq!(ok.request(b"y", WAIT).unwrap(), b"echo:y", "another session goes on");
     assert_eq!(a.view().map(|v| v.id()), view);
 }
+
+#[test]
+fn a_revoked_certificate_cannot_join_or_connect_and_the_list_is_read_again_when_it_changes() {
+    let ca = TestCa::new("crl");
+    let name = format!("certv{}", std::process::id());
+    let revoked = ca.issue("node-c");
+    let crl = ca.revoke(&["node-c"]);
+    let member = |f: testkit::certs::Issued, n: &str, contact: Option<SocketAddr>| {
+        common::member_config(&name, spindle_views::config::AUTO_ID, contact, Transport::Tcp)
+            .discovery(false)
+            .certificates(f.ca, f.cert, f.key, n)
+            .revocation_list(&crl)
+            .build()
+            .unwrap()
+    };
+    let (a, _) = start(member(ca.issue("node-a"), "node-a", None));
+    let addr = a.listen_addr();
+    let (b, _) = start(member(ca.issue("node-b"), "node-b", Some(addr)));
+    assert!(two(&[&a, &b]));
+    let view = a.view().map(|v| v.id());
+    // Revoked before it started: refused, and told so within seconds.
+    let (took, e) = refused(member(revoked, "node-c", Some(addr)));
+    assert!(matches!(e, StartError::Auth { why: AuthError::Revoked, .. }), "{e}");
+    assert!(e.to_string().contains("revoked"), "{e}");
+    assert!(took < Duration::from_secs(10), "told after {took:?}");
+    // A client revoked while the group runs: served before, refused after.
+    let dash = credentials(&ca, "dashboard");
+    let c = Client::connect_with(&[addr], WAIT, Some(dash.clone())).unwrap();
+    assert_eq!(c.request(b"x", WAIT).unwrap(), b"echo:x");
+    ca.revoke(&["node-c", "dashboard"]);
+    let e = Client::connect_with(&[addr], WAIT, Some(dash)).expect_err("a revoked client");
+    assert!(e.to_string().contains("revoked"), "{e}");
+    let ok = Client::connect_with(&[addr], WAIT, Some(credentials(&ca, "monitor"))).unwrap();
+    assert_eq!(ok.request(b"y", WAIT).unwrap(), b"echo:y", "a certificate the list does not name");
+    assert_eq!(a.view().map(|v| v.id()), view, "the group saw no view change");
+    assert_eq!((a.members().len(), b.members().len()), (2, 2));
+}

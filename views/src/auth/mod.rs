@@ -275,6 +275,14 @@ pub enum AuthError {
     /// as a member's), and asked to join.
     #[error("authentication failed: this identity may open client sessions only, not join")]
     ClientOnly,
+    /// A certificate of the handshake, this end's or the other's, is revoked by
+    /// the revocation lists of the end that checked it.
+    #[error("authentication failed: a certificate is revoked")]
+    Revoked,
+    /// A certificate of the handshake, this end's or the other's, has expired
+    /// (or is not valid yet) by the clock of the end that checked it.
+    #[error("authentication failed: a certificate has expired or is not valid yet")]
+    Expired,
     /// The other end has a secret and this one has none.
     #[error("authentication required: the other end has a secret and this node none")]
     Required,
@@ -494,6 +502,7 @@ pub(crate) fn initiate_with(s: &mut (impl Read + Write), creds: &Credentials) ->
 
 mod link;
 pub(crate) use link::LinkProof;
+mod revoke;
 pub mod tls;
 pub use tls::{CertError, Certificates};
 

@@ -38,6 +38,13 @@ pub struct Security {
     /// CA may open client sessions only). Absent: every certificate of the CA.
     #[serde(default)]
     pub members: Option<Vec<String>>,
+    /// With certificates: a PEM file of certificate revocation lists, one per CA
+    /// of the chains the group takes (`spindle keys revoke` writes one). Every
+    /// handshake, at both ends, refuses a certificate a list revokes, and one
+    /// whose issuer has no list here; the file is read again when it changes.
+    /// Absent: [`CRL_ENV`]'s file, if set; else no revocation.
+    #[serde(default)]
+    pub crl_file: Option<std::path::PathBuf>,
 }
 
 /// The environment variable that names a secret file when the configuration
@@ -47,6 +54,10 @@ pub const SECRET_ENV: &str = "SPINDLE_SECRET_FILE";
 /// names neither a secret nor certificates: the CA's file, this process's
 /// certificate file, its key file, and the identity it names (all four).
 pub const CERT_ENV: [&str; 4] = ["SPINDLE_CA_FILE", "SPINDLE_CERT_FILE", "SPINDLE_KEY_FILE", "SPINDLE_IDENTITY"];
+
+/// The environment variable that names a revocation list file when the
+/// configuration names none (with certificates only).
+pub const CRL_ENV: &str = "SPINDLE_CRL_FILE";
 
 impl Security {
     /// The group's secret: from `secret_file`, else from [`SECRET_ENV`]'s file, else
@@ -85,13 +96,14 @@ impl Security {
                 key_file: env(CERT_ENV[2]).map(Into::into),
                 identity: env(CERT_ENV[3]).and_then(|v| v.into_string().ok()),
                 members: self.members.clone(),
+                crl_file: self.crl_file.clone(),
                 ..Security::default()
             };
             return from_env.credentials();
         }
         let Some(cert) = &self.cert_file else {
-            if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() {
-                return Err(invalid("security.cert_file", "ca_file, key_file and members need a cert_file"));
+            if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() || self.crl_file.is_some() {
+                return Err(invalid("security.cert_file", "ca_file, key_file, members and crl_file need a cert_file"));
             }
             return Ok(self.secret()?.map(Into::into));
         };
@@ -108,6 +120,9 @@ impl Security {
             .map_err(|e| invalid("security.cert_file", e.to_string()))?;
         if let Some(m) = &self.members {
             certs = certs.members(m.clone());
+        }
+        if let Some(crl) = self.crl_file.clone().or_else(|| env(CRL_ENV).map(Into::into)) {
+            certs = certs.revocation_list(&crl).map_err(|e| invalid("security.crl_file", e.to_string()))?;
         }
         Ok(Some(certs.into()))
     }

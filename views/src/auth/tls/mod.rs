@@ -6,13 +6,20 @@
 //! ```text
 //!   initiator -> responder:  "SPTL" | version u8 | name length u8 | identity name
 //!   then a TLS 1.3 handshake, each end presenting its certificate chain
+//!   responder -> initiator:  one TLS record of one byte, 1: "your certificate holds"
 //! ```
 //!
 //! Each end checks the other's chain against the CA; the responder also checks
 //! that the initiator's certificate is valid for the name it claimed (a DNS name of
 //! its subject alternative names). Neither end checks the responder's name: a
 //! member is reached by address, and any certificate of the CA is a member's,
-//! unless [`Certificates::members`] names who may join.
+//! unless [`Certificates::members`] names who may join. In TLS 1.3 the initiator's
+//! handshake ends before the responder has judged its certificate, so the
+//! responder confirms it with one byte inside TLS; a refusal reaches the
+//! initiator as TLS's alert instead (`certificate revoked`, ...), or as the
+//! connection closed, and the initiator says why. With revocation lists
+//! ([`Certificates::revocation_list`], module `revoke`) both ends also refuse a
+//! revoked certificate.
 //!
 //! TLS only opens the connection. Both ends then take 64 bytes of the session's
 //! exported keying material (RFC 8446 §7.5, label `EXPORTER-spindle-control`, the
@@ -29,15 +36,19 @@
 //! Discovery beacons are not tagged with certificates: a forged beacon can only
 //! point a joiner at a process whose handshake then fails.
 
+use super::revoke::{self, Revocations};
 use super::{AuthError, Keys, Sealer};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
 use rustls::{
-    ClientConfig, ClientConnection, Connection, DigitallySignedStruct, RootCertStore, ServerConfig, ServerConnection,
+    ClientConfig, ClientConnection, Connection, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig,
+    ServerConnection,
 };
+use spindle_sst::sync::{lock, Mutex};
 use std::io::{Read, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -45,19 +56,27 @@ use thiserror::Error;
 
 /// The magic of a certificate handshake's first bytes.
 pub const MAGIC: [u8; 4] = *b"SPTL";
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+/// The byte a responder confirms an initiator's certificate with.
+const CONFIRM: u8 = 1;
 const EXPORTER: &[u8] = b"EXPORTER-spindle-control";
 /// The largest TLS record (2^14 bytes of plaintext, with room for the cipher).
 const MAX_RECORD: usize = (1 << 14) + 2048;
 
 /// A member's or client's certificates: the group's CA, its own chain and key,
-/// and the identity its certificate names.
+/// and the identity its certificate names. A clone shares the revocation lists.
+#[derive(Clone)]
 pub struct Certificates {
     name: String,
     members: Option<Vec<String>>,
     client: Arc<ClientConfig>,
     server: Arc<ServerConfig>,
+    /// The revocation lists both verifiers consult, once given.
+    revoked: Arc<Slot>,
 }
+
+/// Where the verifiers find the group's revocation lists, if it has any.
+type Slot = Mutex<Option<Arc<Revocations>>>;
 
 impl std::fmt::Debug for Certificates {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,6 +110,10 @@ pub enum CertError {
     /// supported.
     #[error("cert and key: they do not form a usable pair")]
     Pair,
+    /// The revocation list file holds no certificate revocation list, or one
+    /// that does not parse.
+    #[error("crl: no usable PEM X509 CRL in it")]
+    Crl,
     /// The certificate is not valid for the identity named.
     #[error("cert: not valid for identity `{0}` (it must be a DNS name of its subject alternative names)")]
     Name(String),
@@ -135,9 +158,12 @@ impl Certificates {
 
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let roots = Arc::new(roots);
-        let clients = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+        let revoked: Arc<Slot> = Arc::new(Mutex::new(None));
+        let inner = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
             .map_err(|_| CertError::Ca)?;
+        let clients =
+            Arc::new(Checked { inner, roots: roots.clone(), provider: provider.clone(), revoked: revoked.clone() });
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|_| CertError::Pair)?
@@ -150,10 +176,28 @@ impl Certificates {
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|_| CertError::Pair)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider }))
+            .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider, revoked: revoked.clone() }))
             .with_client_auth_cert(chain, key)
             .map_err(|_| CertError::Pair)?;
-        Ok(Certificates { name: name.into(), members: None, client: Arc::new(client), server: Arc::new(server) })
+        Ok(Certificates {
+            name: name.into(),
+            members: None,
+            client: Arc::new(client),
+            server: Arc::new(server),
+            revoked,
+        })
+    }
+
+    /// Consults the certificate revocation lists of a PEM file at every
+    /// handshake, at both ends (module `revoke`, and docs/security.md): a certificate a list
+    /// revokes is refused, and so is one whose issuer has no list in the file.
+    /// The file is read now and again whenever it changes.
+    pub fn revocation_list(self, path: &Path) -> Result<Certificates, CertError> {
+        let bytes =
+            std::fs::read(path).map_err(|source| CertError::Read { path: path.display().to_string(), source })?;
+        let lists = Revocations::new(path, &bytes).map_err(|_| CertError::Crl)?;
+        *lock(&self.revoked) = Some(Arc::new(lists));
+        Ok(self)
     }
 
     /// Only these identities may join as members; others of the CA may open
@@ -175,12 +219,70 @@ impl Certificates {
     }
 }
 
-/// Verifies a responder's chain against the CA, not its name (see the module
-/// docs): rustls's own verifier takes a name to check.
+/// The lists in force in `slot`, if any (taken out of the lock: reading a
+/// changed file is done outside it by [`Revocations::current`]'s own lock).
+fn lists(slot: &Slot) -> Option<Arc<Revocations>> {
+    lock(slot).clone()
+}
+
+/// Verifies a responder's chain against the CA (and the revocation lists), not
+/// its name (see the module docs): rustls's own verifier takes a name to check.
 #[derive(Debug)]
 struct ChainOnly {
     roots: Arc<RootCertStore>,
     provider: Arc<CryptoProvider>,
+    revoked: Arc<Slot>,
+}
+
+/// rustls's verifier of an initiator's chain, with the chain checked by
+/// [`revoke::verify`] instead, so that the revocation lists are read as they
+/// change.
+#[derive(Debug)]
+struct Checked {
+    inner: Arc<dyn ClientCertVerifier>,
+    roots: Arc<RootCertStore>,
+    provider: Arc<CryptoProvider>,
+    revoked: Arc<Slot>,
+}
+
+impl ClientCertVerifier for Checked {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let algs = self.provider.signature_verification_algorithms.all;
+        let r = lists(&self.revoked);
+        revoke::verify(end_entity, intermediates, &self.roots.roots, algs, now, revoke::Usage::Client, r.as_deref())?;
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
 }
 
 impl ServerCertVerifier for ChainOnly {
@@ -192,9 +294,9 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let cert = ParsedCertificate::try_from(end_entity)?;
         let algs = self.provider.signature_verification_algorithms.all;
-        rustls::client::verify_server_cert_signed_by_trust_anchor(&cert, &self.roots, intermediates, now, algs)?;
+        let r = lists(&self.revoked);
+        revoke::verify(end_entity, intermediates, &self.roots.roots, algs, now, revoke::Usage::Server, r.as_deref())?;
         Ok(ServerCertVerified::assertion())
     }
 
@@ -278,6 +380,44 @@ fn handshake(conn: &mut Connection, s: &mut (impl Read + Write)) -> Result<(), A
     Ok(())
 }
 
+/// Sends the responder's confirmation: one byte inside TLS.
+fn confirm(conn: &mut Connection, s: &mut (impl Read + Write)) -> Result<(), AuthError> {
+    conn.writer().write_all(&[CONFIRM])?;
+    let mut io = Records { s, buf: Vec::new(), at: 0 };
+    while conn.wants_write() {
+        conn.write_tls(&mut io)?;
+    }
+    io.flush()?;
+    Ok(())
+}
+
+/// Waits for the responder's confirmation: its byte, or the alert of its
+/// refusal, or the connection closed (a refusal after the handshake, e.g. of
+/// the identity claimed). Reads one record at a time, so nothing after the
+/// confirmation is taken into TLS's buffers.
+fn confirmed(conn: &mut Connection, s: &mut (impl Read + Write)) -> Result<(), AuthError> {
+    let mut io = Records { s, buf: Vec::new(), at: 0 };
+    // A handshake's last flights and a confirmation are a few records; more is
+    // a peer that is not confirming.
+    for _ in 0..8 {
+        match conn.read_tls(&mut io) {
+            Ok(0) => return Err(AuthError::Failed),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(AuthError::Failed),
+            Err(e) => return Err(tls_error(e)),
+        }
+        conn.process_new_packets().map_err(|e| tls_error(std::io::Error::other(e)))?;
+        let mut b = [0u8; 1];
+        match conn.reader().read(&mut b) {
+            Ok(1) if b[0] == CONFIRM => return Ok(()),
+            Ok(_) => return Err(AuthError::Malformed),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => return Err(AuthError::Failed),
+        }
+    }
+    Err(AuthError::Malformed)
+}
+
 /// The marker of a plain frame where a TLS record should be.
 #[derive(Debug, Error)]
 #[error("a plain frame")]
@@ -287,8 +427,18 @@ struct Plain;
 /// failed authentication; a plain answer, other credentials there; anything
 /// else, the connection's own failure.
 fn tls_error(e: std::io::Error) -> AuthError {
+    use rustls::{AlertDescription as A, CertificateError as C};
     match e.get_ref() {
-        Some(i) if i.is::<rustls::Error>() => AuthError::Failed,
+        Some(i) if i.is::<rustls::Error>() => match i.downcast_ref::<rustls::Error>() {
+            Some(
+                rustls::Error::InvalidCertificate(C::Revoked) | rustls::Error::AlertReceived(A::CertificateRevoked),
+            ) => AuthError::Revoked,
+            Some(
+                rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet)
+                | rustls::Error::AlertReceived(A::CertificateExpired),
+            ) => AuthError::Expired,
+            _ => AuthError::Failed,
+        },
         Some(i) if i.is::<Plain>() => AuthError::OtherKind,
         _ => AuthError::Io(e),
     }
@@ -316,6 +466,7 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Res
     let mut conn =
         Connection::from(ClientConnection::new(certs.client.clone(), server).map_err(|_| AuthError::Failed)?);
     handshake(&mut conn, s)?;
+    confirmed(&mut conn, s)?;
     let material = conn.export_keying_material([0u8; 64], EXPORTER, Some(name)).map_err(|_| AuthError::Failed)?;
     let (tx, rx) = keys(&material, true);
     Ok(Keys { tx, rx, peer: None, member: true })
@@ -337,137 +488,11 @@ pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [
     rustls::client::verify_server_name(&parsed, &claimed).map_err(|_| AuthError::Failed)?;
     let material =
         conn.export_keying_material([0u8; 64], EXPORTER, Some(name.as_bytes())).map_err(|_| AuthError::Failed)?;
+    confirm(&mut conn, s)?;
     let (tx, rx) = keys(&material, false);
     let member = certs.is_member(&name);
     Ok(Keys { tx, rx, peer: Some(name), member })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-    use std::net::{TcpListener, TcpStream};
-    use testkit::certs::TestCa;
-
-    fn certs(ca: &TestCa, name: &str) -> Certificates {
-        let (a, c, k) = ca.pem(name);
-        Certificates::from_pem(a.as_bytes(), c.as_bytes(), k.as_bytes(), name).unwrap()
-    }
-
-    /// Runs both sides over loopback; each side's keys or error.
-    fn run(init: Certificates, resp: Certificates) -> (Result<Keys, AuthError>, Result<Keys, AuthError>) {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        let server = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().unwrap();
-            s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-            let mut head = [0u8; 5];
-            s.read_exact(&mut head).unwrap();
-            let k = respond(&mut s, &resp, head);
-            if let Ok(k) = &k {
-                let mut body = [0u8; 8];
-                s.read_exact(&mut body).unwrap();
-                let mut tag = [0u8; 16];
-                s.read_exact(&mut tag).unwrap();
-                let mut rx = k_rx(k);
-                assert!(rx.open(b"h", &mut body, &tag), "the first frame after the handshake opens");
-                assert_eq!(&body, b"after tl");
-            }
-            k
-        });
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-        let k = initiate(&mut s, &init);
-        if let Ok(k) = &k {
-            let mut tx = k_tx(k);
-            let mut body = *b"after tl";
-            let tag = tx.seal(b"h", &mut body);
-            // A responder that refused the initiator has closed the connection: the
-            // write may fail then, and the responder's result says why.
-            let _ = s.write_all(&body).and_then(|_| s.write_all(&tag));
-        }
-        (k, server.join().unwrap())
-    }
-
-    // The tests' copies of a side's ciphers (a Sealer is its key and count).
-    fn k_tx(k: &Keys) -> Sealer {
-        Sealer { key: clone_key(&k.tx), seq: k.tx.seq }
-    }
-    fn k_rx(k: &Keys) -> Sealer {
-        Sealer { key: clone_key(&k.rx), seq: k.rx.seq }
-    }
-    fn clone_key(s: &Sealer) -> ring::aead::LessSafeKey {
-        s.key.clone()
-    }
-
-    #[test]
-    fn both_ends_of_the_ca_agree_on_keys_and_the_responder_learns_the_identity() {
-        let ca = TestCa::new("unit-1");
-        let (i, r) = run(certs(&ca, "node-a"), certs(&ca, "node-b"));
-        let (i, r) = (i.unwrap(), r.unwrap());
-        assert_eq!(r.peer.as_deref(), Some("node-a"));
-        assert!(r.member, "every identity of the CA is a member's without a list");
-        assert!(i.member);
-    }
-
-    #[test]
-    fn another_ca_fails_either_way() {
-        let (ca, other) = (TestCa::new("unit-a"), TestCa::new("unit-b"));
-        let (i, r) = run(certs(&other, "node-x"), certs(&ca, "node-b"));
-        assert!(matches!(i, Err(AuthError::Failed)), "{i:?}");
-        assert!(r.is_err());
-        let (i, r) = run(certs(&ca, "node-a"), certs(&other, "node-y"));
-        assert!(matches!(i, Err(AuthError::Failed)), "{i:?}");
-        assert!(r.is_err());
-    }
-
-    #[test]
-    fn an_identity_the_certificate_does_not_name_fails() {
-        let ca = TestCa::new("unit-2");
-        let mut liar = certs(&ca, "node-c");
-        liar.name = "node-a".into();
-        let (_, r) = run(liar, certs(&ca, "node-b"));
-        assert!(matches!(r, Err(AuthError::Failed)), "{r:?}");
-    }
-
-    #[test]
-    fn a_listed_group_makes_other_identities_clients() {
-        let ca = TestCa::new("unit-3");
-        let resp = certs(&ca, "node-b").members(vec!["node-b".into()]);
-        let (_, r) = run(certs(&ca, "dashboard"), resp);
-        let r = r.unwrap();
-        assert_eq!((r.peer.as_deref(), r.member), (Some("dashboard"), false));
-    }
-
-    #[test]
-    fn loading_checks_the_files() {
-        let ca = TestCa::new("unit-4");
-        let (ca_pem, c, k) = ca.pem("node-a");
-        let (_, _, other_key) = ca.pem("node-a");
-        let load =
-            |a: &str, c: &str, k: &str, n: &str| Certificates::from_pem(a.as_bytes(), c.as_bytes(), k.as_bytes(), n);
-        assert!(matches!(load(&ca_pem, &c, &k, "node-b"), Err(CertError::Name(_))));
-        assert!(matches!(load(&ca_pem, &c, &other_key, "node-a"), Err(CertError::Pair)));
-        assert!(matches!(load("", &c, &k, "node-a"), Err(CertError::Pem { what: "ca", .. })));
-        assert!(matches!(load(&ca_pem, "", &k, "node-a"), Err(CertError::Pem { what: "cert", .. })));
-        assert!(matches!(load(&ca_pem, &c, "", "node-a"), Err(CertError::Pem { what: "key", .. })));
-        assert!(matches!(load(&ca_pem, &c, &k, "a b"), Err(CertError::Identity(_))));
-        assert!(load(&ca_pem, &c, &k, "node-a").is_ok());
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
-        /// Whatever follows a certificate handshake's magic is refused with a typed
-        /// error, never a panic.
-        #[test]
-        fn any_bytes_after_the_magic_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
-            static CERTS: std::sync::OnceLock<Certificates> = std::sync::OnceLock::new();
-            let certs = CERTS.get_or_init(|| certs(&TestCa::new("unit-fuzz"), "node-b"));
-            let mut s = std::io::Cursor::new(bytes);
-            let mut head = [0u8; 5];
-            head[..4].copy_from_slice(&MAGIC);
-            head[4] = VERSION;
-            prop_assert!(respond(&mut s, certs, head).is_err());
-        }
-    }
-}
+mod tests;
