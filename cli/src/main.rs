@@ -66,6 +66,10 @@ pub struct Target {
     /// The identity `--cert` names.
     #[arg(long = "identity", id = "tls_identity", requires = "tls_cert")]
     pub identity: Option<String>,
+    /// The group's certificate revocation lists (PEM): a member whose certificate
+    /// they revoke is not trusted. Left out: `SPINDLE_CRL_FILE`, if set.
+    #[arg(long = "crl", id = "tls_crl", requires = "tls_cert")]
+    pub crl: Option<PathBuf>,
     /// Seconds to wait for a member.
     #[arg(long, default_value_t = 5)]
     pub timeout: u64,
@@ -158,9 +162,13 @@ pub fn credentials(target: &Target) -> Result<Option<spindle::views::auth::Crede
     else {
         return Ok(secret(target)?.map(Into::into));
     };
-    spindle::views::auth::Certificates::load(ca, cert, key, name)
-        .map(|c| Some(c.into()))
-        .map_err(|e| CliError::usage(format!("certificates: {e}")))
+    let mut certs = spindle::views::auth::Certificates::load(ca, cert, key, name)
+        .map_err(|e| CliError::usage(format!("certificates: {e}")))?;
+    let env = std::env::var_os(spindle::views::config::CRL_ENV).filter(|v| !v.is_empty());
+    if let Some(crl) = target.crl.clone().or_else(|| env.map(PathBuf::from)) {
+        certs = certs.revocation_list(&crl).map_err(|e| CliError::usage(format!("revocation list: {e}")))?;
+    }
+    Ok(Some(certs.into()))
 }
 
 /// The secret named by `--secret-file`, or `SPINDLE_SECRET_FILE`'s, or none.

@@ -105,9 +105,19 @@ fn make_ca(dir: &std::path::Path, names: &[&str]) -> Vec<Issued> {
 fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_its_ca() {
     let name = format!("clicert{}", std::process::id());
     let dirs = TempDirs::new(&name, 3);
-    let made = make_ca(&dirs[1], &["store-1", "operator"]);
+    let made = make_ca(&dirs[1], &["store-1", "operator", "intruder"]);
     let other = make_ca(&dirs[2], &["operator"]);
-    let (member, op, stranger) = (&made[0], &made[1], &other[0]);
+    let (member, op, stranger, intruder) = (&made[0], &made[1], &other[0], &made[2]);
+    // An empty revocation list to start the member with; a certificate of
+    // another CA cannot be put on it.
+    let ca_dir = dirs[1].display().to_string();
+    let (code, out, err) = spindle(&["keys", "revoke", "--ca-dir", &ca_dir]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("crl.pem"), "{out}");
+    let crl = dirs[1].join("crl.pem");
+    let (code, _, err) = spindle(&["keys", "revoke", "--ca-dir", &ca_dir, &stranger.cert]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("not a certificate of this CA"), "{err}");
     // Keys are the owner's only, and nothing is written over.
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&member.key).unwrap().permissions().mode() & 0o777, 0o600);
@@ -121,7 +131,8 @@ fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_i
         .env("SPINDLE_CA_FILE", &member.ca)
         .env("SPINDLE_CERT_FILE", &member.cert)
         .env("SPINDLE_KEY_FILE", &member.key)
-        .env("SPINDLE_IDENTITY", "store-1");
+        .env("SPINDLE_IDENTITY", "store-1")
+        .env("SPINDLE_CRL_FILE", &crl);
     let mut serve = LineChild::start(cmd);
     let line = serve.expect("that it serves", WAIT, |l| l.contains(" serving at "));
     let addr = line.split(" serving at ").nth(1).and_then(|r| r.split(' ').next()).unwrap().to_string();
@@ -145,6 +156,19 @@ fn a_store_of_certificates_answers_only_the_commands_that_give_certificates_of_i
     let (code, _, err) = with(stranger, "operator", &["kv", "get", "colour"]);
     assert_eq!(code, 3, "{err}");
     assert!(err.contains("authentication failed"), "{err}");
+    // A certificate revoked while the member runs: its holder is refused from
+    // the next connection and told why; a later list still revokes it.
+    let (code, out, err) = with(intruder, "intruder", &["kv", "get", "colour"]);
+    assert_eq!((code, out.trim()), (0, "blue"), "before it is revoked: {err}");
+    let (code, _, err) = spindle(&["keys", "revoke", "--ca-dir", &ca_dir, &intruder.cert]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = spindle(&["keys", "revoke", "--ca-dir", &ca_dir]);
+    assert_eq!(code, 0, "a list written again keeps what it revoked: {err}");
+    let (code, _, err) = with(intruder, "intruder", &["kv", "get", "colour"]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("revoked"), "{err}");
+    let (code, out, err) = with(op, "operator", &["kv", "get", "colour"]);
+    assert_eq!((code, out.trim()), (0, "blue"), "a certificate the list does not name: {err}");
     // A certificate without its CA is a usage error.
     let (code, _, err) = spindle(&["status", "--connect", &addr, "--cert", "x.pem"]);
     assert_eq!(code, 2, "{err}");
