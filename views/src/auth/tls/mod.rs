@@ -162,8 +162,8 @@ impl Certificates {
         let inner = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
             .build()
             .map_err(|_| CertError::Ca)?;
-        let clients =
-            Arc::new(Checked { inner, roots: roots.clone(), provider: provider.clone(), revoked: revoked.clone() });
+        let against = || Chain { roots: roots.clone(), provider: provider.clone(), revoked: revoked.clone() };
+        let clients = Arc::new(Checked { inner, chain: against() });
         let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|_| CertError::Pair)?
@@ -176,7 +176,7 @@ impl Certificates {
             .with_protocol_versions(&[&rustls::version::TLS13])
             .map_err(|_| CertError::Pair)?
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(ChainOnly { roots, provider, revoked: revoked.clone() }))
+            .with_custom_certificate_verifier(Arc::new(ChainOnly(against())))
             .with_client_auth_cert(chain, key)
             .map_err(|_| CertError::Pair)?;
         Ok(Certificates {
@@ -219,30 +219,44 @@ impl Certificates {
     }
 }
 
-/// The lists in force in `slot`, if any (taken out of the lock: reading a
-/// changed file is done outside it by [`Revocations::current`]'s own lock).
-fn lists(slot: &Slot) -> Option<Arc<Revocations>> {
-    lock(slot).clone()
+/// What both verifiers check a chain against: the CA, and the revocation lists
+/// once given.
+#[derive(Debug)]
+struct Chain {
+    roots: Arc<RootCertStore>,
+    provider: Arc<CryptoProvider>,
+    revoked: Arc<Slot>,
+}
+
+impl Chain {
+    /// The chain of `end` for `usage`, by [`revoke::verify`] (the lists are
+    /// taken out of the slot's lock first; reading a changed file is done under
+    /// [`Revocations::current`]'s own).
+    fn check(
+        &self,
+        end: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+        usage: revoke::Usage,
+    ) -> Result<(), rustls::Error> {
+        let algs = self.provider.signature_verification_algorithms.all;
+        let lists = lock(&self.revoked).clone();
+        revoke::verify(end, intermediates, &self.roots.roots, algs, now, usage, lists.as_deref())
+    }
 }
 
 /// Verifies a responder's chain against the CA (and the revocation lists), not
 /// its name (see the module docs): rustls's own verifier takes a name to check.
 #[derive(Debug)]
-struct ChainOnly {
-    roots: Arc<RootCertStore>,
-    provider: Arc<CryptoProvider>,
-    revoked: Arc<Slot>,
-}
+struct ChainOnly(Chain);
 
 /// rustls's verifier of an initiator's chain, with the chain checked by
-/// [`revoke::verify`] instead, so that the revocation lists are read as they
+/// [`Chain::check`] instead, so that the revocation lists are read as they
 /// change.
 #[derive(Debug)]
 struct Checked {
     inner: Arc<dyn ClientCertVerifier>,
-    roots: Arc<RootCertStore>,
-    provider: Arc<CryptoProvider>,
-    revoked: Arc<Slot>,
+    chain: Chain,
 }
 
 impl ClientCertVerifier for Checked {
@@ -256,9 +270,7 @@ impl ClientCertVerifier for Checked {
         intermediates: &[CertificateDer<'_>],
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        let algs = self.provider.signature_verification_algorithms.all;
-        let r = lists(&self.revoked);
-        revoke::verify(end_entity, intermediates, &self.roots.roots, algs, now, revoke::Usage::Client, r.as_deref())?;
+        self.chain.check(end_entity, intermediates, now, revoke::Usage::Client)?;
         Ok(ClientCertVerified::assertion())
     }
 
@@ -294,9 +306,7 @@ impl ServerCertVerifier for ChainOnly {
         _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let algs = self.provider.signature_verification_algorithms.all;
-        let r = lists(&self.revoked);
-        revoke::verify(end_entity, intermediates, &self.roots.roots, algs, now, revoke::Usage::Server, r.as_deref())?;
+        self.0.check(end_entity, intermediates, now, revoke::Usage::Server)?;
         Ok(ServerCertVerified::assertion())
     }
 
@@ -306,7 +316,7 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.provider.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -315,11 +325,11 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.provider.signature_verification_algorithms)
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.provider.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.provider.signature_verification_algorithms.supported_schemes()
+        self.0.provider.signature_verification_algorithms.supported_schemes()
     }
 }
 
