@@ -62,6 +62,15 @@ impl TestCa {
     /// PEM of the CA's certificate, and of a certificate (with its key) for DNS
     /// name `name`.
     pub fn pem(&self, name: &str) -> (String, String, String) {
+        self.pem_valid(name, false)
+    }
+
+    /// [`TestCa::pem`] for a certificate whose validity ended in 2020.
+    pub fn pem_expired(&self, name: &str) -> (String, String, String) {
+        self.pem_valid(name, true)
+    }
+
+    fn pem_valid(&self, name: &str, expired: bool) -> (String, String, String) {
         let key = KeyPair::generate().expect("a key");
         let serial = {
             let mut s = self.serials.lock().expect("serials");
@@ -72,6 +81,9 @@ impl TestCa {
         };
         let mut p = CertificateParams::new(vec![name.to_string()]).expect("a DNS name");
         p.serial_number = Some(SerialNumber::from(serial));
+        if expired {
+            (p.not_before, p.not_after) = (rcgen::date_time_ymd(2019, 1, 1), rcgen::date_time_ymd(2020, 1, 1));
+        }
         let cert = p.signed_by(&key, &self.cert, &self.key).expect("a certificate");
         (self.cert.pem(), cert.pem(), key.serialize_pem())
     }

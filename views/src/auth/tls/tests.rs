@@ -179,6 +179,18 @@ fn a_file_without_a_list_is_refused_at_load() {
     assert!(matches!(certs(&ca, "node-a").revocation_list(&missing), Err(CertError::Read { .. })));
 }
 
+#[test]
+fn an_expired_certificate_is_refused_at_either_end_and_both_say_so() {
+    let ca = TestCa::new("unit-exp");
+    let (a, c, k) = ca.pem_expired("node-old");
+    let old = Certificates::from_pem(a.as_bytes(), c.as_bytes(), k.as_bytes(), "node-old").unwrap();
+    let (i, r) = run(&old, &certs(&ca, "node-b"));
+    assert!(matches!(r, Err(AuthError::Expired)), "{r:?}");
+    assert!(matches!(i, Err(AuthError::Expired)), "the initiator hears why: {i:?}");
+    let (i, _) = run(&certs(&ca, "node-a"), &old);
+    assert!(matches!(i, Err(AuthError::Expired)), "an expired responder: {i:?}");
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
     /// Whatever follows a certificate handshake's magic is refused with a typed
