@@ -134,10 +134,16 @@ fn child(args: &Args, member: &MemberArgs, id: u32) -> Result<(), String> {
     });
     if !new_primary {
         // What this member saw, for the run's report: its view and the log's.
-        let view = log.group().view().map(|v| format!("view {:?} of {:?}", v.id(), v.members()));
+        let g = log.group();
+        let view = g.view().map(|v| format!("view {:?} of {:?}", v.id(), v.members()));
         return Err(format!(
-            "no new primary within 60 s ({}; the log's members {:?}, its primary {:?})",
+            "no new primary within 60 s ({}; removal {:?}; rejoining {:?}; stopped {:?}; rejoins {}; the log's \
+             members {:?}, its primary {:?})",
             view.unwrap_or_else(|| "no view".into()),
+            g.removal().map(|r| r.to_string()),
+            g.rejoining(),
+            g.stopped(),
+            g.metrics().rejoins,
             log.members(),
             log.primary()
         ));
