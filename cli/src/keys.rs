@@ -216,7 +216,8 @@ fn revoke(ca_dir: &Path, certs: &[PathBuf]) -> Result<PathBuf, CliError> {
     let (y, m, d) = from_today(0);
     let today = rcgen::date_time_ymd(y, m, d);
     let (y, m, d) = from_today(3650);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    // Nanoseconds since 1970: lists written a moment apart still number apart.
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let params = CertificateRevocationListParams {
         this_update: today,
         // Members do not enforce a list's next update (a list stays in force until
