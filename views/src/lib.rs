@@ -11,6 +11,7 @@ pub mod layout;
 pub(crate) mod link;
 pub mod membership;
 pub mod report;
+pub mod restore;
 #[cfg(all(not(loom), any(test, feature = "sim")))]
 pub mod sim;
 pub mod view;

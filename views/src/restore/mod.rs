@@ -1,0 +1,217 @@
+//! Which member starts a view's group again once every live member of it is out of
+//! it: the sans-IO core of a restore (the driver is `group::rejoin` and
+//! `group::control`; the simulator is [`sim`]).
+//!
+//! A member is *out* of view `v` when it lost the majority of `v` (stranded) or the
+//! others removed it from `v`, and it installed nothing after `v`. When the live
+//! members of `v` are all out at once (a false suspicion together with a real
+//! failure can do that: two of four see the other two gone, the fourth sees itself
+//! cut off), no one runs a view any more, and a member that asks to be taken back
+//! only hears "between views". One of them must start view `v + 1` with the others,
+//! and never two: two would be two groups of one name.
+//!
+//! The rule here: a member out of `v` is *counted* by the one it asks to take it
+//! back, and a count binds it for good.
+//!
+//! - Each out member is a **candidate** at first. It asks the members of `v` with a
+//!   lower id than its own, lowest first, to count it. A candidate counts any
+//!   member of `v` that asks (a member restarted on its state directory whose last
+//!   view is `v` asks too), and restarts `v + 1` once it and the members it counted
+//!   are a strict majority of `v`.
+//! - While its own request is out, a candidate restarts nothing. Counted (or not
+//!   sure: the request went out and no answer came back), it is **bound** to the one
+//!   that counted it and never restarts; whoever asks it from then on is sent on
+//!   there, and so is it when it asks again and hears that its own counter is bound
+//!   elsewhere. Refused for certain, or not reached at all, it is a candidate again.
+//! - Counts only ever point to a lower id, so chains of bindings end at one
+//!   candidate, which gathers everyone the chains lead to.
+//!
+//! Why only one restarts: a restarter's majority is itself and members bound to it;
+//! a member is bound to one candidate at a time and only moves on once that one is
+//! bound elsewhere (and so never restarts); two strict majorities of `v` share a
+//! member. What this does not cover, and docs/limits.md says: a member counted by
+//! one candidate that is then killed and started again on its state directory asks
+//! afresh (its binding was in memory), and a member bound to a candidate that died
+//! after counting it waits for that candidate to come back.
+
+pub mod sim;
+
+use crate::view::{View, ViewId};
+use spindle_sst::transport::NodeId;
+
+/// Where a member out of its view stands in the restore.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stand {
+    /// It may restart the view once it counted a majority.
+    Candidate,
+    /// Its request to be counted is out (at the second id, after being bound to the
+    /// first, if any).
+    Asking {
+        /// Bound to this one before asking, if it was.
+        bound: Option<NodeId>,
+        /// Asked.
+        to: NodeId,
+    },
+    /// Counted by this one: it never restarts the view.
+    Bound(NodeId),
+    /// It started the view's successor itself.
+    Restarted,
+    /// It was taken into a running view.
+    Joined,
+}
+
+/// What a member out of its view answers one that asks to be counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// Counted: the asker is now bound here.
+    Counted,
+    /// Not counted: this member is bound to that one; ask there.
+    Redirect(NodeId),
+    /// The asker installed a later view than this member's: the group went on
+    /// without this member, which must not restart it.
+    Stale,
+    /// The asker is not a member of the view (or is this member).
+    Outsider,
+    /// This member runs a view again (the asker should join it).
+    Running,
+}
+
+/// How a request to be counted ended, as the asker saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The one asked counted it.
+    Counted,
+    /// The one asked is bound elsewhere.
+    Redirect(NodeId),
+    /// The one asked said no for certain (stale, between views for another reason).
+    Refused,
+    /// The request never left (no connection).
+    Unreachable,
+    /// The request left but no answer came back: it may have been counted.
+    Lost,
+    /// The one asked runs a view and took the asker in.
+    Welcomed,
+}
+
+/// One member's restore of view `last`.
+#[derive(Debug, Clone)]
+pub struct Restore {
+    me: NodeId,
+    last: View,
+    counted: Vec<NodeId>,
+    stand: Stand,
+}
+
+impl Restore {
+    /// `me`, out of `last` (the last view it installed).
+    pub fn new(me: NodeId, last: View) -> Restore {
+        Restore { me, last, counted: Vec::new(), stand: Stand::Candidate }
+    }
+
+    /// The view being restored.
+    pub fn view(&self) -> ViewId {
+        self.last.id()
+    }
+
+    /// Where this member stands.
+    pub fn stand(&self) -> Stand {
+        self.stand
+    }
+
+    /// The members this one counted.
+    pub fn counted(&self) -> &[NodeId] {
+        &self.counted
+    }
+
+    /// `from`, whose last installed view is `their_last`, asks to be counted.
+    pub fn on_request(&mut self, from: NodeId, their_last: ViewId) -> Reply {
+        if matches!(self.stand, Stand::Restarted | Stand::Joined) {
+            return Reply::Running;
+        }
+        if their_last > self.last.id() {
+            return Reply::Stale;
+        }
+        if from == self.me || !self.last.members().contains(&from) {
+            return Reply::Outsider;
+        }
+        match self.stand {
+            Stand::Bound(to) | Stand::Asking { bound: Some(to), .. } => Reply::Redirect(to),
+            _ => {
+                if !self.counted.contains(&from) {
+                    self.counted.push(from);
+                }
+                Reply::Counted
+            }
+        }
+    }
+
+    /// Whom to ask next, in order: a candidate asks the members of the view below
+    /// it, lowest first; a bound member asks only the one it is bound to (to hear
+    /// whether that one runs a view, or is bound further on).
+    pub fn to_ask(&self) -> Vec<NodeId> {
+        match self.stand {
+            Stand::Candidate => self.last.members().iter().copied().filter(|m| *m < self.me).collect(),
+            Stand::Bound(to) => vec![to],
+            _ => Vec::new(),
+        }
+    }
+
+    /// Its request to `to` goes out; false (and nothing changes) if this member is
+    /// not in a state to ask (asking already, or running a view).
+    pub fn ask(&mut self, to: NodeId) -> bool {
+        self.stand = match self.stand {
+            Stand::Candidate => Stand::Asking { bound: None, to },
+            Stand::Bound(b) => Stand::Asking { bound: Some(b), to },
+            _ => return false,
+        };
+        true
+    }
+
+    /// How the request ended. Returns whom to ask next (a redirect), if anyone.
+    pub fn answer(&mut self, a: Answer) -> Option<NodeId> {
+        let Stand::Asking { bound, to } = self.stand else { return None };
+        self.stand = match a {
+            Answer::Counted | Answer::Lost => Stand::Bound(to),
+            Answer::Redirect(next) if next < to => {
+                self.stand = Stand::Asking { bound, to: next };
+                return Some(next);
+            }
+            // A redirect that does not lead lower is refused: chains end.
+            Answer::Redirect(_) | Answer::Refused | Answer::Unreachable => match bound {
+                Some(b) => Stand::Bound(b),
+                None => Stand::Candidate,
+            },
+            Answer::Welcomed => Stand::Joined,
+        };
+        None
+    }
+
+    /// The view to start, if this member is a candidate that counted a strict
+    /// majority of the last view (itself included): `last + 1` with itself alone,
+    /// with the last view's layout and id counter; the members it counted join next.
+    pub fn restart(&mut self) -> Option<View> {
+        if self.stand != Stand::Candidate {
+            return None;
+        }
+        let here = self.last.members().iter().filter(|m| **m == self.me || self.counted.contains(m)).count();
+        if !self.last.is_majority(here) {
+            return None;
+        }
+        self.stand = Stand::Restarted;
+        Some(restart_view(self.me, &self.last))
+    }
+
+    /// This member was taken into a running view (not through this restore).
+    pub fn joined(&mut self) {
+        self.stand = Stand::Joined;
+    }
+}
+
+/// The view a member restarts the group with: `last`'s next, itself alone, with
+/// `last`'s layout and id counter.
+pub fn restart_view(me: NodeId, last: &View) -> View {
+    View::with_id(ViewId(last.id().0 + 1), vec![me]).with_layout(last.layout().clone()).with_next_node(last.next_node())
+}
+
+#[cfg(test)]
+mod tests;
