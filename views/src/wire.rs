@@ -177,10 +177,10 @@ pub enum Message {
         #[serde(with = "serde_bytes")]
         body: Vec<u8>,
     },
-    /// A member started again on its state directory asks to join, saying the
-    /// last view it installed: a running group takes it as any joiner; a member
-    /// stranded in a view no later than that counts it towards restoring the
-    /// group (see `spindle_views::group::restart`).
+    /// A member started again on its state directory, or one out of its view,
+    /// asks to join, saying the last view it installed: a running group takes it
+    /// as any joiner; a member out of a view no later than that counts it towards
+    /// restoring the group, or sends it on (see `spindle_views::restore`).
     RestoreRequest {
         /// The joiner, with its kept node id.
         member: MemberInfo,

@@ -1,12 +1,14 @@
 //! Members that come back find their group: started again on their state
 //! directories (no id, no contact: discovery), the members a stranded survivor lost
 //! restore the group with its state; a new member that finds only a stranded group
-//! refuses to start a second one. Members are threads over shm on loopback.
+//! refuses to start a second one; members that are all out of their view at once
+//! restore it among themselves. Members are threads over shm on loopback.
 
 use spindle_sst::transport::NodeId;
 use spindle_views::config::{Transport, AUTO_ID};
 use spindle_views::group::{Group, GroupBuilder, StartError};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use testkit::TempDirs;
@@ -14,9 +16,23 @@ use testkit::TempDirs;
 mod common;
 
 const WAIT: Duration = Duration::from_secs(30);
+/// How long a stalled member holds its predicate thread: several failure timeouts.
+const STALL: Duration = Duration::from_secs(3);
 
 /// A member with a counter as its state (what joiners get), on `dir` if given.
 fn member(name: &str, id: u32, dir: Option<&Path>, contact: Option<std::net::SocketAddr>) -> (Group, Arc<Mutex<u64>>) {
+    member_stalling(name, id, dir, contact, None)
+}
+
+/// As [`member`]; with `stall`, a delivery of byte 0xFF sets the flag and holds the
+/// member's predicate thread (so its heartbeats) for `STALL` (0xFF counts nowhere).
+fn member_stalling(
+    name: &str,
+    id: u32,
+    dir: Option<&Path>,
+    contact: Option<std::net::SocketAddr>,
+    stall: Option<Arc<AtomicBool>>,
+) -> (Group, Arc<Mutex<u64>>) {
     let counter = Arc::new(Mutex::new(0u64));
     let (c1, c2, c3) = (counter.clone(), counter.clone(), counter.clone());
     let mut b = common::member_config(name, id, contact, Transport::Shm);
@@ -24,7 +40,14 @@ fn member(name: &str, id: u32, dir: Option<&Path>, contact: Option<std::net::Soc
         b = b.state_dir(d);
     }
     let g = GroupBuilder::new(b.build().unwrap())
-        .on_deliver(0, move |d| *c1.lock().unwrap() += u64::from(d.data[0]))
+        .on_deliver(0, move |d| match (d.data[0], &stall) {
+            (0xFF, Some(flag)) => {
+                flag.store(true, Ordering::SeqCst);
+                std::thread::sleep(STALL);
+            }
+            (0xFF, None) => {} // a stall is not counted
+            (b, _) => *c1.lock().unwrap() += u64::from(b),
+        })
         .state(
             0,
             move || c2.lock().unwrap().to_le_bytes().to_vec(),
@@ -104,4 +127,45 @@ fn two_of_three_killed_and_started_again_one_by_one_make_one_group() {
     g2.send(0, &[2]).unwrap();
     let all = || [&c0, &c1, &c2].iter().all(|c| *c.lock().unwrap() == 7);
     assert!(testkit::poll_until(WAIT, Duration::from_millis(5), all));
+}
+
+#[test]
+fn every_live_member_out_of_the_view_at_once_restore_it_among_themselves() {
+    let name = format!("rsall{}", std::process::id());
+    let stalled = Arc::new(AtomicBool::new(false));
+    let (g0, _) = member(&name, AUTO_ID, None, None);
+    let (g1, c1) = member(&name, AUTO_ID, None, None);
+    let (g2, c2) = member(&name, AUTO_ID, None, None);
+    let (g3, c3) = member_stalling(&name, AUTO_ID, None, None, Some(stalled.clone()));
+    assert!(g0.wait_for_members(4, WAIT) && g3.wait_for_members(4, WAIT));
+    assert_eq!(g3.node(), NodeId(3));
+    g1.send(0, &[4]).unwrap();
+    let all = |n: u64| [&c1, &c2, &c3].iter().all(|c| *c.lock().unwrap() == n);
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || all(4)));
+    // Member 3 stalls past the failure timeout just as member 0 stops: 1 and 2 see
+    // two of four gone, and 3, waking, finds itself out too. No member is started
+    // again: the three that live must restore the view among themselves.
+    g1.send(0, &[0xFF]).unwrap();
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(1), || stalled.load(Ordering::SeqCst)));
+    g0.shutdown();
+    drop(g0);
+    assert!(stranded(&g1) && stranded(&g2), "1 and 2 lost the majority: {:?} {:?}", g1.removal(), g2.removal());
+    let one_view = || {
+        let ids = [&g1, &g2, &g3].map(|g| g.view().map(|v| v.id()));
+        [&g1, &g2, &g3].iter().all(|g| g.removal().is_none() && members(g) == [1, 2, 3])
+            && ids.iter().all(|v| *v == ids[0])
+    };
+    let restored = testkit::poll_until(Duration::from_secs(60), Duration::from_millis(20), one_view);
+    assert!(
+        restored,
+        "one view of 1, 2 and 3: {:?} {:?} {:?}, out: {:?} {:?} {:?}",
+        members(&g1),
+        members(&g2),
+        members(&g3),
+        g1.removal(),
+        g2.removal(),
+        g3.removal()
+    );
+    g3.send(0, &[3]).unwrap();
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || all(7)), "the restored group delivers to all three");
 }

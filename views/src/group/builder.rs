@@ -389,7 +389,7 @@ impl GroupBuilder {
             setup_timeout: self.setup_timeout,
             send_timeout: self.send_timeout,
             data_listener,
-            restore: super::restart::Restore::default(),
+            restore: std::sync::Mutex::new(None),
             creds: creds.clone(),
             client_key: Mutex::new(
                 crate::auth::client_key(secret.as_ref()).map_err(|e| StartError::Setup(format!("random: {e}")))?,

@@ -8,6 +8,8 @@ use crate::auth::{AuthError, Credentials};
 use crate::engine::JoinRefusal;
 use crate::link::{Link, LinkError};
 use crate::membership::Joiner;
+use crate::restore::Reply;
+use crate::view::ViewId;
 use crate::wire::{MemberInfo, Message, ViewMsg};
 use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use spindle_sst::sync::lock;
@@ -21,6 +23,10 @@ use std::time::{Duration, Instant};
 const MAX_HANDLERS: usize = 16;
 /// End-of-state marker: a chunk for this subgroup.
 pub(crate) const STATE_END: u32 = u32::MAX;
+/// The refusal that tells a member asking to restore a view that it was counted
+/// (see `crate::restore`): it is bound to this member now, and asks again to hear
+/// when the view runs.
+pub(crate) const RESTORING: &str = "counted towards restoring the group; retry";
 const CHUNK: usize = 1 << 20;
 
 /// How long a blocked `accept` waits before the server looks at the shutdown flag.
@@ -121,23 +127,28 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
     };
     let cur = spindle_sst::sync::read(&inner.current);
     let Some(epoch) = cur.as_ref() else {
-        // Stranded: a member of the view it lost the majority of is back (see
-        // `restart`); the restart takes it in once enough are.
-        if let (Some(super::Removal::NoMajority(m)), Some(last)) = (inner.status.removal(), last_view) {
-            if last > m.view.0 {
-                // It installed a later view than this one: the group went on
-                // without this member, whose view is stale; it must not restart.
-                return refuse(
-                    &mut stream,
-                    format!("this member is stranded in view {}, older than your view {last}", m.view.0),
-                );
+        // Out of the view: a member of it that is out too, or was started again,
+        // asks to be counted towards restoring it (see `crate::restore`).
+        let reply = match last_view {
+            Some(last) => {
+                lock(&inner.restore).as_mut().map(|r| (r.view(), r.on_request(NodeId(member.node), ViewId(last))))
             }
-            if m.lost.contains(&NodeId(member.node)) {
-                inner.restore.came_back(NodeId(member.node));
-                return refuse(&mut stream, "restoring the group with the members back; retry".into());
-            }
-        }
-        return refuse(&mut stream, "this member is between views; retry".into());
+            None => None,
+        };
+        return match reply {
+            Some((_, Reply::Counted)) => refuse(&mut stream, RESTORING.into()),
+            Some((_, Reply::Redirect(to))) => match inner.directory.control_of(to) {
+                Some(leader) => stream.send(&Message::Redirect { leader }).map_err(|e| e.to_string()),
+                None => refuse(&mut stream, "this member is between views; retry".into()),
+            },
+            // It installed a later view than this one: the group went on without
+            // this member, whose view is stale; it must not restart.
+            Some((mine, Reply::Stale)) => refuse(
+                &mut stream,
+                format!("this member is out of view {}, older than your view {}", mine.0, last_view.unwrap_or(0)),
+            ),
+            _ => refuse(&mut stream, "this member is between views; retry".into()),
+        };
     };
     // A joiner without an id gets one no member of the group ever had.
     let node = if auto { inner.directory.grant(addr, &epoch.view) } else { NodeId(member.node) };
@@ -331,7 +342,7 @@ pub(crate) fn join(
             Ok(Answer::Refused(why)) => last_err = why,
             // No retry: the credentials will not change.
             Err(AskError::Auth(e)) => return Err(JoinError::Auth { contact: target, why: e }),
-            Err(AskError::Other(e)) => last_err = e,
+            Err(AskError::Unsent(e) | AskError::Other(e)) => last_err = e,
         }
         target = contact;
         std::thread::sleep(Duration::from_millis(300));
@@ -357,7 +368,31 @@ pub(crate) enum JoinError {
 
 enum AskError {
     Auth(AuthError),
+    /// No connection: the request never left.
+    Unsent(String),
+    /// The request may have left.
     Other(String),
+}
+
+/// Asks `target` once to count this node towards restoring view `last_view` (see
+/// `crate::restore`), or to take it in if `target` runs a view; says how it ended.
+/// A redirect names the member it points to, if `node_at` knows one.
+pub(crate) fn restore_ask(
+    me: &MemberInfo,
+    target: SocketAddr,
+    last_view: u64,
+    creds: Option<&Credentials>,
+    node_at: impl Fn(SocketAddr) -> Option<NodeId>,
+) -> (crate::restore::Answer, Option<Welcome>) {
+    use crate::restore::Answer as A;
+    match ask(me, target, Some(last_view), creds) {
+        Ok(Answer::Welcome(w)) => (A::Welcomed, Some(w)),
+        Ok(Answer::Redirect(to)) => (node_at(to).map_or(A::Refused, A::Redirect), None),
+        Ok(Answer::Refused(why)) if why == RESTORING => (A::Counted, None),
+        Ok(Answer::Refused(_)) => (A::Refused, None),
+        Err(AskError::Auth(_) | AskError::Unsent(_)) => (A::Unreachable, None),
+        Err(AskError::Other(_)) => (A::Lost, None),
+    }
 }
 
 impl From<String> for AskError {
@@ -380,9 +415,9 @@ fn ask(
 ) -> Result<Answer, AskError> {
     let mut s = match Link::connect(target, Duration::from_secs(2), creds) {
         Ok(s) => s,
-        Err(LinkError::Auth(AuthError::Io(e))) => return Err(AskError::Other(format!("{target}: {e}"))),
+        Err(LinkError::Auth(AuthError::Io(e))) => return Err(AskError::Unsent(format!("{target}: {e}"))),
         Err(LinkError::Auth(e)) => return Err(AskError::Auth(e)),
-        Err(e) => return Err(AskError::Other(e.to_string())),
+        Err(e) => return Err(AskError::Unsent(e.to_string())),
     };
     s.stream.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
     let request = match last_view {

@@ -40,6 +40,11 @@ impl Directory {
         lock(&self.members).get(&node).map(|m| m.control)
     }
 
+    /// The member whose control plane listens at `addr`, if this node knows one.
+    pub(crate) fn node_at(&self, addr: SocketAddr) -> Option<NodeId> {
+        lock(&self.members).iter().find(|(_, m)| m.control == addr).map(|(n, _)| *n)
+    }
+
     /// The control addresses of every member this node knows but itself (where a
     /// removed node asks to be taken back).
     pub(crate) fn others(&self) -> Vec<SocketAddr> {

@@ -146,8 +146,9 @@ pub(crate) struct Inner {
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).
     pub(crate) data_listener: Option<DataListener>,
-    /// Members of the last view that came back while this node was stranded.
-    pub(crate) restore: restart::Restore,
+    /// While this node is out of its view: its restore of that view (see
+    /// [`crate::restore`]).
+    pub(crate) restore: Mutex<Option<crate::restore::Restore>>,
     /// What the group's members and clients prove themselves with, if anything
     /// (see [`crate::auth`]).
     pub(crate) creds: Option<crate::auth::Credentials>,

@@ -25,7 +25,9 @@
 use super::directory::member_info;
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
+use crate::restore::{Answer, Restore, Stand};
 use crate::view::{LayoutDoc, View, ViewId};
+use crate::wire::MemberInfo;
 use spindle_sst::sync::lock;
 use spindle_sst::transport::NodeId;
 use std::net::SocketAddr;
@@ -72,6 +74,7 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     inner.status.set_rejoining(Some(why.to_string()));
     inner.clients.close_all();
     inner.freeze_current();
+    let me_id = NodeId(inner.cfg.node_id);
     let mut last = None;
     if let Some(mut old) = spindle_sst::sync::write(&inner.current).take() {
         last = Some(old.view.clone());
@@ -80,59 +83,39 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
         inner.hooks.view_ended(&old.view, &old.transport);
         old.stop();
     }
+    // Out of that view: it takes part in restoring it, should every live member
+    // be out of it too (see `crate::restore`).
+    *lock(&inner.restore) = last.map(|v| Restore::new(me_id, v));
     lock(&inner.carry).clear();
     inner.status.bump();
-    let me = member_info(NodeId(inner.cfg.node_id), inner.cfg.listen);
+    let me = member_info(me_id, inner.cfg.listen);
     // Long enough for the group to finish the view change that removes this node.
     let attempt = (inner.cfg.failure_timeout() * 4).max(Duration::from_secs(3));
     let mut pause = Duration::from_millis(100);
     loop {
+        if let Some(done) = restore_round(inner, &me, why, began, tx) {
+            return done;
+        }
         for contact in contacts(inner) {
             if inner.status.is_shut_down() {
                 return Err("shut down while joining the group again".into());
             }
-            // The attempt runs on a thread of its own so that a shutdown does not wait
-            // for a contact that accepted the connection but does not answer.
-            let (done_tx, done_rx) = channel();
-            let me = me.clone();
-            let creds = inner.creds.clone();
-            let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
-                let joined = control::join(me, contact, Instant::now() + attempt, attempt, None, creds.as_ref());
-                let _ = done_tx.send(joined.map_err(|e| e.to_string()));
-            });
-            if let Err(e) = spawned {
-                return Err(format!("no thread to join the group again: {e}"));
-            }
-            let answer = loop {
-                if let Some(done) = restart_if_back(inner, last.as_ref(), tx) {
-                    return done;
-                }
-                match done_rx.recv_timeout(Duration::from_millis(100)) {
-                    Ok(a) => break a,
-                    Err(RecvTimeoutError::Timeout) if inner.status.is_shut_down() => {
-                        return Err("shut down while joining the group again".into())
+            let (me, creds) = (me.clone(), inner.creds.clone());
+            let answer = match on_thread(inner, tx, move || {
+                control::join(me, contact, Instant::now() + attempt, attempt, None, creds.as_ref())
+                    .map_err(|e| e.to_string())
+            }) {
+                Ok(Some(a)) => a,
+                Ok(None) => Err("the join attempt ended".into()),
+                Err(done) => return done,
+            };
+            match answer {
+                Ok(welcome) => {
+                    if start_welcomed(inner, welcome, why, began, tx) {
+                        return Ok(());
                     }
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => break Err("the join attempt ended".into()),
                 }
-            };
-            let welcome = match answer {
-                Ok(w) => w,
-                Err(e) => {
-                    tracing::info!(%contact, %e, "not taken back yet");
-                    continue;
-                }
-            };
-            let view = take_welcome(inner, welcome);
-            inner.hooks.rejoined(why);
-            match Epoch::start(inner, view.clone(), &[], tx.clone()) {
-                Ok(epoch) => {
-                    inner.counters.rejoined(began.elapsed());
-                    tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
-                    back_in(inner, epoch, &view);
-                    return Ok(());
-                }
-                Err(e) => tracing::warn!(%e, "the view that took this node back could not start; trying again"),
+                Err(e) => tracing::info!(%contact, %e, "not taken back yet"),
             }
         }
         let until = Instant::now() + pause;
@@ -140,7 +123,7 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             if inner.status.is_shut_down() {
                 return Err("shut down while joining the group again".into());
             }
-            if let Some(done) = restart_if_back(inner, last.as_ref(), tx) {
+            if let Some(done) = restart_if_back(inner, tx) {
                 return done;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -149,25 +132,127 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     }
 }
 
-/// A stranded node (it lost the majority of `last`) whose lost members came back
-/// far enough for a majority of `last` restarts the group (see `restart`): view
-/// `last + 1` with itself, its state kept; the members back join it next.
-/// `None` while it is not (yet) time.
-fn restart_if_back(inner: &Arc<Inner>, last: Option<&View>, tx: &Sender<Event>) -> Option<Result<(), String>> {
-    let last = last?;
-    let me = NodeId(inner.cfg.node_id);
-    if !matches!(inner.status.removal(), Some(super::Removal::NoMajority(_))) || !inner.restore.has_majority(me, last) {
-        return None;
+/// Runs `f` (one request to a contact) on a thread of its own, so that a shutdown
+/// does not wait for a contact that accepted the connection but does not answer;
+/// restarts the view meanwhile if this node may. `Ok(None)`: the thread ended
+/// without an answer; `Err`: what `rejoin` returns (shut down, or restarted).
+fn on_thread<T: Send + 'static>(
+    inner: &Arc<Inner>,
+    tx: &Sender<Event>,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<Option<T>, Result<(), String>> {
+    let (done_tx, done_rx) = channel();
+    let spawned = std::thread::Builder::new().name("spindle-rejoin".into()).spawn(move || {
+        let _ = done_tx.send(f());
+    });
+    if let Err(e) = spawned {
+        return Err(Err(format!("no thread to join the group again: {e}")));
     }
-    let view = super::restart::restart_view(me, last);
+    loop {
+        if let Some(done) = restart_if_back(inner, tx) {
+            return Err(done);
+        }
+        match done_rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(a) => return Ok(Some(a)),
+            Err(RecvTimeoutError::Timeout) if inner.status.is_shut_down() => {
+                return Err(Err("shut down while joining the group again".into()))
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Ok(None),
+        }
+    }
+}
+
+/// Asks the members this node's restore names (the members of its last view below
+/// it, or the one it is bound to), following redirects; returns what `rejoin`
+/// returns if it was taken in or restarted the view.
+fn restore_round(
+    inner: &Arc<Inner>,
+    me: &MemberInfo,
+    why: &str,
+    began: Instant,
+    tx: &Sender<Event>,
+) -> Option<Result<(), String>> {
+    let (targets, last) = {
+        let r = lock(&inner.restore);
+        let r = r.as_ref()?;
+        (r.to_ask(), r.view().0)
+    };
+    for first in targets {
+        let mut to = Some(first);
+        while let Some(t) = to {
+            if inner.status.is_shut_down() {
+                return Some(Err("shut down while joining the group again".into()));
+            }
+            let Some(addr) = inner.directory.control_of(t) else { break };
+            if !lock(&inner.restore).as_mut().is_some_and(|r| r.ask(t)) {
+                return None;
+            }
+            let (me, ask_inner) = (me.clone(), inner.clone());
+            let (answer, welcome) = match on_thread(inner, tx, move || {
+                let creds = ask_inner.creds.clone();
+                control::restore_ask(&me, addr, last, creds.as_ref(), |a| ask_inner.directory.node_at(a))
+            }) {
+                Ok(Some(a)) => a,
+                Ok(None) => (Answer::Lost, None),
+                Err(done) => return Some(done),
+            };
+            tracing::info!(asked = %t, ?answer, "restoring the last view");
+            to = lock(&inner.restore).as_mut().and_then(|r| r.answer(answer));
+            if let Some(w) = welcome {
+                if start_welcomed(inner, w, why, began, tx) {
+                    return Some(Ok(()));
+                }
+            }
+        }
+        if lock(&inner.restore).as_ref().is_some_and(|r| matches!(r.stand(), Stand::Bound(_))) {
+            break; // bound: it only asks its counter again, next round
+        }
+    }
+    restart_if_back(inner, tx)
+}
+
+/// Starts the view a welcome gave this node; false (and it tries again) if the
+/// view could not start.
+fn start_welcomed(
+    inner: &Arc<Inner>,
+    welcome: control::Welcome,
+    why: &str,
+    began: Instant,
+    tx: &Sender<Event>,
+) -> bool {
+    let view = take_welcome(inner, welcome);
+    inner.hooks.rejoined(why);
     match Epoch::start(inner, view.clone(), &[], tx.clone()) {
         Ok(epoch) => {
-            tracing::warn!(view = view.id().0, "members of the lost view are back: the group goes on");
+            inner.counters.rejoined(began.elapsed());
+            tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
+            back_in(inner, epoch, &view);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(%e, "the view that took this node back could not start; trying again");
+            false
+        }
+    }
+}
+
+/// A node out of its view that counted a strict majority of it restarts the group
+/// (see `crate::restore`): view `last + 1` with itself, its state kept; the members
+/// it counted join it next. `None` while it is not (yet) time.
+fn restart_if_back(inner: &Arc<Inner>, tx: &Sender<Event>) -> Option<Result<(), String>> {
+    let view = lock(&inner.restore).as_mut()?.restart()?;
+    match Epoch::start(inner, view.clone(), &[], tx.clone()) {
+        Ok(epoch) => {
+            tracing::warn!(view = view.id().0, "a majority of the last view is back: the group goes on");
             back_in(inner, epoch, &view);
             Some(Ok(()))
         }
         Err(e) => {
             tracing::warn!(%e, "could not restart the group; trying again");
+            if let Some(r) = lock(&inner.restore).as_mut() {
+                r.restart_failed();
+            }
             None
         }
     }
@@ -181,7 +266,7 @@ fn back_in(inner: &Arc<Inner>, epoch: Epoch, view: &View) {
     *spindle_sst::sync::write(&inner.current) = Some(epoch);
     inner.status.set_rejoining(None);
     inner.status.set_removal(None);
-    inner.restore.clear();
+    *lock(&inner.restore) = None;
     super::restart::remember(inner, view);
     inner.status.bump();
     inner.hooks.view_started(view, &transport);

@@ -13,23 +13,21 @@
 //! stranded one (the one stranded in the latest view, if several answer),
 //! claiming its id and naming the last view it installed. A stranded member whose
 //! view is older than that is stale (the group went on without it) and refuses.
-//! Otherwise it counts the members of its last view that came back; once it and they are a strict majority of that view,
-//! it starts view `v + 1` with itself alone, carrying its state, and takes them in
-//! as joiners (each gets the state) in the views after. A majority of the last view
-//! is what makes this safe: two such majorities cannot both exist, so two groups of
-//! one name cannot both go on.
+//! Otherwise the restarted member is counted towards restoring the view, as the
+//! members that stayed alive but are out of it count each other; which one of them
+//! starts view `v + 1` (itself alone, carrying its state, the others joining it
+//! next) is decided by `crate::restore`: the one that counted a strict majority of
+//! the last view, and never two.
 //!
 //! A new member (no state directory) that hears only stranded beacons does not
 //! start a second group: it fails to start, saying which view is stranded and what
 //! brings it back.
 
 use super::Inner;
-use crate::view::{View, ViewId};
+use crate::view::View;
 use serde::{Deserialize, Serialize};
-use spindle_sst::sync::lock;
 use spindle_sst::transport::NodeId;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 /// The file's format version.
 const VERSION: u8 = 1;
@@ -184,45 +182,10 @@ pub fn release_slot(slot: &Path) {
     }
 }
 
-/// A stranded member's view of its restart: the members of its last view that
-/// came back and asked to be taken in.
-#[derive(Debug, Default)]
-pub(crate) struct Restore {
-    back: Mutex<Vec<NodeId>>,
-}
-
-impl Restore {
-    /// Member `who` of the stranded view asked to be taken back.
-    pub(crate) fn came_back(&self, who: NodeId) {
-        let mut b = lock(&self.back);
-        if !b.contains(&who) {
-            b.push(who);
-        }
-    }
-
-    /// True once `me` and the members that came back are a strict majority of
-    /// `last` (a view whose majority `me` lost).
-    pub(crate) fn has_majority(&self, me: NodeId, last: &View) -> bool {
-        let b = lock(&self.back);
-        let here = last.members().iter().filter(|m| **m == me || b.contains(m)).count();
-        last.is_majority(here)
-    }
-
-    /// Forgets who came back (the group runs again).
-    pub(crate) fn clear(&self) {
-        lock(&self.back).clear();
-    }
-}
-
-/// The view a stranded member restarts the group with: `last`'s next, itself
-/// alone, with `last`'s layout and id counter.
-pub(crate) fn restart_view(me: NodeId, last: &View) -> View {
-    View::with_id(ViewId(last.id().0 + 1), vec![me]).with_layout(last.layout().clone()).with_next_node(last.next_node())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::view::ViewId;
 
     #[test]
     fn a_member_file_round_trips_and_bad_ones_are_refused() {
@@ -252,22 +215,5 @@ mod tests {
         release_slot(&b);
         assert_eq!(claim_slot(&base).unwrap(), b, "a released slot is free");
         let _ = std::fs::remove_dir_all(&base);
-    }
-
-    #[test]
-    fn a_restart_needs_a_strict_majority_of_the_last_view() {
-        let last = View::with_id(ViewId(2), (0..3).map(NodeId).collect());
-        let r = Restore::default();
-        assert!(!r.has_majority(NodeId(0), &last), "one of three");
-        r.came_back(NodeId(5));
-        assert!(!r.has_majority(NodeId(0), &last), "not a member of that view");
-        r.came_back(NodeId(2));
-        assert!(r.has_majority(NodeId(0), &last), "two of three");
-        let two = View::with_id(ViewId(1), vec![NodeId(0), NodeId(1)]);
-        let r = Restore::default();
-        r.came_back(NodeId(1));
-        assert!(r.has_majority(NodeId(0), &two), "both of two");
-        let v = restart_view(NodeId(0), &two);
-        assert_eq!((v.id(), v.members()), (ViewId(2), &[NodeId(0)][..]));
     }
 }

@@ -34,6 +34,7 @@
 //! afresh (its binding was in memory), and a member bound to a candidate that died
 //! after counting it waits for that candidate to come back.
 
+#[cfg(all(not(loom), any(test, feature = "sim")))]
 pub mod sim;
 
 use crate::view::{View, ViewId};
@@ -199,6 +200,14 @@ impl Restore {
         }
         self.stand = Stand::Restarted;
         Some(restart_view(self.me, &self.last))
+    }
+
+    /// The view `restart` gave could not start (nothing ran, no one joined it):
+    /// this member is a candidate again, with its counts.
+    pub fn restart_failed(&mut self) {
+        if self.stand == Stand::Restarted {
+            self.stand = Stand::Candidate;
+        }
     }
 
     /// This member was taken into a running view (not through this restore).
