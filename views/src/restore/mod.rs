@@ -1,6 +1,7 @@
 //! Which member starts a view's group again once every live member of it is out of
 //! it: the sans-IO core of a restore (the driver is `group::rejoin` and
-//! `group::control`; the simulator is [`sim`]).
+//! `group::control`; the simulator is `sim`, built for tests and with the `sim`
+//! feature).
 //!
 //! A member is *out* of view `v` when it lost the majority of `v` (stranded) or the
 //! others removed it from `v`, and it installed nothing after `v`. When the live
