@@ -29,7 +29,7 @@
 use super::directory::member_info;
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
-use crate::restore::{Answer, Restore, Stand};
+use crate::restore::{Answer, Restore};
 use crate::view::{LayoutDoc, View, ViewId};
 use crate::wire::MemberInfo;
 use spindle_sst::sync::lock;
@@ -104,6 +104,11 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             if inner.status.is_shut_down() {
                 return Err("shut down while joining the group again".into());
             }
+            // A plain join may wait seconds on a member between views: the restore
+            // goes on between them.
+            if let Some(done) = restore_round(inner, &me, why, began, tx) {
+                return done;
+            }
             let (me, creds) = (me.clone(), inner.creds.clone());
             let answer = match on_thread(inner, tx, move || {
                 control::join(me, contact, Instant::now() + attempt, attempt, None, creds.as_ref())
@@ -167,9 +172,9 @@ fn on_thread<T: Send + 'static>(
     }
 }
 
-/// Asks the members this node's restore names (the members of its last view below
-/// it, or the one it is bound to), following redirects; returns what `rejoin`
-/// returns if it was taken in or restarted the view.
+/// One round of the restore (see `crate::restore`): asks the members the restore
+/// names, following redirects; returns what `rejoin` returns if it was taken in
+/// or restarted the view.
 fn restore_round(
     inner: &Arc<Inner>,
     me: &MemberInfo,
@@ -177,40 +182,39 @@ fn restore_round(
     began: Instant,
     tx: &Sender<Event>,
 ) -> Option<Result<(), String>> {
-    let (targets, last) = {
-        let r = lock(&inner.restore);
-        let r = r.as_ref()?;
-        (r.to_ask(), r.view().0)
+    let last = {
+        let mut r = lock(&inner.restore);
+        let r = r.as_mut()?;
+        r.begin_round();
+        r.view().0
     };
-    for first in targets {
-        let mut to = Some(first);
-        while let Some(t) = to {
-            if inner.status.is_shut_down() {
-                return Some(Err("shut down while joining the group again".into()));
-            }
-            let Some(addr) = inner.directory.control_of(t) else { break };
-            if !lock(&inner.restore).as_mut().is_some_and(|r| r.ask(t)) {
-                return None;
-            }
-            let (me, ask_inner) = (me.clone(), inner.clone());
-            let (answer, welcome) = match on_thread(inner, tx, move || {
-                let creds = ask_inner.creds.clone();
-                control::restore_ask(&me, addr, last, creds.as_ref(), |a| ask_inner.directory.node_at(a))
-            }) {
-                Ok(Some(a)) => a,
-                Ok(None) => (Answer::Lost, None),
-                Err(done) => return Some(done),
-            };
-            tracing::info!(asked = %t, ?answer, "restoring the last view");
-            to = lock(&inner.restore).as_mut().and_then(|r| r.answer(answer));
-            if let Some(w) = welcome {
-                if start_welcomed(inner, w, why, began, tx) {
-                    return Some(Ok(()));
+    loop {
+        if inner.status.is_shut_down() {
+            return Some(Err("shut down while joining the group again".into()));
+        }
+        let Some(to) = lock(&inner.restore).as_mut().and_then(|r| r.next_ask()) else { break };
+        let (answer, welcome) = match inner.directory.control_of(to) {
+            None => (Answer::Unreachable, None),
+            Some(addr) => {
+                let (me, ask_inner) = (me.clone(), inner.clone());
+                match on_thread(inner, tx, move || {
+                    let creds = ask_inner.creds.clone();
+                    control::restore_ask(&me, addr, last, creds.as_ref(), |a| ask_inner.directory.node_at(a))
+                }) {
+                    Ok(Some(a)) => a,
+                    Ok(None) => (Answer::Lost, None),
+                    Err(done) => return Some(done),
                 }
             }
+        };
+        tracing::info!(asked = %to, ?answer, "restoring the last view");
+        if let Some(r) = lock(&inner.restore).as_mut() {
+            r.answer(answer);
         }
-        if lock(&inner.restore).as_ref().is_some_and(|r| matches!(r.stand(), Stand::Bound(_))) {
-            break; // bound: it only asks its counter again, next round
+        if let Some(w) = welcome {
+            if start_welcomed(inner, w, why, began, tx) {
+                return Some(Ok(()));
+            }
         }
     }
     restart_if_back(inner, tx)

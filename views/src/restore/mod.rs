@@ -102,12 +102,16 @@ pub struct Restore {
     last: View,
     counted: Vec<NodeId>,
     stand: Stand,
+    /// This round's members still to ask, the next last.
+    round: Vec<NodeId>,
+    /// The request in `stand` is a redirect not sent yet.
+    follow: bool,
 }
 
 impl Restore {
     /// `me`, out of `last` (the last view it installed).
     pub fn new(me: NodeId, last: View) -> Restore {
-        Restore { me, last, counted: Vec::new(), stand: Stand::Candidate }
+        Restore { me, last, counted: Vec::new(), stand: Stand::Candidate, round: Vec::new(), follow: false }
     }
 
     /// The view being restored.
@@ -147,36 +151,49 @@ impl Restore {
         }
     }
 
-    /// Whom to ask next, in order: a candidate asks the members of the view below
+    /// Starts a round of requests: a candidate asks the members of the view below
     /// it, lowest first; a bound member asks only the one it is bound to (to hear
     /// whether that one runs a view, or is bound further on).
-    pub fn to_ask(&self) -> Vec<NodeId> {
-        match self.stand {
-            Stand::Candidate => self.last.members().iter().copied().filter(|m| *m < self.me).collect(),
+    pub fn begin_round(&mut self) {
+        self.round = match self.stand {
+            Stand::Candidate => self.last.members().iter().copied().filter(|m| *m < self.me).rev().collect(),
             Stand::Bound(to) => vec![to],
             _ => Vec::new(),
-        }
-    }
-
-    /// Its request to `to` goes out; false (and nothing changes) if this member is
-    /// not in a state to ask (asking already, or running a view).
-    pub fn ask(&mut self, to: NodeId) -> bool {
-        self.stand = match self.stand {
-            Stand::Candidate => Stand::Asking { bound: None, to },
-            Stand::Bound(b) => Stand::Asking { bound: Some(b), to },
-            _ => return false,
         };
-        true
     }
 
-    /// How the request ended. Returns whom to ask next (a redirect), if anyone.
-    pub fn answer(&mut self, a: Answer) -> Option<NodeId> {
-        let Stand::Asking { bound, to } = self.stand else { return None };
+    /// The next request to send, if any: a redirect just heard, else the round's
+    /// next member (the round ends once this member is bound). The request is out
+    /// from here until [`Restore::answer`]; `None` while one is out, at the end of
+    /// the round, or once this member runs a view.
+    pub fn next_ask(&mut self) -> Option<NodeId> {
+        if let Stand::Asking { to, .. } = self.stand {
+            return std::mem::take(&mut self.follow).then_some(to);
+        }
+        let bound = match self.stand {
+            Stand::Candidate => None,
+            Stand::Bound(b) => Some(b),
+            _ => return None,
+        };
+        let to = self.round.pop()?;
+        self.stand = Stand::Asking { bound, to };
+        Some(to)
+    }
+
+    /// How the request ended. A redirect is followed by the next
+    /// [`Restore::next_ask`] (the request stays out meanwhile, so a candidate
+    /// restarts nothing in between).
+    pub fn answer(&mut self, a: Answer) {
+        let Stand::Asking { bound, to } = self.stand else { return };
+        self.follow = false;
         self.stand = match a {
-            Answer::Counted | Answer::Lost => Stand::Bound(to),
+            Answer::Counted | Answer::Lost => {
+                self.round.clear();
+                Stand::Bound(to)
+            }
             Answer::Redirect(next) if next < to => {
-                self.stand = Stand::Asking { bound, to: next };
-                return Some(next);
+                self.follow = true;
+                Stand::Asking { bound, to: next }
             }
             // A redirect that does not lead lower is refused: chains end.
             Answer::Redirect(_) | Answer::Refused | Answer::Unreachable => match bound {
@@ -185,7 +202,6 @@ impl Restore {
             },
             Answer::Welcomed => Stand::Joined,
         };
-        None
     }
 
     /// The view to start, if this member is a candidate that counted a strict

@@ -105,7 +105,6 @@ pub struct SimMember {
     /// Started again: the member it asks (found by discovery), and whether it was
     /// taken in.
     pub restarted: Option<(NodeId, bool)>,
-    cursor: usize,
     waiting: bool,
 }
 
@@ -161,7 +160,6 @@ impl RestoreSim {
                     out: false,
                     core: again.is_none().then(|| Restore::new(id, view.clone())),
                     restarted: again,
-                    cursor: 0,
                     waiting: false,
                 }
             })
@@ -251,20 +249,18 @@ impl RestoreSim {
         if m.waiting {
             return;
         }
-        let list = core.to_ask();
-        if list.is_empty() || m.cursor >= list.len() {
-            m.cursor = 0;
-            // The end of a round: a plain join to anyone, taken only by a running view.
-            let other = NodeId(self.rng.below(self.cfg.members as u64) as u32);
-            if self.members[other.0 as usize].alive && self.members[other.0 as usize].running() {
-                self.members[i].core.as_mut().expect("core").joined();
+        match core.next_ask() {
+            Some(to) => self.send(me, to),
+            None => {
+                // The end of a round: a plain join to anyone (taken only by a
+                // running view), then the next round.
+                core.begin_round();
+                let other = NodeId(self.rng.below(self.cfg.members as u64) as u32);
+                if self.members[other.0 as usize].alive && self.members[other.0 as usize].running() {
+                    self.members[i].core.as_mut().expect("core").joined();
+                }
             }
-            return;
         }
-        let to = list[m.cursor];
-        m.cursor += 1;
-        core.ask(to);
-        self.send(me, to);
     }
 
     /// `from` sends its request to `to` (at once unreachable if `to` is dead).
@@ -321,12 +317,7 @@ impl RestoreSim {
             }
             return;
         }
-        let core = m.core.as_mut().expect("core");
-        if let Some(next) = core.answer(answer) {
-            self.send(who, next);
-        } else if matches!(core.stand(), Stand::Bound(_)) {
-            m.cursor = 0;
-        }
+        m.core.as_mut().expect("core").answer(answer);
     }
 }
 
