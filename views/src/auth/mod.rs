@@ -275,14 +275,21 @@ pub enum AuthError {
     /// as a member's), and asked to join.
     #[error("authentication failed: this identity may open client sessions only, not join")]
     ClientOnly,
-    /// A certificate of the handshake, this end's or the other's, is revoked by
-    /// the revocation lists of the end that checked it.
-    #[error("authentication failed: a certificate is revoked")]
+    /// This end's certificate is revoked by the other end's revocation lists
+    /// (the other end refused it).
+    #[error("authentication failed: this end's certificate is revoked")]
     Revoked,
-    /// A certificate of the handshake, this end's or the other's, has expired
-    /// (or is not valid yet) by the clock of the end that checked it.
-    #[error("authentication failed: a certificate has expired or is not valid yet")]
+    /// This end's certificate has expired (or is not valid yet) by the other
+    /// end's clock (the other end refused it).
+    #[error("authentication failed: this end's certificate has expired or is not valid yet")]
     Expired,
+    /// The other end's certificate is revoked by this end's revocation lists.
+    #[error("authentication failed: the other end's certificate is revoked")]
+    PeerRevoked,
+    /// The other end's certificate has expired (or is not valid yet) by this
+    /// end's clock.
+    #[error("authentication failed: the other end's certificate has expired or is not valid yet")]
+    PeerExpired,
     /// The other end has a secret and this one has none.
     #[error("authentication required: the other end has a secret and this node none")]
     Required,

@@ -433,20 +433,17 @@ fn confirmed(conn: &mut Connection, s: &mut (impl Read + Write)) -> Result<(), A
 #[error("a plain frame")]
 struct Plain;
 
-/// A failed handshake: a certificate refused (here or by the peer's alert) is a
-/// failed authentication; a plain answer, other credentials there; anything
-/// else, the connection's own failure.
+/// A failed handshake: a certificate refused is a failed authentication (the
+/// peer's, refused here; or this end's, refused by the peer's alert); a plain
+/// answer, other credentials there; anything else, the connection's own failure.
 fn tls_error(e: std::io::Error) -> AuthError {
     use rustls::{AlertDescription as A, CertificateError as C};
     match e.get_ref() {
         Some(i) if i.is::<rustls::Error>() => match i.downcast_ref::<rustls::Error>() {
-            Some(
-                rustls::Error::InvalidCertificate(C::Revoked) | rustls::Error::AlertReceived(A::CertificateRevoked),
-            ) => AuthError::Revoked,
-            Some(
-                rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet)
-                | rustls::Error::AlertReceived(A::CertificateExpired),
-            ) => AuthError::Expired,
+            Some(rustls::Error::InvalidCertificate(C::Revoked)) => AuthError::PeerRevoked,
+            Some(rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet)) => AuthError::PeerExpired,
+            Some(rustls::Error::AlertReceived(A::CertificateRevoked)) => AuthError::Revoked,
+            Some(rustls::Error::AlertReceived(A::CertificateExpired)) => AuthError::Expired,
             _ => AuthError::Failed,
         },
         Some(i) if i.is::<Plain>() => AuthError::OtherKind,

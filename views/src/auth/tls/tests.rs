@@ -123,8 +123,8 @@ fn a_revoked_initiator_is_refused_and_both_ends_say_so() {
     let a = certs(&ca, "node-a");
     let resp = with_list(certs(&ca, "node-b"), &ca, &["node-a"]);
     let (i, r) = run(&a, &resp);
-    assert!(matches!(r, Err(AuthError::Revoked)), "{r:?}");
-    assert!(matches!(i, Err(AuthError::Revoked)), "the initiator hears why: {i:?}");
+    assert!(matches!(r, Err(AuthError::PeerRevoked)), "{r:?}");
+    assert!(matches!(i, Err(AuthError::Revoked)), "the initiator hears its own is revoked: {i:?}");
     let (i, r) = run(&certs(&ca, "node-c"), &resp);
     assert!(i.is_ok() && r.is_ok(), "a certificate the list does not name: {i:?} {r:?}");
 }
@@ -135,8 +135,8 @@ fn a_revoked_responder_is_refused_by_the_initiator() {
     let b = certs(&ca, "node-b");
     let init = with_list(certs(&ca, "node-a"), &ca, &["node-b"]);
     let (i, r) = run(&init, &b);
-    assert!(matches!(i, Err(AuthError::Revoked)), "{i:?}");
-    assert!(r.is_err());
+    assert!(matches!(i, Err(AuthError::PeerRevoked)), "{i:?}");
+    assert!(matches!(r, Err(AuthError::Revoked)), "the responder hears its own is revoked: {r:?}");
 }
 
 #[test]
@@ -148,7 +148,7 @@ fn a_list_changed_on_disk_counts_from_the_next_handshake_and_a_bad_one_refuses_a
     assert!(i.is_ok() && r.is_ok(), "an empty list revokes nothing: {i:?} {r:?}");
     let path = ca.revoke(&["node-a"]);
     let (_, r) = run(&a, &resp);
-    assert!(matches!(r, Err(AuthError::Revoked)), "the list written since: {r:?}");
+    assert!(matches!(r, Err(AuthError::PeerRevoked)), "the list written since: {r:?}");
     // A list that cannot be read leaves every certificate's status unknown.
     std::fs::write(&path, b"-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n").unwrap();
     let (_, r) = run(&certs(&ca, "node-c"), &resp);
@@ -185,10 +185,11 @@ fn an_expired_certificate_is_refused_at_either_end_and_both_say_so() {
     let (a, c, k) = ca.pem_expired("node-old");
     let old = Certificates::from_pem(a.as_bytes(), c.as_bytes(), k.as_bytes(), "node-old").unwrap();
     let (i, r) = run(&old, &certs(&ca, "node-b"));
-    assert!(matches!(r, Err(AuthError::Expired)), "{r:?}");
-    assert!(matches!(i, Err(AuthError::Expired)), "the initiator hears why: {i:?}");
-    let (i, _) = run(&certs(&ca, "node-a"), &old);
-    assert!(matches!(i, Err(AuthError::Expired)), "an expired responder: {i:?}");
+    assert!(matches!(r, Err(AuthError::PeerExpired)), "{r:?}");
+    assert!(matches!(i, Err(AuthError::Expired)), "the initiator hears its own has expired: {i:?}");
+    let (i, r) = run(&certs(&ca, "node-a"), &old);
+    assert!(matches!(i, Err(AuthError::PeerExpired)), "an expired responder: {i:?}");
+    assert!(matches!(r, Err(AuthError::Expired)), "the responder hears its own has expired: {r:?}");
 }
 
 proptest! {
