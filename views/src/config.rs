@@ -167,7 +167,7 @@ pub struct Config {
 }
 
 mod security;
-pub use security::{Security, CERT_ENV, CRL_ENV, SECRET_ENV};
+pub use security::{Security, CERT_ENV, CRL_ENV, DEFAULT_RECHECK_MS, SECRET_ENV};
 
 /// True for a valid group name: 1-40 letters, digits, `-` or `_`.
 pub fn valid_name(name: &str) -> bool {
@@ -454,6 +454,12 @@ impl ConfigBuilder {
     /// [`Security::crl_file`]).
     pub fn revocation_list(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.0.security.crl_file = Some(path.into());
+        self
+    }
+    /// With certificates: how often members check each other's certificates
+    /// again (see [`Security::recheck_ms`]; zero: never).
+    pub fn certificate_recheck(mut self, every: Duration) -> Self {
+        self.0.security.recheck_ms = Some(every.as_millis() as u64);
         self
     }
     /// Discovery on or off (see [`Config::discovery`]).

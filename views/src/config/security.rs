@@ -45,7 +45,20 @@ pub struct Security {
     /// Absent: [`CRL_ENV`]'s file, if set; else no revocation.
     #[serde(default)]
     pub crl_file: Option<std::path::PathBuf>,
+    /// With certificates: how often, in milliseconds, each member checks the
+    /// certificates of its view's members again (a handshake with each, which
+    /// checks both ends' chains, revocation lists and expiry). A member whose
+    /// certificate was revoked, or expired, while it runs is then suspected and
+    /// removed, and stops itself once a member refuses its certificate. Absent:
+    /// [`DEFAULT_RECHECK_MS`]; 0: never (certificates are checked only when a
+    /// connection opens).
+    #[serde(default)]
+    pub recheck_ms: Option<u64>,
 }
+
+/// How often members check each other's certificates again unless told (see
+/// [`Security::recheck_ms`]).
+pub const DEFAULT_RECHECK_MS: u64 = 30_000;
 
 /// The environment variable that names a secret file when the configuration
 /// names none.
@@ -97,13 +110,18 @@ impl Security {
                 identity: env(CERT_ENV[3]).and_then(|v| v.into_string().ok()),
                 members: self.members.clone(),
                 crl_file: self.crl_file.clone(),
+                recheck_ms: self.recheck_ms,
                 ..Security::default()
             };
             return from_env.credentials();
         }
         let Some(cert) = &self.cert_file else {
-            if self.ca_file.is_some() || self.key_file.is_some() || self.members.is_some() || self.crl_file.is_some() {
-                return Err(invalid("security.cert_file", "ca_file, key_file, members and crl_file need a cert_file"));
+            let with_certs = [self.ca_file.is_some(), self.key_file.is_some(), self.members.is_some()];
+            if with_certs.contains(&true) || self.crl_file.is_some() || self.recheck_ms.is_some() {
+                return Err(invalid(
+                    "security.cert_file",
+                    "ca_file, key_file, members, crl_file and recheck_ms need a cert_file",
+                ));
             }
             return Ok(self.secret()?.map(Into::into));
         };
@@ -125,5 +143,20 @@ impl Security {
             certs = certs.revocation_list(&crl).map_err(|e| invalid("security.crl_file", e.to_string()))?;
         }
         Ok(Some(certs.into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recheck_ms_parses_and_needs_certificates() {
+        let s: Security = toml::from_str("recheck_ms = 500\n").unwrap();
+        assert_eq!(s.recheck_ms, Some(500));
+        let e = s.credentials().unwrap_err().to_string();
+        assert!(e.contains("recheck_ms need a cert_file"), "{e}");
+        let none: Security = toml::from_str("").unwrap();
+        assert_eq!(none.recheck_ms, None, "absent: the default applies");
     }
 }

@@ -409,6 +409,13 @@ impl GroupBuilder {
                 std::thread::Builder::new().name("spindle-discovery".into()).spawn(move || discovery::serve(inner));
             threads.push(beacons.map_err(|e| StartError::Setup(e.to_string()))?);
         }
+        if let Some(every) = super::recheck::interval(&inner) {
+            let inner = inner.clone();
+            let checks = std::thread::Builder::new()
+                .name("spindle-recheck".into())
+                .spawn(move || super::recheck::run(inner, every));
+            threads.push(checks.map_err(|e| StartError::Setup(e.to_string()))?);
+        }
         let (tx, rx) = channel();
         let first = match cfg.contact {
             None => Ok(View::initial(vec![me])),

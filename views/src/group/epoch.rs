@@ -253,6 +253,19 @@ impl Epoch {
         lock(&self.driver).engine.request_join(joiner)
     }
 
+    /// Suspects `peer` from outside the predicate thread (its certificate is no
+    /// longer valid): the view changes without it.
+    pub(crate) fn suspect(&self, peer: NodeId) {
+        {
+            let mut d = lock(&self.driver);
+            if d.engine.peer_done(peer) {
+                return;
+            }
+            d.engine.suspect(peer);
+        }
+        self.poke();
+    }
+
     /// True once this view is wedged (a change is under way).
     pub(crate) fn is_wedged(&self) -> bool {
         lock(&self.driver).engine.is_wedged()

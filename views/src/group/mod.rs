@@ -53,6 +53,7 @@ mod error;
 mod hooks;
 mod install;
 mod metrics;
+mod recheck;
 mod rejoin;
 mod removal;
 pub mod report;
