@@ -216,42 +216,55 @@ fn a_revoked_certificate_cannot_join_or_connect_and_the_list_is_read_again_when_
     assert_eq!((a.members().len(), b.members().len()), (2, 2));
 }
 
-#[test]
-fn a_member_whose_certificate_is_revoked_while_it_runs_is_removed_and_stops() {
-    let ca = TestCa::new("crl-live");
-    let name = format!("certl{}", std::process::id());
+/// Three members over tcp with certificates and a list; `checks` says which of them
+/// check the others' certificates again (every 300 ms). Revokes member c's
+/// certificate while the group runs: a and b go on without c, and c stops saying
+/// its certificate is revoked (and `says`).
+fn revoked_while_running(tag: &str, checks: [bool; 3], says: &str) {
+    let ca = TestCa::new(tag);
+    let name = format!("{tag}{}", std::process::id());
     let crl = ca.revoke(&[]);
-    let member = |n: &str, contact: Option<SocketAddr>| {
+    let member = |n: &str, contact: Option<SocketAddr>, check: bool| {
         let f = ca.issue(n);
         common::member_config(&name, spindle_views::config::AUTO_ID, contact, Transport::Tcp)
             .discovery(false)
             .certificates(f.ca, f.cert, f.key, n)
             .revocation_list(&crl)
-            .certificate_recheck(Duration::from_millis(300))
+            .certificate_recheck(Duration::from_millis(if check { 300 } else { 0 }))
             .build()
             .unwrap()
     };
-    let (a, log_a) = start(member("node-a", None));
-    let (b, _) = start(member("node-b", Some(a.listen_addr())));
-    let (c, _) = start(member("node-c", Some(a.listen_addr())));
+    let (a, log_a) = start(member("node-a", None, checks[0]));
+    let (b, _) = start(member("node-b", Some(a.listen_addr()), checks[1]));
+    let (c, _) = start(member("node-c", Some(a.listen_addr()), checks[2]));
     let three = || [&a, &b, &c].iter().all(|g| g.members().len() == 3);
     assert!(testkit::poll_until(WAIT, Duration::from_millis(5), three));
     let before = a.view().map(|v| v.id());
     std::thread::sleep(Duration::from_secs(1)); // a few checks pass: nothing changes
     assert_eq!(a.view().map(|v| v.id()), before, "valid certificates remove no one");
-    // Revoked while it runs: the others' checks remove it, and its own check (the
-    // others refuse its certificate) stops it.
     ca.revoke(&["node-c"]);
     assert!(two(&[&a, &b]), "a and b go on without c: {:?} {:?}", a.members(), b.members());
     assert!(!a.members().contains(&c.node()));
     let stopped = testkit::poll_until(WAIT, Duration::from_millis(10), || c.stopped().is_some());
     assert!(stopped, "c stops");
     let why = c.stopped().unwrap();
-    assert!(why.contains("revoked"), "{why}");
+    assert!(why.contains("revoked") && why.contains(says), "{why}");
     b.send(0, b"after").unwrap();
     assert!(testkit::poll_until(WAIT, Duration::from_millis(5), || log_a
         .lock()
         .unwrap()
         .iter()
         .any(|m| m == b"after")));
+}
+
+#[test]
+fn a_member_revoked_while_it_runs_is_removed_by_the_others_checks_and_stops_when_refused_back() {
+    // c checks no one: the others' checks remove it, and its rejoin is refused.
+    revoked_while_running("crl-others", [true, true, false], "then join refused by");
+}
+
+#[test]
+fn a_member_revoked_while_it_runs_stops_when_its_own_check_is_refused() {
+    // Only c checks: refused by a, it stops, and a and b see it gone.
+    revoked_while_running("crl-self", [false, false, true], "refused this member's certificate");
 }

@@ -29,6 +29,7 @@
 use super::directory::member_info;
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
+use crate::auth::AuthError;
 use crate::restore::{Answer, Restore};
 use crate::view::{LayoutDoc, View, ViewId};
 use crate::wire::MemberInfo;
@@ -112,10 +113,9 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             let (me, creds) = (me.clone(), inner.creds.clone());
             let answer = match on_thread(inner, tx, move || {
                 control::join(me, contact, Instant::now() + attempt, attempt, None, creds.as_ref())
-                    .map_err(|e| e.to_string())
             }) {
                 Ok(Some(a)) => a,
-                Ok(None) => Err("the join attempt ended".into()),
+                Ok(None) => Err(control::JoinError::Refused("the join attempt ended".into())),
                 Err(done) => return done,
             };
             match answer {
@@ -123,6 +123,11 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
                     if start_welcomed(inner, welcome, why, began, tx) {
                         return Ok(());
                     }
+                }
+                // This member's certificate is revoked, or expired: no member will
+                // take it back (the others removed it for that, most likely).
+                Err(e @ control::JoinError::Auth { why: AuthError::Revoked | AuthError::Expired, .. }) => {
+                    return Err(e.to_string());
                 }
                 Err(e) => tracing::info!(%contact, %e, "not taken back yet"),
             }
