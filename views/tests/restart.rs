@@ -130,6 +130,7 @@ fn two_of_three_killed_and_started_again_one_by_one_make_one_group() {
 }
 
 #[test]
+#[ignore = "restoring among live members is off: the restarter's state wins and a Tailwind log lost acknowledged appends"]
 fn every_live_member_out_of_the_view_at_once_restore_it_among_themselves() {
     let name = format!("rsall{}", std::process::id());
     let stalled = Arc::new(AtomicBool::new(false));
