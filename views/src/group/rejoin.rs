@@ -14,11 +14,10 @@
 //! 2. asks the members it knew (and the configured contact, and the group found by
 //!    discovery) in turn to take it back, with its own node id, until one does or
 //!    the application shuts the node down; a partition that has not healed yet is
-//!    simply retried, with a growing pause of at most two seconds. Each round
-//!    first asks the members of its last view below it to count it towards
-//!    restoring that view (or the one it is bound to, once counted): should every
-//!    live member be out of the view, the one that counts a strict majority of it
-//!    starts the next view and the others join it (see [`crate::restore`]);
+//!    simply retried, with a growing pause of at most two seconds. (With
+//!    `RESTORE_AMONG_LIVE`, switched off for now, each round would first ask the
+//!    members of its last view below it to count it towards restoring that view:
+//!    see [`crate::restore`].)
 //! 3. takes the welcome as a joiner does: the state hooks run, then
 //!    [`GroupBuilder::on_rejoin`](super::GroupBuilder::on_rejoin), then the view
 //!    starts and `on_view` sees this node back in.

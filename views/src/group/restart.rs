@@ -13,11 +13,11 @@
 //! stranded one (the one stranded in the latest view, if several answer),
 //! claiming its id and naming the last view it installed. A stranded member whose
 //! view is older than that is stale (the group went on without it) and refuses.
-//! Otherwise the restarted member is counted towards restoring the view, as the
-//! members that stayed alive but are out of it count each other; which one of them
-//! starts view `v + 1` (itself alone, carrying its state, the others joining it
-//! next) is decided by `crate::restore`: the one that counted a strict majority of
-//! the last view, and never two.
+//! Otherwise the restarted member is counted towards restoring the view; the
+//! member out of it that counted a strict majority of the last view starts view
+//! `v + 1` (itself alone, carrying its state, the others joining it next), and never
+//! two (`crate::restore`). Members that stayed alive do not yet count each other
+//! (see `rejoin`'s `RESTORE_AMONG_LIVE`).
 //!
 //! A new member (no state directory) that hears only stranded beacons does not
 //! start a second group: it fails to start, saying which view is stranded and what
