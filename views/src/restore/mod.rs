@@ -11,6 +11,12 @@
 //! only hears "between views". One of them must start view `v + 1` with the others,
 //! and never two: two would be two groups of one name.
 //!
+//! The runtime runs this core at every member out of its view, but for now only
+//! members started again on their state directories ask to be counted: members
+//! that stayed alive asking too (`RESTORE_AMONG_LIVE` in `group::rejoin`) is off,
+//! because the restarter keeps its own state and a Tailwind log on it lost
+//! acknowledged appends only the others held.
+//!
 //! The rule here: a member out of `v` is *counted* by the one it asks to take it
 //! back, and a count binds it for good.
 //!
