@@ -2,13 +2,14 @@
 //! directories (no id, no contact: discovery), the members a stranded survivor lost
 //! restore the group with its state; a new member that finds only a stranded group
 //! refuses to start a second one; members that are all out of their view at once
-//! restore it among themselves. Members are threads over shm on loopback.
+//! restore it among themselves (ignored while that is switched off). Members are
+//! threads over shm on loopback.
 
+use spindle_sst::sync::atomic::{AtomicBool, Ordering};
 use spindle_sst::transport::NodeId;
 use spindle_views::config::{Transport, AUTO_ID};
 use spindle_views::group::{Group, GroupBuilder, StartError};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use testkit::TempDirs;
