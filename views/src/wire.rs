@@ -28,7 +28,7 @@ use thiserror::Error;
 /// Frame magic.
 pub const MAGIC: [u8; 4] = *b"SPCP";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Header bytes.
 pub const HEADER: usize = 10;
 /// Largest body accepted: a 64 MiB sample (the DDS default limit) with room for its
@@ -203,6 +203,17 @@ pub enum Message {
     StatusRequest,
     /// A member's answer to a [`Message::StatusRequest`].
     Status(crate::report::GroupStatus),
+    /// The answer to a [`Message::RestoreRequest`] from a member the answering one
+    /// counted and then restarted the group with: the view it restarted, which
+    /// lists the asker. Followed by the state chunks, as [`Message::JoinAccepted`]
+    /// is; a member that stayed alive continues its own state instead (see
+    /// `spindle_views::restore`).
+    Restored {
+        /// The restarted view.
+        view: ViewMsg,
+        /// The key client session tokens are made with.
+        client_key: [u8; 32],
+    },
 }
 
 /// Subgroups a client may subscribe to are numbered below this.
@@ -240,7 +251,7 @@ impl Message {
     pub fn validate(&self) -> Result<(), WireError> {
         let bad = |s: &str| Err(WireError::Invalid(s.into()));
         match self {
-            Message::JoinAccepted { view, .. } | Message::ViewInstall { view } => {
+            Message::JoinAccepted { view, .. } | Message::Restored { view, .. } | Message::ViewInstall { view } => {
                 if view.members.is_empty() || view.members.len() > MAX_MEMBERS {
                     return bad("a view needs 1..=1024 members");
                 }
@@ -401,6 +412,16 @@ mod tests {
                 client_key: [3; 32],
             },
             Message::JoinRefused { reason: "minority".into() },
+            Message::Restored {
+                view: ViewMsg {
+                    id: 6,
+                    members: vec![member(1), member(2)],
+                    layout_version: 1,
+                    layout: vec![],
+                    next_node: 3,
+                },
+                client_key: [5; 32],
+            },
             Message::ViewInstall {
                 view: ViewMsg { id: 9, members: vec![member(1)], layout_version: 0, layout: vec![], next_node: 2 },
             },

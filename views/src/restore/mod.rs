@@ -11,11 +11,9 @@
 //! only hears "between views". One of them must start view `v + 1` with the others,
 //! and never two: two would be two groups of one name.
 //!
-//! The runtime runs this core at every member out of its view, but for now only
-//! members started again on their state directories ask to be counted: members
-//! that stayed alive asking too (`RESTORE_AMONG_LIVE` in `group::rejoin`) is off,
-//! because the restarter keeps its own state and a Tailwind log on it lost
-//! acknowledged appends only the others held.
+//! The runtime runs this core at every member out of its view; members that
+//! stayed alive ask to be counted, and so do members started again on their state
+//! directories.
 //!
 //! The rule here: a member out of `v` is *counted* by the one it asks to take it
 //! back, and a count binds it for good.
@@ -32,6 +30,16 @@
 //!   elsewhere. Refused for certain, or not reached at all, it is a candidate again.
 //! - Counts only ever point to a lower id, so chains of bindings end at one
 //!   candidate, which gathers everyone the chains lead to.
+//!
+//! The restarted view `v + 1` lists the restarter and every member it counted, in
+//! their order in `v`, as a view change that removed the others would. Each counted
+//! member asks its counter again and is told to start that view (a
+//! [`Reply::Restored`]); one that stayed alive continues its own state there, as a
+//! member that stays in a view does, so no one's state replaces another's. (The
+//! first restarts put the restarter alone in `v + 1` and had the others join it:
+//! a Tailwind log whose only replicas were among the joiners then recovered empty
+//! on the restarter and dropped, at each joiner, the open segment that held the
+//! last acknowledged appends.)
 //!
 //! Why only one restarts: a restarter's majority is itself and members bound to it;
 //! a member is bound to one candidate at a time and only moves on once that one is
@@ -82,6 +90,9 @@ pub enum Reply {
     Outsider,
     /// This member runs a view again (the asker should join it).
     Running,
+    /// This member restarted the view with the asker in it: the asker starts that
+    /// view ([`Restore::restarted`]).
+    Restored,
 }
 
 /// How a request to be counted ended, as the asker saw it.
@@ -112,12 +123,22 @@ pub struct Restore {
     round: Vec<NodeId>,
     /// The request in `stand` is a redirect not sent yet.
     follow: bool,
+    /// The view this member restarted, once it did.
+    restarted: Option<View>,
 }
 
 impl Restore {
     /// `me`, out of `last` (the last view it installed).
     pub fn new(me: NodeId, last: View) -> Restore {
-        Restore { me, last, counted: Vec::new(), stand: Stand::Candidate, round: Vec::new(), follow: false }
+        Restore {
+            me,
+            last,
+            counted: Vec::new(),
+            stand: Stand::Candidate,
+            round: Vec::new(),
+            follow: false,
+            restarted: None,
+        }
     }
 
     /// The view being restored.
@@ -137,6 +158,9 @@ impl Restore {
 
     /// `from`, whose last installed view is `their_last`, asks to be counted.
     pub fn on_request(&mut self, from: NodeId, their_last: ViewId) -> Reply {
+        if let Some(v) = self.restarted() {
+            return if v.members().contains(&from) { Reply::Restored } else { Reply::Running };
+        }
         if matches!(self.stand, Stand::Restarted | Stand::Joined) {
             return Reply::Running;
         }
@@ -211,8 +235,8 @@ impl Restore {
     }
 
     /// The view to start, if this member is a candidate that counted a strict
-    /// majority of the last view (itself included): `last + 1` with itself alone,
-    /// with the last view's layout and id counter; the members it counted join next.
+    /// majority of the last view (itself included): `last + 1` with itself and the
+    /// members it counted (see [`restart_view`]).
     pub fn restart(&mut self) -> Option<View> {
         if self.stand != Stand::Candidate {
             return None;
@@ -222,7 +246,14 @@ impl Restore {
             return None;
         }
         self.stand = Stand::Restarted;
-        Some(restart_view(self.me, &self.last))
+        let v = restart_view(self.me, &self.counted, &self.last);
+        self.restarted = Some(v.clone());
+        Some(v)
+    }
+
+    /// The view this member restarted, while it is the one starting it.
+    pub fn restarted(&self) -> Option<&View> {
+        self.restarted.as_ref().filter(|_| self.stand == Stand::Restarted)
     }
 
     /// The view `restart` gave could not start (nothing ran, no one joined it):
@@ -230,6 +261,7 @@ impl Restore {
     pub fn restart_failed(&mut self) {
         if self.stand == Stand::Restarted {
             self.stand = Stand::Candidate;
+            self.restarted = None;
         }
     }
 
@@ -239,10 +271,13 @@ impl Restore {
     }
 }
 
-/// The view a member restarts the group with: `last`'s next, itself alone, with
-/// `last`'s layout and id counter.
-pub fn restart_view(me: NodeId, last: &View) -> View {
-    View::with_id(ViewId(last.id().0 + 1), vec![me]).with_layout(last.layout().clone()).with_next_node(last.next_node())
+/// The view a member restarts the group with: `last`'s next, with itself and the
+/// members it `counted` in their order in `last` (so the members a layout puts
+/// first, a log's primary and replicas, stay first, as a view change that removed
+/// the others would keep them), and `last`'s layout and id counter.
+pub fn restart_view(me: NodeId, counted: &[NodeId], last: &View) -> View {
+    let members = last.members().iter().copied().filter(|m| *m == me || counted.contains(m)).collect();
+    View::with_id(ViewId(last.id().0 + 1), members).with_layout(last.layout().clone()).with_next_node(last.next_node())
 }
 
 #[cfg(test)]

@@ -21,10 +21,18 @@ fn a_candidate_counts_members_of_its_view_and_restarts_with_a_strict_majority() 
     assert_eq!(r.on_request(NodeId(3), ViewId(5)), Reply::Counted, "asking again counts once");
     assert_eq!(r.counted(), &[NodeId(2), NodeId(3)]);
     let v = r.restart().expect("three of four");
-    assert_eq!((v.id(), v.members()), (ViewId(6), &[NodeId(1)][..]));
+    assert_eq!(
+        (v.id(), v.members()),
+        (ViewId(6), &[NodeId(1), NodeId(2), NodeId(3)][..]),
+        "itself and the counted, in the order of the last view"
+    );
     assert_eq!(r.stand(), Stand::Restarted);
+    assert_eq!(r.restarted(), Some(&v));
     assert_eq!(r.restart(), None, "once");
-    assert_eq!(r.on_request(NodeId(2), ViewId(5)), Reply::Running);
+    assert_eq!(r.on_request(NodeId(2), ViewId(5)), Reply::Restored, "a counted member starts the view it is in");
+    assert_eq!(r.on_request(NodeId(0), ViewId(5)), Reply::Running, "one not counted joins it");
+    r.restart_failed();
+    assert_eq!((r.stand(), r.restarted()), (Stand::Candidate, None));
 }
 
 #[test]
@@ -95,4 +103,15 @@ fn redirects_lead_lower_only_and_a_bound_member_stays_bound_when_one_fails() {
     assert_eq!(r.on_request(NodeId(2), ViewId(5)), Reply::Running);
     r.begin_round();
     assert_eq!(r.next_ask(), None, "a member that runs a view asks no one");
+}
+
+#[test]
+fn the_restarted_view_keeps_the_order_of_the_last_one() {
+    // A layout puts a log's primary and replicas first: they must stay first.
+    let last = View::with_id(ViewId(8), vec![NodeId(3), NodeId(0), NodeId(2), NodeId(1), NodeId(4)]);
+    let mut r = Restore::new(NodeId(1), last);
+    assert_eq!(r.on_request(NodeId(2), ViewId(8)), Reply::Counted);
+    assert_eq!(r.on_request(NodeId(3), ViewId(8)), Reply::Counted);
+    let v = r.restart().expect("three of five");
+    assert_eq!((v.id(), v.members()), (ViewId(9), &[NodeId(3), NodeId(2), NodeId(1)][..]));
 }

@@ -10,6 +10,7 @@
 
 pub mod one_restarter;
 pub mod progress;
+pub mod restarted_view;
 
 use super::{Answer, Reply, Restore, Stand};
 use crate::view::{View, ViewId};
@@ -201,6 +202,7 @@ impl RestoreSim {
                 self.turn(i);
             }
             self.restarters.check(&self.members).map_err(|d| self.violation(one_restarter::NAME, d))?;
+            restarted_view::check(&self.view, &self.members).map_err(|d| self.violation(restarted_view::NAME, d))?;
         }
         progress::check(&self.cfg, &self.members).map_err(|d| self.violation(progress::NAME, d))?;
         self.report.restarts = self.restarters.count();
@@ -288,7 +290,7 @@ impl RestoreSim {
                         match target.core.as_mut().map(|c| c.on_request(from, last)) {
                             Some(Reply::Counted) => Answer::Counted,
                             Some(Reply::Redirect(n)) => Answer::Redirect(n),
-                            Some(Reply::Running) => Answer::Welcomed,
+                            Some(Reply::Running | Reply::Restored) => Answer::Welcomed,
                             Some(Reply::Stale | Reply::Outsider) | None => Answer::Refused,
                         }
                     }
