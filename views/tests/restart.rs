@@ -2,7 +2,7 @@
 //! directories (no id, no contact: discovery), the members a stranded survivor lost
 //! restore the group with its state; a new member that finds only a stranded group
 //! refuses to start a second one; members that are all out of their view at once
-//! restore it among themselves (ignored while that is switched off). Members are
+//! restore it among themselves. Members are
 //! threads over shm on loopback.
 
 use spindle_sst::sync::atomic::{AtomicBool, Ordering};
@@ -131,7 +131,6 @@ fn two_of_three_killed_and_started_again_one_by_one_make_one_group() {
 }
 
 #[test]
-#[ignore = "restoring among live members is off: the restarter's state wins and a Tailwind log lost acknowledged appends"]
 fn every_live_member_out_of_the_view_at_once_restore_it_among_themselves() {
     let name = format!("rsall{}", std::process::id());
     let stalled = Arc::new(AtomicBool::new(false));

@@ -130,20 +130,33 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
         // Out of the view: a member of it that is out too, or was started again,
         // asks to be counted towards restoring it (see `crate::restore`).
         let reply = match last_view {
-            Some(last) => {
-                lock(&inner.restore).as_mut().map(|r| (r.view(), r.on_request(NodeId(member.node), ViewId(last))))
-            }
+            Some(last) => lock(&inner.restore).as_mut().map(|r| {
+                let reply = r.on_request(NodeId(member.node), ViewId(last));
+                (r.view(), reply, r.restarted().cloned())
+            }),
             None => None,
         };
         return match reply {
-            Some((_, Reply::Counted)) => refuse(&mut stream, RESTORING.into()),
-            Some((_, Reply::Redirect(to))) => match inner.directory.control_of(to) {
+            Some((_, Reply::Counted, _)) => refuse(&mut stream, RESTORING.into()),
+            // Counted, and the view is restarted with it: it starts that view too.
+            Some((_, Reply::Restored, Some(view))) => {
+                let msg = ViewMsg {
+                    id: view.id().0,
+                    members: inner.directory.members_of(&view),
+                    layout_version: view.layout().version(),
+                    layout: view.layout().bytes().to_vec(),
+                    next_node: view.next_node(),
+                };
+                tracing::info!(member = member.node, view = view.id().0, "a counted member starts the restarted view");
+                welcome(inner, stream, msg, true).map_err(|e| e.to_string())
+            }
+            Some((_, Reply::Redirect(to), _)) => match inner.directory.control_of(to) {
                 Some(leader) => stream.send(&Message::Redirect { leader }).map_err(|e| e.to_string()),
                 None => refuse(&mut stream, "this member is between views; retry".into()),
             },
             // It installed a later view than this one: the group went on without
             // this member, whose view is stale; it must not restart.
-            Some((mine, Reply::Stale)) => refuse(
+            Some((mine, Reply::Stale, _)) => refuse(
                 &mut stream,
                 format!("this member is out of view {}, older than your view {}", mine.0, last_view.unwrap_or(0)),
             ),
@@ -280,11 +293,15 @@ impl RequestPool {
     }
 }
 
-/// Sends the new view and every declared state to a joiner this node took.
-pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg) -> std::io::Result<()> {
+/// Sends the new view and every declared state to a joiner this node took, or
+/// (`restored`) to a member it counted and restarted the view with.
+pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg, restored: bool) -> std::io::Result<()> {
     stream.stream.set_write_timeout(Some(Duration::from_secs(10)))?;
     let client_key = *lock(&inner.client_key);
-    stream.send(&Message::JoinAccepted { view, client_key })?;
+    stream.send(&match restored {
+        true => Message::Restored { view, client_key },
+        false => Message::JoinAccepted { view, client_key },
+    })?;
     for (k, data) in inner.hooks.states() {
         let mut offset = 0usize;
         loop {
@@ -309,6 +326,14 @@ pub(crate) fn welcome(inner: &Inner, mut stream: Link, view: ViewMsg) -> std::io
 /// What a joiner gets: the view and the state per subgroup.
 pub(crate) type Welcome = (ViewMsg, Vec<(usize, Vec<u8>)>, [u8; 32]);
 
+/// How a member out of its view was taken in.
+pub(crate) enum Taken {
+    /// Into a running view, as any joiner.
+    Joined(Welcome),
+    /// Into the view the member that counted it restarted (see `crate::restore`).
+    Restored(Welcome),
+}
+
 /// Asks `contact` (following redirects) to add this node; waits for the view. An
 /// id the group still counts as a member is refused for `duplicate_grace` (a process
 /// restarted with its id before the group noticed the old one fail), then given up.
@@ -327,7 +352,7 @@ pub(crate) fn join(
     let mut duplicate_since: Option<Instant> = None;
     while Instant::now() < deadline {
         match ask(&me, target, last_view, creds) {
-            Ok(Answer::Welcome(w)) => return Ok(w),
+            Ok(Answer::Welcome(w) | Answer::Restored(w)) => return Ok(w),
             Ok(Answer::Redirect(l)) => {
                 target = l;
                 continue;
@@ -383,10 +408,11 @@ pub(crate) fn restore_ask(
     last_view: u64,
     creds: Option<&Credentials>,
     node_at: impl Fn(SocketAddr) -> Option<NodeId>,
-) -> (crate::restore::Answer, Option<Welcome>) {
+) -> (crate::restore::Answer, Option<Taken>) {
     use crate::restore::Answer as A;
     match ask(me, target, Some(last_view), creds) {
-        Ok(Answer::Welcome(w)) => (A::Welcomed, Some(w)),
+        Ok(Answer::Welcome(w)) => (A::Welcomed, Some(Taken::Joined(w))),
+        Ok(Answer::Restored(w)) => (A::Welcomed, Some(Taken::Restored(w))),
         Ok(Answer::Redirect(to)) => (node_at(to).map_or(A::Refused, A::Redirect), None),
         Ok(Answer::Refused(why)) if why == RESTORING => (A::Counted, None),
         Ok(Answer::Refused(_)) => (A::Refused, None),
@@ -403,6 +429,7 @@ impl From<String> for AskError {
 
 enum Answer {
     Welcome(Welcome),
+    Restored(Welcome),
     Redirect(SocketAddr),
     Refused(String),
 }
@@ -427,7 +454,7 @@ fn ask(
     s.send(&request).map_err(|e| e.to_string())?;
     // A view change (and the state) may take a while.
     s.stream.set_read_timeout(Some(Duration::from_secs(30))).map_err(|e| e.to_string())?;
-    let (view, client_key) = match s.recv().map_err(|e| e.to_string())? {
+    let (view, client_key, restored) = match s.recv().map_err(|e| e.to_string())? {
         Message::Redirect { leader } => return Ok(Answer::Redirect(leader)),
         // A member with a secret refuses a joiner without one in a plain frame.
         Message::JoinRefused { reason } if creds.is_none() && reason == crate::link::AUTH_REQUIRED => {
@@ -437,7 +464,8 @@ fn ask(
             return Err(AskError::Auth(AuthError::ClientOnly))
         }
         Message::JoinRefused { reason } => return Ok(Answer::Refused(reason)),
-        Message::JoinAccepted { view, client_key } => (view, client_key),
+        Message::JoinAccepted { view, client_key } => (view, client_key, false),
+        Message::Restored { view, client_key } => (view, client_key, true),
         other => return Err(format!("unexpected answer {other:?}").into()),
     };
     // A node without an id finds the one it was given by its control address.
@@ -464,5 +492,6 @@ fn ask(
             other => return Err(format!("unexpected frame during state transfer: {other:?}").into()),
         }
     }
-    Ok(Answer::Welcome((view, states, client_key)))
+    let w = (view, states, client_key);
+    Ok(if restored { Answer::Restored(w) } else { Answer::Welcome(w) })
 }

@@ -105,7 +105,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
     };
     for j in &next.joins {
         if let Some(stream) = inner.directory.take_joiner(j.node) {
-            if let Err(e) = control::welcome(inner, stream, msg.clone()) {
+            if let Err(e) = control::welcome(inner, stream, msg.clone(), false) {
                 tracing::warn!(joiner = %j.node, %e, "could not send the view to a joiner");
             }
         }

@@ -14,10 +14,11 @@
 //! 2. asks the members it knew (and the configured contact, and the group found by
 //!    discovery) in turn to take it back, with its own node id, until one does or
 //!    the application shuts the node down; a partition that has not healed yet is
-//!    simply retried, with a growing pause of at most two seconds. (With
-//!    `RESTORE_AMONG_LIVE`, switched off for now, each round would first ask the
-//!    members of its last view below it to count it towards restoring that view:
-//!    see [`crate::restore`].)
+//!    simply retried, with a growing pause of at most two seconds (100 ms once a
+//!    member counted it). Each round first asks the members of its last view
+//!    below it to count it towards restoring that view, should every live member
+//!    be out of it too: see [`crate::restore`]; a member counted by one that then
+//!    restarts the view starts it as a member that stays, without step 3.
 //! 3. takes the welcome as a joiner does: the state hooks run, then
 //!    [`GroupBuilder::on_rejoin`](super::GroupBuilder::on_rejoin), then the view
 //!    starts and `on_view` sees this node back in.
@@ -29,7 +30,7 @@ use super::directory::member_info;
 use super::epoch::Epoch;
 use super::{control, Event, Inner};
 use crate::auth::AuthError;
-use crate::restore::{Answer, Restore};
+use crate::restore::{Answer, Restore, Stand};
 use crate::view::{LayoutDoc, View, ViewId};
 use crate::wire::MemberInfo;
 use spindle_sst::sync::lock;
@@ -42,10 +43,15 @@ use std::time::{Duration, Instant};
 /// The view a joiner's welcome gives: runs the state hooks and learns the members'
 /// addresses first.
 pub(crate) fn take_welcome(inner: &Inner, (view, states, client_key): control::Welcome) -> View {
-    *spindle_sst::sync::lock(&inner.client_key) = client_key;
     for (k, bytes) in states {
         inner.hooks.set_state(k, &bytes);
     }
+    view_of(inner, view, client_key)
+}
+
+/// The view a welcome gives, its members' addresses learnt.
+fn view_of(inner: &Inner, view: crate::wire::ViewMsg, client_key: [u8; 32]) -> View {
+    *spindle_sst::sync::lock(&inner.client_key) = client_key;
     inner.directory.learn(&view.members);
     View::with_id(ViewId(view.id), view.members.iter().map(|m| NodeId(m.node)).collect())
         .with_layout(LayoutDoc::new(view.layout_version, view.layout))
@@ -71,12 +77,9 @@ fn contacts(inner: &Inner) -> Vec<SocketAddr> {
 }
 
 /// Whether members that stayed alive but are out of their view ask each other to
-/// be counted towards restoring it (see `crate::restore`). Off: the member that
-/// restarts the view keeps its own state, and a Tailwind log on it then lost
-/// acknowledged appends that only the others held (1 of 100 soak runs of
-/// `tailwind_failover`). Until a restore starts from the most complete state, only
-/// members started again on their state directories are counted, as before.
-const RESTORE_AMONG_LIVE: bool = false;
+/// be counted towards restoring it (see `crate::restore`); off, only members
+/// started again on their state directories are counted.
+const RESTORE_AMONG_LIVE: bool = true;
 
 /// Leaves the view this node was removed from and joins the group again; returns
 /// once it runs a view, or an error if the node was shut down meanwhile.
@@ -84,12 +87,20 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
     let began = Instant::now();
     tracing::warn!(%why, "removed from the group: joining it again");
     inner.status.set_rejoining(Some(why.to_string()));
+    let me_id = NodeId(inner.cfg.node_id);
     inner.clients.close_all();
     inner.freeze_current();
-    let me_id = NodeId(inner.cfg.node_id);
     let mut last = None;
     if let Some(mut old) = spindle_sst::sync::write(&inner.current).take() {
         last = Some(old.view.clone());
+        // Cut every member off first: nothing written here after this is read, so
+        // what the hooks read of the regions below holds every write a member
+        // acknowledged in that view (a Tailwind primary acknowledges an append once
+        // its write landed at each backup). Should this view be restored, the
+        // members continue from what they read here.
+        for &m in old.view.members().iter().filter(|m| **m != me_id) {
+            old.transport.disconnect(m);
+        }
         // The view is over for this node (no more deliveries): as at any view's
         // end, the application reads what it needs from its regions.
         inner.hooks.view_ended(&old.view, &old.transport);
@@ -153,7 +164,10 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        pause = (pause * 2).min(Duration::from_secs(2));
+        // Counted: the one that counted this member may restart the view at any
+        // moment and waits for its members only `setup_timeout`, so ask it often.
+        let bound = matches!(lock(&inner.restore).as_ref().map(|r| r.stand()), Some(Stand::Bound(_)));
+        pause = if bound { Duration::from_millis(100) } else { (pause * 2).min(Duration::from_secs(2)) };
     }
 }
 
@@ -227,10 +241,13 @@ fn restore_round(
         if let Some(r) = lock(&inner.restore).as_mut() {
             r.answer(answer);
         }
-        if let Some(w) = welcome {
-            if start_welcomed(inner, w, why, began, tx) {
-                return Some(Ok(()));
-            }
+        let started = match welcome {
+            Some(control::Taken::Joined(w)) => start_welcomed(inner, w, why, began, tx),
+            Some(control::Taken::Restored((view, _, key))) => start_restored(inner, view_of(inner, view, key), tx),
+            None => false,
+        };
+        if started {
+            return Some(Ok(()));
         }
     }
     restart_if_back(inner, tx)
@@ -261,14 +278,33 @@ fn start_welcomed(
     }
 }
 
+/// Starts the view the member that counted this one restarted (see
+/// `crate::restore`): as a member that stays in a view, it keeps its own state (the
+/// restarter's sent along is not taken) and no rejoin hook runs; false (and it
+/// tries again) if the view could not start.
+fn start_restored(inner: &Arc<Inner>, view: View, tx: &Sender<Event>) -> bool {
+    match Epoch::start(inner, view.clone(), &[], tx.clone()) {
+        Ok(epoch) => {
+            tracing::warn!(view = view.id().0, members = ?view.members(), "the view is restored: the group goes on");
+            back_in(inner, epoch, &view);
+            true
+        }
+        Err(e) => {
+            tracing::warn!(%e, "the restored view could not start here; trying again");
+            false
+        }
+    }
+}
+
 /// A node out of its view that counted a strict majority of it restarts the group
-/// (see `crate::restore`): view `last + 1` with itself, its state kept; the members
-/// it counted join it next. `None` while it is not (yet) time.
+/// (see `crate::restore`): view `last + 1` with itself and the members it counted,
+/// each keeping its state; they start it when they ask again. `None` while it is
+/// not (yet) time.
 fn restart_if_back(inner: &Arc<Inner>, tx: &Sender<Event>) -> Option<Result<(), String>> {
     let view = lock(&inner.restore).as_mut()?.restart()?;
     match Epoch::start(inner, view.clone(), &[], tx.clone()) {
         Ok(epoch) => {
-            tracing::warn!(view = view.id().0, "a majority of the last view is back: the group goes on");
+            tracing::warn!(view = view.id().0, members = ?view.members(), "a majority of the last view is back: the group goes on");
             back_in(inner, epoch, &view);
             Some(Ok(()))
         }

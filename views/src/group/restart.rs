@@ -15,9 +15,9 @@
 //! view is older than that is stale (the group went on without it) and refuses.
 //! Otherwise the restarted member is counted towards restoring the view; the
 //! member out of it that counted a strict majority of the last view starts view
-//! `v + 1` (itself alone, carrying its state, the others joining it next), and never
-//! two (`crate::restore`). Members that stayed alive do not yet count each other
-//! (see `rejoin`'s `RESTORE_AMONG_LIVE`).
+//! `v + 1` with the members it counted (a restarted one takes the restarter's state,
+//! as a joiner does), and never two (`crate::restore`). Members that stayed alive
+//! count each other the same way (see `rejoin`).
 //!
 //! A new member (no state directory) that hears only stranded beacons does not
 //! start a second group: it fails to start, saying which view is stranded and what
