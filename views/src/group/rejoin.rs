@@ -264,18 +264,10 @@ fn start_welcomed(
 ) -> bool {
     let view = take_welcome(inner, welcome);
     inner.hooks.rejoined(why);
-    match Epoch::start(inner, view.clone(), &[], tx.clone()) {
-        Ok(epoch) => {
-            inner.counters.rejoined(began.elapsed());
-            tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
-            back_in(inner, epoch, &view);
-            true
-        }
-        Err(e) => {
-            tracing::warn!(%e, "the view that took this node back could not start; trying again");
-            false
-        }
-    }
+    start_view(inner, &view, tx, || {
+        inner.counters.rejoined(began.elapsed());
+        tracing::info!(view = view.id().0, members = ?view.members(), "back in the group");
+    })
 }
 
 /// Starts the view the member that counted this one restarted (see
@@ -283,14 +275,22 @@ fn start_welcomed(
 /// restarter's sent along is not taken) and no rejoin hook runs; false (and it
 /// tries again) if the view could not start.
 fn start_restored(inner: &Arc<Inner>, view: View, tx: &Sender<Event>) -> bool {
+    start_view(inner, &view, tx, || {
+        tracing::warn!(view = view.id().0, members = ?view.members(), "the view is restored: the group goes on");
+    })
+}
+
+/// Starts `view` here and makes it current (`started` runs just before); false if
+/// it could not start.
+fn start_view(inner: &Arc<Inner>, view: &View, tx: &Sender<Event>, started: impl FnOnce()) -> bool {
     match Epoch::start(inner, view.clone(), &[], tx.clone()) {
         Ok(epoch) => {
-            tracing::warn!(view = view.id().0, members = ?view.members(), "the view is restored: the group goes on");
-            back_in(inner, epoch, &view);
+            started();
+            back_in(inner, epoch, view);
             true
         }
         Err(e) => {
-            tracing::warn!(%e, "the restored view could not start here; trying again");
+            tracing::warn!(view = view.id().0, %e, "the view that takes this node back could not start; trying again");
             false
         }
     }
