@@ -84,6 +84,9 @@ pub(crate) struct Driver {
     wedged_at: Option<Instant>,
     tx: Sender<Event>,
     on_wedge: Option<super::hooks::WedgeFn>,
+    /// Members suspected in the last pass, cut off at the start of the next one
+    /// (see [`step`]).
+    cut: Vec<NodeId>,
 }
 
 struct SubCores<'a>(&'a [Option<Subgroup>]);
@@ -228,6 +231,7 @@ impl Epoch {
             wedged_at: None,
             tx,
             on_wedge: inner.hooks.on_wedge.clone(),
+            cut: Vec::new(),
         }));
         wire_predicates(&rt, &driver, cfg.heartbeat());
         Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt), spin_us })
@@ -377,11 +381,22 @@ fn wire_predicates(rt: &Runtime, driver: &Arc<Mutex<Driver>>, period: Duration) 
 }
 
 /// One engine step on the predicate thread.
+///
+/// A member suspected in a step is cut off at the start of the next one, once the
+/// row that says so went out with this step's pushes (or at once, if the view ends
+/// in this step): the others, the suspect included, read the suspicion before the
+/// suspect sees its link break. Cut off first, the suspect would take the break
+/// for this member's failure and could spread that suspicion to the others before
+/// this member's row reached them; a revoked member's certificate check met that
+/// race, and the revoked member and a third formed the next view without the
+/// member that checked. Rows of a suspect are never read again from the step that
+/// suspects it (see `crate::engine`), so its writes landing meanwhile change nothing.
 fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
     let mut d = lock(driver);
     if d.done {
         return;
     }
+    cut_off(&mut d);
     d.poke = false;
     d.last_fp = d.engine.fingerprint();
     let mut actions = Vec::new();
@@ -399,9 +414,15 @@ fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
             s.wake_senders();
         }
     }
+    d.cut.extend(actions.iter().filter_map(|a| if let Action::Disconnect(n) = a { Some(*n) } else { None }));
+    if actions.iter().any(|a| matches!(a, Action::Install(_) | Action::Stop(_))) {
+        cut_off(&mut d); // no next pass: the view ends
+    } else if !d.cut.is_empty() {
+        d.poke = true; // the next pass cuts them off
+    }
     for a in actions {
         match a {
-            Action::Disconnect(n) => d.transport.disconnect(n),
+            Action::Disconnect(_) => {}
             Action::Deliver { subgroup, batch } => {
                 subs[subgroup].as_ref().expect("a subgroup this node is in").deliver(batch, pushes);
                 // The install waits for this batch to finish, which no row shows.
@@ -417,5 +438,12 @@ fn step(driver: &Mutex<Driver>, pushes: &mut Pushes) {
                 let _ = d.tx.send(Event::Stop(why));
             }
         }
+    }
+}
+
+/// Cuts off the members suspected in an earlier step.
+fn cut_off(d: &mut Driver) {
+    for n in std::mem::take(&mut d.cut) {
+        d.transport.disconnect(n);
     }
 }
