@@ -7,8 +7,9 @@
 #   e.g. bash scripts/soak.sh bench tailwind_failover 200
 #
 # Each run's line (number, ok or FAILED, seconds) goes to stdout; a failed run's
-# output is kept in target/soak/TEST.N.log. It goes on past failures and ends with
-# the count; the exit code is 1 if any run failed. Each run is bounded (10 min).
+# output is kept in target/soak/TEST.N.log (every run's with SOAK_KEEP=1, to count
+# how often a rare path ran). It goes on past failures and ends with the count; the
+# exit code is 1 if any run failed. Each run is bounded (10 min).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkg="${1:-}"; test="${2:-}"; runs="${3:-50}"
@@ -34,7 +35,7 @@ for i in $(seq 1 "$runs"); do
     start=$(date +%s)
     log="$dir/$test.$i.log"
     if (cd "$pkgdir" && timeout 600 "$bin") > "$log" 2>&1; then
-        rm -f "$log"
+        [ "${SOAK_KEEP:-0}" = 1 ] || rm -f "$log"
         echo "$i ok $(( $(date +%s) - start ))s"
     else
         failed=$((failed + 1))
