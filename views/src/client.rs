@@ -69,7 +69,8 @@ pub enum ClientError {
     /// No contact took the session; each contact's answer.
     #[error("no member took the client: {0}")]
     Connect(String),
-    /// The member dropped this client (it fell behind, or the member stopped).
+    /// The member dropped this client (it fell behind, the member stopped, or its
+    /// certificate was revoked or expired).
     #[error("dropped by the member: {0}")]
     Dropped(String),
     /// The connection to the member ended.
@@ -138,8 +139,18 @@ struct Conn {
     ended: Option<ClientError>,
 }
 
-/// Requests waiting for their reply, by id, shared with the reader threads.
-type Pending = Arc<Mutex<HashMap<u64, SyncSender<Answer>>>>;
+/// What the client shares with its reader threads.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Requests waiting for their reply, by id.
+    waiters: Mutex<HashMap<u64, SyncSender<Answer>>>,
+    /// How the last connection whose reader ended ended, with its `gen`: a send
+    /// that fails on a closed connection reports this (the member's reason for a
+    /// drop) rather than the broken pipe.
+    ended: Mutex<Option<(u64, ClientError)>>,
+}
+
+type Pending = Arc<Shared>;
 
 /// A session with one member (see the module docs). Every method takes `&self`:
 /// one thread may wait in [`Client::recv_event`] while others send and request.
@@ -211,7 +222,7 @@ fn read_all(mut link: Link, gen: u64, tx: SyncSender<Incoming>, pending: Pending
             }),
             Ok(Message::Push { body }) => Event::Push(body),
             Ok(Message::Reply { id, body }) => {
-                if let Some(w) = lock(&pending).remove(&id) {
+                if let Some(w) = lock(&pending.waiters).remove(&id) {
                     let _ = w.send(Ok(body));
                 }
                 continue;
@@ -219,7 +230,7 @@ fn read_all(mut link: Link, gen: u64, tx: SyncSender<Incoming>, pending: Pending
             Ok(Message::JoinRefused { reason }) => {
                 // A refused request: the oldest waiter is the one (requests are
                 // answered in order on a session).
-                let mut p = lock(&pending);
+                let mut p = lock(&pending.waiters);
                 if let Some(&id) = p.keys().min() {
                     if let Some(w) = p.remove(&id) {
                         let _ = w.send(Err(ClientError::Refused(reason)));
@@ -242,7 +253,8 @@ fn read_all(mut link: Link, gen: u64, tx: SyncSender<Incoming>, pending: Pending
     }
     let _ = r.get_ref().shutdown(Shutdown::Both);
     let err = if dropped { ClientError::Dropped(why.clone()) } else { ClientError::Disconnected(why.clone()) };
-    for (_, w) in lock(&pending).drain() {
+    *lock(&pending.ended) = Some((gen, err.clone()));
+    for (_, w) in lock(&pending.waiters).drain() {
         let _ = w.send(Err(err.clone()));
     }
     let _ = tx.send(Incoming::Ended(gen, dropped, why));
@@ -338,8 +350,18 @@ impl Client {
             return Err(e.clone());
         }
         if let Err(e) = c.stream.send_frame(&[&bytes]) {
+            // The member may have said why it closed (a drop): its reader is
+            // about to hear it, so wait for that a moment (bounded).
+            let gen = c.gen;
+            let said = || lock(&self.pending.ended).as_ref().filter(|(g, _)| *g == gen).map(|(_, e)| e.clone());
+            let deadline = Instant::now() + Duration::from_millis(500);
+            let mut why = said();
+            while why.is_none() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+                why = said();
+            }
             let _ = c.stream.stream.shutdown(Shutdown::Both);
-            return Err(c.ended.get_or_insert(ClientError::Disconnected(e.to_string())).clone());
+            return Err(c.ended.get_or_insert(why.unwrap_or(ClientError::Disconnected(e.to_string()))).clone());
         }
         Ok(())
     }
@@ -459,15 +481,15 @@ impl Client {
     pub fn request(&self, body: &[u8], within: Duration) -> Result<Vec<u8>, ClientError> {
         let id = self.next_request.fetch_add(1, Ordering::Relaxed) + 1;
         let (tx, rx) = sync_channel(1);
-        lock(&self.pending).insert(id, tx);
+        lock(&self.pending.waiters).insert(id, tx);
         if let Err(e) = self.send(&Message::Request { id, body: body.to_vec() }) {
-            lock(&self.pending).remove(&id);
+            lock(&self.pending.waiters).remove(&id);
             return Err(e);
         }
         match rx.recv_timeout(within) {
             Ok(answer) => answer,
             Err(_) => {
-                lock(&self.pending).remove(&id);
+                lock(&self.pending.waiters).remove(&id);
                 Err(ClientError::Timeout(within))
             }
         }

@@ -6,10 +6,12 @@
 //! frame. A frame whose tag fails is an error before its body is decoded: the
 //! caller closes the link.
 
+use crate::auth::tls::PeerChain;
 use crate::auth::{self, AuthError, Credentials, Keys, Sealer};
 use crate::wire::{self, Message, WireError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One end of a control-plane connection.
@@ -25,6 +27,8 @@ pub(crate) struct Link {
     /// group secret, a certificate of a member's identity, or the group has no
     /// credentials.
     pub(crate) member: bool,
+    /// The certificate chain the peer proved its identity with, if it did.
+    pub(crate) chain: Option<Arc<PeerChain>>,
 }
 
 impl std::fmt::Debug for Link {
@@ -56,11 +60,13 @@ impl Link {
         let connect = |source| LinkError::Connect { addr, source };
         let mut stream = TcpStream::connect_timeout(&addr, timeout).map_err(connect)?;
         stream.set_nodelay(true).map_err(connect)?;
-        let Some(creds) = creds else { return Ok(Link { stream, tx: None, rx: None, peer: None, member: true }) };
+        let Some(creds) = creds else {
+            return Ok(Link { stream, tx: None, rx: None, peer: None, member: true, chain: None });
+        };
         stream.set_read_timeout(Some(timeout)).map_err(connect)?;
         stream.set_write_timeout(Some(timeout)).map_err(connect)?;
         let Keys { tx, rx, .. } = auth::initiate_with(&mut stream, creds)?;
-        Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer: None, member: true })
+        Ok(Link { stream, tx: Some(tx), rx: Some(rx), peer: None, member: true, chain: None })
     }
 
     /// Takes an accepted connection: with credentials, the peer must authenticate
@@ -100,12 +106,12 @@ impl Link {
                 refuse(&mut stream, "this member has no secret: it takes no authenticated connections");
                 Err(AuthError::NoSecretThere)
             }
-            (None, First::Plain) => Ok(Link { stream, tx: None, rx: None, peer: None, member: true }),
+            (None, First::Plain) => Ok(Link { stream, tx: None, rx: None, peer: None, member: true, chain: None }),
         }
     }
 
     fn sealed(stream: TcpStream, k: Keys) -> Link {
-        Link { stream, tx: Some(k.tx), rx: Some(k.rx), peer: k.peer, member: k.member }
+        Link { stream, tx: Some(k.tx), rx: Some(k.rx), peer: k.peer, member: k.member, chain: k.chain }
     }
 
     /// Sends one message.
@@ -156,9 +162,10 @@ impl Link {
         let other = self.stream.try_clone()?;
         let peer = self.peer.clone();
         let member = self.member;
+        let chain = self.chain.clone();
         Ok((
-            Link { stream: self.stream, tx: None, rx: self.rx, peer, member },
-            Link { stream: other, tx: self.tx, rx: None, peer: self.peer, member },
+            Link { stream: self.stream, tx: None, rx: self.rx, peer, member, chain: chain.clone() },
+            Link { stream: other, tx: self.tx, rx: None, peer: self.peer, member, chain },
         ))
     }
 }

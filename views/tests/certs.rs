@@ -221,6 +221,10 @@ fn a_revoked_certificate_cannot_join_or_connect_and_the_list_is_read_again_when_
 /// certificate while the group runs: a and b go on without c, and c stops saying
 /// its certificate is revoked (and `says`).
 fn revoked_while_running(tag: &str, checks: [bool; 3], says: &str) {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
     let ca = TestCa::new(tag);
     let name = format!("{tag}{}", std::process::id());
     let crl = ca.revoke(&[]);
@@ -267,4 +271,39 @@ fn a_member_revoked_while_it_runs_is_removed_by_the_others_checks_and_stops_when
 fn a_member_revoked_while_it_runs_stops_when_its_own_check_is_refused() {
     // Only c checks: refused by a, it stops, and a and b see it gone.
     revoked_while_running("crl-self", [false, false, true], "refused this member's certificate");
+}
+
+#[test]
+fn a_client_revoked_while_its_session_lasts_is_dropped_by_the_member_s_check() {
+    let ca = TestCa::new("crl-client");
+    let crl = ca.revoke(&[]);
+    let f = ca.issue("node-a");
+    let cfg = common::member_config(&format!("certcl{}", std::process::id()), 0, None, Transport::Tcp)
+        .discovery(false)
+        .certificates(f.ca, f.cert, f.key, "node-a")
+        .revocation_list(&crl)
+        .certificate_recheck(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let (a, _) = start(cfg);
+    let addr = a.listen_addr();
+    let dash = credentials(&ca, "dashboard");
+    let c = Client::connect_with(&[addr], WAIT, Some(dash.clone())).unwrap();
+    let m = Client::connect_with(&[addr], WAIT, Some(credentials(&ca, "monitor"))).unwrap();
+    std::thread::sleep(Duration::from_secs(1)); // a few checks pass: nothing changes
+    assert_eq!(c.request(b"x", WAIT).unwrap(), b"echo:x", "a valid certificate keeps its session");
+    ca.revoke(&["dashboard"]);
+    let mut last = Ok(Vec::new());
+    let dropped = testkit::poll_until(WAIT, Duration::from_millis(50), || {
+        last = c.request(b"x", Duration::from_secs(2));
+        last.is_err()
+    });
+    assert!(dropped, "the revoked client's session goes on: {last:?}");
+    match last {
+        Err(spindle_views::client::ClientError::Dropped(why)) => assert!(why.contains("revoked"), "{why}"),
+        other => panic!("expected a drop saying why, got {other:?}"),
+    }
+    let e = Client::connect_with(&[addr], WAIT, Some(dash)).expect_err("a revoked client connects again");
+    assert!(e.to_string().contains("revoked"), "{e}");
+    assert_eq!(m.request(b"y", WAIT).unwrap(), b"echo:y", "a client the list does not name keeps its session");
 }

@@ -355,13 +355,15 @@ pub(crate) struct Keys {
     pub(crate) rx: Sealer,
     pub(crate) peer: Option<String>,
     pub(crate) member: bool,
+    /// The certificate chain the peer proved its identity with, if it did.
+    pub(crate) chain: Option<std::sync::Arc<tls::PeerChain>>,
 }
 
 fn keys(secret: &Secret, ni: &[u8], nr: &[u8], initiator: bool) -> Keys {
     let i2r = secret.mac(&[b"key", b"i2r", ni, nr]);
     let r2i = secret.mac(&[b"key", b"r2i", ni, nr]);
     let (tx, rx) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-    Keys { tx: Sealer::new(&tx), rx: Sealer::new(&rx), peer: None, member: true }
+    Keys { tx: Sealer::new(&tx), rx: Sealer::new(&rx), peer: None, member: true, chain: None }
 }
 
 /// Runs the initiator's side of the handshake on `s`.

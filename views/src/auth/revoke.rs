@@ -13,8 +13,10 @@
 //! of a certificate is unknown). A list's next-update time is not enforced: a list
 //! stays in force until it is replaced.
 //!
-//! What a list does not do: a member or client already connected keeps the
-//! connections and data links it has (see docs/security.md).
+//! What a list does not do by itself: a member or client already connected keeps
+//! the connections and data links it has until the members' periodic check
+//! (`group::recheck`) removes the member or drops the client's session (see
+//! docs/security.md).
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, CertificateRevocationListDer, TrustAnchor, UnixTime};

@@ -20,11 +20,18 @@
 //! messages back, bounded by the same outbox. Without a handler, client requests go
 //! to the member's request handler ([`super::GroupBuilder::on_request`]).
 //!
+//! With certificates, a session keeps the chain its client proved itself with, and
+//! the member's certificate check ([`super::recheck`]) checks it again: a client
+//! whose certificate was revoked, or expired, since its handshake is dropped with
+//! the reason, and its handshakes from then on are refused.
+//!
 //! Cost on the delivery path: one atomic load per batch while no client subscribes;
 //! otherwise one lock of the session list and one of each subscribed outbox per
 //! batch, and one copy of each message per subscribed session.
 
 use super::Inner;
+use crate::auth::tls::{Certificates, PeerChain};
+use crate::auth::AuthError;
 use crate::link::Link;
 use crate::view::ViewId;
 use crate::wire::{encode, Message, MAX_REASON};
@@ -139,6 +146,8 @@ struct Session {
     id: u64,
     /// The identity the client proved, if a named one.
     identity: Option<String>,
+    /// The certificate chain it proved it with, if it did.
+    chain: Option<Arc<PeerChain>>,
     subgroups: Mutex<Vec<usize>>,
     out: Mutex<Outbox>,
     ready: Condvar,
@@ -207,6 +216,25 @@ impl Clients {
         for s in lock(&self.sessions).iter() {
             s.close("the member stopped".into());
         }
+    }
+
+    /// Drops every session whose client's certificate `certs` refuses now (see
+    /// [`Certificates::recheck`]); returns how many it dropped.
+    pub(crate) fn recheck(&self, certs: &Certificates) -> usize {
+        let refused: Vec<(Arc<Session>, AuthError)> = lock(&self.sessions)
+            .iter()
+            .filter_map(|s| Some((s.clone(), certs.recheck(s.chain.as_ref()?).err()?)))
+            .collect();
+        for (s, why) in &refused {
+            let reason = match why {
+                AuthError::PeerRevoked => "this client's certificate was revoked",
+                AuthError::PeerExpired => "this client's certificate expired",
+                _ => "this client's certificate no longer verifies",
+            };
+            tracing::warn!(client = s.id, identity = ?s.identity, %why, "a client's certificate is no longer valid: dropped");
+            s.close(reason.into());
+        }
+        refused.len()
     }
 
     fn remove(&self, s: &Arc<Session>) {
@@ -331,6 +359,7 @@ pub(crate) fn serve(inner: &Arc<Inner>, mut stream: Link, resume: Option<(u64, [
         let s = Arc::new(Session {
             id,
             identity: stream.peer.clone(),
+            chain: stream.chain.clone(),
             subgroups: Mutex::default(),
             out: Mutex::default(),
             ready: Condvar::new(),

@@ -12,7 +12,10 @@
 //!   business, not this check's.
 //!
 //! A revoked member that does not stop by itself is removed by the others' checks;
-//! its data links close with its view, and every later handshake refuses it.
+//! its data links close with its view, and every later handshake refuses it. The
+//! same round checks again the chain each client session of this member was opened
+//! with (no connection needed: the member kept it), and drops a session whose
+//! client's certificate is refused now.
 
 use super::Inner;
 use crate::auth::{AuthError, Credentials};
@@ -73,8 +76,11 @@ fn check(addr: SocketAddr, creds: Option<&Credentials>) -> Verdict {
     }
 }
 
-/// Checks each member of the current view once.
+/// Checks each member of the current view once, and this member's clients.
 fn round(inner: &Arc<Inner>) {
+    if let Some(Credentials::Certificates(certs)) = inner.creds.as_ref() {
+        inner.clients.recheck(certs);
+    }
     let me = NodeId(inner.cfg.node_id);
     let peers: Vec<NodeId> = match spindle_sst::sync::read(&inner.current).as_ref() {
         Some(e) => e.view.members().iter().copied().filter(|p| *p != me).collect(),

@@ -73,6 +73,18 @@ pub struct Certificates {
     server: Arc<ServerConfig>,
     /// The revocation lists both verifiers consult, once given.
     revoked: Arc<Slot>,
+    /// What a chain is checked against, for [`Certificates::recheck`].
+    check: Arc<Chain>,
+}
+
+/// The certificate chain an initiator proved its identity with (its own
+/// certificate first), kept to be checked again while its session lasts.
+pub(crate) struct PeerChain(Vec<CertificateDer<'static>>);
+
+impl std::fmt::Debug for PeerChain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PeerChain({} certificates)", self.0.len())
+    }
 }
 
 /// Where the verifiers find the group's revocation lists, if it has any.
@@ -184,6 +196,7 @@ impl Certificates {
             members: None,
             client: Arc::new(client),
             server: Arc::new(server),
+            check: Arc::new(against()),
             revoked,
         })
     }
@@ -211,6 +224,15 @@ impl Certificates {
     /// The identity this process's certificate names.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// Checks a chain an initiator proved its identity with again, against the
+    /// revocation lists as they are on disk now and the clock as it is now: `Err`
+    /// ([`AuthError::PeerRevoked`], [`AuthError::PeerExpired`], or
+    /// [`AuthError::Failed`]) if a handshake would refuse it now.
+    pub(crate) fn recheck(&self, chain: &PeerChain) -> Result<(), AuthError> {
+        let (end, rest) = chain.0.split_first().ok_or(AuthError::Failed)?;
+        self.check.check(end, rest, UnixTime::now(), revoke::Usage::Client).map_err(|e| refused(&e))
     }
 
     /// Whether identity `name` may join as a member.
@@ -437,17 +459,23 @@ struct Plain;
 /// peer's, refused here; or this end's, refused by the peer's alert); a plain
 /// answer, other credentials there; anything else, the connection's own failure.
 fn tls_error(e: std::io::Error) -> AuthError {
-    use rustls::{AlertDescription as A, CertificateError as C};
     match e.get_ref() {
-        Some(i) if i.is::<rustls::Error>() => match i.downcast_ref::<rustls::Error>() {
-            Some(rustls::Error::InvalidCertificate(C::Revoked)) => AuthError::PeerRevoked,
-            Some(rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet)) => AuthError::PeerExpired,
-            Some(rustls::Error::AlertReceived(A::CertificateRevoked)) => AuthError::Revoked,
-            Some(rustls::Error::AlertReceived(A::CertificateExpired)) => AuthError::Expired,
-            _ => AuthError::Failed,
-        },
+        Some(i) if i.is::<rustls::Error>() => i.downcast_ref::<rustls::Error>().map_or(AuthError::Failed, refused),
         Some(i) if i.is::<Plain>() => AuthError::OtherKind,
         _ => AuthError::Io(e),
+    }
+}
+
+/// Whose certificate a TLS error refuses, and why: the peer's (checked here), or
+/// this end's (the peer's alert).
+fn refused(e: &rustls::Error) -> AuthError {
+    use rustls::{AlertDescription as A, CertificateError as C};
+    match e {
+        rustls::Error::InvalidCertificate(C::Revoked) => AuthError::PeerRevoked,
+        rustls::Error::InvalidCertificate(C::Expired | C::NotValidYet) => AuthError::PeerExpired,
+        rustls::Error::AlertReceived(A::CertificateRevoked) => AuthError::Revoked,
+        rustls::Error::AlertReceived(A::CertificateExpired) => AuthError::Expired,
+        _ => AuthError::Failed,
     }
 }
 
@@ -476,7 +504,7 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Res
     confirmed(&mut conn, s)?;
     let material = conn.export_keying_material([0u8; 64], EXPORTER, Some(name)).map_err(|_| AuthError::Failed)?;
     let (tx, rx) = keys(&material, true);
-    Ok(Keys { tx, rx, peer: None, member: true })
+    Ok(Keys { tx, rx, peer: None, member: true, chain: None })
 }
 
 /// Runs the responder's side on `s`, whose first five bytes (magic and version)
@@ -489,7 +517,9 @@ pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [
     let name = super::read_name(s)?.filter(|n| super::valid_identity(n)).ok_or(AuthError::Malformed)?;
     let mut conn = Connection::from(ServerConnection::new(certs.server.clone()).map_err(|_| AuthError::Failed)?);
     handshake(&mut conn, s)?;
-    let end = conn.peer_certificates().and_then(|c| c.first()).ok_or(AuthError::Failed)?;
+    let chain =
+        PeerChain(conn.peer_certificates().unwrap_or_default().iter().map(|c| c.clone().into_owned()).collect());
+    let end = chain.0.first().ok_or(AuthError::Failed)?;
     let parsed = ParsedCertificate::try_from(end).map_err(|_| AuthError::Failed)?;
     let claimed = ServerName::try_from(name.clone()).map_err(|_| AuthError::Malformed)?;
     rustls::client::verify_server_name(&parsed, &claimed).map_err(|_| AuthError::Failed)?;
@@ -498,7 +528,7 @@ pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [
     confirm(&mut conn, s)?;
     let (tx, rx) = keys(&material, false);
     let member = certs.is_member(&name);
-    Ok(Keys { tx, rx, peer: Some(name), member })
+    Ok(Keys { tx, rx, peer: Some(name), member, chain: Some(Arc::new(chain)) })
 }
 
 #[cfg(test)]
