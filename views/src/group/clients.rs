@@ -219,8 +219,8 @@ impl Clients {
     }
 
     /// Drops every session whose client's certificate `certs` refuses now (see
-    /// [`Certificates::recheck`]); returns how many it dropped.
-    pub(crate) fn recheck(&self, certs: &Certificates) -> usize {
+    /// [`Certificates::recheck`]).
+    pub(crate) fn recheck(&self, certs: &Certificates) {
         let refused: Vec<(Arc<Session>, AuthError)> = lock(&self.sessions)
             .iter()
             .filter_map(|s| Some((s.clone(), certs.recheck(s.chain.as_ref()?).err()?)))
@@ -234,7 +234,6 @@ impl Clients {
             tracing::warn!(client = s.id, identity = ?s.identity, %why, "a client's certificate is no longer valid: dropped");
             s.close(reason.into());
         }
-        refused.len()
     }
 
     fn remove(&self, s: &Arc<Session>) {
