@@ -25,6 +25,7 @@ pub mod sync;
 pub(crate) mod sys;
 pub mod table;
 pub mod transport;
+pub(crate) mod words;
 
 pub use region::Region;
 pub use table::{Bytes, Counter, CounterVec, Flag, Guarded, LayoutBuilder, LocalRow, Push, Pushes, RowArea, Table};

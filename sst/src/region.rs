@@ -271,12 +271,8 @@ impl Region {
     /// write, like [`Region::apply_write`]. The tcp receiver uses it on frame payloads.
     pub fn apply_write_bytes(&self, offset: usize, bytes: &[u8]) {
         fence(Ordering::Release);
-        let words = &self.words()[offset / WORD..offset / WORD + bytes.len() / WORD];
-        for (w, chunk) in words.iter().zip(bytes.chunks_exact(WORD)) {
-            let mut b = [0u8; WORD];
-            b.copy_from_slice(chunk);
-            w.store(u64::from_le_bytes(b), Ordering::Relaxed);
-        }
+        let n = bytes.len() / WORD;
+        crate::words::store(&bytes[..n * WORD], &self.words()[offset / WORD..offset / WORD + n]);
     }
 
     /// Receives what the socket `fd` holds, up to `len` bytes, straight into
@@ -327,10 +323,12 @@ impl Region {
     /// Appends `len` bytes from `offset` to `out` as little-endian words (`Relaxed`
     /// loads): the tcp sender's copy of a write's source range.
     pub fn append_to(&self, offset: usize, len: usize, out: &mut Vec<u8>) {
-        out.reserve(len);
-        for w in &self.words()[offset / WORD..(offset + len) / WORD] {
-            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
+        let words = &self.words()[offset / WORD..(offset + len) / WORD];
+        // Sized once, then filled (`extend_from_slice` per word cost about three
+        // times as much: a capacity check and a length update per word).
+        let at = out.len();
+        out.resize(at + words.len() * WORD, 0);
+        crate::words::load(words, &mut out[at..]);
     }
 
     /// Copies `len` bytes from `self[src_off..]` into `dst[dst_off..]` as one landed
@@ -339,24 +337,17 @@ impl Region {
         fence(Ordering::Release);
         let n = len / WORD;
         let src = &self.words()[src_off / WORD..src_off / WORD + n];
-        let out = &dst.words()[dst_off / WORD..dst_off / WORD + n];
-        for (d, s) in out.iter().zip(src) {
-            d.store(s.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
+        crate::words::copy(src, &dst.words()[dst_off / WORD..dst_off / WORD + n]);
     }
 
     /// Stores `bytes` at `offset` packed little-endian into words (`Relaxed`); the tail
     /// of the last word is zero-filled.
     pub fn write_bytes(&self, offset: usize, bytes: &[u8]) {
         let words = &self.words()[offset / WORD..offset / WORD + bytes.len().div_ceil(WORD)];
-        // Whole words first (`chunks_exact` lets the compiler drop the per-word
-        // length checks), then the zero-filled tail.
-        let whole = bytes.chunks_exact(WORD);
-        let tail = whole.remainder();
+        // Whole words first, then the zero-filled tail.
         let n = bytes.len() / WORD;
-        for (w, chunk) in words.iter().zip(whole) {
-            w.store(u64::from_le_bytes(chunk.try_into().expect("a whole word")), Ordering::Relaxed);
-        }
+        let (whole, tail) = bytes.split_at(n * WORD);
+        crate::words::store(whole, &words[..n]);
         if !tail.is_empty() {
             let mut b = [0u8; WORD];
             b[..tail.len()].copy_from_slice(tail);
@@ -368,11 +359,8 @@ impl Region {
     pub fn read_bytes(&self, offset: usize, dst: &mut [u8]) {
         let words = &self.words()[offset / WORD..offset / WORD + dst.len().div_ceil(WORD)];
         let n = dst.len() / WORD;
-        let mut whole = dst.chunks_exact_mut(WORD);
-        for (w, chunk) in words.iter().zip(&mut whole) {
-            chunk.copy_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
-        }
-        let tail = whole.into_remainder();
+        let (whole, tail) = dst.split_at_mut(n * WORD);
+        crate::words::load(&words[..n], whole);
         if !tail.is_empty() {
             let b = words[n].load(Ordering::Relaxed).to_le_bytes();
             tail.copy_from_slice(&b[..tail.len()]);
