@@ -1,11 +1,12 @@
-//! Copies between a region's words and bytes (or other words), four words a step.
+//! Copies between a region's words and bytes (or other words), eight words a step.
 //!
 //! A region is only ever read and written through `Relaxed` atomic words, and the
 //! compiler neither merges nor vectorizes atomic accesses, so a copy of `n` words is
-//! `n` loads and `n` stores whatever the loop looks like. What the loop shape does
+//! `n` loads and `n` stores whatever the loop looks like. What the loop's shape does
 //! decide is the overhead around them: a word at a time, the two iterators' ends,
 //! pointer steps and the branch cost about five more instructions per word (a 1 KiB
-//! copy took some 900 instructions); four words a step cut that to about one.
+//! copy took some 900 instructions under callgrind); eight words a step, with the
+//! inner loop unrolled, take about 350.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
 
@@ -74,7 +75,7 @@ mod tests {
     fn every_length_round_trips_word_for_word() {
         // Lengths around the step: none, less than one step, whole steps, a
         // remainder of each size.
-        for n in 0..=13usize {
+        for n in 0..=2 * STEP + 3 {
             let src = words((0..n as u64).map(|i| 0x0102_0304_0506_0708u64.wrapping_mul(i + 1)));
             let mut bytes = vec![0xAAu8; n * WORD];
             load(&src, &mut bytes);
