@@ -99,16 +99,20 @@ mod tests {
 
     #[test]
     fn nothing_past_the_range_is_touched() {
-        let src = words(1..=6);
-        let dst = words([0; 9]);
-        copy(&src[..5], &dst[2..7]);
+        // A whole step and a remainder, into the middle of a larger row.
+        let n = STEP + 3;
+        let src = words(1..=n as u64 + 4);
+        let dst = words(std::iter::repeat(0).take(n + 4));
+        copy(&src[..n], &dst[2..2 + n]);
         let got: Vec<u64> = dst.iter().map(|w| w.load(Ordering::Relaxed)).collect();
-        assert_eq!(got, [0, 0, 1, 2, 3, 4, 5, 0, 0]);
-        let bytes: Vec<u8> = (1..=40).collect();
-        let dst = words([0; 7]);
-        store(&bytes, &dst[1..6]);
+        let want: Vec<u64> = [0, 0].into_iter().chain(1..=n as u64).chain([0, 0]).collect();
+        assert_eq!(got, want);
+        let bytes: Vec<u8> = (1..=(n * WORD) as u8).collect();
+        let dst = words(std::iter::repeat(0).take(n + 2));
+        store(&bytes, &dst[1..1 + n]);
         assert_eq!(dst[0].load(Ordering::Relaxed), 0);
-        assert_eq!(dst[6].load(Ordering::Relaxed), 0);
-        assert_eq!(dst[5].load(Ordering::Relaxed), u64::from_le_bytes([33, 34, 35, 36, 37, 38, 39, 40]));
+        assert_eq!(dst[n + 1].load(Ordering::Relaxed), 0);
+        let last: [u8; WORD] = bytes[(n - 1) * WORD..].try_into().unwrap();
+        assert_eq!(dst[n].load(Ordering::Relaxed), u64::from_le_bytes(last));
     }
 }
