@@ -8,9 +8,9 @@
 //! copy took some 900 instructions under callgrind); eight words a step, with the
 //! inner loop unrolled, take about 350.
 
+use crate::region::WORD;
 use crate::sync::atomic::{AtomicU64, Ordering};
 
-const WORD: usize = 8;
 /// Words per step.
 const STEP: usize = 8;
 
