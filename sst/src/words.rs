@@ -8,8 +8,10 @@
 //! copy took some 900 instructions under callgrind); eight words a step, with the
 //! inner loop unrolled, take about 350.
 
-use crate::region::WORD;
 use crate::sync::atomic::{AtomicU64, Ordering};
+
+/// A region's word (`region::WORD`, not imported: region imports this module).
+const WORD: usize = 8;
 
 /// Words per step.
 const STEP: usize = 8;
