@@ -259,29 +259,49 @@ impl SendState {
         if self.reuse_early.load(Ordering::Relaxed) {
             l = l.max(cap);
         }
-        // Acquire/AcqRel: a thread that uses the cached floor is ordered after the
-        // members' `delivered` writes the thread that cached it acquired.
-        let mut floor = self.floor.load(Ordering::Acquire);
-        let mut read = false;
-        while l < cap {
-            if l >= w {
-                // Entry l - w < committed is absorbed: its slot's end is its own end,
-                // or a later entry's (larger) if the slot moved on, which only errs
-                // on the side of waiting.
-                let end = self.ends[((l - w) % w) as usize].load(Ordering::Acquire);
-                if floor < end && !read {
-                    let fresh = self.delivered_floor();
-                    floor = self.floor.fetch_max(fresh, Ordering::AcqRel).max(fresh);
-                    read = true;
-                }
-                if floor < end {
-                    break;
-                }
+        // The first `window` entries reuse no slot.
+        l = l.max(w.min(cap));
+        if l < cap {
+            // Acquire/AcqRel: a thread that uses the cached floor is ordered after
+            // the members' `delivered` writes the thread that cached it acquired.
+            let floor = self.floor.load(Ordering::Acquire);
+            l = self.free_below(l, cap, floor);
+            if l < cap {
+                // The cached floor is not enough: read the columns, once.
+                let fresh = self.delivered_floor();
+                let floor = self.floor.fetch_max(fresh, Ordering::AcqRel).max(fresh);
+                l = self.free_below(l, cap, floor);
             }
-            l += 1;
         }
         let limit = if l > start { self.limit.fetch_max(l, Ordering::AcqRel).max(l) } else { start };
         (self.claim.load(Ordering::Acquire) & ENTRY_MASK) < limit
+    }
+
+    /// The first entry in `from..cap` (`window <= from`, `cap` at most the absorbed
+    /// count plus `window`) whose slot is not free with every member's `delivered`
+    /// at least `floor`, or `cap`.
+    ///
+    /// Entry `l` needs entry `l - window` delivered: its end at most `floor`. The
+    /// entries `from - window..cap - window` are absorbed and their ends grow with
+    /// the entry, so the free ones come first and a binary search finds the first
+    /// that is not, in O(log window) loads instead of one per entry freed since the
+    /// last call. A slot holds its entry's end, or a later entry's (larger) if the
+    /// slot moved on meanwhile; a probe that finds an end at most `floor` still
+    /// proves every earlier entry delivered (their true ends are no larger), so a
+    /// moved slot can only make the search stop early: it errs on the side of
+    /// waiting, never frees a slot in use.
+    fn free_below(&self, from: u64, cap: u64, floor: u64) -> u64 {
+        let w = self.window;
+        let (mut lo, mut hi) = (from, cap);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.ends[(mid % w) as usize].load(Ordering::Acquire) <= floor {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// The least `delivered` count of this sender over all members.
