@@ -88,6 +88,12 @@ struct Args {
     /// message (0: one `write` of a loan per sample). Samples up to 64 KiB.
     #[arg(long, default_value_t = 0)]
     batch: usize,
+    /// Payload bytes of a ring slot (at least the sample size). Without it: the
+    /// sample size, or with `--batch` at least the default 1 KB so that packs fit.
+    /// Slots larger than a sample let a write that finds the ring full join a pack
+    /// of samples (see `DataWriter::write`).
+    #[arg(long)]
+    slot: Option<u32>,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -167,7 +173,11 @@ fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
 /// samples fit.
 fn level_qos(args: &Args, size: usize) -> Qos {
     let base = Qos { level: args.qos, history: History::KeepLast(1024), window: args.window, ..Qos::default() };
-    let slot = if args.batch > 0 { size.max(Qos::default().slot_sample_bytes as usize) } else { size };
+    let slot = match args.slot {
+        Some(s) => size.max(s as usize),
+        None if args.batch > 0 => size.max(Qos::default().slot_sample_bytes as usize),
+        None => size,
+    };
     let q = base.max_sample_bytes(slot as u32);
     if size < POD_MAX {
         q.slot_sample_bytes(slot as u32)
@@ -509,7 +519,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
-        "read": args.read, "batch": args.batch,
+        "read": args.read, "batch": args.batch, "slot": args.slot,
     });
     if args.clients > 0 && args.latency {
         return Err("--clients is for throughput runs".into());
