@@ -90,8 +90,7 @@ struct Args {
     batch: usize,
     /// Payload bytes of a ring slot (at least the sample size). Without it: the
     /// sample size, or with `--batch` at least the default 1 KB so that packs fit.
-    /// Slots larger than a sample let a write that finds the ring full join a pack
-    /// of samples (see `DataWriter::write`).
+    /// `--slot 1008` measures with the slots a topic has by default.
     #[arg(long)]
     slot: Option<u32>,
     /// Print JSON lines only.
