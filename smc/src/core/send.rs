@@ -277,31 +277,9 @@ impl SendState {
         (self.claim.load(Ordering::Acquire) & ENTRY_MASK) < limit
     }
 
-    /// The first entry in `from..cap` (`window <= from`, `cap` at most the absorbed
-    /// count plus `window`) whose slot is not free with every member's `delivered`
-    /// at least `floor`, or `cap`.
-    ///
-    /// Entry `l` needs entry `l - window` delivered: its end at most `floor`. The
-    /// entries `from - window..cap - window` are absorbed and their ends grow with
-    /// the entry, so the free ones come first and a binary search finds the first
-    /// that is not, in O(log window) loads instead of one per entry freed since the
-    /// last call. A slot holds its entry's end, or a later entry's (larger) if the
-    /// slot moved on meanwhile; a probe that finds an end at most `floor` still
-    /// proves every earlier entry delivered (their true ends are no larger), so a
-    /// moved slot can only make the search stop early: it errs on the side of
-    /// waiting, never frees a slot in use.
+    /// [`first_busy`] over this sender's ends.
     fn free_below(&self, from: u64, cap: u64, floor: u64) -> u64 {
-        let w = self.window;
-        let (mut lo, mut hi) = (from, cap);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if self.ends[(mid % w) as usize].load(Ordering::Acquire) <= floor {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        lo
+        first_busy(&self.ends, from, cap, floor)
     }
 
     /// The least `delivered` count of this sender over all members.
@@ -407,6 +385,34 @@ impl SendState {
     pub(crate) fn publish_pending(&self, committed: u64) -> bool {
         self.published[(committed % self.window) as usize].load(Ordering::Acquire) == committed + 1
     }
+}
+
+/// The first entry in `from..cap` (`window <= from`, `cap` at most the absorbed
+/// count plus `window`) whose slot is not free with every member's `delivered`
+/// at least `floor`, or `cap`; `ends[s]` is the end index of the last entry
+/// absorbed into slot `s` (the window is `ends.len()`).
+///
+/// Entry `l` needs entry `l - window` delivered: its end at most `floor`. The
+/// entries `from - window..cap - window` are absorbed and their ends grow with
+/// the entry, so the free ones come first and a binary search finds the first
+/// that is not, in O(log window) loads instead of one per entry freed since the
+/// last call. A slot holds its entry's end, or a later entry's (larger) if the
+/// slot moved on meanwhile; a probe that finds an end at most `floor` still
+/// proves every earlier entry delivered (their true ends are no larger), so a
+/// moved slot can only make the search stop early: it errs on the side of
+/// waiting, never frees a slot in use.
+fn first_busy(ends: &[AtomicU64], from: u64, cap: u64, floor: u64) -> u64 {
+    let w = ends.len() as u64;
+    let (mut lo, mut hi) = (from, cap);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if ends[(mid % w) as usize].load(Ordering::Acquire) <= floor {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// A slot claimed for a message: write the payload in place (no lock is needed), then
@@ -573,3 +579,6 @@ pub(crate) fn entry_span(w0: u64, first: u64) -> (u64, bool) {
     let (data, count) = parse_header(w0);
     (first + count, data.is_some())
 }
+
+#[cfg(test)]
+mod tests;
