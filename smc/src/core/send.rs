@@ -265,21 +265,16 @@ impl SendState {
             // Acquire/AcqRel: a thread that uses the cached floor is ordered after
             // the members' `delivered` writes the thread that cached it acquired.
             let floor = self.floor.load(Ordering::Acquire);
-            l = self.free_below(l, cap, floor);
+            l = first_busy(&self.ends, l, cap, floor);
             if l < cap {
                 // The cached floor is not enough: read the columns, once.
                 let fresh = self.delivered_floor();
                 let floor = self.floor.fetch_max(fresh, Ordering::AcqRel).max(fresh);
-                l = self.free_below(l, cap, floor);
+                l = first_busy(&self.ends, l, cap, floor);
             }
         }
         let limit = if l > start { self.limit.fetch_max(l, Ordering::AcqRel).max(l) } else { start };
         (self.claim.load(Ordering::Acquire) & ENTRY_MASK) < limit
-    }
-
-    /// [`first_busy`] over this sender's ends.
-    fn free_below(&self, from: u64, cap: u64, floor: u64) -> u64 {
-        first_busy(&self.ends, from, cap, floor)
     }
 
     /// The least `delivered` count of this sender over all members.
