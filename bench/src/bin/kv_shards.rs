@@ -184,6 +184,21 @@ fn phase(samples: &Samples, from: Instant, to: Instant) -> serde_json::Value {
     v
 }
 
+/// The longest time in `[from, to)` in which no operation completed, in ms
+/// (a move's stalls: its view changes and the wait for its pull to begin).
+fn longest_gap(samples: &Samples, from: Instant, to: Instant) -> f64 {
+    let mut ends: Vec<Instant> = samples.iter().map(|(e, _, _)| *e).filter(|e| *e >= from && *e < to).collect();
+    ends.sort();
+    ends.push(to);
+    let mut last = from;
+    let mut gap = Duration::ZERO;
+    for e in ends {
+        gap = gap.max(e.duration_since(last));
+        last = e;
+    }
+    round(gap.as_secs_f64() * 1e3, 1)
+}
+
 /// Operations/s in each `step` from `from` to `to` (for a chart of a run).
 fn timeline(samples: &Samples, from: Instant, to: Instant, step: Duration) -> Vec<f64> {
     let n = (to.duration_since(from).as_secs_f64() / step.as_secs_f64()).ceil() as usize;
@@ -304,6 +319,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
         "ownership_moved_s": moved_at.map(|t| round(t.duration_since(marks[1]).as_secs_f64(), 3)),
         "before": phase(&samples, marks[0], marks[1]), "during": phase(&samples, marks[1], marks[2]),
         "after": phase(&samples, marks[2], marks[3]),
+        "longest_gap_ms_during": longest_gap(&samples, marks[1], marks[2]),
         // Operations/s every TIMELINE_STEP from the start of the phase before.
         "timeline_step_s": TIMELINE_STEP.as_secs_f64(),
         "timeline_ops_per_s": timeline(&samples, marks[0], marks[3], TIMELINE_STEP),

@@ -16,8 +16,12 @@ use std::time::{Duration, Instant};
 
 /// The longest the driver sleeps.
 pub const TICK: Duration = Duration::from_millis(50);
-/// How long a pull step that found its peer not ready waits before it asks again.
+/// How long a pull step that failed waits before it is done again.
 const RETRY: Duration = Duration::from_millis(20);
+/// How long a pull step whose old owner answered "not ready" waits before it
+/// asks again (the old owner is finishing what it admitted in the older view,
+/// or its log's new primary is recovering: a few milliseconds).
+const NOT_READY: Duration = Duration::from_millis(2);
 
 /// A puller and the step it is to do next.
 struct Running {
@@ -33,7 +37,10 @@ pub(super) fn run(inner: &Inner) {
         // (A store that did not open is tried again on the next round; the
         // reason is logged.)
         let _ = inner.hold_stores();
-        let map = lock(&inner.view).map.clone();
+        let (map, seen) = {
+            let st = lock(&inner.view);
+            (st.map.clone(), st.version)
+        };
         // Pullers for the migrations to shards this member is the primary of.
         pullers.retain(|id, r| {
             map.migrations().iter().any(|m| m.id == *id) && inner.primary(r.puller.migration().to) == Some(inner.me)
@@ -55,13 +62,25 @@ pub(super) fn run(inner: &Inner) {
         lock(&inner.cursors).retain(|id, _| pullers.contains_key(id));
         tidy(inner);
         if idle {
+            // A migration to a shard whose log has no primary yet (its new view's
+            // primary is recovering): on when the log takes appends, which comes
+            // after the view's start.
+            if let Some(m) = map.migrations().iter().find(|m| inner.primary(m.to).is_none()) {
+                if inner.logs.get(usize::from(m.to)).is_some_and(|l| l.wait_for_primary(TICK).is_some()) {
+                    continue;
+                }
+            }
             let st = lock(&inner.view);
-            drop(inner.changed.wait_timeout(st, TICK));
+            // (Not if a view started since the map was read.)
+            if st.version == seen {
+                drop(inner.changed.wait_timeout(st, TICK));
+            }
         }
     }
 }
 
-/// Does a puller's next step; whether it got anywhere.
+/// Does a puller's next step; whether to come back to it at once (it got
+/// somewhere, or it waited out a pause before asking again).
 fn step(inner: &Inner, r: &mut Running) -> bool {
     let mig = *r.puller.migration();
     let Some(store) = inner.store(mig.to) else { return false };
@@ -73,7 +92,7 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
                     let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
                     r.puller.batch(pairs, writers, more)
                 }
-                _ => return wait(),
+                other => return wait(pause(inner, mig.from, &other)),
             }
         }
         Step::Append(rec) => match store.record(rec.clone()) {
@@ -95,12 +114,12 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
             }
             Err(why) => {
                 tracing::debug!(%why, "a pulled batch was not logged: asked again");
-                return wait();
+                return wait(RETRY);
             }
         },
         Step::Drop { .. } => match inner.ask_peer(mig.from, &PeerRequest::Drop { migration: mig }) {
             Some(PeerReply::Dropped) => r.puller.dropped(),
-            _ => return wait(),
+            other => return wait(pause(inner, mig.from, &other)),
         },
         Step::Edit(e) => {
             let Some(g) = inner.group() else { return false };
@@ -108,7 +127,7 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
                 Ok(_) => r.puller.edited(),
                 Err(why) => {
                     tracing::debug!(%why, "the end of a migration was not in a view yet: asked again");
-                    return wait();
+                    return wait(RETRY);
                 }
             }
         }
@@ -118,9 +137,20 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
     true
 }
 
-fn wait() -> bool {
-    std::thread::sleep(RETRY);
-    false
+/// How long to wait before asking the old owner `from` again after `reply`:
+/// [`NOT_READY`] if it said so or its log's primary is not known here yet (a
+/// view change under way), else [`RETRY`].
+fn pause(inner: &Inner, from: super::Shard, reply: &Option<PeerReply>) -> Duration {
+    match reply {
+        Some(PeerReply::NotReady) => NOT_READY,
+        None if inner.primary(from).is_none() => NOT_READY,
+        _ => RETRY,
+    }
+}
+
+fn wait(pause: Duration) -> bool {
+    std::thread::sleep(pause);
+    true
 }
 
 /// Appends the ends of pulls the shards this member is the primary of owe, once
