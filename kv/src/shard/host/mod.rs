@@ -69,10 +69,10 @@ pub struct HostConfig {
 impl HostConfig {
     /// `shards` shards in `dir`: 3 replicas, acknowledged in memory, 1 MiB buffers,
     /// migrations pulling [`super::puller::BATCH_KEYS`] records at a time a
-    /// quarter of the time (`pull_share` 0.25: on this project's 2-core host it
-    /// kept 0.60-0.75x of the throughput during a move (medians; the lower with
-    /// the two shards' primaries on two members), against 0.37-0.47x at 1,
-    /// moving 8-10 MB/s instead of 20-22; docs/benchmarks.md).
+    /// quarter of the time (`pull_share` 0.25: on this project's 2-core host, with
+    /// the two shards' primaries on two members, it kept about 0.6x of the
+    /// throughput during a move, moving about 13 MB/s; 0.1 kept about 0.69x at
+    /// 6 MB/s, 0.5 about 0.48x at 26 MB/s; docs/benchmarks.md).
     pub fn new(dir: impl Into<PathBuf>, shards: u16) -> HostConfig {
         HostConfig {
             dir: dir.into(),
