@@ -335,13 +335,15 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     }
 
     /// The records of `range` with keys after `after` (all: `None`), in key
-    /// order, at most `max`, after every acknowledged update here is applied; and
-    /// whether more may follow (a migration's batch).
+    /// order, at most `max` and (past the first) `max_bytes` of keys and values,
+    /// after every acknowledged update here is applied; and whether more may
+    /// follow (a migration's batch).
     pub fn batch_of(
         &self,
         range: shard::Range,
         after: Option<&[u8]>,
         max: u32,
+        max_bytes: u32,
     ) -> Result<(Vec<Pair>, bool), StoreError> {
         self.read_barrier()?;
         let iter = match after {
@@ -349,7 +351,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             None => self.inner.kv.iter(),
         };
         let pairs = iter.map(|g| g.into_inner().map(|(k, v)| (k.to_vec(), v.to_vec())));
-        Ok(shard::rules::take_batch(pairs, range, after, max)?)
+        Ok(shard::rules::take_batch(pairs, range, after, max, max_bytes)?)
     }
 
     /// The next record this store applies.

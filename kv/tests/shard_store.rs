@@ -58,12 +58,12 @@ fn a_shards_records_apply_alike_everywhere_and_survive_a_reopen() {
 
     // A batch for a migration: the keys of one range, in key order.
     let h = key_hash(b"taste");
-    let (batch, more) = s.batch_of(Range::one(h), None, 10).unwrap();
+    let (batch, more) = s.batch_of(Range::one(h), None, 10, u32::MAX).unwrap();
     assert_eq!(batch, pairs(&[("taste", "sweet")]));
     assert!(!more);
-    let (all, more) = s.batch_of(Range::ALL, None, 2).unwrap();
+    let (all, more) = s.batch_of(Range::ALL, None, 2, u32::MAX).unwrap();
     assert_eq!((all.len(), more), (2, true));
-    let (rest, more) = s.batch_of(Range::ALL, Some(&all[1].0), 10).unwrap();
+    let (rest, more) = s.batch_of(Range::ALL, Some(&all[1].0), 10, u32::MAX).unwrap();
     assert_eq!((rest.len(), more), (1, false));
 
     // The range moves away (migration 2, after the pull of 1): its keys go.

@@ -25,6 +25,8 @@ use crate::{Pair, Update};
 
 /// The most records one batch asks for.
 pub const BATCH_KEYS: u32 = 256;
+/// The most bytes of keys and values one batch asks for unless told.
+pub const BATCH_BYTES: u32 = 256 * 1024;
 
 /// What the puller's host does next.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +42,8 @@ pub enum Step {
         after: Option<Vec<u8>>,
         /// The most records.
         max: u32,
+        /// The most bytes of keys and values (past the first record).
+        max_bytes: u32,
     },
     /// Append this record to this shard's log; then [`Puller::appended`].
     Append(Update),
@@ -74,8 +78,9 @@ enum Phase {
 #[derive(Debug, Clone)]
 pub struct Puller {
     mig: Migration,
-    /// Records per ask.
+    /// Records per ask, and bytes.
     batch: u32,
+    batch_bytes: u32,
     after: Option<Vec<u8>>,
     phase: Phase,
     pending: Option<Step>,
@@ -88,17 +93,20 @@ pub struct Puller {
 }
 
 impl Puller {
-    /// A puller for `mig` that asks for [`BATCH_KEYS`] records at a time, and
-    /// its first step.
+    /// A puller for `mig` that asks for [`BATCH_KEYS`] records and
+    /// [`BATCH_BYTES`] at a time, and its first step.
     pub fn new(mig: Migration) -> (Puller, Step) {
-        Puller::with_batch(mig, BATCH_KEYS)
+        Puller::with_batch(mig, BATCH_KEYS, BATCH_BYTES)
     }
 
-    /// A puller for `mig` that asks for `batch` records at a time (at least one).
-    pub fn with_batch(mig: Migration, batch: u32) -> (Puller, Step) {
+    /// A puller for `mig` that asks for `batch` records (at least one) and at
+    /// most `bytes` of keys and values (past the first record) at a time: a
+    /// batch is one record of the new owner's log, which must fit its buffer.
+    pub fn with_batch(mig: Migration, batch: u32, bytes: u32) -> (Puller, Step) {
         let mut p = Puller {
             mig,
             batch: batch.max(1),
+            batch_bytes: bytes,
             after: None,
             phase: Phase::Asking,
             pending: None,
@@ -133,7 +141,8 @@ impl Puller {
     }
 
     fn ask(&mut self) -> Step {
-        let s = Step::Ask { from: self.mig.from, range: self.mig.range, after: self.after.clone(), max: self.batch };
+        let (range, after) = (self.mig.range, self.after.clone());
+        let s = Step::Ask { from: self.mig.from, range, after, max: self.batch, max_bytes: self.batch_bytes };
         self.step(Phase::Asking, s)
     }
 
@@ -226,7 +235,8 @@ mod tests {
     fn a_pull_asks_logs_drops_and_finishes_in_order() {
         let mig = Migration { id: 3, range: Range::ALL, from: 0, to: 1 };
         let (mut p, s) = Puller::new(mig);
-        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: None, max: BATCH_KEYS });
+        let max_bytes = BATCH_BYTES;
+        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: None, max: BATCH_KEYS, max_bytes });
         assert_eq!(p.batch(vec![pair("a")], None, true), p.retry(), "the first batch brings the writers");
         let ws = vec![Writer { client: 4, seq: 9 }];
         let s = p.batch(vec![pair("a"), pair("b")], Some(ws.clone()), true);
@@ -235,7 +245,7 @@ mod tests {
         let s = p.appended();
         assert_eq!(s, Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("a"), pair("b")] }));
         let s = p.appended();
-        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: Some(b"b".to_vec()), max: BATCH_KEYS });
+        assert_eq!(s, Step::Ask { from: 0, range: Range::ALL, after: Some(b"b".to_vec()), max: BATCH_KEYS, max_bytes });
         assert_eq!(p.batch(vec![pair("a")], None, false), s, "a batch that goes back is asked again");
         let s = p.batch(vec![pair("c")], None, false);
         assert_eq!(s, Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("c")] }));

@@ -190,24 +190,29 @@ pub fn source_ready(map: &ShardMap, shard: Shard, range: Range, drained: bool) -
     drained && map.owner(range.first) != shard
 }
 
-/// A batch of the records of `range` after key `after`, at most `max`, from
-/// `pairs` (a store's keys in order, each read may fail); and whether more may
-/// follow. Reads no further than the record after the batch.
+/// A batch of the records of `range` after key `after`, at most `max` of them
+/// and, past the first, at most `max_bytes` of keys and values, from `pairs` (a
+/// store's keys in order, each read may fail); and whether more may follow.
+/// Reads no further than the record after the batch.
 pub fn take_batch<E>(
     pairs: impl Iterator<Item = Result<Pair, E>>,
     range: Range,
     after: Option<&[u8]>,
     max: u32,
+    max_bytes: u32,
 ) -> Result<(Vec<Pair>, bool), E> {
     let mut out = Vec::new();
+    let mut bytes = 0usize;
     for p in pairs {
         let (k, v) = p?;
         if after.is_some_and(|a| k.as_slice() <= a) || !range.contains(key_hash(&k)) {
             continue;
         }
-        if out.len() == max as usize {
+        let size = k.len() + v.len();
+        if out.len() == max as usize || (!out.is_empty() && bytes + size > max_bytes as usize) {
             return Ok((out, true));
         }
+        bytes += size;
         out.push((k, v));
     }
     Ok((out, false))
@@ -381,11 +386,19 @@ mod tests {
     fn batches_follow_key_order_within_the_range() {
         let pairs: Vec<Pair> = (0..10u8).map(|i| (vec![i], vec![i])).collect();
         let ok = |p: &Vec<Pair>| p.clone().into_iter().map(Ok::<Pair, ()>);
-        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[3]), 4).unwrap();
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[3]), 4, u32::MAX).unwrap();
         assert_eq!(b.iter().map(|p| p.0[0]).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
         assert!(more);
-        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[7]), 4).unwrap();
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[7]), 4, u32::MAX).unwrap();
         assert_eq!(b.len(), 2);
+        assert!(!more);
+        // Bytes bound a batch too (keys and values: 2 bytes each here), but
+        // never below one record.
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, None, 8, 5).unwrap();
+        assert_eq!(b.iter().map(|p| p.0[0]).collect::<Vec<_>>(), vec![0, 1]);
+        assert!(more);
+        let (b, more) = take_batch(ok(&pairs), Range::ALL, Some(&[8]), 8, 1).unwrap();
+        assert_eq!(b.iter().map(|p| p.0[0]).collect::<Vec<_>>(), vec![9], "one record past the bound");
         assert!(!more);
     }
 }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 
 /// The version byte every message starts with (the store of one log's are
 /// [`crate::remote::VERSION`]: neither takes the other's messages).
-pub const VERSION: u8 = 0x21;
+pub const VERSION: u8 = 0x22;
 /// The members' requests to each other (the group's service number).
 pub const SERVICE: spindle_views::group::Service = spindle_views::group::Service(4);
 
@@ -166,6 +166,8 @@ pub enum PeerRequest {
         after: Option<Vec<u8>>,
         /// The most records.
         max: u32,
+        /// The most bytes of keys and values (past the first record).
+        max_bytes: u32,
     },
     /// One key of the migration's range (a read at the new owner).
     ReadKey {

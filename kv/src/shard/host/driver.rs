@@ -47,7 +47,7 @@ pub(super) fn run(inner: &Inner) {
         });
         for m in map.migrations() {
             if inner.primary(m.to) == Some(inner.me) && !pullers.contains_key(&m.id) {
-                let (puller, next) = Puller::with_batch(*m, inner.pull_batch);
+                let (puller, next) = Puller::with_batch(*m, inner.pull_batch, inner.pull_bytes);
                 pullers.insert(m.id, Running { puller, next, batch_began: None });
             }
         }
@@ -85,9 +85,9 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
     let mig = *r.puller.migration();
     let Some(store) = inner.store(mig.to) else { return false };
     let next = match r.next.clone() {
-        Step::Ask { after, max, .. } => {
+        Step::Ask { after, max, max_bytes, .. } => {
             r.batch_began.get_or_insert_with(Instant::now);
-            match inner.ask_peer(mig.from, &PeerRequest::Ask { migration: mig, after, max }) {
+            match inner.ask_peer(mig.from, &PeerRequest::Ask { migration: mig, after, max, max_bytes }) {
                 Some(PeerReply::Batch { pairs, more, writers }) => {
                     let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
                     r.puller.batch(pairs, writers, more)

@@ -123,6 +123,9 @@ struct ViewState {
 pub(crate) struct Inner {
     layout: ShardLayout,
     pull_batch: u32,
+    /// Bytes a pulled batch holds at most: a quarter of a log buffer (a batch is
+    /// one record of the new owner's log).
+    pull_bytes: u32,
     pull_share: f64,
     me: NodeId,
     group: OnceLock<Weak<Group>>,
@@ -180,6 +183,7 @@ impl ShardHost {
         let inner = Arc::new(Inner {
             layout,
             pull_batch: cfg.pull_batch,
+            pull_bytes: u32::try_from(cfg.buffer / 4).unwrap_or(u32::MAX),
             pull_share: if cfg.pull_share > 0.0 && cfg.pull_share <= 1.0 { cfg.pull_share } else { 1.0 },
             me,
             group: OnceLock::new(),

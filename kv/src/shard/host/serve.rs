@@ -236,13 +236,16 @@ impl Inner {
             return wire::encode(&PeerReply::Failed(Failure::from(&e)));
         }
         let reply = match req {
-            PeerRequest::Ask { after, max, .. } => match store.batch_of(m.range, after.as_deref(), max) {
-                Ok((pairs, more)) => {
-                    let writers = after.is_none().then(|| store.writers().iter().map(|w| (w.client, w.seq)).collect());
-                    PeerReply::Batch { pairs, more, writers }
+            PeerRequest::Ask { after, max, max_bytes, .. } => {
+                match store.batch_of(m.range, after.as_deref(), max, max_bytes) {
+                    Ok((pairs, more)) => {
+                        let writers =
+                            after.is_none().then(|| store.writers().iter().map(|w| (w.client, w.seq)).collect());
+                        PeerReply::Batch { pairs, more, writers }
+                    }
+                    Err(e) => PeerReply::Failed(Failure::from(&e)),
                 }
-                Err(e) => PeerReply::Failed(Failure::from(&e)),
-            },
+            }
             PeerRequest::ReadKey { key, .. } if m.range.contains(key_hash(&key)) => match store.get(&key) {
                 Ok(v) => PeerReply::Value(v),
                 Err(e) => PeerReply::Failed(Failure::from(&e)),

@@ -294,13 +294,15 @@ impl Sim {
         };
         let again = Ev::Pull { shard, life, mig, input: PullIn::Retry };
         match step {
-            Step::Ask { from, range, after, max } => {
+            Step::Ask { from, range, after, max, max_bytes } => {
                 if !self.source_ready(from, range) {
                     return self.later(again);
                 }
                 let src = &self.members[usize::from(from)];
                 let pairs = src.table.keys.iter().map(|(k, v)| Ok::<_, ()>((k.clone(), v.clone())));
-                let Ok((batch, more)) = rules::take_batch(pairs, range, after.as_deref(), max.min(BATCH_KEYS)) else {
+                let Ok((batch, more)) =
+                    rules::take_batch(pairs, range, after.as_deref(), max.min(BATCH_KEYS), max_bytes)
+                else {
                     return self.later(again);
                 };
                 let writers = after
