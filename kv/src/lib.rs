@@ -14,6 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod apply;
+mod barrier;
 mod codec;
 mod error;
 pub mod member;
@@ -107,6 +108,11 @@ struct Inner<L> {
     /// At a member without a copy of the log: how many times its applier found
     /// nothing more committed (a page came back empty); `sync` waits on it.
     page_ends: AtomicU64,
+    /// The read barrier of each key at the primary (see `barrier`).
+    barrier: barrier::KeyBarrier,
+    /// One more than the log's count of views started at this member when a
+    /// full sync at the primary last ended (0: none); see `Store::sync_key`.
+    synced: AtomicU64,
 }
 
 /// A member's replicated store (see the module docs).
@@ -163,6 +169,8 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
             timeout,
             sessions: transfer::Sessions::default(),
             page_ends: AtomicU64::new(0),
+            barrier: barrier::KeyBarrier::default(),
+            synced: AtomicU64::new(0),
         });
         // Checkpoints for the others (weak: the log must not keep the store alive).
         let weak = Arc::downgrade(&inner);
@@ -207,7 +215,12 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
     /// Appends record `u` (an update, or a shard's record of a pull or a drop) and
     /// returns once it is acknowledged.
     pub fn record(&self, u: Update) -> Result<Lsn, StoreError> {
-        let lsn = self.append(u.encode())?;
+        let keys = barrier::keys_of(&u);
+        self.inner.barrier.begin(&keys);
+        let r = self.append(u.encode());
+        let applied = *lock(&self.inner.applied);
+        self.inner.barrier.end(&keys, r.as_ref().ok().map(|l| l.0), applied);
+        let lsn = r?;
         self.inner.acked.fetch_max(lsn.0 + 1, Ordering::SeqCst);
         // Flow control: puts do not run further ahead of this store's applier.
         if let Some(behind) = (lsn.0 + 1).checked_sub(MAX_LAG) {
@@ -291,6 +304,37 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
                 .0;
         }
         Ok(())
+    }
+
+    /// Waits until this store applied every record a read of `key` must see
+    /// (every update of it acknowledged before this call, wherever it was
+    /// appended). At the log's primary, after one full [`Store::sync`] in its
+    /// view, that is only the records of `key` appended here (and any the
+    /// primary took for other members, or that touch no single key), so a read
+    /// does not wait behind other keys' records (a migration's bulk batches);
+    /// elsewhere, and the first time in a view, it is [`Store::sync`].
+    pub fn sync_key(&self, key: &[u8]) -> Result<(), StoreError> {
+        let log = &self.inner.log;
+        let others = log.others();
+        if !log.is_primary() || self.inner.synced.load(Ordering::SeqCst) != others.views + 1 {
+            self.sync()?;
+            if log.is_primary() {
+                self.inner.synced.store(others.views + 1, Ordering::SeqCst);
+            }
+            return Ok(());
+        }
+        let applied = *lock(&self.inner.applied);
+        match self.inner.barrier.need(key, applied, &others) {
+            barrier::Need::Nothing => Ok(()),
+            barrier::Need::Upto(l) => self.wait_applied(l + 1, self.inner.timeout),
+            barrier::Need::All => self.sync(),
+        }
+    }
+
+    /// The value of `key` as this store applied it (no barrier of its own: a
+    /// read after [`Store::sync_key`]).
+    pub fn read_applied(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self.inner.kv.get(key)?.map(|v| v.to_vec()))
     }
 
     /// The value of `key` in this member's store.

@@ -14,7 +14,7 @@ use super::{wire, Recovery, StartError, TailwindConfig};
 use crate::backup::{Backup, BackupConfig, SegmentId};
 use crate::format::{extent, Tag, TAG_BYTES};
 use crate::replicate::{AppendError, Lsn};
-use node::{AppendOpts, ReadFrom, Tail};
+use node::{AppendOpts, Others, ReadFrom, Tail};
 use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 use spindle_views::group::Group;
 use spindle_views::view::View;
@@ -91,6 +91,7 @@ impl LogService {
             counts: Default::default(),
             durable: Default::default(),
             publishing: Default::default(),
+            others: Default::default(),
         });
         node::lock(&shared.st).pending = pending;
         Ok(LogService {
@@ -208,6 +209,13 @@ impl LogService {
         // see `opened_makes_ready`), so this never names it before that.
         let st = node::lock(&self.shared.st);
         st.ready.then(|| st.members.first().copied()).flatten()
+    }
+
+    /// The views started at this member and the appends it took for other
+    /// members as the primary (see [`Others`]): with its own appends, what a
+    /// reader at the primary must wait for.
+    pub fn others(&self) -> Others {
+        *node::lock(&self.shared.others)
     }
 
     /// True if this member is the primary and takes appends.

@@ -85,7 +85,7 @@ pub use app::{AppError, APP};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
 #[cfg(feature = "async")]
-pub use node::TailStream;
+pub use node::{Others, TailStream};
 pub use node::{ReadError, ReadFrom, Tail, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
 use spindle_smc::{Mode, SubgroupSpec};
 use spindle_sst::transport::NodeId;

@@ -176,7 +176,7 @@ impl Inner {
                         Err(e) => return Reply::Failed(Failure::from(&e)),
                     }
                 }
-                match store.sync().and_then(|_| store.get(key)) {
+                match store.sync_key(key).and_then(|_| store.read_applied(key)) {
                     Ok(v) => Reply::Value(v),
                     Err(e) => Reply::Failed(Failure::from(&e)),
                 }

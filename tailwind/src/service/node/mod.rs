@@ -136,6 +136,23 @@ pub(super) struct Shared {
     pub durable: AtomicU64,
     /// `Ack::Disk`: one commit-point publication at a time.
     pub publishing: Mutex<()>,
+    /// Views started here, and the appends this member took for the others.
+    pub others: Mutex<Others>,
+}
+
+/// What a reader at the primary that keeps track of its own appends must also
+/// know ([`crate::service::LogService::others`]): how many views started at
+/// this member (a new one may have a new primary, and records it recovered),
+/// and the appends it took as the primary for other members (forwarded to it):
+/// how many are under way and the newest record of those that returned.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Others {
+    /// Views started at this member.
+    pub views: u64,
+    /// Forwarded appends under way.
+    pub busy: u64,
+    /// The newest record a forwarded append returned.
+    pub last: Option<Lsn>,
 }
 
 /// The committed segments on disk in `dir` for log `log` (first record ->
@@ -270,6 +287,7 @@ impl Shared {
     pub fn view_starts(&self, view: &View, t: &Arc<dyn Transport>) {
         let buffers = (0..self.cfg.buffers).filter_map(|i| t.region(self.region(i)).cloned()).collect();
         self.pool.set_buffers(buffers);
+        lock(&self.others).views += 1;
         let mut st = lock(&self.st);
         st.view = Some(view.clone());
         st.transport = Some(t.clone());

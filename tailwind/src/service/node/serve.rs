@@ -13,8 +13,15 @@ impl Shared {
                 let deadline = Instant::now() + self.cfg.append_timeout;
                 let tag = tag.map(|(producer, seq)| crate::format::Tag { producer, seq });
                 let opts = super::AppendOpts { tag, expect };
+                lock(&self.others).busy += 1;
+                let done = |r: Option<&[Lsn]>| {
+                    let mut o = lock(&self.others);
+                    o.busy = o.busy.saturating_sub(1);
+                    o.last = o.last.max(r.and_then(|l| l.iter().max().copied()));
+                };
                 loop {
                     if let Some(r) = self.append_here(&refs, opts, deadline) {
+                        done(r.as_deref().ok());
                         return match r {
                             Ok(l) => Reply::Appended(l.into_iter().map(|l| l.0).collect()),
                             Err(AppendError::Conflict { next }) => Reply::Conflict(next.0),
@@ -24,6 +31,7 @@ impl Shared {
                     }
                     let mut st = lock(&self.st);
                     if st.stopped.is_some() || Instant::now() >= deadline || st.members.first() != Some(&self.me) {
+                        done(None);
                         return Reply::Failed("this member is not the primary".into());
                     }
                     st = self.cv.wait_timeout(st, Duration::from_millis(20)).unwrap_or_else(|p| p.into_inner()).0;
