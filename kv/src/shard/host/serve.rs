@@ -42,6 +42,16 @@ impl ClientHandler for Clients {
     fn post(&self, _session: &ClientSession, _body: &[u8]) {}
 }
 
+/// What a pull of one key on demand found.
+enum OnDemand {
+    /// Its value at the old owner, logged here.
+    Value(Vec<u8>),
+    /// The old owner has no such key.
+    Absent,
+    /// The old owner is not ready to answer yet.
+    NotReady,
+}
+
 /// A request admitted in the current view, counted until it answers (the
 /// drain an old owner waits for before it hands a range over).
 struct Admitted<'a> {
@@ -166,17 +176,34 @@ impl Inner {
                 Err(e) => Reply::Failed(Failure::from(&e)),
             },
             (Op::Get { key }, _) => {
-                // Pulled on demand unless a write here claimed it, or a batch
-                // this member logged already reached it.
+                // Pulled on demand unless a batch this member logged reached it
+                // (looked at before the barrier, which then waits for that
+                // batch) or a write here claimed it (looked at after: every
+                // write of the key acknowledged before this read is applied).
                 let batched = |m: &Migration| lock(&self.cursors).get(&m.id).is_some_and(|last| key <= last);
-                if let Some(m) = pulling.filter(|m| !store.claimed(key) && !batched(m)) {
+                let pull = pulling.filter(|m| !batched(m));
+                if let Err(e) = store.sync_key(key) {
+                    return Reply::Failed(Failure::from(&e));
+                }
+                if let Some(m) = pull.filter(|_| !store.claimed(key)) {
                     match self.pull_key(&store, m, key) {
-                        Ok(true) => {}
-                        Ok(false) => return Reply::Wait,
+                        // The old owner's value, now in this shard's log: no
+                        // write here came before it, so it is the key's value
+                        // (this read need not wait for its record to be applied).
+                        Ok(OnDemand::Value(v)) => return Reply::Value(Some(v)),
+                        // Not at the old owner, or no longer (it dropped the range
+                        // once every batch was logged here): the store's, after
+                        // the barrier again.
+                        Ok(OnDemand::Absent) => {
+                            if let Err(e) = store.sync_key(key) {
+                                return Reply::Failed(Failure::from(&e));
+                            }
+                        }
+                        Ok(OnDemand::NotReady) => return Reply::Wait,
                         Err(e) => return Reply::Failed(Failure::from(&e)),
                     }
                 }
-                match store.sync_key(key).and_then(|_| store.read_applied(key)) {
+                match store.read_applied(key) {
                     Ok(v) => Reply::Value(v),
                     Err(e) => Reply::Failed(Failure::from(&e)),
                 }
@@ -185,17 +212,16 @@ impl Inner {
         }
     }
 
-    /// Pulls `key` of migration `m` from the old owner into this shard's log;
-    /// `Ok(false)` if the old owner is not ready yet.
-    fn pull_key(&self, store: &ShardStore, m: Migration, key: &[u8]) -> Result<bool, StoreError> {
+    /// Pulls `key` of migration `m` from the old owner into this shard's log.
+    fn pull_key(&self, store: &ShardStore, m: Migration, key: &[u8]) -> Result<OnDemand, StoreError> {
         let req = PeerRequest::ReadKey { migration: m, key: key.to_vec() };
         match self.ask_peer(m.from, &req) {
             Some(PeerReply::Value(Some(v))) => {
-                store.record(Update::Pulled { migration: m.id, pairs: vec![(key.to_vec(), v)] })?;
-                Ok(true)
+                store.record(Update::Pulled { migration: m.id, pairs: vec![(key.to_vec(), v.clone())] })?;
+                Ok(OnDemand::Value(v))
             }
-            Some(PeerReply::Value(None)) => Ok(true),
-            _ => Ok(false),
+            Some(PeerReply::Value(None)) => Ok(OnDemand::Absent),
+            _ => Ok(OnDemand::NotReady),
         }
     }
 

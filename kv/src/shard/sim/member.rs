@@ -138,6 +138,9 @@ impl Sim {
         let src = &self.members[usize::from(mig.from)];
         match src.table.keys.get(&key) {
             Some(v) => {
+                // The read answers with the old owner's value once its record
+                // is logged here (as a member does: without waiting to apply it).
+                self.clients[c].op.as_mut().expect("a request").read = Some(Some(v.clone()));
                 let rec = Update::Pulled { migration: mig.id, pairs: vec![(key, v.clone())] };
                 self.report.pulled += 1;
                 self.append(op.shard, rec, Job::ReadPull { c, attempt });
@@ -242,7 +245,7 @@ impl Sim {
                     self.done(c, op);
                 }
             }
-            Job::ReadPull { c, attempt } => self.later(Ev::ReadStore { c, attempt }),
+            Job::ReadPull { c, attempt } => self.later(Ev::Answer { c, attempt }),
             Job::Puller { mig } => {
                 let life = self.members[usize::from(shard)].life;
                 self.later(Ev::Pull { shard, life, mig, input: PullIn::Appended });
