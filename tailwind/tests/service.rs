@@ -118,9 +118,15 @@ fn failover(t: Transport) {
     }
     assert!(logs[3].as_ref().unwrap().segments().is_empty());
     assert_eq!(logs[3].as_ref().unwrap().wait_for_primary(WAIT), Some(p.node()), "told, though outside the log");
-    // An append at a backup is forwarded to the primary.
+    // An append at a backup is forwarded to the primary, which counts it among
+    // the appends it took for the others (what a reader there also waits for).
+    let before = p.others();
+    assert_eq!((before.busy, before.last), (0, None), "nothing forwarded yet");
+    assert!(before.views >= 1, "a view started at the primary");
     let lsn = logs[1].as_ref().unwrap().append(b"from a backup").unwrap();
     assert_eq!(lsn, Lsn(170));
+    let after = p.others();
+    assert_eq!((after.busy, after.last, after.views), (0, Some(lsn), before.views));
     acked.push(b"from a backup".to_vec());
     // Too large for a buffer: a clear error, nothing lost.
     let e = p.append(&vec![7u8; 9000]).unwrap_err();
