@@ -85,7 +85,8 @@ impl KeyBarrier {
     /// failed (`None`). A failed record may still reach the log, but it was
     /// acknowledged to no one, so no read has to see it; a read that does sees
     /// it applied, and so does every read after (the store only grows).
-    pub(crate) fn end(&self, keys: &Option<Vec<Vec<u8>>>, lsn: Option<u64>, applied: u64) {
+    /// `applied` tells how far the store applied, when the map is tidied.
+    pub(crate) fn end(&self, keys: &Option<Vec<Vec<u8>>>, lsn: Option<u64>, applied: impl FnOnce() -> u64) {
         let mut st = lock(&self.st);
         let mark = |m: &mut Marks| {
             m.busy = m.busy.saturating_sub(1);
@@ -96,6 +97,7 @@ impl KeyBarrier {
             None => mark(&mut st.unkeyed),
         }
         if st.keys.len() >= st.tidy_at {
+            let applied = applied();
             st.keys.retain(|_, m| m.busy > 0 || m.last.is_some_and(|l| l >= applied));
             st.tidy_at = (st.keys.len() * 2).max(1024);
         }
@@ -135,14 +137,14 @@ mod tests {
         b.begin(&one("a"));
         assert_eq!(b.need(b"a", 0, &NONE), Need::All, "an append under way: everything committed");
         assert_eq!(b.need(b"b", 0, &NONE), Need::Nothing);
-        b.end(&one("a"), Some(5), 0);
+        b.end(&one("a"), Some(5), || 0);
         assert_eq!(b.need(b"a", 3, &NONE), Need::Upto(5));
         assert_eq!(b.need(b"a", 5, &NONE), Need::Upto(5), "record 5 is applied once 6 is next");
         assert_eq!(b.need(b"a", 6, &NONE), Need::Nothing);
         // A pulled batch names each of its keys.
         let batch = Some(vec![b"x".to_vec(), b"y".to_vec()]);
         b.begin(&batch);
-        b.end(&batch, Some(9), 6);
+        b.end(&batch, Some(9), || 6);
         assert_eq!(b.need(b"y", 6, &NONE), Need::Upto(9));
         assert_eq!(b.need(b"a", 6, &NONE), Need::Nothing);
     }
@@ -155,7 +157,7 @@ mod tests {
         assert_eq!(keys, None);
         b.begin(&keys);
         assert_eq!(b.need(b"a", 0, &NONE), Need::All);
-        b.end(&keys, Some(2), 0);
+        b.end(&keys, Some(2), || 0);
         assert_eq!(b.need(b"a", 1, &NONE), Need::Upto(2));
         assert_eq!(b.need(b"a", 3, &NONE), Need::Nothing);
         let busy = Others { views: 1, busy: 2, last: None };
@@ -170,12 +172,12 @@ mod tests {
     fn a_failed_append_holds_reads_no_longer_and_applied_keys_are_forgotten() {
         let b = KeyBarrier::default();
         b.begin(&one("a"));
-        b.end(&one("a"), None, 0);
+        b.end(&one("a"), None, || 0);
         assert_eq!(b.need(b"a", 0, &NONE), Need::Nothing, "acknowledged to no one");
         for i in 0..5_000u64 {
             let k = one(&format!("k{i}"));
             b.begin(&k);
-            b.end(&k, Some(i), i);
+            b.end(&k, Some(i), || i);
         }
         let left = lock(&b.st).keys.len();
         assert!(left < 2_100, "{left} keys kept after their records were applied");

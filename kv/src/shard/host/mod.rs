@@ -342,7 +342,7 @@ impl Inner {
             let held = read(&self.stores)[s].is_some();
             if want && !held {
                 let dir = self.dir.join(format!("shard-{s}")).join("store");
-                match Store::open(&dir, Arc::new(log.clone())) {
+                match Store::open_keyed(&dir, Arc::new(log.clone()), crate::Apply::Eager) {
                     Ok(store) => write(&self.stores)[s] = Some(Arc::new(store)),
                     Err(e) => {
                         tracing::warn!(shard = s, %e, "a shard's store did not open");
