@@ -226,11 +226,16 @@ const POOL_IDLE: Duration = Duration::from_secs(4);
 /// How long a member's request connection may sit idle before it closes it.
 const SERVER_IDLE: Duration = Duration::from_secs(5);
 
-/// The requests this node makes: their ids, and the connections kept open, one per
-/// member, between them (see [`RequestPool::request`]).
+/// The most connections kept open to one member: requests made at once each take
+/// one (a request that finds none kept connects anew, and a connection past
+/// this many is closed after its reply).
+const POOL_PER_MEMBER: usize = 4;
+
+/// The requests this node makes: their ids, and the connections kept open, up to
+/// [`POOL_PER_MEMBER`] per member, between them (see [`RequestPool::request`]).
 #[derive(Default)]
 pub(crate) struct RequestPool {
-    conns: std::sync::Mutex<HashMap<NodeId, Pooled>>,
+    conns: std::sync::Mutex<HashMap<NodeId, Vec<Pooled>>>,
     last_id: AtomicU64,
 }
 
@@ -243,18 +248,29 @@ struct Pooled {
 impl RequestPool {
     /// The kept connection to `to` at `addr`, if it is fresh and still open (a peek
     /// that would block: no end of stream, no stray bytes).
+    /// The most recently used first; one that is not is closed.
     fn take(&self, to: NodeId, addr: SocketAddr) -> Option<Link> {
-        let p = lock(&self.conns).remove(&to)?;
-        if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.stream.set_nonblocking(true).is_err() {
-            return None;
+        loop {
+            let p = lock(&self.conns).get_mut(&to)?.pop()?;
+            if p.addr != addr || p.used.elapsed() > POOL_IDLE || p.stream.stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let s = &p.stream.stream;
+            let open = matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+            if open && s.set_nonblocking(false).is_ok() {
+                return Some(p.stream);
+            }
         }
-        let s = &p.stream.stream;
-        let open = matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-        (open && s.set_nonblocking(false).is_ok()).then_some(p.stream)
     }
 
     fn keep(&self, to: NodeId, addr: SocketAddr, stream: Link) {
-        lock(&self.conns).insert(to, Pooled { addr, stream, used: Instant::now() });
+        let mut conns = lock(&self.conns);
+        let kept = conns.entry(to).or_default();
+        // Connections to an address the member no longer has go first.
+        kept.retain(|p| p.addr == addr);
+        if kept.len() < POOL_PER_MEMBER {
+            kept.push(Pooled { addr, stream, used: Instant::now() });
+        }
     }
 
     /// Sends one request to member `to` at `addr` and waits for its reply, on the
@@ -494,4 +510,56 @@ fn ask(
     }
     let w = (view, states, client_key);
     Ok(if restored { Answer::Restored(w) } else { Answer::Welcome(w) })
+}
+
+#[cfg(test)]
+mod pool_tests {
+    use super::*;
+    use std::net::{TcpListener, TcpStream};
+
+    /// A client link to `l` and the server's end of it.
+    fn link(l: &TcpListener) -> (Link, TcpStream) {
+        let c = Link::connect(l.local_addr().unwrap(), Duration::from_secs(5), None).unwrap();
+        (c, l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn several_connections_to_a_member_are_kept_and_a_closed_one_is_skipped() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let pool = RequestPool::default();
+        let to = NodeId(7);
+        assert!(pool.take(to, addr).is_none());
+        // Requests made at once each held a connection; all come back.
+        let links: Vec<(Link, TcpStream)> = (0..POOL_PER_MEMBER + 2).map(|_| link(&l)).collect();
+        let mut servers = Vec::new();
+        let mut ports = Vec::new();
+        let mut clones = Vec::new();
+        for (c, s) in links {
+            ports.push(c.stream.local_addr().unwrap().port());
+            clones.push(c.stream.try_clone().unwrap());
+            pool.keep(to, addr, c);
+            servers.push(s);
+        }
+        assert_eq!(lock(&pool.conns)[&to].len(), POOL_PER_MEMBER, "no more than the bound");
+        // The most recently kept first; one the member closed is skipped (once
+        // its end of stream has arrived).
+        drop(servers.remove(POOL_PER_MEMBER - 1));
+        let closed = &clones[POOL_PER_MEMBER - 1];
+        closed.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(closed.peek(&mut [0u8; 1]).unwrap(), 0, "the end of stream arrived");
+        let first = pool.take(to, addr).expect("a kept connection");
+        assert_eq!(first.stream.local_addr().unwrap().port(), ports[POOL_PER_MEMBER - 2]);
+        let mut left = 0;
+        while pool.take(to, addr).is_some() {
+            left += 1;
+        }
+        assert_eq!(left, POOL_PER_MEMBER - 2);
+        // Kept for another address of the member: not used, and dropped.
+        let (c, _s) = link(&l);
+        pool.keep(to, addr, c);
+        let elsewhere: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        assert!(pool.take(to, elsewhere).is_none());
+        assert!(lock(&pool.conns)[&to].is_empty());
+    }
 }
