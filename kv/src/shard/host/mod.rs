@@ -70,9 +70,9 @@ impl HostConfig {
     /// `shards` shards in `dir`: 3 replicas, acknowledged in memory, 1 MiB buffers,
     /// migrations pulling [`super::puller::BATCH_KEYS`] records at a time a
     /// quarter of the time (`pull_share` 0.25: on this project's 2-core host, with
-    /// the two shards' primaries on two members, it kept about 0.6x of the
-    /// throughput during a move, moving about 13 MB/s; 0.1 kept about 0.69x at
-    /// 6 MB/s, 0.5 about 0.48x at 26 MB/s; docs/benchmarks.md).
+    /// the two shards' primaries on two members, it kept about 0.7x of the
+    /// throughput during a move, moving about 10-12 MB/s; 0.1 kept 0.73-0.83x at
+    /// 4-5 MB/s, 0.5 about 0.6x at 18-23 MB/s; docs/benchmarks.md).
     pub fn new(dir: impl Into<PathBuf>, shards: u16) -> HostConfig {
         HostConfig {
             dir: dir.into(),
