@@ -85,8 +85,8 @@ pub use app::{AppError, APP};
 pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
 #[cfg(feature = "async")]
-pub use node::{Others, TailStream};
-pub use node::{ReadError, ReadFrom, Tail, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
+pub use node::TailStream;
+pub use node::{Others, ReadError, ReadFrom, Tail, MAX_REPLICAS as MAX_DISK_REPLICAS, PER_PRODUCER, SCAN_SEGMENTS};
 use spindle_smc::{Mode, SubgroupSpec};
 use spindle_sst::transport::NodeId;
 use spindle_views::group::{Group, GroupBuilder, APP_REGIONS};
