@@ -4,7 +4,8 @@
 //! The design follows three of the papers the project builds on: the shards'
 //! logs stand in for a store's write-ahead log (Cyclone); a range moves by
 //! handing its ownership to the new shard first, which serves it at once and
-//! pulls its records from the old one in batches and on demand, while the old
+//! pulls its records from the old one in batches (reading keys not pulled yet
+//! from it on demand), while the old
 //! shard keeps the records until the new one has logged them (Rocksteady); and
 //! the shard map is versioned by the group's view, so a member checks ownership
 //! against the map it holds, answering "moved" to a client whose map is older

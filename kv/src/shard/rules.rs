@@ -7,8 +7,9 @@
 //! otherwise it answers "moved" with the map's version (the client asks again
 //! with a newer map) or "wait". A request for a key whose range is being pulled
 //! here waits until the pull has begun in this shard's log (the old owner's table
-//! of writers is in, so a retried request is recognised, and records pulled on
-//! demand land); a read of such a key is pulled first, on demand.
+//! of writers is in, so a retried request is recognised); a read of such a key
+//! that no batch logged here reached and no write here claimed answers with the
+//! old owner's value, read on demand.
 //!
 //! **No answer waits on the view.** A read answers with what the store holds
 //! when it reads, and a write once its record is committed, whatever view the

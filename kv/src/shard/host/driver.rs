@@ -60,6 +60,7 @@ pub(super) fn run(inner: &Inner) {
         }
         pullers.retain(|_, r| !r.puller.is_done());
         lock(&inner.cursors).retain(|id, _| pullers.contains_key(id));
+        lock(&inner.read_cache).retain(|id, _| pullers.contains_key(id));
         tidy(inner);
         if idle {
             // A migration to a shard whose log has no primary yet (its new view's

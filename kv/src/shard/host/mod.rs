@@ -42,6 +42,9 @@ mod serve;
 /// Regions each shard's log may take (its buffers and commit word).
 const REGIONS_PER_SHARD: u16 = 64;
 
+/// Values read from a migration's old owner on demand, and their bytes.
+type ReadCache = (std::collections::HashMap<Vec<u8>, Vec<u8>>, usize);
+
 /// A shard's store over its log.
 pub type ShardStore = Store<Arc<LogService>>;
 
@@ -143,6 +146,9 @@ pub(crate) struct Inner {
     /// For each migration this member pulls: the last key of the batches logged
     /// (every record of the range up to it is in this shard's log).
     cursors: Mutex<std::collections::BTreeMap<u64, Vec<u8>>>,
+    /// Values read from the old owner on demand, per migration pulled here (see
+    /// `serve`).
+    read_cache: Mutex<std::collections::BTreeMap<u64, ReadCache>>,
 }
 
 /// A running member (see the module docs).
@@ -195,6 +201,7 @@ impl ShardHost {
             stop: AtomicBool::new(false),
             pulled: (AtomicU64::new(0), AtomicU64::new(0)),
             cursors: Mutex::default(),
+            read_cache: Mutex::default(),
         });
         let handler = serve::Clients::default();
         let regions = inner.logs.iter().flat_map(|l| l.regions()).collect();

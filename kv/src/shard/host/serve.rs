@@ -6,7 +6,7 @@ use crate::remote::Failure;
 use crate::shard::map::{key_hash, MapEdit, Migration, Range, Shard};
 use crate::shard::rules::{self, Admit};
 use crate::shard::wire::{self, HostStatus, Op, PeerReply, PeerRequest, Reply, Request, Route};
-use crate::{StoreError, Update};
+use crate::Update;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_views::group::{ClientHandler, ClientSession};
@@ -42,9 +42,13 @@ impl ClientHandler for Clients {
     fn post(&self, _session: &ClientSession, _body: &[u8]) {}
 }
 
-/// What a pull of one key on demand found.
+/// The most bytes of keys and values read from an old owner on demand kept per
+/// migration.
+const READ_CACHE_BYTES: usize = 16 << 20;
+
+/// What a read of one key at the old owner found.
 enum OnDemand {
-    /// Its value at the old owner, logged here.
+    /// Its value there.
     Value(Vec<u8>),
     /// The old owner has no such key.
     Absent,
@@ -176,7 +180,7 @@ impl Inner {
                 Err(e) => Reply::Failed(Failure::from(&e)),
             },
             (Op::Get { key }, _) => {
-                // Pulled on demand unless a batch this member logged reached it
+                // Read at the old owner unless a batch this member logged reached it
                 // (looked at before the barrier, which then waits for that
                 // batch) or a write here claimed it (looked at after: every
                 // write of the key acknowledged before this read is applied).
@@ -186,21 +190,21 @@ impl Inner {
                     return Reply::Failed(Failure::from(&e));
                 }
                 if let Some(m) = pull.filter(|_| !store.claimed(key)) {
-                    match self.pull_key(&store, m, key) {
-                        // The old owner's value, now in this shard's log: no
-                        // write here came before it, so it is the key's value
-                        // (this read need not wait for its record to be applied).
-                        Ok(OnDemand::Value(v)) => return Reply::Value(Some(v)),
+                    match self.read_old_owner(m, key) {
+                        // The old owner's value: no write here came before this
+                        // read, and the old owner's copy of the range changes no
+                        // more, so it is the key's value. Nothing is logged: the
+                        // pull's batches bring the same value.
+                        OnDemand::Value(v) => return Reply::Value(Some(v)),
                         // Not at the old owner, or no longer (it dropped the range
                         // once every batch was logged here): the store's, after
                         // the barrier again.
-                        Ok(OnDemand::Absent) => {
+                        OnDemand::Absent => {
                             if let Err(e) = store.sync_key(key) {
                                 return Reply::Failed(Failure::from(&e));
                             }
                         }
-                        Ok(OnDemand::NotReady) => return Reply::Wait,
-                        Err(e) => return Reply::Failed(Failure::from(&e)),
+                        OnDemand::NotReady => return Reply::Wait,
                     }
                 }
                 match store.read_applied(key) {
@@ -212,16 +216,25 @@ impl Inner {
         }
     }
 
-    /// Pulls `key` of migration `m` from the old owner into this shard's log.
-    fn pull_key(&self, store: &ShardStore, m: Migration, key: &[u8]) -> Result<OnDemand, StoreError> {
+    /// The value of `key` at the old owner of migration `m` (kept here, up to
+    /// [`READ_CACHE_BYTES`] per migration, until the migration ends).
+    fn read_old_owner(&self, m: Migration, key: &[u8]) -> OnDemand {
+        if let Some(v) = lock(&self.read_cache).get(&m.id).and_then(|(c, _)| c.get(key)) {
+            return OnDemand::Value(v.clone());
+        }
         let req = PeerRequest::ReadKey { migration: m, key: key.to_vec() };
         match self.ask_peer(m.from, &req) {
             Some(PeerReply::Value(Some(v))) => {
-                store.record(Update::Pulled { migration: m.id, pairs: vec![(key.to_vec(), v.clone())] })?;
-                Ok(OnDemand::Value(v))
+                let mut cache = lock(&self.read_cache);
+                let (c, bytes) = cache.entry(m.id).or_default();
+                if *bytes + key.len() + v.len() <= READ_CACHE_BYTES {
+                    *bytes += key.len() + v.len();
+                    c.insert(key.to_vec(), v.clone());
+                }
+                OnDemand::Value(v)
             }
-            Some(PeerReply::Value(None)) => Ok(OnDemand::Absent),
-            _ => Ok(OnDemand::NotReady),
+            Some(PeerReply::Value(None)) => OnDemand::Absent,
+            _ => OnDemand::NotReady,
         }
     }
 

@@ -138,12 +138,10 @@ impl Sim {
         let src = &self.members[usize::from(mig.from)];
         match src.table.keys.get(&key) {
             Some(v) => {
-                // The read answers with the old owner's value once its record
-                // is logged here (as a member does: without waiting to apply it).
+                // The read answers with the old owner's value, logging nothing
+                // (as a member does: the pull's batches bring the same value).
                 self.clients[c].op.as_mut().expect("a request").read = Some(Some(v.clone()));
-                let rec = Update::Pulled { migration: mig.id, pairs: vec![(key, v.clone())] };
-                self.report.pulled += 1;
-                self.append(op.shard, rec, Job::ReadPull { c, attempt });
+                self.later(Ev::Answer { c, attempt });
             }
             None => self.later(Ev::ReadStore { c, attempt }),
         }
@@ -245,7 +243,6 @@ impl Sim {
                     self.done(c, op);
                 }
             }
-            Job::ReadPull { c, attempt } => self.later(Ev::Answer { c, attempt }),
             Job::Puller { mig } => {
                 let life = self.members[usize::from(shard)].life;
                 self.later(Ev::Pull { shard, life, mig, input: PullIn::Appended });

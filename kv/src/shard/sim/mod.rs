@@ -114,8 +114,6 @@ pub struct OpRecord {
 enum Job {
     /// A client's write (attempt `attempt`).
     Write { c: usize, attempt: u64 },
-    /// A record a client's get pulled on demand.
-    ReadPull { c: usize, attempt: u64 },
     /// A puller's record.
     Puller { mig: u64 },
     /// A drop the puller of `target` asked of this (the old) shard.
@@ -206,7 +204,7 @@ pub struct Report {
     pub moved: u64,
     /// Migrations that finished.
     pub migrations: u64,
-    /// Records pulled (in batches and on demand).
+    /// Records pulled (in batches).
     pub pulled: u64,
     /// Primaries that failed.
     pub failures: u64,
