@@ -16,8 +16,9 @@ use spindle_tailwind::service::Others;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-/// What a read of a key must wait for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a read of a key must wait for (ordered: the most of several is what
+/// they need together).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Need {
     /// Nothing past what is applied.
     Nothing,
@@ -53,6 +54,16 @@ struct State {
     tidy_at: usize,
 }
 
+impl State {
+    /// `key`'s marks (new ones if it has none: the key is copied only then).
+    fn marks(&mut self, key: &[u8]) -> &mut Marks {
+        if !self.keys.contains_key(key) {
+            self.keys.insert(key.to_vec(), Marks::default());
+        }
+        self.keys.get_mut(key).expect("just inserted")
+    }
+}
+
 /// See the module docs.
 #[derive(Default)]
 pub(crate) struct KeyBarrier {
@@ -61,11 +72,11 @@ pub(crate) struct KeyBarrier {
 
 /// The keys record `u` sets (`None`: it can change reads of keys it does not
 /// name, or of none; markers change no read and give `Some` of none).
-pub(crate) fn keys_of(u: &Update) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn keys_of(u: &Update) -> Option<Vec<&[u8]>> {
     match u {
-        Update::Put(k, _) | Update::Del(k) => Some(vec![k.clone()]),
-        Update::Write { key, .. } => Some(vec![key.clone()]),
-        Update::Pulled { pairs, .. } => Some(pairs.iter().map(|(k, _)| k.clone()).collect()),
+        Update::Put(k, _) | Update::Del(k) => Some(vec![k]),
+        Update::Write { key, .. } => Some(vec![key]),
+        Update::Pulled { pairs, .. } => Some(pairs.iter().map(|(k, _)| k.as_slice()).collect()),
         Update::Marker { .. } => Some(Vec::new()),
         Update::BeginPull { .. } | Update::EndPull { .. } | Update::DropRange { .. } => None,
     }
@@ -73,10 +84,10 @@ pub(crate) fn keys_of(u: &Update) -> Option<Vec<Vec<u8>>> {
 
 impl KeyBarrier {
     /// Record `keys` (see [`keys_of`]) is about to be appended.
-    pub(crate) fn begin(&self, keys: &Option<Vec<Vec<u8>>>) {
+    pub(crate) fn begin(&self, keys: &Option<Vec<&[u8]>>) {
         let mut st = lock(&self.st);
         match keys {
-            Some(ks) => ks.iter().for_each(|k| st.keys.entry(k.clone()).or_default().busy += 1),
+            Some(ks) => ks.iter().for_each(|k| st.marks(k).busy += 1),
             None => st.unkeyed.busy += 1,
         }
     }
@@ -86,14 +97,14 @@ impl KeyBarrier {
     /// acknowledged to no one, so no read has to see it; a read that does sees
     /// it applied, and so does every read after (the store only grows).
     /// `applied` tells how far the store applied, when the map is tidied.
-    pub(crate) fn end(&self, keys: &Option<Vec<Vec<u8>>>, lsn: Option<u64>, applied: impl FnOnce() -> u64) {
+    pub(crate) fn end(&self, keys: &Option<Vec<&[u8]>>, lsn: Option<u64>, applied: impl FnOnce() -> u64) {
         let mut st = lock(&self.st);
         let mark = |m: &mut Marks| {
             m.busy = m.busy.saturating_sub(1);
             m.last = m.last.max(lsn);
         };
         match keys {
-            Some(ks) => ks.iter().for_each(|k| mark(st.keys.entry(k.clone()).or_default())),
+            Some(ks) => ks.iter().for_each(|k| mark(st.marks(k))),
             None => mark(&mut st.unkeyed),
         }
         if st.keys.len() >= st.tidy_at {
@@ -108,14 +119,8 @@ impl KeyBarrier {
     pub(crate) fn need(&self, key: &[u8], applied: u64, others: &Others) -> Need {
         let st = lock(&self.st);
         let theirs = Marks { busy: others.busy.min(1) as u32, last: others.last.map(|l| l.0) };
-        [st.keys.get(key).map_or(Need::Nothing, |m| m.need(applied)), st.unkeyed.need(applied), theirs.need(applied)]
-            .into_iter()
-            .fold(Need::Nothing, |a, b| match (a, b) {
-                (Need::All, _) | (_, Need::All) => Need::All,
-                (Need::Upto(x), Need::Upto(y)) => Need::Upto(x.max(y)),
-                (Need::Upto(x), Need::Nothing) | (Need::Nothing, Need::Upto(x)) => Need::Upto(x),
-                (Need::Nothing, Need::Nothing) => Need::Nothing,
-            })
+        let mine = st.keys.get(key).map_or(Need::Nothing, |m| m.need(applied));
+        mine.max(st.unkeyed.need(applied)).max(theirs.need(applied))
     }
 }
 
@@ -124,8 +129,8 @@ mod tests {
     use super::*;
     use spindle_tailwind::service::Lsn;
 
-    fn one(k: &str) -> Option<Vec<Vec<u8>>> {
-        Some(vec![k.as_bytes().to_vec()])
+    fn one(k: &str) -> Option<Vec<&[u8]>> {
+        Some(vec![k.as_bytes()])
     }
 
     const NONE: Others = Others { views: 1, busy: 0, last: None };
@@ -142,7 +147,7 @@ mod tests {
         assert_eq!(b.need(b"a", 5, &NONE), Need::Upto(5), "record 5 is applied once 6 is next");
         assert_eq!(b.need(b"a", 6, &NONE), Need::Nothing);
         // A pulled batch names each of its keys.
-        let batch = Some(vec![b"x".to_vec(), b"y".to_vec()]);
+        let batch = Some(vec![&b"x"[..], &b"y"[..]]);
         b.begin(&batch);
         b.end(&batch, Some(9), || 6);
         assert_eq!(b.need(b"y", 6, &NONE), Need::Upto(9));
@@ -175,7 +180,8 @@ mod tests {
         b.end(&one("a"), None, || 0);
         assert_eq!(b.need(b"a", 0, &NONE), Need::Nothing, "acknowledged to no one");
         for i in 0..5_000u64 {
-            let k = one(&format!("k{i}"));
+            let name = format!("k{i}");
+            let k = one(&name);
             b.begin(&k);
             b.end(&k, Some(i), || i);
         }
