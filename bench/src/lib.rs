@@ -193,6 +193,20 @@ pub fn start_members(
     drop: &[&str],
     env: &[(&str, &std::ffi::OsStr)],
 ) -> Result<testkit::ChildSet, String> {
+    start_members_in(None, n, kind, deadline, extra, drop, env)
+}
+
+/// [`start_members`], member `i` in `net`'s namespace `i` (an emulated host of its
+/// own, listening on its address there) when `net` is given.
+pub fn start_members_in(
+    net: Option<&testkit::netns::Net>,
+    n: usize,
+    kind: testkit::TransportKind,
+    deadline: Duration,
+    extra: &[&str],
+    drop: &[&str],
+    env: &[(&str, &std::ffi::OsStr)],
+) -> Result<testkit::ChildSet, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
     for flag in drop {
@@ -201,7 +215,14 @@ pub fn start_members(
         }
     }
     spawn_members(n, kind, deadline, env, |i, ports| {
-        let mut cmd = std::process::Command::new(&exe);
+        let mut cmd = match net {
+            Some(net) => {
+                let mut c = testkit::netns::command_in(&net.ns(i), &exe);
+                c.env(testkit::BIND_VAR, testkit::netns::Net::ip(i));
+                c
+            }
+            None => std::process::Command::new(&exe),
+        };
         cmd.args(&argv).args(extra).args(["--child", &i.to_string(), "--ports", ports]);
         cmd
     })

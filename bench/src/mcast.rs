@@ -89,6 +89,11 @@ pub struct Common {
     /// while the nodes, all on this host, have a core each; none past that).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// tcp only, needs root: run every node in a network namespace of its own on a
+    /// bridge, its link shaped to this many Mbit/s each way: separate hosts with
+    /// links of that speed, emulated on one machine.
+    #[arg(long)]
+    pub link_mbit: Option<u64>,
     /// Print one JSON line instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -131,6 +136,19 @@ impl Common {
                 return Err("--secret-file: only tcp links are sealed (shm and mem stay in one host's memory)".into());
             }
             spindle_views::auth::Secret::load(p).map_err(|e| format!("--secret-file: {e}"))?;
+        }
+        if let Some(m) = self.link_mbit {
+            if self.transport != TransportKind::Tcp {
+                return Err("--link-mbit: only tcp nodes run as hosts of their own".into());
+            }
+            if !(1..=100_000).contains(&m) {
+                return Err("--link-mbit must be in 1..=100000".into());
+            }
+            // Asked once, by the parent (its node processes run in the namespaces).
+            let probe = format!("bwp{}", std::process::id() % 100_000);
+            if let Some(why) = (!testkit::is_child()).then(|| testkit::netns::unavailable(&probe)).flatten() {
+                return Err(format!("--link-mbit: {why}"));
+            }
         }
         if self.transport == TransportKind::Rdma {
             // Refuse before any process starts, with the reason.
@@ -250,7 +268,16 @@ where
         kind => {
             testkit::catch_interrupts();
             spindle_sst::transport::shm::remove_stale_files();
-            let kids = crate::start_members(c.nodes, kind, Duration::from_secs(3600), &[], &[], &[])?;
+            // The emulated hosts outlive their members (dropped after them).
+            let net = match c.link_mbit {
+                Some(mbit) => {
+                    let net = testkit::netns::Net::create(&format!("bw{}", std::process::id() % 100_000), c.nodes)?;
+                    net.shape(mbit)?;
+                    Some(net)
+                }
+                None => None,
+            };
+            let kids = crate::start_members_in(net.as_ref(), c.nodes, kind, Duration::from_secs(3600), &[], &[], &[])?;
             let (results, ok) = crate::collect_results(kids, c.nodes)?;
             if !ok {
                 return Err("a node process failed".into());

@@ -208,6 +208,21 @@ fn after<'a>(line: &'a str, marker: &str) -> Option<&'a str> {
     line.find(marker).map(|i| &line[i + marker.len()..])
 }
 
+/// The variable that gives a tcp child the address to listen on (one of its own
+/// namespace's, for runs whose children are emulated hosts); 127.0.0.1 without it.
+pub const BIND_VAR: &str = "SPINDLE_CHILD_BIND";
+
+/// Where a tcp child listens: [`BIND_VAR`]'s address, or loopback.
+fn bind_address() -> Result<SocketAddr, SetupError> {
+    match std::env::var(BIND_VAR) {
+        Ok(ip) => {
+            let ip: std::net::IpAddr = ip.parse().map_err(|_| SetupError::Invalid(format!("bad {BIND_VAR} {ip:?}")))?;
+            Ok(SocketAddr::new(ip, 0))
+        }
+        Err(_) => Ok(loopback()),
+    }
+}
+
 /// In a child started by [`ChildSet::start`]: is this process one?
 pub fn is_child() -> bool {
     std::env::var_os("SPINDLE_CHILD_ME").is_some()
@@ -267,7 +282,7 @@ pub fn child_transport_with(
     };
     let t: Arc<dyn Transport> = match kind {
         TransportKind::Tcp => {
-            let l = tcp::bind(loopback())?;
+            let l = tcp::bind(bind_address()?)?;
             println!("ADDR {}", l.local_addr());
             read(&mut stdin, &mut line)?;
             let cfg =

@@ -11,7 +11,9 @@ pub mod netns;
 mod os;
 mod temp;
 
-pub use children::{child_transport, child_transport_with, is_child, wait_for_parent, ChildSet, ClusterError};
+pub use children::{
+    child_transport, child_transport_with, is_child, wait_for_parent, ChildSet, ClusterError, BIND_VAR,
+};
 pub use kind::TransportKind;
 pub use lines::LineChild;
 pub use local::{local_group, unique_group, LocalGroup};

@@ -109,6 +109,27 @@ impl Net {
         Ok(())
     }
 
+    /// Shapes every host's link to `mbit` Mbit/s each way (a token bucket on both
+    /// ends of its veth pair), as a host's own network card would limit it: traffic
+    /// between hosts then meets the link's limit before this machine's cores.
+    pub fn shape(&self, mbit: u64) -> Result<(), String> {
+        // The bucket holds 10 ms of the rate (the kernel refills it at the tick)
+        // and at least a few 64 KiB segments.
+        let burst = (mbit * 1_000_000 / 8 / 100).max(256 << 10).to_string();
+        let rate = format!("{mbit}mbit");
+        let hub = format!("{}h", self.tag);
+        for i in 0..self.n {
+            for (ns, dev) in [(self.ns(i), format!("{}a{i}", self.tag)), (hub.clone(), format!("{}b{i}", self.tag))] {
+                let args = [
+                    "netns", "exec", &ns, "tc", "qdisc", "add", "dev", &dev, "root", "tbf", "rate", &rate, "burst",
+                    &burst, "latency", "50ms",
+                ];
+                run("ip", &args)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Removes the cut.
     pub fn heal(&self) -> Result<(), String> {
         for i in 0..self.n {

@@ -127,6 +127,20 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
             std::thread::sleep(Duration::from_millis(1));
         }
     });
+    // Stay until every member delivered what this one did: in unordered mode a
+    // sender delivers its own messages at once, and stopping then would close its
+    // links with payloads still on their way to slower members.
+    let everyone = testkit::poll_until(Duration::from_secs(600), Duration::from_millis(1), || {
+        rt.subgroups().iter().all(|sg| {
+            sg.with_core(|core| {
+                let mine: u64 = core.delivered().iter().sum();
+                (0..c.nodes).all(|rank| core.member_delivered_total(rank) >= mine)
+            })
+        })
+    });
+    if !everyone {
+        return Err(format!("node {}: the other members did not deliver everything within 10 min", me.0));
+    }
     let mut stats = spindle_smc::Stats::default();
     for sg in rt.subgroups() {
         let s = sg.stats();
@@ -261,6 +275,9 @@ fn main() {
     if mcast::child_main(c, |t| node(c, args.fill, t)) {
         return;
     }
+    if args.baseline && c.link_mbit.is_some() {
+        bench::usage("bandwidth", "--baseline measures loopback, not the shaped links of --link-mbit");
+    }
     let base = args.baseline.then(|| {
         if !c.json {
             err("bandwidth: measuring the baseline");
@@ -276,6 +293,12 @@ fn main() {
     let (msgs, bytes, secs) = (f("msgs"), f("bytes"), f("secs"));
     let msgs_per_s = msgs.iter().zip(&secs).map(|(m, s)| m / s).sum::<f64>() / n;
     let gb_per_s = bytes.iter().zip(&secs).map(|(b, s)| b / s / 1e9).sum::<f64>() / n;
+    // Per receiving member (the members that send nothing), where there are any.
+    let receivers: Vec<f64> = (results.iter().zip(bytes.iter().zip(&secs)))
+        .filter(|(r, _)| r["sent"].as_f64().unwrap_or(0.0) == 0.0)
+        .map(|(_, (b, s))| b / s / 1e9)
+        .collect();
+    let receiver_gb_per_s = (!receivers.is_empty()).then(|| receivers.iter().sum::<f64>() / receivers.len() as f64);
     let digest_agree = results.windows(2).all(|w| w[0]["digests"] == w[1]["digests"]);
     let expected = c.count * c.sender_ids().len() as u64 * c.subgroups as u64;
     let complete = msgs.iter().all(|m| *m as u64 == expected);
@@ -306,6 +329,7 @@ fn main() {
         "subgroups": c.subgroups,
         "msgs_per_s": round(msgs_per_s, 0),
         "gb_per_s": round(gb_per_s, 4),
+        "receiver_gb_per_s": receiver_gb_per_s.map(|g| round(g, 4)),
         "digest_agree": digest_agree && complete,
         "complete": complete,
         "nulls": nulls,
@@ -315,6 +339,7 @@ fn main() {
         "recv_batch_mean": mean("recv_batch_mean"),
         "deliver_batch_mean": mean("deliver_batch_mean"),
         "spin_us": c.spin(),
+        "link_mbit": c.link_mbit,
     });
     if let Some(b) = base {
         line["baseline_gb_per_s"] = json!(round(b, 4));
@@ -335,6 +360,9 @@ fn main() {
             c.subgroups
         ));
         out(&format!("  {:.0} msgs/s, {:.3} GB/s delivered per node (mean over nodes)", msgs_per_s, gb_per_s));
+        if let Some(g) = receiver_gb_per_s {
+            out(&format!("  {g:.3} GB/s per receiving node (the nodes that send nothing)"));
+        }
         out(&format!("  delivery sequences agree: {}  nulls: {nulls}", line["digest_agree"]));
         out(&format!(
             "  bytes a sender writes per message: {:.1} (the message in place, {} B, and {:.1} B of pushes)",
