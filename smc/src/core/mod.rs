@@ -84,6 +84,13 @@ fn parse_header(w0: u64) -> (Option<usize>, u64) {
     }
 }
 
+/// The most large-message payload bytes one send stage pushes where rows are
+/// copied (at least one message); the entries after them go in the next pass. A
+/// receiver takes a descriptor only once `sent` covers it, and `sent` follows the
+/// payloads of its pass: cut this way, a burst of commits reaches the members (and
+/// a relay's next hop) a megabyte at a time, not all at once after its last byte.
+const LARGE_PUSH_BYTES: usize = 1 << 20;
+
 /// True for a large message's descriptor.
 fn is_large(w0: u64) -> bool {
     w0 & 0xff == KIND_LARGE
@@ -198,6 +205,9 @@ pub struct SmcCore {
     committed: u64,
     /// Committed large messages' entries not yet pushed (their payloads go first).
     large: VecDeque<u64>,
+    /// Payload bytes after which a send stage stops taking large messages
+    /// ([`LARGE_PUSH_BYTES`]; the simulator draws smaller ones).
+    large_push: usize,
     pushed: u64,
     next_index: u64,
     null_target: u64,
@@ -263,6 +273,7 @@ impl SmcCore {
             send,
             committed: 0,
             large: VecDeque::new(),
+            large_push: LARGE_PUSH_BYTES,
             pushed: 0,
             next_index: 0,
             null_target: 0,
@@ -412,12 +423,18 @@ impl SmcCore {
             return false;
         }
         let w = self.spec.window as u64;
-        let (from, to) = (self.pushed, self.committed);
+        let (from, mut to) = (self.pushed, self.committed);
         // Large payloads first, so they have landed when a descriptor is seen.
         let copies = !self.table.reads_in_place(self.lay.arena);
+        let mut bytes = 0;
         while let Some(&e) = self.large.front().filter(|e| **e < to) {
+            if copies && bytes >= self.large_push {
+                to = e; // this entry and those after it go in the next pass
+                break;
+            }
             self.large.pop_front();
             if let (true, Some((at, len))) = (copies, self.own_large(e)) {
+                bytes += len;
                 // Arena room is given back only once every member delivered the
                 // message, so these bytes stay as they are until every target has them.
                 let range = self.lay.arena.sub_range(at, len);
@@ -524,6 +541,13 @@ impl SmcCore {
             s.reuse_early.store(f.reuse_early, spindle_sst::sync::atomic::Ordering::Relaxed);
             s.arena_early.store(f.arena_early, spindle_sst::sync::atomic::Ordering::Relaxed);
         }
+    }
+
+    /// Sets the payload bytes after which a send stage stops (the simulator's
+    /// scaled-down [`LARGE_PUSH_BYTES`]).
+    #[cfg(any(test, feature = "sim"))]
+    pub(crate) fn set_large_push(&mut self, bytes: usize) {
+        self.large_push = bytes.max(1);
     }
 
     /// Entries this node has committed (messages and null runs).

@@ -66,6 +66,9 @@ pub struct SimConfig {
     pub open_max: usize,
     /// Chance in percent that an open reservation is given back instead of published.
     pub abandon_percent: u64,
+    /// Large payload bytes after which a send stage stops, scaled to the simulated
+    /// arenas (`None`: the core's megabyte, more than any simulated burst).
+    pub large_push: Option<usize>,
 }
 
 impl SimConfig {
@@ -105,7 +108,19 @@ impl SimConfig {
         let abandon_percent = if rng.chance(25) { 10 } else { 0 };
         // Drawn last, so each seed's other choices stay what they were before relays.
         spec.relay = spec.arena > 0 && rng.chance(50);
-        SimConfig { seed, spec, patterns, msgs_per_sender, link_speed, max_steps: 400_000, open_max, abandon_percent }
+        // Then, for half the seeds with an arena, send stages cut after a few payloads.
+        let large_push = (spec.arena > 0 && rng.chance(50)).then(|| 1 + rng.below(48) as usize);
+        SimConfig {
+            seed,
+            spec,
+            patterns,
+            msgs_per_sender,
+            link_speed,
+            max_steps: 400_000,
+            open_max,
+            abandon_percent,
+            large_push,
+        }
     }
 }
 
@@ -220,6 +235,7 @@ impl Sim {
             max_steps: 0,
             open_max: 1,
             abandon_percent: 0,
+            large_push: None,
         })
     }
 
@@ -234,14 +250,11 @@ impl Sim {
                 let region = Arc::new(Region::new(lay.table_bytes()));
                 let row = Table::create(lay.table_layout().clone(), &cfg.spec.members, me, REGION, region.clone())
                     .expect("table");
-                SimNode {
-                    core: SmcCore::new(cfg.spec.clone(), row),
-                    region,
-                    sent: 0,
-                    claimed: 0,
-                    open: Vec::new(),
-                    turn: 0,
+                let mut core = SmcCore::new(cfg.spec.clone(), row);
+                if let Some(bytes) = cfg.large_push {
+                    core.set_large_push(bytes);
                 }
+                SimNode { core, region, sent: 0, claimed: 0, open: Vec::new(), turn: 0 }
             })
             .collect::<Vec<_>>();
         let n = nodes.len();

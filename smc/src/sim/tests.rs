@@ -69,3 +69,9 @@ fn same_seed_same_run() {
         assert_eq!(Sim::run_seed(seed), Sim::run_seed(seed));
     }
 }
+
+#[test]
+fn cut_send_stages_run_in_many_seeds() {
+    let cut = (0..300).filter(|s| SimConfig::from_seed(*s).large_push.is_some()).count();
+    assert!(cut > 30, "only {cut} of 300 seeds cut their send stages after a few payloads");
+}
