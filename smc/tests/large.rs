@@ -186,17 +186,17 @@ fn words_agree(m: &spindle_smc::Message<'_>) {
 }
 
 #[test]
-fn a_burst_of_large_messages_goes_out_a_megabyte_per_pass() {
-    // Three payloads of 600,000 bytes committed at once: the first pass pushes two
-    // (1.2 MB, past the megabyte) with their slots and `sent`, the next the third.
-    let mut sim = Sim::manual(spec(2, &[0], 4, 4 << 20));
+fn a_burst_of_large_messages_goes_out_a_few_megabytes_per_pass() {
+    // Three payloads of 2.5 MB committed at once: the first pass pushes two (5 MB,
+    // past the 4 MiB a pass takes) with their slots and `sent`, the next the third.
+    let mut sim = Sim::manual(spec(2, &[0], 4, 8 << 20));
     for k in 0..3u8 {
-        assert!(sim.send(0, &bytes(k, 600_000)).unwrap(), "a large message");
+        assert!(sim.send(0, &bytes(k, 2_500_000)).unwrap(), "a large message");
     }
     let mut p = Pushes::default();
     sim.nodes[0].core.poll(&mut p);
     let lens: Vec<usize> = p.iter().map(|p| p.len).collect();
-    assert_eq!(lens[..2], [600_000, 600_000], "two payloads first: {lens:?}");
+    assert_eq!(lens[..2], [2_500_000, 2_500_000], "two payloads first: {lens:?}");
     assert_eq!(lens.len(), 4, "then one slot write and `sent`: {lens:?}");
     sim.post(0, &mut p);
     sim.flush();
@@ -207,9 +207,9 @@ fn a_burst_of_large_messages_goes_out_a_megabyte_per_pass() {
     let mut p = Pushes::default();
     sim.nodes[0].core.poll(&mut p);
     let lens: Vec<usize> = p.iter().map(|p| p.len).collect();
-    assert_eq!(lens.iter().filter(|l| **l == 600_000).count(), 1, "the next pass pushes the third: {lens:?}");
+    assert_eq!(lens.iter().filter(|l| **l == 2_500_000).count(), 1, "the next pass pushes the third: {lens:?}");
     sim.post(0, &mut p);
     let logs = drain(&mut sim);
-    let want: Vec<_> = (0..3u8).map(|k| (0, bytes(k, 600_000), true)).collect();
+    let want: Vec<_> = (0..3u8).map(|k| (0, bytes(k, 2_500_000), true)).collect();
     assert_eq!(logs[1], want);
 }

@@ -67,7 +67,7 @@ pub struct SimConfig {
     /// Chance in percent that an open reservation is given back instead of published.
     pub abandon_percent: u64,
     /// Large payload bytes after which a send stage stops, scaled to the simulated
-    /// arenas (`None`: the core's megabyte, more than any simulated burst).
+    /// arenas (`None`: the core's 4 MiB, more than any simulated burst).
     pub large_push: Option<usize>,
 }
 
