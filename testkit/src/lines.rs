@@ -33,6 +33,11 @@ impl LineChild {
         LineChild { stdin: child.stdin.take(), child, lines, seen: Vec::new(), next: 0 }
     }
 
+    /// The child's process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends one line to the child's standard input.
     pub fn tell(&mut self, line: &str) {
         if let Some(s) = self.stdin.as_mut() {
