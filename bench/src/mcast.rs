@@ -146,7 +146,7 @@ impl Common {
             }
             // Asked once, by the parent (its node processes run in the namespaces).
             let probe = format!("bwp{}", std::process::id() % 100_000);
-            if let Some(why) = (!testkit::is_child()).then(|| testkit::netns::unavailable(&probe)).flatten() {
+            if let Some(why) = (!testkit::is_child()).then(|| testkit::netns::unshapable(&probe)).flatten() {
                 return Err(format!("--link-mbit: {why}"));
             }
         }

@@ -3,7 +3,8 @@
 //! Every run must end with every message delivered everywhere, digests agreeing,
 //! and its namespaces removed; a relayed sender's pushes carry one copy of each
 //! payload, a direct one a copy per receiver. Behaviour, not speed. Needs root,
-//! `ip`, `tc` and `nft`; skipped, saying why, where namespaces cannot be made.
+//! `ip`, `tc` and `nft`; skipped, saying why, where namespaces cannot be made or
+//! shaped.
 
 use std::process::Command;
 use std::time::Duration;
@@ -54,7 +55,7 @@ fn run(mode: &str, relay: bool) -> serde_json::Value {
 
 #[test]
 fn members_on_emulated_hosts_deliver_everything_relayed_or_not() {
-    if let Some(why) = testkit::netns::unavailable(&format!("eh{}", std::process::id() % 100_000)) {
+    if let Some(why) = testkit::netns::unshapable(&format!("eh{}", std::process::id() % 100_000)) {
         eprintln!("emulated hosts test skipped: {why}");
         return;
     }

@@ -154,6 +154,15 @@ pub fn command_in(ns: &str, cmd: &std::path::Path) -> Command {
     c
 }
 
+/// Why this machine cannot make namespaces with shaped links ([`Net::shape`]), if
+/// it cannot.
+pub fn unshapable(tag: &str) -> Option<String> {
+    if run("tc", &["-V"]).is_err() {
+        return Some("needs tc (Debian package iproute2)".into());
+    }
+    unavailable(tag)
+}
+
 /// Why this machine cannot run the test, if it cannot.
 pub fn unavailable(tag: &str) -> Option<String> {
     let euid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
