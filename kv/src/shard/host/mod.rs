@@ -63,8 +63,9 @@ pub struct HostConfig {
     pub buffer: usize,
     /// Records a migration pulls per batch. A batch is one record of the new
     /// owner's log, which appends and reads behind it wait for: on this project's
-    /// 2-core host, 64 instead of 256 (1,000-byte values) cut put and get p99 during
-    /// a move by about a quarter and moved data a quarter slower (docs/benchmarks.md).
+    /// 2-core host, 64 (the default) instead of 256 (1,000-byte values) cut put and
+    /// get p99 during a move by about a quarter and moved data a quarter slower
+    /// (docs/benchmarks.md).
     pub pull_batch: u32,
     /// The share of the time a migration's puller works (0 < share <= 1): after
     /// each batch it pauses so that asking for and logging batches takes this
@@ -76,9 +77,10 @@ impl HostConfig {
     /// `shards` shards in `dir`: 3 replicas, acknowledged in memory, 1 MiB buffers,
     /// migrations pulling [`super::puller::BATCH_KEYS`] records at a time a
     /// quarter of the time (`pull_share` 0.25: on this project's 2-core host, with
-    /// the two shards' primaries on two members, it kept about 0.7x of the
-    /// throughput during a move, moving about 10-12 MB/s; 0.1 kept 0.73-0.83x at
-    /// 4-5 MB/s, 0.5 about 0.6x at 18-23 MB/s; docs/benchmarks.md).
+    /// the two shards' primaries on two members, it kept about 0.78x of the
+    /// throughput during a move, moving about 9-12 MB/s with batches of 64; with
+    /// batches of 256, 0.1 kept 0.73-0.83x at 4-5 MB/s, 0.5 about 0.6x at 18-23
+    /// MB/s; docs/benchmarks.md).
     pub fn new(dir: impl Into<PathBuf>, shards: u16) -> HostConfig {
         HostConfig {
             dir: dir.into(),
