@@ -26,7 +26,10 @@ for round in $(seq "$ROUNDS"); do
       set -- $run
       name=$1; shift
       echo "== round $round of $ROUNDS: $size B, $name, $n messages" >&2
-      line=$("$B" --json --transport tcp --senders one --size $size --count "$n" --link-mbit "$MBIT" "$@" 2>/dev/null | grep '^{')
+      if ! line=$("$B" --json --transport tcp --senders one --size $size --count "$n" --link-mbit "$MBIT" "$@" 2>"$WORK/err" | grep '^{'); then
+        cat "$WORK/err" >&2
+        exit 1
+      fi
       echo "$line" | python3 -c "import json,sys; d=json.load(sys.stdin); d['round']=$round; d['run']='$name'; d['date']='$(date +%F)'; print(json.dumps(d))" | tee -a "$OUT" >> "$WORK/rows"
     done
   done
