@@ -61,11 +61,9 @@ pub struct HostConfig {
     pub ack: Ack,
     /// Each log buffer's bytes.
     pub buffer: usize,
-    /// Records a migration pulls per batch. A batch is one record of the new
-    /// owner's log, which appends and reads behind it wait for: on this project's
-    /// 2-core host, 64 (the default) instead of 256 (1,000-byte values) cut put and
-    /// get p99 during a move by about a quarter and moved data a quarter slower
-    /// (docs/benchmarks.md).
+    /// Records a migration pulls per batch (by default
+    /// [`super::puller::BATCH_KEYS`], whose docs give the trade between tails and
+    /// speed).
     pub pull_batch: u32,
     /// The share of the time a migration's puller works (0 < share <= 1): after
     /// each batch it pauses so that asking for and logging batches takes this
