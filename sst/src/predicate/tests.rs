@@ -1,0 +1,89 @@
+//! The predicate thread's kinds, timers and pacing.
+
+use super::*;
+use crate::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
+use testkit::poll_until;
+
+#[derive(Default)]
+struct S {
+    flag: bool,
+    rises: u32,
+    ticks: u32,
+}
+
+fn thread(spin: Duration) -> PredicateThread<S> {
+    let t = MemFabric::new()
+        .join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5))
+        .unwrap();
+    PredicateThread::spawn(S::default(), Arc::new(t), PollConfig { spin, ..PollConfig::default() }).unwrap()
+}
+
+/// Waits until the thread has parked twice more: it has run a full pass over the
+/// current state and found nothing to do.
+fn settle(pt: &PredicateThread<S>) {
+    let parks = pt.stats().parks;
+    pt.notify();
+    assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.stats().parks > parks + 1));
+}
+
+#[test]
+fn transition_fires_on_each_rise_only() {
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        let pt = thread(spin);
+        pt.register(Kind::Transition, |s: &S| s.flag, |s, _| s.rises += 1);
+        settle(&pt);
+        assert_eq!(pt.with_state(|s| s.rises), 0);
+        pt.with_state(|s| s.flag = true);
+        settle(&pt);
+        assert_eq!(pt.with_state(|s| s.rises), 1, "fires once while the predicate stays true");
+        pt.with_state(|s| s.flag = false);
+        settle(&pt);
+        pt.with_state(|s| s.flag = true);
+        settle(&pt);
+        assert_eq!(pt.with_state(|s| s.rises), 2, "fires again on the next rise");
+    }
+}
+
+#[test]
+fn a_paced_condition_waits_its_period_while_busy_and_is_looked_at_before_parking() {
+    use crate::sync::atomic::AtomicU32;
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        let pt = thread(spin);
+        let looks = Arc::new(AtomicU32::new(0));
+        let l = looks.clone();
+        let hour = Duration::from_secs(3600);
+        pt.register_paced(
+            Kind::Transition,
+            hour,
+            move |s: &S| {
+                l.fetch_add(1, Ordering::Relaxed);
+                s.flag
+            },
+            |s, _| s.rises += 1,
+        );
+        settle(&pt);
+        pt.with_state(|s| s.flag = true);
+        settle(&pt);
+        assert_eq!(pt.with_state(|s| s.rises), 1, "seen in the pass before parking, though not due");
+        // Busy: a trigger that always runs keeps the thread from parking.
+        let busy = pt.register(Kind::Recurrent, |_: &S| true, |s, _| s.ticks = s.ticks.wrapping_add(1));
+        let (before, passes) = (looks.load(Ordering::Relaxed), pt.stats().passes);
+        assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.stats().passes > passes + 10_000));
+        assert!(looks.load(Ordering::Relaxed) <= before + 1, "not looked at on every busy pass");
+        pt.remove(busy);
+    }
+}
+
+#[test]
+fn removed_timer_stops_and_stop_joins() {
+    let mut pt = thread(Duration::from_micros(10));
+    let id = pt.every(Duration::from_millis(2), |s: &mut S, _| s.ticks += 1);
+    assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.with_state(|s| s.ticks >= 3)));
+    pt.remove(id);
+    settle(&pt);
+    let after = pt.with_state(|s| s.ticks);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(pt.with_state(|s| s.ticks), after, "a removed timer no longer runs");
+    pt.stop();
+    assert!(pt.stats().passes > 0);
+}
