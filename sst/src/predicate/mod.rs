@@ -40,6 +40,13 @@ pub struct PollConfig {
     /// latency (no ~35 µs wake-up) at the price of a core; with several nodes per core
     /// a long spin starves the others, so the default is short.
     pub spin: Duration,
+    /// While spinning, give the core away (`sched_yield`) once this long has passed
+    /// since the last work or the last yield (zero: never). A spinning predicate
+    /// thread that shares a core with a busy thread (the application's sender, on a
+    /// host with fewer cores than busy threads) otherwise holds that core for its
+    /// whole time slice; the yield returns at once when nothing else waits for the
+    /// core. See docs/benchmarks.md for what it bought.
+    pub yield_every: Duration,
     /// Longest park when no timer is due (a safety net; doorbells wake it sooner).
     pub max_park: Duration,
     /// How often to run the transport's liveness probe ([`Transport::check_peers`]).
@@ -52,6 +59,7 @@ impl Default for PollConfig {
     fn default() -> Self {
         PollConfig {
             spin: Duration::from_micros(DEFAULT_SPIN_US),
+            yield_every: Duration::from_micros(DEFAULT_YIELD_US),
             max_park: Duration::from_millis(200),
             probe_every: Duration::from_millis(100),
             name: "sst-predicates".into(),
@@ -61,6 +69,9 @@ impl Default for PollConfig {
 
 /// Default spin budget in µs (see the README's sst_bench table for what it buys).
 pub const DEFAULT_SPIN_US: u64 = 100;
+
+/// Default [`PollConfig::yield_every`] in µs.
+pub const DEFAULT_YIELD_US: u64 = 50;
 
 /// When a predicate's trigger runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +123,8 @@ pub struct Stats {
     /// Bytes the pushes copied: a push to k peers counts k times its length where it
     /// is a write per peer, once where it is published once (`mem`, `shm`).
     pub bytes_written: u64,
+    /// Times the thread gave its core away while spinning ([`PollConfig::yield_every`]).
+    pub yields: u64,
 }
 
 #[derive(Default)]
@@ -122,6 +135,7 @@ struct AtomicStats {
     writes: AtomicU64,
     write_errors: AtomicU64,
     bytes_written: AtomicU64,
+    yields: AtomicU64,
 }
 
 struct Inner<S> {
@@ -259,6 +273,7 @@ impl<S: Send + 'static> PredicateThread<S> {
             writes: s.writes.load(Ordering::Relaxed),
             write_errors: s.write_errors.load(Ordering::Relaxed),
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
+            yields: s.yields.load(Ordering::Relaxed),
         }
     }
 
@@ -408,6 +423,7 @@ impl<S> Worker<S> {
         s.writes.fetch_add(std::mem::take(&mut self.local.writes), Ordering::Relaxed);
         s.write_errors.fetch_add(std::mem::take(&mut self.local.write_errors), Ordering::Relaxed);
         s.bytes_written.fetch_add(std::mem::take(&mut self.local.bytes_written), Ordering::Relaxed);
+        s.yields.fetch_add(std::mem::take(&mut self.local.yields), Ordering::Relaxed);
     }
 }
 
@@ -426,6 +442,8 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
     inner.transport.attach_driver();
     let mut now = Instant::now();
     let mut idle_since: Option<Instant> = None;
+    // The last work or yield while spinning (see `PollConfig::yield_every`).
+    let mut yielded = now;
     let mut next_probe = now + cfg.probe_every;
     let mut tick: u32 = 0;
     while !inner.stop.load(Ordering::Acquire) {
@@ -459,7 +477,14 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         }
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < cfg.spin {
-            crate::sync::spin_loop();
+            let from = yielded.max(since);
+            if !cfg.yield_every.is_zero() && now.duration_since(from) >= cfg.yield_every {
+                std::thread::yield_now();
+                yielded = now;
+                w.local.yields += 1;
+            } else {
+                crate::sync::spin_loop();
+            }
             continue;
         }
         // Park: announce, look for work once more, then sleep until rung or due.

@@ -1,4 +1,4 @@
-//! The predicate thread's kinds, timers and pacing.
+//! The predicate thread's kinds, timers, pacing and idle policy.
 
 use super::*;
 use crate::transport::{mem::MemFabric, NodeId, RegionId, RegionSpec};
@@ -12,10 +12,14 @@ struct S {
 }
 
 fn thread(spin: Duration) -> PredicateThread<S> {
+    with_config(PollConfig { spin, ..PollConfig::default() })
+}
+
+fn with_config(cfg: PollConfig) -> PredicateThread<S> {
     let t = MemFabric::new()
         .join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5))
         .unwrap();
-    PredicateThread::spawn(S::default(), Arc::new(t), PollConfig { spin, ..PollConfig::default() }).unwrap()
+    PredicateThread::spawn(S::default(), Arc::new(t), cfg).unwrap()
 }
 
 /// Waits until the thread has parked twice more: it has run a full pass over the
@@ -86,4 +90,27 @@ fn removed_timer_stops_and_stop_joins() {
     assert_eq!(pt.with_state(|s| s.ticks), after, "a removed timer no longer runs");
     pt.stop();
     assert!(pt.stats().passes > 0);
+}
+
+#[test]
+fn a_spinning_thread_yields_its_core_only_when_configured_to() {
+    for (every, yields) in [(Duration::from_micros(1), true), (Duration::ZERO, false)] {
+        // A budget far longer than the test: the thread spins idle throughout.
+        let mut pt =
+            with_config(PollConfig { spin: Duration::from_secs(600), yield_every: every, ..PollConfig::default() });
+        assert!(
+            poll_until(Duration::from_secs(30), Duration::from_millis(1), || pt.stats().passes > 200_000),
+            "the thread spins"
+        );
+        if yields {
+            assert!(
+                poll_until(Duration::from_secs(30), Duration::from_millis(1), || pt.stats().yields > 10),
+                "a spinning thread yields every {every:?}"
+            );
+        } else {
+            assert_eq!(pt.stats().yields, 0, "no yields when yield_every is zero");
+        }
+        assert_eq!(pt.stats().parks, 0, "spinning, not parked");
+        pt.stop();
+    }
 }
