@@ -23,6 +23,7 @@ mod serve;
 #[cfg(test)]
 mod sim;
 mod sink;
+mod stamp;
 mod status;
 mod table;
 mod topic;

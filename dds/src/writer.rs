@@ -13,7 +13,7 @@ use spindle_sst::sync::atomic::{AtomicU64, Ordering};
 use spindle_sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 mod batch;
 mod common;
@@ -33,8 +33,9 @@ pub struct DataWriter<T> {
     pub(crate) codec: Codec<T>,
     pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
-    /// Held while a sample is sent: its number is taken only once it is.
-    sending: Mutex<()>,
+    /// Held while a sample is sent (its number is taken only once it is); it
+    /// keeps the writer's clock for the samples' source timestamps.
+    sending: Mutex<crate::stamp::Stamp>,
     /// `write_batch`'s samples, laid out (its buffers kept from call to call).
     batch: Mutex<batch::Encoded>,
     max_block: Duration,
@@ -72,7 +73,7 @@ impl<T> DataWriter<T> {
             codec,
             seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
-            sending: Mutex::new(()),
+            sending: Mutex::new(crate::stamp::Stamp::new()),
             batch: Mutex::default(),
             max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
             deadline: qos.deadline.map(|d| (d, Mutex::default())),
@@ -96,9 +97,9 @@ impl<T> DataWriter<T> {
         }
         // The number is taken only once the sample is sent: a write that found no
         // room leaves no gap in the writer's sequence.
-        let _one = lock(&self.sending);
+        let mut clock = lock(&self.sending);
         let seq = self.seq.load(Ordering::Relaxed) + 1;
-        let [h0, h1] = header(self.id, seq, SystemTime::now());
+        let [h0, h1] = header(self.id, seq, clock.now());
         self.p.group.send_where_within(
             |v| self.topic.subgroup_in(v),
             HEADER + len,
