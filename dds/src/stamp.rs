@@ -9,6 +9,10 @@
 //! [`ANCHOR_EVERY`] (microseconds at worst), and a step of the wall clock (NTP)
 //! shows in the stamps within [`ANCHOR_EVERY`]: the same promise a wall-clock read
 //! makes, which is no promise of monotonicity.
+//!
+//! The first writer of a process waits for `quanta` to calibrate the counter
+//! against the OS clock, once: at least 500 rounds of 1 µs, at most 200 ms (writer
+//! creation measured 0.9-4.4 ms against 4.0-8.0 ms before, in `dds_perf`'s runs).
 
 use std::time::{Duration, SystemTime};
 
