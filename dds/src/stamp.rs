@@ -27,12 +27,6 @@ pub(crate) struct Stamp {
     wall: SystemTime,
 }
 
-impl std::fmt::Debug for Stamp {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Stamp").field("wall", &self.wall).finish_non_exhaustive()
-    }
-}
-
 impl Stamp {
     pub(crate) fn new() -> Self {
         let clock = quanta::Clock::new();

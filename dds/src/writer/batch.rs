@@ -9,7 +9,6 @@ use crate::DdsError;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use std::ops::Range;
-use std::time::SystemTime;
 
 /// The pack's first word, and each sample's length word.
 const WORD: usize = 8;
@@ -57,7 +56,8 @@ impl<T> DataWriter<T> {
         self.encode_all(samples, &mut enc)?;
         let mut numbers: Option<Range<u64>> = None;
         let budget = self.topic.qos.max_msg();
-        let now = wall_ns(SystemTime::now());
+        // The writer's clock, as `write` stamps (its lock is taken again per pack).
+        let now = wall_ns(lock(&self.sending).now());
         let mut i = 0;
         while i < enc.parts.len() {
             // As many as fit one slot, from `i` on.
