@@ -27,6 +27,7 @@ fn simulated_seeds_have_no_violations() {
                 total.moved += r.moved;
                 total.migrations += r.migrations;
                 total.pulled += r.pulled;
+                total.ahead += r.ahead;
                 total.failures += r.failures;
                 total.views += r.views;
             }
@@ -38,6 +39,7 @@ fn simulated_seeds_have_no_violations() {
     eprintln!("{count} seeds: {total:?}");
     assert!(total.migrations > count / 2, "the seeds exercised migrations");
     assert!(total.moved > 0 && total.pulled > 0, "clients were moved and records pulled");
+    assert!(total.ahead > 0, "batches were asked for while the last was logged");
     assert!(total.failures > 0, "the seeds exercised failed primaries");
 }
 

@@ -11,6 +11,13 @@
 //! claims) is the member's to write once the map no longer lists the migration
 //! ([`super::rules::ends_owed`]).
 //!
+//! While a batch is logged, the next one can be asked for at once
+//! ([`Puller::ask_ahead`]): the old owner reads batch k+1 while this shard's log
+//! takes batch k, so the two sides of the pull work at the same time, with at
+//! most two batches in flight (asks stay in key order, each after the last key
+//! of the batch before it, so there is no third to ask for). The answer waits in
+//! the puller until that append is done ([`Puller::ahead_batch`]).
+//!
 //! Every step can be repeated: a pulled record never overwrites a claim, a drop
 //! of a dropped range drops nothing, and the edit is a no-op once a view holds it.
 //! So a new primary (the old one failed) starts its puller from the beginning,
@@ -77,6 +84,14 @@ enum Phase {
     Done,
 }
 
+/// The batch asked for ahead of the one being logged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Ahead {
+    None,
+    Asked,
+    Got(Vec<Pair>, bool),
+}
+
 /// One migration's puller (see the module docs).
 #[derive(Debug, Clone)]
 pub struct Puller {
@@ -91,6 +106,7 @@ pub struct Puller {
     first: Option<(Vec<Pair>, bool)>,
     /// The writers are logged.
     begun: bool,
+    ahead: Ahead,
     keys: u64,
     bytes: u64,
 }
@@ -115,6 +131,7 @@ impl Puller {
             pending: None,
             first: None,
             begun: false,
+            ahead: Ahead::None,
             keys: 0,
             bytes: 0,
         };
@@ -162,10 +179,7 @@ impl Puller {
         if self.phase != Phase::Asking || (first && writers.is_none()) {
             return self.retry();
         }
-        let in_order = pairs.windows(2).all(|w| w[0].0 < w[1].0)
-            && pairs.first().map_or(true, |(k, _)| self.after.as_ref().map_or(true, |a| k > a))
-            && pairs.iter().all(|(k, _)| self.mig.range.contains(super::key_hash(k)));
-        if !in_order {
+        if !self.follows(&pairs) {
             return self.retry();
         }
         if let (true, Some(writers)) = (first, writers) {
@@ -174,6 +188,48 @@ impl Puller {
             return self.step(Phase::Beginning, Step::Append(rec));
         }
         self.log_batch(pairs, more)
+    }
+
+    /// Whether `pairs` are in key order, after the last key pulled, and in the
+    /// range.
+    fn follows(&self, pairs: &[Pair]) -> bool {
+        pairs.windows(2).all(|w| w[0].0 < w[1].0)
+            && pairs.first().map_or(true, |(k, _)| self.after.as_ref().map_or(true, |a| k > a))
+            && pairs.iter().all(|(k, _)| self.mig.range.contains(super::key_hash(k)))
+    }
+
+    /// While a batch is being logged and the old owner has more: the ask for
+    /// the next batch, to do at the same time (once per batch; `None` otherwise).
+    /// Its answer goes to [`Puller::ahead_batch`], or [`Puller::ahead_failed`]
+    /// if there was none, before [`Puller::appended`] is called.
+    pub fn ask_ahead(&mut self) -> Option<Step> {
+        if self.phase != (Phase::Logging { last: false }) || self.ahead != Ahead::None {
+            return None;
+        }
+        self.ahead = Ahead::Asked;
+        let (range, after) = (self.mig.range, self.after.clone());
+        Some(Step::Ask { from: self.mig.from, range, after, max: self.batch, max_bytes: self.batch_bytes })
+    }
+
+    /// The old owner's answer to the ask of [`Puller::ask_ahead`]; kept until the
+    /// batch being logged is in. Whether it was taken: an answer nothing asked for
+    /// (a late one, after [`Puller::ahead_failed`] or a step that moved on), or
+    /// out of order or range, is not, and the batch is asked for again in turn.
+    pub fn ahead_batch(&mut self, pairs: Vec<Pair>, more: bool) -> bool {
+        let asked = self.ahead == Ahead::Asked && self.phase == (Phase::Logging { last: false });
+        self.ahead = match asked && self.follows(&pairs) {
+            true => Ahead::Got(pairs, more),
+            false => Ahead::None,
+        };
+        matches!(self.ahead, Ahead::Got(..))
+    }
+
+    /// The ask of [`Puller::ask_ahead`] brought nothing: the batch is asked for
+    /// again once the one being logged is in.
+    pub fn ahead_failed(&mut self) {
+        if self.ahead == Ahead::Asked {
+            self.ahead = Ahead::None;
+        }
     }
 
     fn log_batch(&mut self, pairs: Vec<Pair>, more: bool) -> Step {
@@ -197,7 +253,11 @@ impl Puller {
                 let (pairs, more) = self.first.take().unwrap_or_default();
                 self.log_batch(pairs, more)
             }
-            Phase::Logging { last: false } => self.ask(),
+            Phase::Logging { last: false } => match std::mem::replace(&mut self.ahead, Ahead::None) {
+                Ahead::Got(pairs, more) => self.log_batch(pairs, more),
+                // Not asked, or its answer is not in: asked (again) now.
+                Ahead::None | Ahead::Asked => self.ask(),
+            },
             Phase::Logging { last: true } => self.drop_step(),
             _ => self.retry(),
         }
@@ -257,6 +317,76 @@ mod tests {
         assert_eq!(p.edited(), Step::Done);
         assert!(p.is_done());
         assert_eq!(p.pulled(), (3, 6));
+    }
+
+    /// A pull that asks each next batch while the last is logged.
+    fn begun() -> Puller {
+        let mig = Migration { id: 3, range: Range::ALL, from: 0, to: 1 };
+        let (mut p, _) = Puller::new(mig);
+        assert!(p.ask_ahead().is_none(), "nothing is logged yet");
+        assert!(matches!(p.batch(vec![pair("a")], Some(Vec::new()), true), Step::Append(Update::BeginPull { .. })));
+        assert!(p.ask_ahead().is_none(), "the writers are logged first: no batch is in the log yet");
+        assert_eq!(p.appended(), Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("a")] }));
+        p
+    }
+
+    #[test]
+    fn the_next_batch_is_asked_while_the_last_is_logged() {
+        let mut p = begun();
+        let max_bytes = BATCH_BYTES;
+        let ask = Step::Ask { from: 0, range: Range::ALL, after: Some(b"a".to_vec()), max: BATCH_KEYS, max_bytes };
+        assert_eq!(p.ask_ahead(), Some(ask));
+        assert_eq!(p.ask_ahead(), None, "one ask ahead at a time");
+        assert!(p.ahead_batch(vec![pair("b"), pair("c")], true));
+        assert_eq!(p.ask_ahead(), None, "its answer is in already");
+        // The append of "a" is done: "b", "c" are logged without another ask.
+        assert_eq!(p.appended(), Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("b"), pair("c")] }));
+        assert!(p.ask_ahead().is_some());
+        assert!(p.ahead_batch(vec![pair("d")], false));
+        assert_eq!(p.appended(), Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("d")] }));
+        assert_eq!(p.ask_ahead(), None, "the old owner has no more");
+        assert_eq!(p.appended(), Step::Drop { from: 0, range: Range::ALL });
+        assert_eq!(p.pulled().0, 4);
+    }
+
+    #[test]
+    fn an_answer_ahead_that_failed_came_late_or_goes_back_is_asked_again_in_turn() {
+        let max_bytes = BATCH_BYTES;
+        let next = Step::Ask { from: 0, range: Range::ALL, after: Some(b"a".to_vec()), max: BATCH_KEYS, max_bytes };
+        // Failed: asked again once the append is in.
+        let mut p = begun();
+        assert!(p.ask_ahead().is_some());
+        p.ahead_failed();
+        assert_eq!(p.appended(), next);
+        // Out of order: refused, asked again in turn.
+        let mut p = begun();
+        assert!(p.ask_ahead().is_some());
+        assert!(!p.ahead_batch(vec![pair("a")], true), "a batch that goes back");
+        assert_eq!(p.appended(), next);
+        // Not answered before the append was in: asked again; the late answer is not taken.
+        let mut p = begun();
+        assert!(p.ask_ahead().is_some());
+        assert_eq!(p.appended(), next);
+        assert!(!p.ahead_batch(vec![pair("b")], false), "an answer nothing waits for");
+        assert_eq!(
+            p.batch(vec![pair("b")], None, false),
+            Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("b")] })
+        );
+        // Never asked: nothing is taken.
+        let mut p = begun();
+        assert!(!p.ahead_batch(vec![pair("b")], false));
+        assert_eq!(p.appended(), next);
+    }
+
+    #[test]
+    fn a_failed_append_keeps_the_answer_ahead() {
+        let mut p = begun();
+        assert!(p.ask_ahead().is_some());
+        assert!(p.ahead_batch(vec![pair("b")], false));
+        let again = p.retry();
+        assert_eq!(again, Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("a")] }));
+        assert_eq!(p.ask_ahead(), None, "the answer is kept, not asked for again");
+        assert_eq!(p.appended(), Step::Append(Update::Pulled { migration: 3, pairs: vec![pair("b")] }));
     }
 
     #[test]

@@ -27,8 +27,9 @@ const NOT_READY: Duration = Duration::from_millis(2);
 struct Running {
     puller: Puller,
     next: Step,
-    /// When the current batch's ask went out.
-    batch_began: Option<Instant>,
+    /// Time spent asking for the batch to be logged next, where it was not
+    /// asked ahead.
+    asked: Option<Duration>,
 }
 
 pub(super) fn run(inner: &Inner) {
@@ -48,7 +49,7 @@ pub(super) fn run(inner: &Inner) {
         for m in map.migrations() {
             if inner.primary(m.to) == Some(inner.me) && !pullers.contains_key(&m.id) {
                 let (puller, next) = Puller::with_batch(*m, inner.pull_batch, inner.pull_bytes);
-                pullers.insert(m.id, Running { puller, next, batch_began: None });
+                pullers.insert(m.id, Running { puller, next, asked: None });
             }
         }
         let mut idle = true;
@@ -86,9 +87,11 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
     let mig = *r.puller.migration();
     let Some(store) = inner.store(mig.to) else { return false };
     let next = match r.next.clone() {
-        Step::Ask { after, max, max_bytes, .. } => {
-            r.batch_began.get_or_insert_with(Instant::now);
-            match inner.ask_peer(mig.from, &PeerRequest::Ask { migration: mig, after, max, max_bytes }) {
+        step @ Step::Ask { .. } => {
+            let began = Instant::now();
+            let answer = ask(inner, &mig, step);
+            *r.asked.get_or_insert_with(Duration::default) += began.elapsed();
+            match answer {
                 Some(PeerReply::Batch { pairs, more, writers }) => {
                     let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
                     r.puller.batch(pairs, writers, more)
@@ -96,28 +99,46 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
                 other => return wait(pause(inner, mig.from, &other)),
             }
         }
-        Step::Append(rec) => match store.record(rec.clone()) {
-            Ok(_) => {
-                if let crate::Update::Pulled { pairs, .. } = &rec {
-                    if let Some((last, _)) = pairs.last() {
-                        lock(&inner.cursors).insert(mig.id, last.clone());
-                    }
-                    let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
-                    inner.pulled.0.fetch_add(pairs.len() as u64, Ordering::Relaxed);
-                    inner.pulled.1.fetch_add(bytes as u64, Ordering::Relaxed);
-                    // Leave the rest of the time to the clients (see
-                    // `HostConfig::pull_share`).
-                    if let Some(t) = r.batch_began.take() {
-                        std::thread::sleep(t.elapsed().mul_f64(1.0 / inner.pull_share - 1.0));
-                    }
+        Step::Append(rec) => {
+            // The next batch is asked for while this one is logged (see
+            // `Puller::ask_ahead`): the old owner reads while this log writes.
+            let ahead = if inner.pull_ahead { r.puller.ask_ahead() } else { None };
+            let began = Instant::now();
+            let (logged, answer) = std::thread::scope(|s| {
+                let asking = ahead.map(|a| s.spawn(move || ask(inner, &mig, a)));
+                let logged = store.record(rec.clone());
+                (logged, asking.map(|h| h.join().ok().flatten()))
+            });
+            match answer {
+                Some(Some(PeerReply::Batch { pairs, more, .. })) => {
+                    r.puller.ahead_batch(pairs, more);
                 }
-                r.puller.appended()
+                Some(_) => r.puller.ahead_failed(),
+                None => {}
             }
-            Err(why) => {
-                tracing::debug!(%why, "a pulled batch was not logged: asked again");
-                return wait(RETRY);
+            match logged {
+                Ok(_) => {
+                    if let crate::Update::Pulled { pairs, .. } = &rec {
+                        if let Some((last, _)) = pairs.last() {
+                            lock(&inner.cursors).insert(mig.id, last.clone());
+                        }
+                        let bytes: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+                        inner.pulled.0.fetch_add(pairs.len() as u64, Ordering::Relaxed);
+                        inner.pulled.1.fetch_add(bytes as u64, Ordering::Relaxed);
+                        // Leave the rest of the time to the clients (see
+                        // `HostConfig::pull_share`): the work is this append (and
+                        // the ask beside it), and the ask before it, if any.
+                        let work = began.elapsed() + r.asked.take().unwrap_or_default();
+                        std::thread::sleep(work.mul_f64(1.0 / inner.pull_share - 1.0));
+                    }
+                    r.puller.appended()
+                }
+                Err(why) => {
+                    tracing::debug!(%why, "a pulled batch was not logged: asked again");
+                    return wait(RETRY);
+                }
             }
-        },
+        }
         Step::Drop { .. } => match inner.ask_peer(mig.from, &PeerRequest::Drop { migration: mig }) {
             Some(PeerReply::Dropped) => r.puller.dropped(),
             other => return wait(pause(inner, mig.from, &other)),
@@ -136,6 +157,12 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
     };
     r.next = next;
     true
+}
+
+/// Sends a puller's [`Step::Ask`] to the old owner; its answer, if any.
+fn ask(inner: &Inner, mig: &crate::shard::map::Migration, step: Step) -> Option<PeerReply> {
+    let Step::Ask { after, max, max_bytes, .. } = step else { return None };
+    inner.ask_peer(mig.from, &PeerRequest::Ask { migration: *mig, after, max, max_bytes })
 }
 
 /// How long to wait before asking the old owner `from` again after `reply`:

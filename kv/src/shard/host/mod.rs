@@ -69,6 +69,10 @@ pub struct HostConfig {
     /// each batch it pauses so that asking for and logging batches takes this
     /// share of the time, leaving the rest to the clients' requests.
     pub pull_share: f64,
+    /// Whether a migration asks the old owner for its next batch while this
+    /// shard's log takes the last one (two batches in flight; see
+    /// [`super::puller::Puller::ask_ahead`]), or one batch at a time.
+    pub pull_ahead: bool,
 }
 
 impl HostConfig {
@@ -88,6 +92,7 @@ impl HostConfig {
             buffer: 1 << 20,
             pull_batch: super::puller::BATCH_KEYS,
             pull_share: 0.25,
+            pull_ahead: true,
         }
     }
 }
@@ -133,6 +138,7 @@ pub(crate) struct Inner {
     /// one record of the new owner's log).
     pull_bytes: u32,
     pull_share: f64,
+    pull_ahead: bool,
     me: NodeId,
     group: OnceLock<Weak<Group>>,
     logs: Vec<Arc<LogService>>,
@@ -194,6 +200,7 @@ impl ShardHost {
             pull_batch: cfg.pull_batch,
             pull_bytes: u32::try_from(cfg.buffer / 4).unwrap_or(u32::MAX),
             pull_share: if cfg.pull_share > 0.0 && cfg.pull_share <= 1.0 { cfg.pull_share } else { 1.0 },
+            pull_ahead: cfg.pull_ahead,
             me,
             group: OnceLock::new(),
             logs,

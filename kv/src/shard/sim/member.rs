@@ -4,7 +4,7 @@
 
 use super::{Ev, Job, Kind, Op, OpRecord, PullIn, Sim};
 use crate::shard::map::{key_hash, Shard};
-use crate::shard::puller::{Puller, Step, BATCH_KEYS};
+use crate::shard::puller::{Puller, Step, BATCH_BYTES, BATCH_KEYS};
 use crate::shard::rules::{self, Admit, Table};
 use crate::update::Writer;
 use crate::Update;
@@ -154,6 +154,26 @@ impl Sim {
         rules::source_ready(&self.maps[m.installed as usize], from, range, self.drained(from))
     }
 
+    /// The old owner `from`'s answer to an ask for a batch, read now; `None` if
+    /// it is not ready to give one.
+    fn read_source(
+        &mut self,
+        from: Shard,
+        range: crate::shard::Range,
+        after: Option<&[u8]>,
+        max: u32,
+        max_bytes: u32,
+    ) -> Option<(Vec<crate::Pair>, bool)> {
+        if !self.source_ready(from, range) {
+            return None;
+        }
+        let src = &self.members[usize::from(from)];
+        let pairs = src.table.keys.iter().map(|(k, v)| Ok::<_, ()>((k.clone(), v.clone())));
+        let (batch, more) = rules::take_batch(pairs, range, after, max.min(BATCH_KEYS), max_bytes).ok()?;
+        self.report.pulled += batch.len() as u64;
+        Some((batch, more))
+    }
+
     /// Whether no request `shard`'s member admitted in an older view runs.
     fn drained(&self, shard: Shard) -> bool {
         let m = &self.members[usize::from(shard)];
@@ -265,7 +285,7 @@ impl Sim {
             .collect();
         let life = m.life;
         for mig in migs {
-            let (p, _) = Puller::new(mig);
+            let (p, _) = Puller::with_batch(mig, self.cfg.pull_batch, BATCH_BYTES);
             self.members[usize::from(shard)].pullers.insert(mig.id, p);
             self.later(Ev::Pull { shard, life, mig: mig.id, input: PullIn::Start });
         }
@@ -286,6 +306,14 @@ impl Sim {
         }
         let Some(p) = m.pullers.get_mut(&mig) else { return };
         let step = match input {
+            // The answer ahead waits in the puller for the append beside it.
+            PullIn::Ahead(answer) => {
+                match answer {
+                    Some((pairs, more)) => self.report.ahead += u64::from(p.ahead_batch(pairs, more)),
+                    None => p.ahead_failed(),
+                }
+                return;
+            }
             PullIn::Start | PullIn::Retry => p.retry(),
             PullIn::Batch(pairs, writers, more) => p.batch(pairs, writers, more),
             PullIn::Appended => p.appended(),
@@ -295,23 +323,28 @@ impl Sim {
         let again = Ev::Pull { shard, life, mig, input: PullIn::Retry };
         match step {
             Step::Ask { from, range, after, max, max_bytes } => {
-                if !self.source_ready(from, range) {
-                    return self.later(again);
-                }
-                let src = &self.members[usize::from(from)];
-                let pairs = src.table.keys.iter().map(|(k, v)| Ok::<_, ()>((k.clone(), v.clone())));
-                let Ok((batch, more)) =
-                    rules::take_batch(pairs, range, after.as_deref(), max.min(BATCH_KEYS), max_bytes)
-                else {
+                let Some((batch, more)) = self.read_source(from, range, after.as_deref(), max, max_bytes) else {
                     return self.later(again);
                 };
+                let src = &self.members[usize::from(from)];
                 let writers = after
                     .is_none()
                     .then(|| src.table.writers.iter().map(|(c, s)| Writer { client: *c, seq: *s }).collect());
-                self.report.pulled += batch.len() as u64;
                 self.later(Ev::Pull { shard, life, mig, input: PullIn::Batch(batch, writers, more) });
             }
-            Step::Append(rec) => self.append(shard, rec, Job::Puller { mig }),
+            Step::Append(rec) => {
+                // By a coin, the next batch is asked for beside the append; its
+                // answer (or none) comes before or after the append is in.
+                let ahead = if self.rng.chance(70) { p.ask_ahead() } else { None };
+                if let Some(Step::Ask { from, range, after, max, max_bytes }) = ahead {
+                    let answer = match self.rng.chance(10) {
+                        true => None,
+                        false => self.read_source(from, range, after.as_deref(), max, max_bytes),
+                    };
+                    self.later(Ev::Pull { shard, life, mig, input: PullIn::Ahead(answer) });
+                }
+                self.append(shard, rec, Job::Puller { mig })
+            }
             Step::Drop { from, range } => {
                 if !self.source_ready(from, range) {
                     return self.later(again);

@@ -60,6 +60,9 @@ pub struct SimConfig {
     pub max_delay: u64,
     /// The share of steps (percent) that take up to ten times longer.
     pub slow_percent: u64,
+    /// Records a puller asks for per batch (a few, so that a range takes
+    /// several batches and some are asked for while the last is logged).
+    pub pull_batch: u32,
 }
 
 impl SimConfig {
@@ -76,6 +79,7 @@ impl SimConfig {
             failures: r.below(5) as usize,
             max_delay: 1 + r.below(20),
             slow_percent: [0, 5, 15, 30][r.below(4) as usize],
+            pull_batch: 1 + r.below(3) as u32,
         }
     }
 }
@@ -127,6 +131,8 @@ enum Job {
 enum PullIn {
     Start,
     Batch(Vec<crate::Pair>, Option<Vec<Writer>>, bool),
+    /// The answer to an ask made while a batch was logged (`None`: none came).
+    Ahead(Option<(Vec<crate::Pair>, bool)>),
     Appended,
     Dropped,
     Edited,
@@ -206,6 +212,8 @@ pub struct Report {
     pub migrations: u64,
     /// Records pulled (in batches).
     pub pulled: u64,
+    /// Batches asked for while the last was logged, and taken.
+    pub ahead: u64,
     /// Primaries that failed.
     pub failures: u64,
     /// Views installed.
