@@ -105,9 +105,11 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
             let ahead = if inner.pull_ahead { r.puller.ask_ahead() } else { None };
             let began = Instant::now();
             let (logged, answer) = std::thread::scope(|s| {
-                let asking = ahead.map(|a| s.spawn(move || ask(inner, &mig, a)));
+                // (A thread that could not be started asks for nothing: the batch
+                // is asked for in turn.)
+                let asking = ahead.map(|a| std::thread::Builder::new().spawn_scoped(s, move || ask(inner, &mig, a)));
                 let logged = store.record(rec.clone());
-                (logged, asking.map(|h| h.join().ok().flatten()))
+                (logged, asking.map(|h| h.ok().and_then(|h| h.join().ok().flatten())))
             });
             match answer {
                 Some(Some(PeerReply::Batch { pairs, more, .. })) => {
