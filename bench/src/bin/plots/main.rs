@@ -1,6 +1,7 @@
 //! plots: charts and tables from `scripts/compare-peers.sh`'s JSON lines (and, with
 //! `--one-host` or `--large`, from `scripts/one-host.sh` or `scripts/large-vs-peers.sh`;
-//! with `--kv-migration`, from `kv_shards`'s migration rows).
+//! with `--kv-migration`, from `kv_shards`'s migration rows; with `--kv`, from
+//! `kv_bench`'s rows, one run per round).
 //!
 //! ```text
 //! cargo run --release -p bench --bin plots -- bench/results/peers.jsonl docs/charts [--machine TEXT]
@@ -17,6 +18,9 @@
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+
+mod kv;
+use kv::{kv_migration, kv_ratio};
 
 /// One bar series: its name and, per category, the median with the smallest and
 /// largest round (`None`: not measured).
@@ -173,7 +177,10 @@ fn chart(title: &str, subtitle: &str, y_label: &str, cats: &[String], series: &[
     // The bottom and top decades of a log axis.
     let (lo, hi) = (min.log10().floor(), max.log10().ceil().max(min.log10().floor() + 1.0));
     // Height of value v as a fraction of the plot's height.
-    let frac = |v: f64| if log { ((v.max(min).log10() - lo) / (hi - lo)).clamp(0.0, 1.0) } else { v / top_v };
+    // (On a log axis a value is at least the bottom decade's power, not the least
+    // value: the bottom tick stays at the bottom.)
+    let floor = 10f64.powf(lo);
+    let frac = |v: f64| if log { ((v.max(floor).log10() - lo) / (hi - lo)).clamp(0.0, 1.0) } else { v / top_v };
     let ticks: Vec<f64> = if log {
         (lo as i32..=hi as i32).map(|e| 10f64.powi(e)).collect()
     } else {
@@ -313,7 +320,7 @@ fn series(figs: &Figures, keys: &[(&str, Vec<String>)]) -> Vec<Series> {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(input), Some(dir)) = (args.first(), args.get(1)) else {
-        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT] [--one-host | --large | --kv-migration]");
+        bench::usage("plots", "plots IN.jsonl OUT_DIR [--machine TEXT] [--one-host | --large | --kv-migration | --kv]");
     };
     let machine = args.iter().position(|a| a == "--machine").and_then(|i| args.get(i + 1)).cloned();
     let machine = machine.unwrap_or_else(|| "this machine".into());
@@ -339,6 +346,11 @@ fn main() {
     }
     if args.iter().any(|a| a == "--kv-migration") {
         kv_migration(&text, &machine, write);
+        return;
+    }
+    if args.iter().any(|a| a == "--kv") {
+        kv_ratio(&text, &machine, &mut md, write);
+        println!("{md}");
         return;
     }
     if args.iter().any(|a| a == "--large") {
@@ -473,49 +485,4 @@ fn large(figs: &Figures, machine: &str, md: &mut String, write: impl Fn(&str, St
             table(md, "1 -> 1, GB/s per reader (ratio: spindle tcp / Zenoh)", figs, &cats, &z, 1);
         }
     }
-}
-
-/// The chart of `kv_shards`'s migration rows that carry a timeline: operations/s
-/// every half second through the phases before, during and after the move, one
-/// series per `pull_share` (its round with the median during/before ratio).
-fn kv_migration(text: &str, machine: &str, write: impl Fn(&str, String)) {
-    let rows: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["experiment"] == "migrate" && v["timeline_ops_per_s"].is_array())
-        .collect();
-    let ratio = |v: &Value| f(&v["during"], "ops_per_s").unwrap_or(0.0) / f(&v["before"], "ops_per_s").unwrap_or(1.0);
-    let mut by_share: BTreeMap<String, Vec<&Value>> = BTreeMap::new();
-    for v in &rows {
-        by_share.entry(format!("{}", f(v, "pull_share").unwrap_or(0.0))).or_default().push(v);
-    }
-    const PER: usize = 5; // 100 ms buckets per bar
-    let (mut series, mut windows, mut bars_n) = (Vec::new(), Vec::new(), 0);
-    for (share, mut vs) in by_share.into_iter().rev() {
-        vs.sort_by(|a, b| ratio(a).total_cmp(&ratio(b)));
-        let v = vs[vs.len() / 2];
-        let t: Vec<f64> = v["timeline_ops_per_s"].as_array().into_iter().flatten().filter_map(Value::as_f64).collect();
-        let means: Vec<Option<Spread>> = t
-            .chunks(PER)
-            .map(|c| {
-                let m = c.iter().sum::<f64>() / c.len() as f64;
-                Some(Spread { median: m, min: m, max: m })
-            })
-            .collect();
-        bars_n = bars_n.max(means.len());
-        let (from, to) = (f(v, "migration_from_s").unwrap_or(0.0), f(v, "migration_to_s").unwrap_or(0.0));
-        windows.push(format!("share {share}: move {from:.1}-{to:.1} s, {:.2}x", ratio(v)));
-        series.push((format!("pull_share {share}"), means));
-    }
-    if series.is_empty() {
-        bench::usage("plots", "no kv_shards migration rows with a timeline in the input");
-    }
-    for (_, m) in &mut series {
-        m.resize(bars_n, None);
-    }
-    let cats: Vec<String> = (0..bars_n).map(|i| format!("{:.1}", i as f64 * 0.5)).collect();
-    let sub = format!("ops/s every 0.5 s from the phase before (s); {}; {machine}", windows.join("; "));
-    let mb = rows.first().and_then(|v| f(v, "bytes_pulled")).unwrap_or(0.0) / 1e6;
-    let title = format!("A live migration of {mb:.0} MB: operations/s");
-    write("kv-migration.svg", bars(&title, &sub, "ops/s", &cats, &series));
 }
