@@ -256,6 +256,11 @@ fn scale(args: &Args, shards: u16) -> Result<serde_json::Value, String> {
     }))
 }
 
+/// The id of the view `h`'s group runs (0 without one).
+fn view_id(h: &ShardHost) -> u64 {
+    h.group().view().map_or(0, |v| v.id().0)
+}
+
 fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let dirs = testkit::TempDirs::new("kvmig", 1);
     let hosts = members(&format!("kvmig-{}", std::process::id()), &dirs[0], 2, args)?;
@@ -286,6 +291,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     let mut marks = Vec::new();
     let mut moved = Ok(());
     let mut moved_at = None;
+    let mut views = Vec::new();
     let samples = run_clients(
         &clients,
         &stop,
@@ -301,6 +307,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
             marks.push(Instant::now());
             std::thread::sleep(Duration::from_secs_f64(args.seconds));
             marks.push(Instant::now());
+            views.push(view_id(&hosts[0]));
             moved = hosts[1].migrate(range, 1, WAIT).map_err(|e| e.to_string()).and_then(|_| {
                 moved_at = Some(Instant::now());
                 match hosts.iter().all(|h| h.wait_migrations(WAIT)) {
@@ -309,6 +316,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
                 }
             });
             marks.push(Instant::now());
+            views.push(view_id(&hosts[0]));
             std::thread::sleep(Duration::from_secs_f64(args.seconds));
             marks.push(Instant::now());
         },
@@ -325,6 +333,9 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
         "before": phase(&samples, marks[0], marks[1]), "during": phase(&samples, marks[1], marks[2]),
         "after": phase(&samples, marks[2], marks[3]),
         "longest_gap_ms_during": longest_gap(&samples, marks[1], marks[2]),
+        // Views member 0 installed from the move's request to its end (two when
+        // nothing else changed: the edits that start and end it).
+        "views_during": views.get(1).zip(views.first()).map(|(b, a)| b.saturating_sub(*a)),
         // Operations/s every TIMELINE_STEP from the start of the phase before.
         "timeline_step_s": TIMELINE_STEP.as_secs_f64(),
         "timeline_ops_per_s": timeline(&samples, marks[0], marks[3], TIMELINE_STEP),
