@@ -63,6 +63,9 @@ struct Args {
     /// Records a migration pulls per batch (`HostConfig::pull_batch`).
     #[arg(long, default_value_t = spindle_kv::shard::puller::BATCH_KEYS)]
     pull_batch: u32,
+    /// Bytes of each shard log's buffers (`HostConfig::buffer`; default: its default).
+    #[arg(long)]
+    log_buffer: Option<usize>,
     /// A migration asks for one batch at a time instead of asking for the next
     /// while the last is logged (`HostConfig::pull_ahead`).
     #[arg(long)]
@@ -99,6 +102,7 @@ fn members(name: &str, dir: &std::path::Path, shards: u16, args: &Args) -> Resul
             pull_ahead: !args.no_pull_ahead,
             ..HostConfig::new(dir.join(format!("m{id}")), shards)
         };
+        let cfg = HostConfig { buffer: args.log_buffer.unwrap_or(cfg.buffer), ..cfg };
         hosts.push(ShardHost::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?);
     }
     if !hosts[0].group().wait_for_members(3, WAIT) {
@@ -327,6 +331,7 @@ fn migrate(args: &Args) -> Result<serde_json::Value, String> {
     Ok(json!({
         "bench": "kv_shards", "experiment": "migrate", "replicas": args.replicas, "clients": args.clients,
         "pull_share": args.pull_share, "pull_batch": args.pull_batch, "pull_ahead": !args.no_pull_ahead,
+        "log_buffer": args.log_buffer.unwrap_or(HostConfig::new("", 1).buffer),
         "value_bytes": args.value, "keys": args.keys, "keys_pulled": keys_pulled, "bytes_pulled": bytes,
         "migration_s": round(secs, 3), "migration_mb_per_s": round(bytes as f64 / secs / 1e6, 2),
         "ownership_moved_s": moved_at.map(|t| round(t.duration_since(marks[1]).as_secs_f64(), 3)),
