@@ -95,14 +95,15 @@ fn members(name: &str, dir: &std::path::Path, shards: u16, args: &Args) -> Resul
         if let Some(h) = hosts.first() {
             b = b.contact(h.group().listen_addr());
         }
+        let base = HostConfig::new(dir.join(format!("m{id}")), shards);
         let cfg = HostConfig {
             replicas: args.replicas,
             pull_share: args.pull_share,
             pull_batch: args.pull_batch,
             pull_ahead: !args.no_pull_ahead,
-            ..HostConfig::new(dir.join(format!("m{id}")), shards)
+            buffer: args.log_buffer.unwrap_or(base.buffer),
+            ..base
         };
-        let cfg = HostConfig { buffer: args.log_buffer.unwrap_or(cfg.buffer), ..cfg };
         hosts.push(ShardHost::start(b.build().map_err(|e| e.to_string())?, cfg).map_err(|e| e.to_string())?);
     }
     if !hosts[0].group().wait_for_members(3, WAIT) {

@@ -85,49 +85,44 @@ pub(super) fn kv_ratio(text: &str, machine: &str, md: &mut String, write: impl F
     let _ = writeln!(md, "| transport, value | rounds | synced per put | Ack::Memory | × per round, median (range) | Ack::Disk | × per round, median (range) |\n|---|---|---|---|---|---|---|");
     for ((transport, value), rounds) in &by_round {
         let cat = format!("{transport}, {value} B");
-        let mut ratios: [Vec<f64>; 2] = [vec![], vec![]];
         for (round, configs) in rounds {
             let Some(base) = fsync.get(&(*round, *value)).copied() else { continue };
             figs.add(format!("{cat}/store_fsync"), base);
-            for (i, c) in ["tailwind_memory", "tailwind_disk"].iter().enumerate() {
-                if let Some(p) = configs.get(*c) {
+            for c in ["tailwind_memory", "tailwind_disk"] {
+                if let Some(p) = configs.get(c) {
                     figs.add(format!("{cat}/{c}"), *p);
-                    ratios[i].push(p / base);
+                    figs.add(format!("{cat}/{c}/ratio"), p / base);
                 }
             }
         }
         for (k, c) in keys.iter_mut().zip(["store_fsync", "tailwind_memory", "tailwind_disk"]) {
             k.1.push(format!("{cat}/{c}"));
         }
-        let spread = |r: &[f64]| {
-            let mut r = r.to_vec();
-            r.sort_by(|a, b| a.total_cmp(b));
-            let n = r.len();
-            match n {
-                0 => "-".to_string(),
-                _ => {
-                    let m = if n % 2 == 1 { r[n / 2] } else { (r[n / 2 - 1] + r[n / 2]) / 2.0 };
-                    format!("{m:.1}× ({:.1}-{:.1})", r[0], r[n - 1])
-                }
-            }
-        };
         let med = |k: &str| figs.median(&format!("{cat}/{k}")).map_or("-".into(), human);
+        let ratio = |k: &str| {
+            let r = figs.spread(&format!("{cat}/{k}/ratio"));
+            r.map_or("-".into(), |r| format!("{:.1}× ({:.1}-{:.1})", r.median, r.min, r.max))
+        };
         let _ = writeln!(
             md,
             "| {cat} | {} | {} | {} | {} | {} | {} |",
             rounds.len(),
             med("store_fsync"),
             med("tailwind_memory"),
-            spread(&ratios[0]),
+            ratio("tailwind_memory"),
             med("tailwind_disk"),
-            spread(&ratios[1])
+            ratio("tailwind_disk")
         );
         cats.push(cat);
     }
     if cats.is_empty() {
         bench::usage("plots", "no kv_bench rows with a round, a value size and a transport in the input");
     }
-    let sub = format!("8 clients, 3 replicas; bars: median of rounds, whiskers: min to max; {machine}");
+    let of = |k: &str| rows.iter().find(|v| v["config"] == "tailwind_memory").and_then(|v| v[k].as_u64());
+    // (kv_bench's rows name their replicas, not always their clients.)
+    let named = |k: &str, what: &str| of(k).map_or(String::new(), |n| format!("{n} {what}; "));
+    let (clients, replicas) = (named("clients", "clients"), named("replicas", "replicas"));
+    let sub = format!("{clients}{replicas}bars: median of rounds, whiskers: min to max; {machine}");
     let keys: Vec<(&str, Vec<String>)> = keys.into_iter().collect();
     write("kv.svg", log_bars("The key-value store: puts/s", &sub, "puts/s", &cats, &series(&figs, &keys)));
 }
