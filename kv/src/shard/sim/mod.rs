@@ -210,7 +210,8 @@ pub struct Report {
     pub moved: u64,
     /// Migrations that finished.
     pub migrations: u64,
-    /// Records pulled (in batches).
+    /// Records the old owners gave pullers (in batches; those asked ahead
+    /// counted as given, taken or not).
     pub pulled: u64,
     /// Batches asked for while the last was logged, and taken.
     pub ahead: u64,
