@@ -160,9 +160,14 @@ impl Puller {
         s
     }
 
-    fn ask(&mut self) -> Step {
+    /// The ask for the records after the last key pulled.
+    fn next_ask(&self) -> Step {
         let (range, after) = (self.mig.range, self.after.clone());
-        let s = Step::Ask { from: self.mig.from, range, after, max: self.batch, max_bytes: self.batch_bytes };
+        Step::Ask { from: self.mig.from, range, after, max: self.batch, max_bytes: self.batch_bytes }
+    }
+
+    fn ask(&mut self) -> Step {
+        let s = self.next_ask();
         self.step(Phase::Asking, s)
     }
 
@@ -207,8 +212,7 @@ impl Puller {
             return None;
         }
         self.ahead = Ahead::Asked;
-        let (range, after) = (self.mig.range, self.after.clone());
-        Some(Step::Ask { from: self.mig.from, range, after, max: self.batch, max_bytes: self.batch_bytes })
+        Some(self.next_ask())
     }
 
     /// The old owner's answer to the ask of [`Puller::ask_ahead`]; kept until the

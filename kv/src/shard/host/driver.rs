@@ -29,7 +29,7 @@ struct Running {
     next: Step,
     /// Time spent asking for the batch to be logged next, where it was not
     /// asked ahead.
-    asked: Option<Duration>,
+    asked: Duration,
 }
 
 pub(super) fn run(inner: &Inner) {
@@ -49,7 +49,7 @@ pub(super) fn run(inner: &Inner) {
         for m in map.migrations() {
             if inner.primary(m.to) == Some(inner.me) && !pullers.contains_key(&m.id) {
                 let (puller, next) = Puller::with_batch(*m, inner.pull_batch, inner.pull_bytes);
-                pullers.insert(m.id, Running { puller, next, asked: None });
+                pullers.insert(m.id, Running { puller, next, asked: Duration::ZERO });
             }
         }
         let mut idle = true;
@@ -90,7 +90,7 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
         step @ Step::Ask { .. } => {
             let began = Instant::now();
             let answer = ask(inner, &mig, step);
-            *r.asked.get_or_insert_with(Duration::default) += began.elapsed();
+            r.asked += began.elapsed();
             match answer {
                 Some(PeerReply::Batch { pairs, more, writers }) => {
                     let writers = writers.map(|w| w.into_iter().map(|(client, seq)| Writer { client, seq }).collect());
@@ -130,7 +130,7 @@ fn step(inner: &Inner, r: &mut Running) -> bool {
                         // Leave the rest of the time to the clients (see
                         // `HostConfig::pull_share`): the work is this append (and
                         // the ask beside it), and the ask before it, if any.
-                        let work = began.elapsed() + r.asked.take().unwrap_or_default();
+                        let work = began.elapsed() + std::mem::take(&mut r.asked);
                         std::thread::sleep(work.mul_f64(1.0 / inner.pull_share - 1.0));
                     }
                     r.puller.appended()
