@@ -29,11 +29,11 @@
 //! Beacons are tagged, not encrypted. The tcp data plane's links prove the secret at
 //! setup and then seal their records with AES-256-GCM (module `link`; see
 //! docs/security.md). HMAC-SHA-256 comes from RustCrypto's `hmac` and `sha2`
-//! crates, AES-256-GCM (control frames and data links alike) from `ring`; nothing
+//! crates, AES-256-GCM (control frames and data links alike) from `aws-lc-rs`; nothing
 //! cryptographic is written here.
 
+use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM};
 use hmac::{Hmac, Mac as _};
-use ring::aead::{Aad, LessSafeKey, Nonce, Tag, UnboundKey, AES_256_GCM};
 use sha2::Sha256;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -339,8 +339,7 @@ impl Sealer {
     /// Decrypts the next frame's `body` in place if `tag` holds for it and its
     /// `header` (constant time); the sequence moves on only if it does.
     pub(crate) fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool {
-        let tag = Tag::try_from(&tag[..]).expect("16 bytes");
-        let ok = self.key.open_in_place_separate_tag(self.nonce(), Aad::from(header), tag, body, 0..).is_ok();
+        let ok = self.key.open_in_place_separate_tag(self.nonce(), Aad::from(header), tag, body).is_ok();
         self.seq += u64::from(ok);
         ok
     }

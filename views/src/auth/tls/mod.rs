@@ -1,7 +1,7 @@
 //! Certificates instead of a shared secret: every member and client holds a
 //! certificate of the group's CA, for the identity it names, and the key of it.
 //! A control connection then opens with a mutually authenticated TLS 1.3
-//! handshake (rustls, with `ring`):
+//! handshake (rustls, with `aws-lc-rs`):
 //!
 //! ```text
 //!   initiator -> responder:  "SPTL" | version u8 | name length u8 | identity name
@@ -168,7 +168,7 @@ impl Certificates {
         let server_name = ServerName::try_from(name.to_string()).map_err(|_| CertError::Identity(name.into()))?;
         rustls::client::verify_server_name(&parsed, &server_name).map_err(|_| CertError::Name(name.into()))?;
 
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let roots = Arc::new(roots);
         let revoked: Arc<Slot> = Arc::new(Mutex::new(None));
         let inner = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
