@@ -9,6 +9,7 @@
 //! inner loop unrolled, take about 350.
 
 use crate::sync::atomic::{AtomicU64, Ordering};
+use std::mem::MaybeUninit;
 
 /// A region's word (`region::WORD`, not imported: region imports this module).
 const WORD: usize = 8;
@@ -29,6 +30,28 @@ pub(crate) fn load(src: &[AtomicU64], dst: &mut [u8]) {
     }
     for (d, s) in d.into_remainder().chunks_exact_mut(WORD).zip(s.remainder()) {
         d.copy_from_slice(&s.load(Ordering::Relaxed).to_le_bytes());
+    }
+}
+
+/// Loads `src` into `dst` as little-endian bytes, as [`load`] does, into memory not
+/// yet initialized (`dst.len() == 8 * src.len()`); every byte of `dst` is written.
+#[inline]
+pub(crate) fn load_uninit(src: &[AtomicU64], dst: &mut [MaybeUninit<u8>]) {
+    assert_eq!(dst.len(), src.len() * WORD, "a byte for every byte of the words");
+    let put = |d: &mut [MaybeUninit<u8>], w: &AtomicU64| {
+        for (d, b) in d.iter_mut().zip(w.load(Ordering::Relaxed).to_le_bytes()) {
+            d.write(b);
+        }
+    };
+    let mut d = dst.chunks_exact_mut(STEP * WORD);
+    let mut s = src.chunks_exact(STEP);
+    for (d, s) in (&mut d).zip(&mut s) {
+        for i in 0..STEP {
+            put(&mut d[i * WORD..(i + 1) * WORD], &s[i]);
+        }
+    }
+    for (d, s) in d.into_remainder().chunks_exact_mut(WORD).zip(s.remainder()) {
+        put(d, s);
     }
 }
 
