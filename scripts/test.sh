@@ -5,14 +5,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # One full build; incremental caches would double the disk a clean run needs.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Each phase's header says how long the run has taken so far (where the time goes).
+phase() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 
-echo "== clippy (workspace lints, warnings are errors)"
+phase "clippy (workspace lints, warnings are errors)"
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== docs (warnings are errors: broken intra-doc links fail)"
+phase "docs (warnings are errors: broken intra-doc links fail)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet
 
-echo "== packages (each product crate packs, and builds from its package, in dependency order)"
+phase "packages (each product crate packs, and builds from its package, in dependency order)"
 # (No repository address is published yet: cargo's warning about it is expected.)
 # Verified in a target dir of its own. Cargo takes a registry crate of a version it
 # built before as built, and keeps registry sources unpacked under CARGO_HOME: the
@@ -27,13 +29,13 @@ if ! packed=$(cargo package --quiet --allow-dirty --target-dir "$pkg_target" -p 
     exit 1
 fi
 
-echo "== tree (file sizes, import circles)"
+phase "tree (file sizes, import circles)"
 python3 scripts/check-tree.py
 
-echo "== tests"
+phase "tests"
 cargo test --workspace
 
-echo "== the rdma feature (sst's RDMA transport)"
+phase "the rdma feature (sst's RDMA transport)"
 if command -v cmake >/dev/null && command -v clang >/dev/null; then
     cargo clippy --workspace --all-targets --quiet --features spindle-sst/rdma -- -D warnings
     # Unit tests of the handshake and the signalling schedule; the transport suite
@@ -43,7 +45,8 @@ else
     echo "skipped: building the rdma feature needs cmake and clang (apt install cmake clang)"
 fi
 
-echo "== loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:=2})"
+phase "loom models (LOOM_MAX_PREEMPTIONS=${LOOM_MAX_PREEMPTIONS:=2})"
 # A separate target dir keeps the loom build from invalidating the normal one.
 RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS="$LOOM_MAX_PREEMPTIONS" \
     cargo test -p loom-tests --release --target-dir target/loom --test models --test smc_models
+phase "done"
