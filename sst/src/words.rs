@@ -21,16 +21,7 @@ const STEP: usize = 8;
 #[inline]
 pub(crate) fn load(src: &[AtomicU64], dst: &mut [u8]) {
     debug_assert_eq!(dst.len(), src.len() * WORD);
-    let mut d = dst.chunks_exact_mut(STEP * WORD);
-    let mut s = src.chunks_exact(STEP);
-    for (d, s) in (&mut d).zip(&mut s) {
-        for i in 0..STEP {
-            d[i * WORD..(i + 1) * WORD].copy_from_slice(&s[i].load(Ordering::Relaxed).to_le_bytes());
-        }
-    }
-    for (d, s) in d.into_remainder().chunks_exact_mut(WORD).zip(s.remainder()) {
-        d.copy_from_slice(&s.load(Ordering::Relaxed).to_le_bytes());
-    }
+    load_each(src, dst, |d, b| d.copy_from_slice(&b));
 }
 
 /// Loads `src` into `dst` as little-endian bytes, as [`load`] does, into memory not
@@ -38,20 +29,26 @@ pub(crate) fn load(src: &[AtomicU64], dst: &mut [u8]) {
 #[inline]
 pub(crate) fn load_uninit(src: &[AtomicU64], dst: &mut [MaybeUninit<u8>]) {
     assert_eq!(dst.len(), src.len() * WORD, "a byte for every byte of the words");
-    let put = |d: &mut [MaybeUninit<u8>], w: &AtomicU64| {
-        for (d, b) in d.iter_mut().zip(w.load(Ordering::Relaxed).to_le_bytes()) {
+    load_each(src, dst, |d, b| {
+        for (d, b) in d.iter_mut().zip(b) {
             d.write(b);
         }
-    };
+    });
+}
+
+/// The loop of both loads: `put` writes each word's bytes into its eight places
+/// in `dst`.
+#[inline(always)]
+fn load_each<T>(src: &[AtomicU64], dst: &mut [T], put: impl Fn(&mut [T], [u8; WORD])) {
     let mut d = dst.chunks_exact_mut(STEP * WORD);
     let mut s = src.chunks_exact(STEP);
     for (d, s) in (&mut d).zip(&mut s) {
         for i in 0..STEP {
-            put(&mut d[i * WORD..(i + 1) * WORD], &s[i]);
+            put(&mut d[i * WORD..(i + 1) * WORD], s[i].load(Ordering::Relaxed).to_le_bytes());
         }
     }
     for (d, s) in d.into_remainder().chunks_exact_mut(WORD).zip(s.remainder()) {
-        put(d, s);
+        put(d, s.load(Ordering::Relaxed).to_le_bytes());
     }
 }
 
