@@ -1,8 +1,8 @@
 //! Registered memory: page-aligned byte regions made of atomic words.
 //!
 //! Region memory is written concurrently by peers (a one-sided write lands while the
-//! owner reads), so no `&[u8]` or `&mut [u8]` is ever formed over it. All access goes
-//! through the word operations of this module:
+//! owner reads), so no `&[u8]` or `&mut [u8]` is formed over it (with one read-only
+//! exception, below). All access goes through the word operations of this module:
 //!
 //! - payload words are loaded and stored `Relaxed`;
 //! - a one-sided write that lands here ([`Region::apply_write`], [`Region::copy_to`])
@@ -17,7 +17,10 @@
 //! workspace. The one way around the word operations is the kernel's: the tcp
 //! transport hands it pointers into a region (`Region::recv_into`, `Region::iovec`)
 //! to copy a large write's data in or out, as a NIC does for the rdma transport; no
-//! Rust reference to those bytes is formed.
+//! Rust reference to those bytes is formed. The exception is a sealed link's cipher:
+//! it reads a stable write's data, which nothing writes until the peer has applied
+//! the write, through a `&[u8]` that lives while it seals one record
+//! (`Region::stable_bytes`, an `unsafe fn` whose caller answers for that promise).
 
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 use thiserror::Error;
@@ -307,6 +310,26 @@ impl Region {
         } else {
             Ok(n as usize)
         }
+    }
+
+    /// `[offset, offset + len)` (which must lie inside the region) as bytes, for a
+    /// link's cipher to seal a stable write's data where it lies (see
+    /// `transport::WriteOp::stable`): the one place a Rust reference to a region's
+    /// bytes is formed other than through its atomics.
+    ///
+    /// # Safety
+    /// Nothing may write the range while the slice lives, neither a thread of this
+    /// process nor a peer's write landing in it. The writes made before are ordered
+    /// before the call by the caller's synchronization (a stable write is posted after
+    /// its data was published to the posting thread), so the slice races with none.
+    #[cfg(not(loom))]
+    pub(crate) unsafe fn stable_bytes(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len()), "stable bytes inside the region");
+        // SAFETY: the range lies inside the region (checked above), which `_seg` keeps
+        // alive as long as `self`, bounding the borrow; the caller promises that
+        // nothing writes it while the borrow lives, so reading it as plain bytes
+        // races with no atomic access.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast::<u8>().add(offset), len) }
     }
 
     /// An `iovec` over `[offset, offset + len)` (which must lie inside the region) for

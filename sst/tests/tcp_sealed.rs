@@ -95,9 +95,15 @@ fn three(sealed: bool) -> (Vec<TcpTransport>, Relay) {
 /// Writes `words` at `off` from `from` to `to` as one signaled write, waits for its
 /// completion, and checks that it landed.
 fn write_lands(from: &TcpTransport, to: &TcpTransport, off: usize, words: &[u64]) {
+    post_lands(from, to, off, words, false);
+}
+
+/// [`write_lands`], the write `stable` or not (a stable one's data is sealed where
+/// it lies, from the region).
+fn post_lands(from: &TcpTransport, to: &TcpTransport, off: usize, words: &[u64], stable: bool) {
     from.region(R).unwrap().apply_write(off, words);
-    let seq =
-        from.post_write(to.local_id(), WriteOp { signaled: true, ..WriteOp::same(R, off, words.len() * 8) }).unwrap();
+    let op = WriteOp { signaled: true, stable, ..WriteOp::same(R, off, words.len() * 8) };
+    let seq = from.post_write(to.local_id(), op).unwrap();
     from.flush();
     assert!(from.wait_completed(to.local_id(), seq, Instant::now() + DEADLINE), "write {off} was acknowledged");
     let last = off + (words.len() - 1) * 8;
@@ -118,6 +124,11 @@ fn sealed_links_carry_writes_of_any_size_both_ways_and_hide_them() {
     let big: Vec<u64> = (0..(300 << 10) / 8).map(|i| i ^ 0xabcd).collect();
     write_lands(&n[1], &n[0], 4096, &big);
     write_lands(&n[0], &n[1], 4096, &big);
+    // A stable write's data is sealed from its region: marked words, to show that
+    // those records are sealed too.
+    let marked: Vec<u64> = (0..(200 << 10) / 8).map(|i| if i % 512 == 3 { MARK } else { i }).collect();
+    post_lands(&n[1], &n[0], 8 << 10, &marked, true);
+    post_lands(&n[1], &n[2], 8 << 10, &marked, true);
     // Many small writes, each its own frame, batched into records by the flushes.
     for k in 0..200u64 {
         n[1].region(R).unwrap().apply_write(512 << 10, &[k]);

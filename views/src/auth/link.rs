@@ -11,7 +11,7 @@
 //! A transcript names its end's role, both node ids, the group and view, and both
 //! ends' fresh nonces, its own first: each direction of each link gets its own key,
 //! so a nonce is never used twice under one key. The proof is sent; the key never
-//! is. The cipher is the control plane's ([`Sealer`]: `ring`'s AES-256-GCM).
+//! is. The cipher is the control plane's ([`Sealer`]: AES-256-GCM from aws-lc-rs).
 
 use super::{random, Sealer, Secret};
 use spindle_sst::transport::tcp::{Ciphers, LinkAuth, LinkCipher, TAG};
@@ -45,6 +45,9 @@ impl LinkCipher for Sealer {
     fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool {
         Sealer::open(self, header, body, tag)
     }
+    fn seal_into(&mut self, header: &[u8], first: &[u8], second: &[u8], out: &mut [u8]) {
+        Sealer::seal_into(self, header, first, second, out)
+    }
 }
 
 #[cfg(test)]
@@ -74,6 +77,23 @@ mod tests {
         assert_eq!(&body[..], b"a row push");
         assert!(b_rx.open(b"len2", &mut second, &tag2));
         assert_eq!(&second[..], b"the next");
+    }
+
+    #[test]
+    fn a_record_sealed_from_two_pieces_is_the_record_of_the_two_joined() {
+        let ((mut a_tx, _), (_, mut b_rx)) = pair();
+        let ((mut c_tx, _), _) = pair();
+        let (first, second) = (&b"frame prefix"[..], &[9u8; 1000][..]);
+        let mut out = vec![0u8; first.len() + second.len() + TAG];
+        a_tx.seal_into(b"h", first, second, &mut out);
+        let mut joined = [first, second].concat();
+        let tag = c_tx.seal(b"h", &mut joined);
+        assert_eq!(&out[..joined.len()], &joined[..], "the same ciphertext as sealed in place");
+        assert_eq!(&out[joined.len()..], &tag[..], "and the same tag");
+        let (body, tag) = out.split_at_mut(first.len() + second.len());
+        assert!(b_rx.open(b"h", body, &tag[..].try_into().unwrap()));
+        assert_eq!(&body[..first.len()], first);
+        assert_eq!(&body[first.len()..], second);
     }
 
     #[test]

@@ -336,6 +336,17 @@ impl Sealer {
         tag.as_ref().try_into().expect("AES-GCM's tag is 16 bytes")
     }
 
+    /// Encrypts the next record, whose body is `first` then `second`, into `out`
+    /// (their ciphertext, then the tag), reading neither where it writes: a large
+    /// write's data is sealed from its region with no copy first.
+    pub(crate) fn seal_into(&mut self, header: &[u8], first: &[u8], second: &[u8], out: &mut [u8]) {
+        let (head, rest) = out.split_at_mut(first.len());
+        self.key
+            .seal_out_of_place_scatter(self.nonce(), Aad::from(header), first, head, second, rest)
+            .expect("a record's lengths match its output");
+        self.seq += 1;
+    }
+
     /// Decrypts the next frame's `body` in place if `tag` holds for it and its
     /// `header` (constant time); the sequence moves on only if it does.
     pub(crate) fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool {

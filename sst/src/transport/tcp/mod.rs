@@ -63,7 +63,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod helper;
-// sendmsg of pieces that point into regions (the spans' data, sent where it lies).
+// sendmsg of pieces that point into regions, and sealing from them (the spans' data,
+// sent or sealed where it lies).
 #[allow(unsafe_code)]
 mod outbox;
 mod rx;
@@ -133,6 +134,18 @@ pub trait LinkCipher: Send + std::fmt::Debug {
     /// Decrypts the next record's `body` in place if `tag` holds for it and `header`;
     /// false otherwise (the link is then broken, so the sequence need not go on).
     fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool;
+    /// Seals the next record, whose body is `first` then `second` (both left as they
+    /// are), into `out`: the body's ciphertext, then the tag (`out` is exactly
+    /// `first.len() + second.len() + TAG` bytes), bound to `header`. A large write's
+    /// data is sealed this way from its region, with no copy first. The default
+    /// copies and seals in place; a cipher that reads its input apart from where it
+    /// writes overrides it.
+    fn seal_into(&mut self, header: &[u8], first: &[u8], second: &[u8], out: &mut [u8]) {
+        let (body, tag) = out.split_at_mut(first.len() + second.len());
+        body[..first.len()].copy_from_slice(first);
+        body[first.len()..].copy_from_slice(second);
+        tag.copy_from_slice(&self.seal(header, body));
+    }
 }
 
 impl TcpConfig {
@@ -310,8 +323,9 @@ impl Transport for TcpTransport {
         // write may land at different times, which the ordering guarantee allows.
         let most = if p.sealed { seal::FRAME_DATA } else { frame::MAX_WRITE };
         let pieces = op.len.div_ceil(most).max(1);
-        // The data of a large stable write is sent from where it lies (plain links).
-        let in_place = op.stable && !p.sealed && op.len >= outbox::SPAN_MIN;
+        // The data of a large stable write is sent from where it lies (on a sealed
+        // link, sealed from where it lies).
+        let in_place = op.stable && op.len >= outbox::SPAN_MIN;
         for i in 0..pieces {
             let at = i * most;
             let n = (op.len - at).min(most);

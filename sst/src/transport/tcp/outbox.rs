@@ -6,6 +6,7 @@
 
 use crate::region::Region;
 use crate::sync::Arc;
+use crate::transport::frame::WRITE_PREFIX;
 
 /// An iovec of nothing, to fill arrays of them with.
 pub(super) const EMPTY: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
@@ -35,9 +36,12 @@ pub(super) struct Outbox {
 
 impl Outbox {
     /// Appends `len` bytes of `region` from `offset` (checked to lie inside it) as
-    /// data sent from the region, after the bytes appended so far.
+    /// data sent from the region, after the bytes appended so far, which end with
+    /// the prefix of the span's Write frame (a sealed link seals the two together,
+    /// [`Sent::sealed_next`]).
     pub(super) fn push_span(&mut self, region: &Arc<Region>, offset: usize, len: usize) {
         assert!(region.check_range(offset as u64, len as u64).is_ok(), "a span inside its region");
+        debug_assert!(self.bytes.len() >= WRITE_PREFIX, "a span follows its frame's prefix");
         self.spans.push(Span { pos: self.bytes.len(), region: region.clone(), offset, len });
     }
 
@@ -56,6 +60,18 @@ impl Outbox {
         self.bytes.clear();
         self.spans.clear();
     }
+}
+
+/// What a sealed link seals next of an [`Outbox`] ([`Sent::sealed_next`]).
+#[derive(Debug)]
+pub(super) enum Sealed<'a> {
+    /// Frame bytes up to `bytes[..end]`: to the next span's frame, or all of them.
+    Bytes(usize),
+    /// The next span's frame: its prefix, `bytes[at..at + WRITE_PREFIX]`, and its data
+    /// where it lies, to be sealed together as one record.
+    Span(&'a [u8]),
+    /// Everything is sealed.
+    Done,
 }
 
 /// How far the sending of an [`Outbox`] has gone.
@@ -116,6 +132,33 @@ impl Sent {
         let n = unsafe { crate::sys::send_iovecs(fd, &iov[..k]) }?;
         self.advance(o, n);
         Ok(n)
+    }
+
+    /// On a sealed link, what is to be sealed next of `o` (spans are sealed whole,
+    /// each with its frame's prefix, so a sealed walk is never within a span).
+    pub(super) fn sealed_next<'a>(&self, o: &'a Outbox) -> Sealed<'a> {
+        debug_assert_eq!(self.within, 0, "a sealed link takes spans whole");
+        let Some(s) = o.spans.get(self.span) else {
+            return if self.at < o.bytes.len() { Sealed::Bytes(o.bytes.len()) } else { Sealed::Done };
+        };
+        let frame = s.pos - WRITE_PREFIX;
+        if self.at < frame {
+            return Sealed::Bytes(frame);
+        }
+        debug_assert_eq!(self.at, frame, "sealed bytes stop at a span's frame");
+        // SAFETY: a span is a stable write's data (`WriteOp::stable`): its range is
+        // not written again before the peer has applied the write, which it cannot
+        // have before this record reaches it; the writes before it were ordered
+        // before its posting, which the flush's taking of the outbox (under the
+        // queue's lock) follows. The slice lives while `o` is borrowed, for the
+        // sealing of this record.
+        Sealed::Span(unsafe { s.region.stable_bytes(s.offset, s.len) })
+    }
+
+    /// Counts the span [`Sent::sealed_next`] gave, and its frame's prefix, as sealed.
+    pub(super) fn sealed_span(&mut self, o: &Outbox) {
+        self.at = o.spans[self.span].pos;
+        self.span += 1;
     }
 
     /// Counts `n` more bytes of `o` as sent.

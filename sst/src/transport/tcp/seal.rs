@@ -25,6 +25,10 @@ pub const RECORD: usize = 64 << 10;
 pub const TAG: usize = 16;
 /// Bytes of a record's length.
 pub(super) const LEN: usize = 4;
+/// The most records one send takes: several, so that the socket cuts its segments
+/// from one run of bytes (a send of one full record, its length and its tag made one
+/// full segment of the loopback and one of a few bytes).
+pub(super) const SEND_RECORDS: usize = 4;
 
 /// The ciphers of a sealed link: `(sending, receiving)`.
 pub type Ciphers = (Box<dyn LinkCipher>, Box<dyn LinkCipher>);
@@ -45,11 +49,16 @@ pub(super) struct Sealing {
     /// Bytes of a frame begun in an earlier send still to come (records are cut at
     /// frame boundaries where the frames allow).
     frame_left: usize,
+    /// Records sealed from two pieces each ([`Sealing::seal_split`]), to be sent
+    /// together; allocated at the first use, then reused.
+    split: Vec<u8>,
+    /// Bytes of `split` in use.
+    split_len: usize,
 }
 
 impl Sealing {
     pub(super) fn new(cipher: Box<dyn LinkCipher>) -> Sealing {
-        Sealing { cipher, wire: Vec::new(), at: 0, frame_left: 0 }
+        Sealing { cipher, wire: Vec::new(), at: 0, frame_left: 0, split: Vec::new(), split_len: 0 }
     }
 
     /// The length of the next record of `plain`: whole frames up to [`RECORD`]
@@ -98,6 +107,42 @@ impl Sealing {
         (n, head, tag)
     }
 
+    /// Seals one record whose plaintext is `first` then `second` (a write's frame
+    /// header and its data where it lies), whole frames only, with neither copied
+    /// first, after the records sealed so this way and not yet taken
+    /// ([`Sealing::take_split`]). False, sealing nothing, where
+    /// [`SEND_RECORDS`] are waiting.
+    pub(super) fn seal_split(&mut self, first: &[u8], second: &[u8]) -> bool {
+        let n = first.len() + second.len();
+        assert!(n > 0 && n <= RECORD && self.frame_left == 0, "a record of whole frames");
+        if self.split.is_empty() {
+            self.split.resize(SEND_RECORDS * (LEN + RECORD + TAG), 0);
+        }
+        let Some(out) = self.split.get_mut(self.split_len..self.split_len + LEN + n + TAG) else { return false };
+        let head = (n as u32).to_le_bytes();
+        out[..LEN].copy_from_slice(&head);
+        self.cipher.seal_into(&head, first, second, &mut out[LEN..]);
+        self.split_len += LEN + n + TAG;
+        true
+    }
+
+    /// The records [`Sealing::seal_split`] sealed, as they go on the wire.
+    pub(super) fn split(&self) -> &[u8] {
+        &self.split[..self.split_len]
+    }
+
+    /// Takes the records [`Sealing::seal_split`] sealed, of which the first `sent`
+    /// bytes went out: the rest is sent before anything else (nothing else may be
+    /// pending).
+    pub(super) fn take_split(&mut self, sent: usize) {
+        if sent < self.split_len {
+            let split = std::mem::take(&mut self.split);
+            self.keep(&[&split[..self.split_len]], sent);
+            self.split = split;
+        }
+        self.split_len = 0;
+    }
+
     pub(super) fn pending(&self) -> bool {
         self.at < self.wire.len()
     }
@@ -117,7 +162,7 @@ impl Sealing {
 
     /// Keeps a sealed record whose first `sent` bytes went out: the rest is sent
     /// before anything else (nothing else may be pending).
-    pub(super) fn keep(&mut self, parts: [&[u8]; 3], mut sent: usize) {
+    pub(super) fn keep(&mut self, parts: &[&[u8]], mut sent: usize) {
         debug_assert!(!self.pending());
         self.wire.clear();
         self.at = 0;
@@ -215,7 +260,7 @@ mod tests {
 
     /// The record lengths `Sealing` cuts `plain` into, sent in pieces of `piece`.
     fn cuts(plain: &[u8], piece: usize) -> Vec<usize> {
-        let mut s = Sealing { cipher: Box::new(Fixed(true)), wire: Vec::new(), at: 0, frame_left: 0 };
+        let mut s = Sealing::new(Box::new(Fixed(true)));
         let mut out = Vec::new();
         for p in plain.chunks(piece) {
             let mut at = 0;

@@ -3,9 +3,10 @@
 //! is non-blocking: what the socket does not take stays carried, in order, for the
 //! next send.
 
-use super::outbox::{Outbox, Sent};
+use super::outbox::{Outbox, Sealed, Sent};
 use super::seal::{Sealing, LEN, TAG};
 use super::LinkCipher;
+use crate::transport::frame::WRITE_PREFIX;
 use std::io::{ErrorKind, IoSlice};
 use std::net::TcpStream;
 use std::os::fd::AsFd;
@@ -53,7 +54,6 @@ impl Tx {
     /// for reuse.
     pub(super) fn load(&mut self, frames: Outbox) -> Outbox {
         debug_assert!(self.drained());
-        debug_assert!(self.seal.is_none() || !frames.has_spans(), "a sealed link's frames are bytes alone");
         self.sent = Sent::default();
         std::mem::replace(&mut self.carry, frames)
     }
@@ -77,20 +77,43 @@ impl Tx {
                 return Ok(moved);
             }
         }
-        let (bytes, at) = (&mut carry.bytes, &mut sent.at);
-        let stop = at.saturating_add(piece);
-        while *at < bytes.len() && *at < stop {
-            let (n, head, tag) = s.seal_in_place(&mut bytes[*at..]);
-            let record = &bytes[*at..*at + n];
-            // Sealed: the record counts as taken whether or not the socket takes it
-            // now (sealed twice it would be sent twice).
-            *at += n;
-            let parts = [&head[..], record, &tag[..]];
-            let slices = parts.map(IoSlice::new);
-            let sent = taken(sock.send_vectored_with_flags(&slices, FLAGS))?;
-            moved |= sent > 0;
-            if sent < LEN + n + TAG {
-                s.keep(parts, sent);
+        let mut budget = piece;
+        while budget > 0 {
+            // Sealed: a record counts as taken whether or not the socket takes it now
+            // (sealed twice it would be sent twice); what it does not take is kept.
+            let (wire, sent_now) = match sent.sealed_next(carry) {
+                Sealed::Done => break,
+                Sealed::Bytes(end) => {
+                    let (n, head, tag) = s.seal_in_place(&mut carry.bytes[sent.at..end]);
+                    let record = &carry.bytes[sent.at..sent.at + n];
+                    sent.at += n;
+                    budget = budget.saturating_sub(n);
+                    let parts = [&head[..], record, &tag[..]];
+                    let got = taken(sock.send_vectored_with_flags(&parts.map(IoSlice::new), FLAGS))?;
+                    if got < LEN + n + TAG {
+                        s.keep(&parts, got);
+                    }
+                    (LEN + n + TAG, got)
+                }
+                Sealed::Span(_) => {
+                    // This span and the ones right after it (a large write's frames),
+                    // sealed from where they lie, go in one send.
+                    while let Sealed::Span(data) = sent.sealed_next(carry) {
+                        let prefix = &carry.bytes[sent.at..sent.at + WRITE_PREFIX];
+                        if budget == 0 || !s.seal_split(prefix, data) {
+                            break;
+                        }
+                        budget = budget.saturating_sub(data.len());
+                        sent.sealed_span(carry);
+                    }
+                    let n = s.split().len();
+                    let got = taken(sock.send_with_flags(s.split(), FLAGS))?;
+                    s.take_split(got);
+                    (n, got)
+                }
+            };
+            moved |= sent_now > 0;
+            if sent_now < wire {
                 break;
             }
         }
