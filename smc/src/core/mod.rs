@@ -454,7 +454,8 @@ impl SmcCore {
             let n = ((to - at).min(w - slot as u64)) as usize;
             let last = slot + n - 1;
             let last_len = self.entry_payload_len(last);
-            pushes.push(self.row.push(self.lay.slots_range(slot, n, last_len)));
+            // A slot is written again only once every member delivered its entry.
+            pushes.push(self.row.push(self.lay.slots_range(slot, n, last_len)).stable());
             at += n as u64;
         }
         self.row.advance(self.lay.sent, to).expect("sent only grows");

@@ -325,7 +325,7 @@ impl Transport for TcpTransport {
         let pieces = op.len.div_ceil(most).max(1);
         // The data of a large stable write is sent from where it lies (on a sealed
         // link, sealed from where it lies).
-        let in_place = op.stable && op.len >= outbox::SPAN_MIN;
+        let in_place = op.stable && op.len >= if p.sealed { outbox::SEALED_SPAN_MIN } else { outbox::SPAN_MIN };
         for i in 0..pieces {
             let at = i * most;
             let n = (op.len - at).min(most);

@@ -16,6 +16,9 @@ const PIECES: usize = 16;
 
 /// Stable writes with at least this much data are sent from their region.
 pub(super) const SPAN_MIN: usize = 64 << 10;
+/// On a sealed link, stable writes with at least this much data are sealed from
+/// their region.
+pub(super) const SEALED_SPAN_MIN: usize = 4 << 10;
 
 /// Data of a stable write, sent from its region at `pos` among the frame bytes.
 #[derive(Debug)]
