@@ -90,7 +90,8 @@ pub struct WriteOp {
     /// wake an idle peer.
     pub wake: bool,
     /// The source range is not written again before the peer has applied this write
-    /// (a large message's payload in its sender's arena): a transport may send it
+    /// (a large message's payload in its sender's arena, a run of ring slots not
+    /// reused before every member delivered them): a transport may send it
     /// from where it lies, later, instead of copying it when the write is posted.
     pub stable: bool,
 }
