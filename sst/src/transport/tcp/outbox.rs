@@ -14,8 +14,9 @@ pub(super) const EMPTY: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut
 /// Most pieces (frame bytes, spans) one send takes.
 const PIECES: usize = 16;
 
-/// Stable writes with at least this much data are sent from their region.
-pub(super) const SPAN_MIN: usize = 64 << 10;
+/// Stable writes with at least this much data are sent from their region (from 8
+/// KiB up a run of ring slots of small messages goes this way too).
+pub(super) const SPAN_MIN: usize = 8 << 10;
 /// On a sealed link, stable writes with at least this much data are sealed from
 /// their region.
 pub(super) const SEALED_SPAN_MIN: usize = 4 << 10;
