@@ -136,8 +136,9 @@ pub trait LinkCipher: Send + std::fmt::Debug {
     fn open(&mut self, header: &[u8], body: &mut [u8], tag: &[u8; TAG]) -> bool;
     /// Seals the next record, whose body is `first` then `second` (both left as they
     /// are), into `out`: the body's ciphertext, then the tag (`out` is exactly
-    /// `first.len() + second.len() + TAG` bytes), bound to `header`. A large write's
-    /// data is sealed this way from its region, with no copy first. The default
+    /// `first.len() + second.len() + TAG` bytes), bound to `header`. A stable write's
+    /// data (a large message, a run of ring slots) is sealed this way from its
+    /// region, with no copy first. The default
     /// copies and seals in place; a cipher that reads its input apart from where it
     /// writes overrides it.
     fn seal_into(&mut self, header: &[u8], first: &[u8], second: &[u8], out: &mut [u8]) {

@@ -107,9 +107,9 @@ impl Tx {
                         sent.sealed_span(carry);
                     }
                     let n = s.split().len();
-                    let got = taken(sock.send_with_flags(s.split(), FLAGS))?;
-                    s.take_split(got);
-                    (n, got)
+                    let got = taken(sock.send_with_flags(s.split(), FLAGS));
+                    s.take_split(*got.as_ref().unwrap_or(&0));
+                    (n, got?)
                 }
             };
             moved |= sent_now > 0;
