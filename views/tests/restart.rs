@@ -89,10 +89,18 @@ fn a_member_of_two_started_again_restores_the_group_with_its_state() {
     // the group goes on with both and the counter.
     let (g1, c1) = member(&name, AUTO_ID, Some(&dirs[1]), None);
     assert_eq!(g1.node(), NodeId(1), "its id back from its directory");
-    assert!(g1.wait_for_members(2, WAIT) && g0.wait_for_members(2, WAIT));
-    assert_eq!((members(&g0), members(&g1)), (vec![0, 1], vec![0, 1]));
+    // Both in one view of the two, node 0 no longer stranded. Waited for, not looked
+    // at once: on a loaded host one run found node 1 out of any view right after
+    // both had counted two members (another view change after the restore).
+    let one_view = || members(&g0) == [0, 1] && members(&g1) == [0, 1] && g0.removal().is_none();
+    assert!(
+        testkit::poll_until(WAIT, Duration::from_millis(5), one_view),
+        "one view of both: {:?} and {:?}, node 0 {:?}",
+        members(&g0),
+        members(&g1),
+        g0.removal()
+    );
     assert_eq!(*c1.lock().unwrap(), 7, "the state came from node 0");
-    assert_eq!(g0.removal(), None);
     g0.send(0, &[1]).unwrap();
     let both = || *c0.lock().unwrap() == 8 && *c1.lock().unwrap() == 8;
     assert!(testkit::poll_until(WAIT, Duration::from_millis(5), both), "one group delivers to both");
@@ -122,8 +130,8 @@ fn two_of_three_killed_and_started_again_one_by_one_make_one_group() {
     assert_eq!(*c1.lock().unwrap(), 5);
     let (g2, c2) = member(&name, AUTO_ID, Some(&dirs[2]), None);
     assert_eq!(g2.node(), NodeId(2));
-    assert!(g0.wait_for_members(3, WAIT) && g2.wait_for_members(3, WAIT));
-    assert_eq!(members(&g2), vec![0, 1, 2]);
+    let all_in = || members(&g0) == [0, 1, 2] && members(&g2) == [0, 1, 2];
+    assert!(testkit::poll_until(WAIT, Duration::from_millis(5), all_in), "{:?} and {:?}", members(&g0), members(&g2));
     assert_eq!(*c2.lock().unwrap(), 5);
     g2.send(0, &[2]).unwrap();
     let all = || [&c0, &c1, &c2].iter().all(|c| *c.lock().unwrap() == 7);
