@@ -337,8 +337,9 @@ impl Sealer {
     }
 
     /// Encrypts the next record, whose body is `first` then `second`, into `out`
-    /// (their ciphertext, then the tag), reading neither where it writes: a large
-    /// write's data is sealed from its region with no copy first.
+    /// (their ciphertext, then the tag), reading neither where it writes: a stable
+    /// write's data (a large message, a run of ring slots) is sealed from its region
+    /// with no copy first.
     pub(crate) fn seal_into(&mut self, header: &[u8], first: &[u8], second: &[u8], out: &mut [u8]) {
         let (head, rest) = out.split_at_mut(first.len());
         self.key

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! The length is sent in clear and bound to the tag. The frames of [`super::frame`]
-//! are the plaintext. A sender seals each record in place in its send buffer and
+//! are the plaintext. A sender seals each record in place in its send buffer (a
+//! stable write's frame, from its region into a staging buffer) and
 //! cuts records at frame boundaries (on a sealed link a write is split into frames
 //! that fit a record, [`FRAME_DATA`]), so a receiver applies a record's frames where
 //! it opened it, and copies only a frame a record cuts off (receiving is right

@@ -60,7 +60,8 @@ impl Tx {
 
     /// Sends about `piece` carried bytes, as many as the socket takes without
     /// blocking (on a sealed link, sealed bytes an earlier send left go first, and
-    /// records are sealed in place as they go). Returns whether any byte went out.
+    /// records are sealed as they go: frame bytes in place, a stable write's frames
+    /// from their region). Returns whether any byte went out.
     pub(super) fn send_some(&mut self, piece: usize) -> std::io::Result<bool> {
         let Tx { stream, seal, carry, sent, .. } = self;
         let sock = socket2::SockRef::from(&*stream);
