@@ -22,21 +22,26 @@ impl SmcCore {
         let s = self.spec.senders.len() as u64;
         // The last batch's vector, emptied by `finish`: no allocation per batch.
         let mut msgs = std::mem::take(&mut self.spare);
-        let mut upto = self.deliv.clone();
+        // The vectors of the pass are kept from pass to pass (the predicate thread
+        // looks on every pass, most of which deliver little or nothing).
+        let mut upto = std::mem::take(&mut self.scratch.upto);
+        upto.clear();
+        upto.extend_from_slice(&self.deliv);
         let mut next_seq = self.next_seq;
         match self.spec.mode {
             Mode::Ordered => {
-                let stable: Vec<u64> = (0..s as usize)
-                    .map(|r| {
-                        (0..self.table.rows())
-                            .map(|m| self.table.counter_at(m, self.lay.received, r))
-                            .min()
-                            .unwrap_or(0)
-                    })
-                    .collect();
+                let mut stable = std::mem::take(&mut self.scratch.stable);
+                stable.clear();
+                stable.extend((0..s as usize).map(|r| {
+                    (0..self.table.rows()).map(|m| self.table.counter_at(m, self.lay.received, r)).min().unwrap_or(0)
+                }));
                 #[cfg(any(test, loom))]
-                let stable = if self.faults.deliver_unstable { self.recv.clone() } else { stable };
-                let mut cursor: Vec<usize> = vec![0; s as usize];
+                if self.faults.deliver_unstable {
+                    stable.clone_from(&self.recv);
+                }
+                let mut cursor = std::mem::take(&mut self.scratch.cursor);
+                cursor.clear();
+                cursor.resize(s as usize, 0);
                 // Position (r, k) of `next_seq`, stepped without a division per message.
                 let (mut r, mut k) = ((next_seq % s) as usize, next_seq / s);
                 let mut bytes = 0;
@@ -50,11 +55,14 @@ impl SmcCore {
                         (r, k) = (0, k + 1);
                     }
                 }
+                self.scratch.stable = stable;
+                self.scratch.cursor = cursor;
             }
             Mode::Unordered => self.take_unordered(None, BATCH_BYTES, &mut upto, &mut next_seq, &mut msgs),
         }
         if upto == self.deliv {
             self.spare = msgs;
+            self.scratch.upto = upto;
             return None;
         }
         Some(self.hand_out(msgs, upto, next_seq))
@@ -151,7 +159,7 @@ impl SmcCore {
         let mut spare = d.batch.msgs;
         spare.clear();
         self.spare = spare;
-        self.deliv = d.upto;
+        self.scratch.upto = std::mem::replace(&mut self.deliv, d.upto);
         self.next_seq = d.next_seq;
         self.delivering = false;
         pushes.push(self.row.push(self.lay.delivered.range()));

@@ -154,6 +154,17 @@ struct Entry {
     arena_at: Option<usize>,
 }
 
+/// The vectors a delivery pass works in (see [`SmcCore::take_deliverable`]).
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Per sender: the count every member received (the stable prefix).
+    stable: Vec<u64>,
+    /// Per sender: the pending entry the pass stands at.
+    cursor: Vec<usize>,
+    /// Per sender: the delivered count once the batch is delivered.
+    upto: Vec<u64>,
+}
+
 /// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].
 #[derive(Debug)]
 pub struct Deliverable {
@@ -230,6 +241,8 @@ pub struct SmcCore {
     delivering: bool,
     /// The vector of the last batch handed out, kept for the next one.
     spare: Vec<MsgRef>,
+    /// Vectors a delivery pass fills, kept for the next pass.
+    scratch: Scratch,
     wedged: bool,
     stats: Stats,
 }
@@ -290,6 +303,7 @@ impl SmcCore {
             deliv: vec![0; s],
             delivering: false,
             spare: Vec::new(),
+            scratch: Scratch::default(),
             wedged: false,
             stats: Stats::default(),
             spec,
