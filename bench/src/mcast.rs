@@ -67,6 +67,11 @@ pub struct Common {
     /// messages and at least 64 MiB (at most 1 GiB).
     #[arg(long)]
     pub arena: Option<usize>,
+    /// Pack small messages: those committed while the sender's predicate thread
+    /// is busy join its last entry (several to a slot, one index). Without
+    /// `--slot`, slots are then at least 1 KiB.
+    #[arg(long)]
+    pub pack: bool,
     /// Relay large messages member to member (the RDMC chain; over tcp the sender
     /// sends each payload once instead of once per member).
     #[arg(long)]
@@ -168,7 +173,8 @@ impl Common {
 
     /// The largest message in a slot (`--slot` or its default).
     pub fn slot_bytes(&self) -> usize {
-        self.slot.unwrap_or(if self.size <= 16 << 10 { self.size } else { 1024 })
+        let fits = if self.pack { (self.size + 8).max(1024) } else { self.size };
+        self.slot.unwrap_or(if self.size <= 16 << 10 { fits } else { 1024 })
     }
 
     /// Each sender's arena (`--arena` or its default; 0 when messages fit a slot).

@@ -484,6 +484,15 @@ impl Subgroup {
         self.shared.space.notify_all();
     }
 
+    /// Packs this node's small messages (see [`crate::core::Sender::set_packing`]):
+    /// messages committed while the predicate thread is busy share one entry and
+    /// one index. No effect where this node does not send.
+    pub fn set_packing(&self, on: bool) {
+        if let Some(s) = &self.shared.sender {
+            s.set_packing(on);
+        }
+    }
+
     /// The subgroup's spec.
     pub fn spec(&self) -> SubgroupSpec {
         lock(&self.shared.core).spec().clone()

@@ -86,6 +86,9 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
         })
         .collect();
     let rt = c.start(t, upcalls)?;
+    for sg in rt.subgroups() {
+        sg.set_packing(c.pack);
+    }
     let start = Instant::now();
     let sending = senders.contains(&me);
     std::thread::scope(|scope| {
@@ -322,6 +325,7 @@ fn main() {
         "senders": format!("{:?}", c.senders).to_lowercase(),
         "size": c.size,
         "relay": c.relay,
+        "pack": c.pack,
         "fill": args.fill,
         "count": c.count,
         "window": c.window(),

@@ -4,6 +4,17 @@
 use super::*;
 use crate::spec::HEADER;
 
+/// The vectors a delivery pass works in (see [`SmcCore::take_deliverable`]).
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// Per sender: the count every member received (the stable prefix).
+    pub(super) stable: Vec<u64>,
+    /// Per sender: the pending entry the pass stands at.
+    pub(super) cursor: Vec<usize>,
+    /// Per sender: the delivered count once the batch is delivered.
+    pub(super) upto: Vec<u64>,
+}
+
 /// The bytes of messages after which a batch is closed. A batch is one upcall on
 /// the predicate thread, which also beats the heartbeat and sends: large messages
 /// (an upcall may read every byte) go a few megabytes per pass, so a backlog of
@@ -86,9 +97,10 @@ impl SmcCore {
                 if bytes >= most {
                     return;
                 }
-                if let Some(m) = self.msg_ref(r, *e, e.first, *next_seq) {
-                    bytes += m.len;
-                    msgs.push(m);
+                let before = msgs.len();
+                self.push_refs(r, *e, e.first, *next_seq, msgs);
+                if msgs.len() > before {
+                    bytes += msgs[before..].iter().map(|m| m.len).sum::<usize>();
                     *next_seq += 1;
                 }
                 upto[r] = e.end.min(limit);
@@ -110,24 +122,41 @@ impl SmcCore {
     ) {
         let e = self.pending[r][cursor[r]];
         debug_assert!(e.first <= k && k < e.end, "pending entry covers the next index");
-        if let Some(m) = self.msg_ref(r, e, k, seq) {
-            msgs.push(m);
-        }
+        self.push_refs(r, e, k, seq, msgs);
         upto[r] = k + 1;
         if k + 1 == e.end {
             cursor[r] += 1;
         }
     }
 
-    /// Where the message of entry `e` of sender `r` sits (`None` for a null run).
+    /// Adds where the messages of entry `e` of sender `r` sit to `msgs`: one, the
+    /// pack's in order (all at `index` and `seq`), or none for a null run.
     #[inline]
-    fn msg_ref(&self, r: usize, e: Entry, index: u64, seq: u64) -> Option<MsgRef> {
-        let len = e.data?;
+    fn push_refs(&self, r: usize, e: Entry, index: u64, seq: u64, msgs: &mut Vec<MsgRef>) {
+        let Some(len) = e.data else { return };
+        let row = self.sender_row[r];
         let (area, at) = match e.arena_at {
             Some(at) => (self.lay.arena, at),
             None => (self.lay.slots, e.slot * self.lay.slot_bytes + HEADER),
         };
-        Some(MsgRef { sender: r, index, seq, row: self.sender_row[r], area, at, len, large: e.arena_at.is_some() })
+        let one = |at, len| MsgRef { sender: r, index, seq, row, area, at, len, large: e.arena_at.is_some() };
+        if e.pack == 0 {
+            return msgs.push(one(at, len));
+        }
+        // A pack: each message's length word, then its payload. The layout was
+        // checked when the entry was received; the bounds are kept here all the
+        // same (a sender that rewrote its slot since gets its messages cut, not a
+        // read outside the pack).
+        let slots = self.table.area(row, area);
+        let (mut off, end) = (0usize, len);
+        for _ in 0..e.pack {
+            if off + 8 > end {
+                break;
+            }
+            let n = (slots.word((at + off) / 8) as usize).min(end - off - 8);
+            msgs.push(one(at + off + 8, n));
+            off += 8 + n.div_ceil(8) * 8;
+        }
     }
 
     /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.

@@ -74,12 +74,30 @@ use send::{Revoke, SendState};
 const KIND_DATA: u64 = 1;
 const KIND_NULL: u64 = 2;
 const KIND_LARGE: u64 = 3;
+/// A pack: several small messages under one index (see `send` and [`pack_word`]).
+const KIND_PACK: u64 = 4;
+
+/// Header word 0 of a pack of `count` messages taking `bytes` of its slot (each
+/// message a length word and its payload padded to a word).
+fn pack_word(count: u64, bytes: u64) -> u64 {
+    KIND_PACK | (count << 8) | (bytes << 32)
+}
+
+/// The messages of a pack (header word 0), 0 for any other kind.
+fn pack_count(w0: u64) -> u64 {
+    if w0 & 0xff == KIND_PACK {
+        (w0 >> 8) & 0xff_ffff
+    } else {
+        0
+    }
+}
 
 /// Decodes header word 0 (of an entry this node wrote or checked): `Some(len)` for a
-/// message (small or large), `None` with the count for a null run.
+/// message (small or large) or a pack (its bytes), `None` with the count for a null
+/// run.
 fn parse_header(w0: u64) -> (Option<usize>, u64) {
     match w0 & 0xff {
-        KIND_DATA | KIND_LARGE => (Some((w0 >> 32) as usize), 1),
+        KIND_DATA | KIND_LARGE | KIND_PACK => (Some((w0 >> 32) as usize), 1),
         _ => (None, w0 >> 32),
     }
 }
@@ -152,17 +170,8 @@ struct Entry {
     data: Option<usize>,
     /// A large message's payload offset in its sender's arena.
     arena_at: Option<usize>,
-}
-
-/// The vectors a delivery pass works in (see [`SmcCore::take_deliverable`]).
-#[derive(Debug, Default)]
-struct Scratch {
-    /// Per sender: the count every member received (the stable prefix).
-    stable: Vec<u64>,
-    /// Per sender: the pending entry the pass stands at.
-    cursor: Vec<usize>,
-    /// Per sender: the delivered count once the batch is delivered.
-    upto: Vec<u64>,
+    /// For a pack, its messages (`data` is then the bytes they take); 0 otherwise.
+    pack: u32,
 }
 
 /// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].
@@ -242,7 +251,7 @@ pub struct SmcCore {
     /// The vector of the last batch handed out, kept for the next one.
     spare: Vec<MsgRef>,
     /// Vectors a delivery pass fills, kept for the next pass.
-    scratch: Scratch,
+    scratch: deliver::Scratch,
     wedged: bool,
     stats: Stats,
 }
@@ -303,7 +312,7 @@ impl SmcCore {
             deliv: vec![0; s],
             delivering: false,
             spare: Vec::new(),
-            scratch: Scratch::default(),
+            scratch: deliver::Scratch::default(),
             wedged: false,
             stats: Stats::default(),
             spec,
@@ -373,7 +382,7 @@ impl SmcCore {
             }
             self.committed += 1;
             if is_message {
-                self.stats.messages_sent += 1;
+                self.stats.messages_sent += pack_count(w0).max(1);
             }
             slot = s.next_slot(slot);
         }

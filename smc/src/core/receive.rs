@@ -12,6 +12,7 @@
 //! until then).
 
 use super::*;
+use crate::spec::HEADER;
 
 impl SmcCore {
     /// Receive stage: takes every new entry of every sender, pushes `received` once,
@@ -35,7 +36,11 @@ impl SmcCore {
                 let first = slots.word(base + 1);
                 // A descriptor's offset: read only for a descriptor.
                 let at = if is_large(w0) { slots.word(base + 2) } else { 0 };
-                match self.check_entry(r, w0, first, at) {
+                let checked = self.check_entry(r, w0, first, at).and_then(|e| match e.pack {
+                    0 => Ok(e),
+                    n => check_pack(n, e.data.unwrap_or(0), |i| slots.word(base + HEADER / 8 + i)).map(|_| e),
+                });
+                match checked {
                     Ok(e) => {
                         if let (Some(x), Some(at), Some(len)) = (&mut self.relay, e.arena_at, e.data) {
                             let entry = self.seen[r];
@@ -100,7 +105,14 @@ impl SmcCore {
             return Err(format!("entry starts at index {first}, expected {}", self.recv[r]));
         }
         let high = w0 >> 32;
-        let entry = |data, count: u64, arena_at| Entry { slot: 0, first, end: first + count, data, arena_at };
+        let entry = |data, count: u64, arena_at| Entry { slot: 0, first, end: first + count, data, arena_at, pack: 0 };
+        if w0 & 0xff == KIND_PACK {
+            let (n, bytes) = (pack_count(w0), high as usize);
+            if n == 0 || bytes > self.spec.max_msg || bytes < 8 * n as usize {
+                return Err(format!("pack of {n} messages in {bytes} bytes, in a slot of {}", self.spec.max_msg));
+            }
+            return Ok(Entry { pack: n as u32, ..entry(Some(bytes), 1, None) });
+        }
         match w0 & 0xffff_ffff {
             KIND_DATA if high as usize <= self.spec.max_msg => Ok(entry(Some(high as usize), 1, None)),
             KIND_DATA => Err(format!("message of {high} bytes in a slot of {}", self.spec.max_msg)),
@@ -125,4 +137,23 @@ impl SmcCore {
     pub fn take_refused(&mut self) -> Vec<(NodeId, String)> {
         std::mem::take(&mut self.refused)
     }
+}
+
+/// Checks a pack's layout: `n` messages, each a length word (`word(i)`, the pack's
+/// words from its first) and that many payload bytes padded to a word, taking
+/// exactly `bytes`.
+pub(super) fn check_pack(n: u32, bytes: usize, word: impl Fn(usize) -> u64) -> Result<(), String> {
+    let mut at = 0usize;
+    for k in 0..n {
+        let left = bytes.saturating_sub(at + 8);
+        let len = word(at / 8);
+        if at + 8 > bytes || len > left as u64 {
+            return Err(format!("pack message {k} of {n}: {len} bytes at byte {at} of {bytes}"));
+        }
+        at += 8 + (len as usize).div_ceil(8) * 8;
+    }
+    if at != bytes {
+        return Err(format!("pack of {n} messages takes {at} of its {bytes} bytes"));
+    }
+    Ok(())
 }

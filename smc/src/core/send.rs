@@ -43,7 +43,7 @@
 //! the bytes it needs are recorded so that the wake-up check asks for them.
 
 use super::arena::Arena;
-use super::{parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_NULL};
+use super::{pack_word, parse_header, store_header, SendError, KIND_DATA, KIND_LARGE, KIND_NULL};
 use crate::spec::HEADER;
 use crossbeam_utils::CachePadded;
 use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -91,8 +91,16 @@ pub(crate) struct SendState {
     /// only grows, so the columns (peers' memory, cache misses) are read again only
     /// when the bound is not enough.
     floor: CachePadded<AtomicU64>,
-    /// Per slot: `entry + 1` once a sender published entry `entry` there.
+    /// Per slot: `entry + 1` once a sender published entry `entry` there, with
+    /// [`pack::OPEN`] while more messages may join its pack and [`pack::WRITING`]
+    /// while one does.
     published: Box<[AtomicU64]>,
+    /// Per slot: an open pack's messages (high half) and bytes (low half), written
+    /// only by the thread that holds the entry (its claimer, or an appender while
+    /// `WRITING`).
+    fills: Box<[AtomicU64]>,
+    /// Whether small messages are packed (see [`pack`]).
+    pack: AtomicBool,
     wedged: AtomicBool,
     #[cfg(any(test, loom))]
     pub(crate) reuse_early: AtomicBool,
@@ -134,6 +142,8 @@ impl SendState {
             ends: words(window),
             floor: CachePadded::new(AtomicU64::new(0)),
             published: words(window),
+            fills: words(window),
+            pack: AtomicBool::new(false),
             wedged: AtomicBool::new(false),
             #[cfg(any(test, loom))]
             reuse_early: AtomicBool::new(false),
@@ -166,6 +176,12 @@ impl SendState {
         if len > self.max_msg {
             return self.claim_large(len);
         }
+        let packs = self.packs(len);
+        if packs {
+            if let Some(c) = self.try_append(len) {
+                return Ok(c);
+            }
+        }
         loop {
             let (entry, index) = match self.try_claim()? {
                 Some(c) => c,
@@ -173,7 +189,10 @@ impl SendState {
             };
             let slot = (entry % self.window) as usize;
             let at = slot * self.slot_bytes + HEADER;
-            return Ok(Claim { entry, index, slot, len, area: self.slots, payload_at: at, large: false });
+            return Ok(match packs {
+                true => Claim { payload_at: at + 8, pack: Some(0), ..Claim::new(entry, index, slot, len, self.slots) },
+                false => Claim { payload_at: at, ..Claim::new(entry, index, slot, len, self.slots) },
+            });
         }
     }
 
@@ -216,7 +235,11 @@ impl SendState {
                 arena.take(place, index);
                 self.arena_wait.store(0, Ordering::Release);
                 let slot = (entry % self.window) as usize;
-                return Ok(Claim { entry, index, slot, len, area: self.area, payload_at: place.offset, large: true });
+                return Ok(Claim {
+                    payload_at: place.offset,
+                    large: true,
+                    ..Claim::new(entry, index, slot, len, self.area)
+                });
             }
         }
     }
@@ -328,7 +351,7 @@ impl SendState {
     /// it: (header word 0, first index). `slots` is [`SendState::slots_area`].
     #[inline]
     pub(crate) fn published_at(&self, slots: &RowArea<'_>, committed: u64, slot: usize) -> Option<(u64, u64)> {
-        if self.published[slot].load(Ordering::Acquire) != committed + 1 {
+        if self.published[slot].load(Ordering::Acquire) != committed + 1 && !self.close(slot, committed) {
             return None;
         }
         let base = slot * self.slot_bytes / 8;
@@ -389,46 +412,9 @@ impl SendState {
 
     /// True if the next unabsorbed entry is published.
     pub(crate) fn publish_pending(&self, committed: u64) -> bool {
-        self.published[(committed % self.window) as usize].load(Ordering::Acquire) == committed + 1
+        let w = self.published[(committed % self.window) as usize].load(Ordering::Acquire);
+        w & !pack::OPEN == committed + 1
     }
-}
-
-/// The first entry in `from..cap` (`window <= from`, `cap` at most the absorbed
-/// count plus `window`) whose slot is not free with every member's `delivered`
-/// at least `floor`, or `cap`; `ends[s]` is the end index of the last entry
-/// absorbed into slot `s` (the window is `ends.len()`).
-///
-/// Entry `l` needs entry `l - window` delivered: its end at most `floor`. The
-/// entries `from - window..cap - window` are absorbed and their ends grow with
-/// the entry, so the free ones come first and a binary search finds the first
-/// that is not, in O(log window) loads instead of one per entry freed since the
-/// last call. A slot holds its entry's end, or a later entry's (larger) if the
-/// slot moved on meanwhile; a probe that finds an end at most `floor` still
-/// proves every earlier entry delivered (their true ends are no larger), so a
-/// moved slot can only make the search stop early: it errs on the side of
-/// waiting, never frees a slot in use.
-///
-/// One division per call: a probe's slot is its distance from the slot boundary
-/// below `from`, less a window if it passed the next (`cap - from` is at most a
-/// window, so at most one).
-fn first_busy(ends: &[AtomicU64], from: u64, cap: u64, floor: u64) -> u64 {
-    let w = ends.len() as u64;
-    debug_assert!(cap - from <= w, "the search spans at most a window");
-    let base = from - from % w;
-    let slot = |e: u64| {
-        let d = e - base;
-        (if d >= w { d - w } else { d }) as usize
-    };
-    let (mut lo, mut hi) = (from, cap);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if ends[slot(mid)].load(Ordering::Acquire) <= floor {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// A slot claimed for a message: write the payload in place (no lock is needed), then
@@ -505,9 +491,15 @@ pub(crate) struct Claim {
     area: Bytes,
     payload_at: usize,
     large: bool,
+    /// In a pack: the pack's bytes before this message (where its length word goes).
+    pack: Option<usize>,
 }
 
 impl Claim {
+    fn new(entry: u64, index: u64, slot: usize, len: usize, area: Bytes) -> Claim {
+        Claim { entry, index, slot, len, area, payload_at: 0, large: false, pack: None }
+    }
+
     /// See [`Reservation::write`].
     #[inline]
     pub(crate) fn write(&self, s: &SendState, at: usize, data: &[u8]) {
@@ -537,12 +529,21 @@ impl Claim {
             s.row.store_word(s.slots, (self.slot * s.slot_bytes + HEADER) / 8, self.payload_at as u64);
             return self.finish(s, KIND_LARGE, len);
         }
+        if let Some(before) = self.pack {
+            return s.publish_packed(self.entry, self.index, self.slot, before, self.len);
+        }
         self.finish(s, KIND_DATA, len)
     }
 
     /// See [`Reservation::abandon`].
     pub(crate) fn abandon(self, s: &SendState) {
-        self.finish(s, KIND_NULL, 1);
+        match self.pack {
+            // Joined an open pack: it stays as it was, open.
+            Some(before) if before > 0 => s.reopen(self.entry, self.slot),
+            _ => {
+                self.finish(s, KIND_NULL, 1);
+            }
+        }
     }
 
     #[inline]
@@ -558,43 +559,16 @@ impl Claim {
     }
 }
 
-/// A handle that reserves slots of one subgroup without the core's lock (cheap to
-/// clone; any number of threads may hold one).
-#[derive(Debug, Clone)]
-pub struct Sender(pub(crate) Arc<SendState>);
-
-impl Sender {
-    /// Claims the next slot for a `len`-byte message; never blocks. `Full`: no free
-    /// slot (wait for deliveries); `Busy`: the predicate thread is inserting nulls for
-    /// a moment; `Wedged`: the view is ending.
-    pub fn try_reserve(&self, len: usize) -> Result<Reservation, SendError> {
-        SendState::try_reserve(&self.0, len)
-    }
-
-    /// [`Sender::try_reserve`] for a caller that keeps this handle while it holds
-    /// the claim (no reference count is taken).
-    #[inline]
-    pub(crate) fn claim(&self, len: usize) -> Result<Claim, SendError> {
-        self.0.claim_slot(len)
-    }
-
-    /// The state claims are made on.
-    #[inline]
-    pub(crate) fn state(&self) -> &SendState {
-        &self.0
-    }
-
-    /// True if [`Sender::try_reserve`] could succeed now.
-    pub fn can_reserve(&self) -> bool {
-        self.0.can_claim()
-    }
-}
-
 /// Decodes an absorbed entry's header: its end index, and whether it is a message.
 pub(crate) fn entry_span(w0: u64, first: u64) -> (u64, bool) {
     let (data, count) = parse_header(w0);
     (first + count, data.is_some())
 }
 
+mod free;
+mod handle;
+use free::first_busy;
+mod pack;
+pub use handle::Sender;
 #[cfg(test)]
 mod tests;
