@@ -54,25 +54,20 @@
 //! protocol; it cannot model `membarrier`.
 
 use crate::sync::atomic::{fence, AtomicU32, Ordering};
-#[cfg(not(loom))]
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 const SLEEPING: u32 = 1;
 const EPOCH: u32 = 2;
 
-/// Whether this process registered for `membarrier` (once, at the first look).
+/// Whether this process registered for `membarrier` (once, at the first look):
+/// then local rings leave their fence to the waiter's barrier.
 #[cfg(not(loom))]
 static REGISTERED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-/// Set if a registered barrier ever failed: every ring fences from then on.
-#[cfg(not(loom))]
-static FENCED: AtomicBool = AtomicBool::new(false);
 
-/// True while local rings may leave their fence to the waiter's `membarrier`.
 #[cfg(not(loom))]
 #[inline]
 fn asymmetric() -> bool {
-    *REGISTERED.get_or_init(crate::sys::membarrier_register) && !FENCED.load(Ordering::Relaxed)
+    *REGISTERED.get_or_init(crate::sys::membarrier_register)
 }
 
 /// A wake-up word for one waiter and any number of ringers (see the module docs).
@@ -188,7 +183,7 @@ impl Doorbell {
         if asymmetric() {
             // Program order only: the stores that published the work stay before
             // the load below; the waiter's barrier orders them for the core.
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+            crate::sync::atomic::compiler_fence(Ordering::SeqCst);
             return self.ring_fenced();
         }
         self.ring();
@@ -252,9 +247,8 @@ impl Doorbell {
         if asymmetric() && !crate::sys::membarrier() {
             // Registered, yet the barrier failed (the kernel documents no such
             // case): a local ring may have skipped its fence, so this waiter must
-            // not sleep on it. Move the epoch on, so that `wait` returns at once,
-            // and fence every ring of this process from now on.
-            FENCED.store(true, Ordering::SeqCst);
+            // not sleep on it. Move the epoch on, so that `wait` returns at once
+            // (a waiter that can never sleep spins; it loses no wake-up).
             self.advance();
         }
         Ticket(t)

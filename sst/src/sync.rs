@@ -12,7 +12,7 @@ mod imp {
 
     /// Atomics (std's, or loom's under `--cfg loom`).
     pub mod atomic {
-        pub use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+        pub use std::sync::atomic::{compiler_fence, fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     }
 
     /// A hint that the caller is spinning.
@@ -52,6 +52,8 @@ mod imp {
     /// Atomics (std's, or loom's under `--cfg loom`).
     pub mod atomic {
         pub use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+        /// loom has no compiler fence (it orders nothing between threads); std's.
+        pub use std::sync::atomic::compiler_fence;
     }
 
     /// A hint that the caller is spinning (a yield point for loom).

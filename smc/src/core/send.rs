@@ -351,7 +351,10 @@ impl SendState {
     /// it: (header word 0, first index). `slots` is [`SendState::slots_area`].
     #[inline]
     pub(crate) fn published_at(&self, slots: &RowArea<'_>, committed: u64, slot: usize) -> Option<(u64, u64)> {
-        if self.published[slot].load(Ordering::Acquire) != committed + 1 && !self.close(slot, committed) {
+        let w = self.published[slot].load(Ordering::Acquire);
+        // An open pack is closed first; anything else (not yet published, or a
+        // sender joining its pack) waits for the next pass, with no write here.
+        if w != committed + 1 && (w != (committed + 1) | pack::OPEN || !self.close(slot, w)) {
             return None;
         }
         let base = slot * self.slot_bytes / 8;

@@ -104,11 +104,11 @@ impl SendState {
         self.published[slot].store((entry + 1) | OPEN, Ordering::Release);
     }
 
-    /// Closes the open pack of entry `committed` (in `slot`) for the predicate
-    /// thread to take in; false if it is not an open pack, or a sender is joining
-    /// it (the next pass looks again).
-    pub(crate) fn close(&self, slot: usize, committed: u64) -> bool {
-        let open = (committed + 1) | OPEN;
-        self.published[slot].compare_exchange(open, committed + 1, Ordering::AcqRel, Ordering::Acquire).is_ok()
+    /// Closes the open pack in `slot`, whose `published` word was just read as
+    /// `open`, for the predicate thread to take in; false if a sender began to join
+    /// it meanwhile (the next pass looks again).
+    pub(super) fn close(&self, slot: usize, open: u64) -> bool {
+        debug_assert!(open & OPEN != 0 && open & WRITING == 0, "an open pack");
+        self.published[slot].compare_exchange(open, open & !OPEN, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
