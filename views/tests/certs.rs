@@ -68,7 +68,7 @@ fn members_join_and_others_are_refused(t: Transport, tag: &str, contact: impl Fn
     let (a, la) = start(config(&name, t, None, Some((&ca, "node-a"))));
     let (b, lb) = start(config(&name, t, contact(&a), Some((&ca, "node-b"))));
     assert!(two(&[&a, &b]), "{:?} {:?}", a.view(), b.view());
-    // Messages flow both ways over the links the certificates' group key sealed.
+    // Messages flow both ways over links each keyed by its own TLS handshake.
     a.send(0, b"from a").unwrap();
     b.send(0, b"from b").unwrap();
     let both = |l: &Log| l.lock().unwrap().len() == 2;

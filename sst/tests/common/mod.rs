@@ -71,7 +71,7 @@ pub fn child_transport(regions: &[RegionSpec]) -> (NodeId, usize, Arc<dyn Transp
 #[derive(Debug)]
 pub struct ToyAuth(pub u64);
 
-impl spindle_sst::transport::tcp::LinkAuth for ToyAuth {
+impl spindle_sst::transport::tcp::SecretProof for ToyAuth {
     fn nonce(&self) -> std::io::Result<[u8; 32]> {
         static N: spindle_sst::sync::atomic::AtomicU64 = spindle_sst::sync::atomic::AtomicU64::new(1);
         let n = N.fetch_add(1, spindle_sst::sync::atomic::Ordering::Relaxed);

@@ -496,18 +496,12 @@ impl Credentials {
         }
     }
 
-    /// The secret of the tcp data links (and of discovery beacons, with a
-    /// shared secret): the group secret itself, or, with certificates, one made
-    /// from the random key the group's first member made and every member
-    /// received in its welcome (`group_key`).
-    pub(crate) fn data_secret(&self, group_key: &[u8; FULL]) -> Secret {
+    /// How the tcp data links prove themselves and are keyed: the group secret's
+    /// proof, or, with certificates, a TLS handshake per link (module `link`).
+    pub(crate) fn link_auth(&self) -> std::sync::Arc<dyn spindle_sst::transport::tcp::LinkAuth> {
         match self {
-            Credentials::Secret(s) => s.clone(),
-            Credentials::Certificates(_) => {
-                let mut m = HmacSha256::new_from_slice(group_key).expect("HMAC takes a key of any length");
-                m.update(b"data links");
-                Secret(m.finalize().into_bytes().to_vec(), None)
-            }
+            Credentials::Secret(s) => s.link_auth(),
+            Credentials::Certificates(c) => std::sync::Arc::new(LinkCerts(Certificates::clone(c))),
         }
     }
 }
@@ -521,7 +515,7 @@ pub(crate) fn initiate_with(s: &mut (impl Read + Write), creds: &Credentials) ->
 }
 
 mod link;
-pub(crate) use link::LinkProof;
+pub(crate) use link::{LinkCerts, LinkProof};
 mod revoke;
 pub mod tls;
 pub use tls::{CertError, Certificates};

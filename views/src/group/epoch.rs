@@ -147,7 +147,7 @@ impl Epoch {
                 let v = view.id().0;
                 match inner.data_listener.as_ref().ok_or("no data port bound")? {
                     DataListener::Tcp(listener) => {
-                        let auth = inner.data_secret().as_ref().map(crate::auth::Secret::link_auth);
+                        let auth = inner.link_auth();
                         let c = tcp::TcpConfig {
                             timeout,
                             partial: true,

@@ -159,11 +159,10 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    /// The secret of the tcp data links: the group secret, or, with
-    /// certificates, one made from the group's key (see
-    /// [`crate::auth::Credentials`]).
-    pub(crate) fn data_secret(&self) -> Option<crate::auth::Secret> {
-        self.creds.as_ref().map(|c| c.data_secret(&spindle_sst::sync::lock(&self.client_key)))
+    /// How the tcp data links prove themselves and are keyed (see
+    /// [`crate::auth::Credentials::link_auth`]); `None` without credentials.
+    pub(crate) fn link_auth(&self) -> Option<std::sync::Arc<dyn spindle_sst::transport::tcp::LinkAuth>> {
+        self.creds.as_ref().map(crate::auth::Credentials::link_auth)
     }
 
     /// The secret discovery beacons are tagged with: a group secret's only.

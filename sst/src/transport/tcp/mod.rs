@@ -42,8 +42,9 @@
 //! A connection with a bad Hello (garbage, wrong version, wrong group, unknown or
 //! duplicate id) is logged and closed, and setup goes on waiting for the real peer.
 //!
-//! With a group secret ([`TcpConfig::auth`]) each link proves it both ways after the
-//! Hellos, and from then on carries its frames sealed in records by a cipher per
+//! With credentials ([`TcpConfig::auth`]: a group secret's proof, or a handshake of
+//! the caller's own) each link proves itself both ways after the Hellos, and from
+//! then on carries its frames sealed in records by a cipher per
 //! direction (module `seal`): a record whose tag fails breaks the link before any of
 //! its bytes are applied.
 //!
@@ -97,19 +98,48 @@ pub struct TcpConfig {
     pub partial: bool,
     /// Stops waiting for a peer this says is gone (see `shm::ShmConfig::gone`).
     pub gone: Option<super::GoneProbe>,
-    /// With a group secret: every link proves it at setup, both ways, after the
+    /// With credentials: every link proves itself at setup, both ways, after the
     /// Hellos (see [`LinkAuth`]), and then seals every frame it carries; a peer that
-    /// cannot prove it is refused like one with a bad Hello.
+    /// cannot prove itself is refused like one with a bad Hello.
     pub auth: Option<std::sync::Arc<dyn LinkAuth>>,
 }
 
-/// Proof of a shared secret at link setup, supplied by the layer that holds the
-/// secret (sst holds no key and does no cryptography itself). After the Hellos,
-/// each end sends a fresh [`LinkAuth::nonce`], then `prove` of a transcript naming
-/// its role, both node ids, the group and both nonces; each checks the other's
-/// with `check`. A recorded exchange proves nothing on a new link (the nonces
-/// differ), and a proof cannot be reflected (the role is in the transcript).
+/// How a link proves itself at setup and is keyed, supplied by the layer that
+/// holds the credentials (sst holds no key and does no cryptography itself). Runs
+/// on the link's blocking stream right after the Hellos, within the setup's
+/// deadline, and returns the link's ciphers or why the peer is refused (it is then
+/// refused like one with a bad Hello). Credentials that are one shared secret
+/// implement [`SecretProof`] instead, whose handshake sst runs; credentials that
+/// bring a handshake of their own (a TLS handshake per link, so that each link is
+/// keyed by a fresh key agreement and not from a key every member holds) implement
+/// this trait.
 pub trait LinkAuth: Send + Sync + std::fmt::Debug {
+    /// Proves this end to the peer and checks the peer's proof; then the link's
+    /// ciphers, `(sending, receiving)`. The two directions' keys must differ and be
+    /// fresh per link, as each cipher numbers its records from 0.
+    fn handshake(&self, s: &mut TcpStream, ends: LinkEnds) -> Result<Ciphers, String>;
+}
+
+/// The two ends of a link being set up, as its handshake sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkEnds {
+    /// This end connected (the other accepted).
+    pub connector: bool,
+    /// This node.
+    pub me: NodeId,
+    /// The peer, as its Hello named it.
+    pub peer: NodeId,
+    /// The group (and view) id both Hellos carried.
+    pub group: u64,
+}
+
+/// Proof of a shared secret at link setup. After the Hellos, each end sends a
+/// fresh [`SecretProof::nonce`], then `prove` of a transcript naming its role,
+/// both node ids, the group and both nonces; each checks the other's with `check`.
+/// A recorded exchange proves nothing on a new link (the nonces differ), and a
+/// proof cannot be reflected (the role is in the transcript). Every holder of the
+/// secret can derive every link's keys from a recorded exchange.
+pub trait SecretProof: Send + Sync + std::fmt::Debug {
     /// 32 fresh random bytes.
     fn nonce(&self) -> std::io::Result<[u8; 32]>;
     /// The proof of `transcript`.
@@ -122,6 +152,12 @@ pub trait LinkAuth: Send + Sync + std::fmt::Debug {
     /// be fresh per link (the transcripts hold both nonces) and the two directions'
     /// keys must differ, as each cipher numbers its records from 0.
     fn ciphers(&self, send: &[u8], receive: &[u8]) -> Ciphers;
+}
+
+impl<T: SecretProof> LinkAuth for T {
+    fn handshake(&self, s: &mut TcpStream, ends: LinkEnds) -> Result<Ciphers, String> {
+        setup::prove(s, self, ends)
+    }
 }
 
 /// One direction of a sealed link (see module `seal`), supplied by the layer that

@@ -2,7 +2,7 @@
 //! its checks (see the module docs of [`super`]). The data path is in [`super`].
 
 use super::frame::{self, Frame, Hello};
-use super::{Ciphers, LinkAuth, TcpConfig, TcpTransport};
+use super::{Ciphers, LinkAuth, LinkEnds, SecretProof, TcpConfig, TcpTransport};
 use crate::transport::{check_peers, check_regions, probe_gone, GoneProbe, NodeId, RegionSpec, SetupError};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -215,8 +215,9 @@ fn connect_peer(
             if theirs.node != id || theirs.group != hello.group {
                 return Err(format!("answered by {} of group {}", theirs.node, theirs.group));
             }
+            let ends = LinkEnds { connector: true, me: hello.node, peer: id, group: hello.group };
             let ciphers = match auth {
-                Some(a) => Some(prove(&mut s, a, CONNECTOR, hello.node, id, hello.group)?),
+                Some(a) => Some(a.handshake(&mut s, ends)?),
                 None => None,
             };
             Ok(Link { stream: s, remote: theirs.regions, ciphers })
@@ -250,8 +251,9 @@ fn accept_peer(
     let mut out = Vec::new();
     frame::encode_hello(&mut out, hello);
     s.write_all(&out).map_err(|e| format!("send hello: {e}"))?;
+    let ends = LinkEnds { connector: false, me: hello.node, peer: theirs.node, group: hello.group };
     let ciphers = match auth {
-        Some(a) => Some(prove(&mut s, a, ACCEPTOR, hello.node, theirs.node, hello.group)?),
+        Some(a) => Some(a.handshake(&mut s, ends)?),
         None => None,
     };
     Ok((theirs.node, Link { stream: s, remote: theirs.regions, ciphers }))
@@ -274,16 +276,11 @@ fn transcript(role: u8, me: NodeId, peer: NodeId, group: u64, mine: &[u8; 32], t
     t
 }
 
-/// Both ends prove the secret to each other (see [`LinkAuth`]); then the link's
+/// Both ends prove the secret to each other (see [`SecretProof`]); then the link's
 /// ciphers are keyed from the two transcripts.
-fn prove(
-    s: &mut TcpStream,
-    a: &dyn LinkAuth,
-    role: u8,
-    me: NodeId,
-    peer: NodeId,
-    group: u64,
-) -> Result<Ciphers, String> {
+pub(super) fn prove(s: &mut TcpStream, a: &(impl SecretProof + ?Sized), ends: LinkEnds) -> Result<Ciphers, String> {
+    let LinkEnds { connector, me, peer, group } = ends;
+    let role = if connector { CONNECTOR } else { ACCEPTOR };
     let mine = a.nonce().map_err(|e| format!("nonce: {e}"))?;
     s.write_all(&mine).map_err(|e| format!("send nonce: {e}"))?;
     let mut theirs = [0u8; 32];
@@ -292,7 +289,7 @@ fn prove(
     s.write_all(&a.prove(&ours)).map_err(|e| format!("send proof: {e}"))?;
     let mut proof = [0u8; 32];
     s.read_exact(&mut proof).map_err(|e| format!("read proof: {e}"))?;
-    let other = if role == CONNECTOR { ACCEPTOR } else { CONNECTOR };
+    let other = if connector { ACCEPTOR } else { CONNECTOR };
     let peers = transcript(other, peer, me, group, &theirs, &mine);
     if !a.check(&peers, &proof) {
         return Err(format!("{peer} does not prove the group's secret"));

@@ -30,9 +30,12 @@
 //! reads the stream one TLS record at a time, and the responder sends no session
 //! tickets.
 //!
-//! The tcp data plane's links and client session tokens use a key the group's
-//! first member makes at random and every joiner receives in its welcome, over the
-//! sealed connection (see `Credentials::data_secret` and docs/security.md).
+//! Each tcp data link opens with the same handshake on its own stream (module
+//! `link`), and its keys are exported under the label `EXPORTER-spindle-data-link`
+//! with the link's ends as context: every link of every view is keyed by its own
+//! key agreement, so a process that was a member once cannot read a later link it
+//! records. Client session tokens use a key the group's first member makes at
+//! random and every joiner receives in its welcome, over the sealed connection.
 //! Discovery beacons are not tagged with certificates: a forged beacon can only
 //! point a joiner at a process whose handshake then fails.
 
@@ -60,6 +63,7 @@ const VERSION: u8 = 2;
 /// The byte a responder confirms an initiator's certificate with.
 const CONFIRM: u8 = 1;
 const EXPORTER: &[u8] = b"EXPORTER-spindle-control";
+const LINK_EXPORTER: &[u8] = b"EXPORTER-spindle-data-link";
 /// The largest TLS record (2^14 bytes of plaintext, with room for the cipher).
 const MAX_RECORD: usize = (1 << 14) + 2048;
 
@@ -486,9 +490,33 @@ fn keys(material: &[u8; 64], initiator: bool) -> (Sealer, Sealer) {
     (Sealer::new(&tx), Sealer::new(&rx))
 }
 
+/// What a handshake opens, and so which keys it exports: a control connection
+/// (label `EXPORTER-spindle-control`, the claimed name as context) or a tcp data
+/// link (label `EXPORTER-spindle-data-link`, the link's ends as context).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Opens<'a> {
+    Control,
+    Link(&'a [u8]),
+}
+
+impl Opens<'_> {
+    fn export(&self, conn: &Connection, name: &[u8]) -> Result<[u8; 64], AuthError> {
+        let (label, context) = match self {
+            Opens::Control => (EXPORTER, name),
+            Opens::Link(ends) => (LINK_EXPORTER, *ends),
+        };
+        conn.export_keying_material([0u8; 64], label, Some(context)).map_err(|_| AuthError::Failed)
+    }
+}
+
 /// Runs the initiator's side on `s`: claims this process's identity, proves it
 /// with its certificate, and checks the responder's chain.
 pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Result<Keys, AuthError> {
+    initiate_for(s, certs, Opens::Control)
+}
+
+/// [`initiate`], for what `opens`.
+pub(crate) fn initiate_for(s: &mut (impl Read + Write), certs: &Certificates, opens: Opens) -> Result<Keys, AuthError> {
     let name = certs.name.as_bytes();
     let mut hello = Vec::with_capacity(6 + name.len());
     hello.extend_from_slice(&MAGIC);
@@ -502,7 +530,7 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Res
         Connection::from(ClientConnection::new(certs.client.clone(), server).map_err(|_| AuthError::Failed)?);
     handshake(&mut conn, s)?;
     confirmed(&mut conn, s)?;
-    let material = conn.export_keying_material([0u8; 64], EXPORTER, Some(name)).map_err(|_| AuthError::Failed)?;
+    let material = opens.export(&conn, name)?;
     let (tx, rx) = keys(&material, true);
     Ok(Keys { tx, rx, peer: None, member: true, chain: None })
 }
@@ -511,6 +539,16 @@ pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Res
 /// were read already: the initiator's certificate must be of the CA and valid for
 /// the identity it claimed.
 pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [u8; 5]) -> Result<Keys, AuthError> {
+    respond_for(s, certs, head, Opens::Control)
+}
+
+/// [`respond`], for what `opens`.
+pub(crate) fn respond_for(
+    s: &mut (impl Read + Write),
+    certs: &Certificates,
+    head: [u8; 5],
+    opens: Opens,
+) -> Result<Keys, AuthError> {
     if head[..4] != MAGIC || head[4] != VERSION {
         return Err(AuthError::Malformed);
     }
@@ -523,8 +561,7 @@ pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [
     let parsed = ParsedCertificate::try_from(end).map_err(|_| AuthError::Failed)?;
     let claimed = ServerName::try_from(name.clone()).map_err(|_| AuthError::Malformed)?;
     rustls::client::verify_server_name(&parsed, &claimed).map_err(|_| AuthError::Failed)?;
-    let material =
-        conn.export_keying_material([0u8; 64], EXPORTER, Some(name.as_bytes())).map_err(|_| AuthError::Failed)?;
+    let material = opens.export(&conn, name.as_bytes())?;
     confirm(&mut conn, s)?;
     let (tx, rx) = keys(&material, false);
     let member = certs.is_member(&name);
