@@ -134,8 +134,19 @@ impl Security {
             .identity
             .as_deref()
             .ok_or_else(|| invalid("security.identity", "certificates need the identity they name"))?;
-        let mut certs = crate::auth::Certificates::load(ca, cert, key, name)
-            .map_err(|e| invalid("security.cert_file", e.to_string()))?;
+        let mut certs = crate::auth::Certificates::load(ca, cert, key, name).map_err(|e| {
+            use crate::auth::CertError as E;
+            // The setting the error is about.
+            let field = match &e {
+                E::Read { path, .. } if *path == ca.display().to_string() => "security.ca_file",
+                E::Read { path, .. } if *path == key.display().to_string() => "security.key_file",
+                E::Pem { what: "ca", .. } | E::Ca => "security.ca_file",
+                E::Pem { what: "key", .. } => "security.key_file",
+                E::Identity(_) => "security.identity",
+                _ => "security.cert_file",
+            };
+            invalid(field, e.to_string())
+        })?;
         if let Some(m) = &self.members {
             certs = certs.members(m.clone());
         }
@@ -158,5 +169,29 @@ mod tests {
         assert!(e.contains("recheck_ms need a cert_file"), "{e}");
         let none: Security = toml::from_str("").unwrap();
         assert_eq!(none.recheck_ms, None, "absent: the default applies");
+    }
+
+    #[test]
+    fn a_certificate_file_that_cannot_be_read_is_named_by_its_setting() {
+        let ca = testkit::certs::TestCa::new("cfg-files");
+        let f = ca.issue("node-a");
+        let missing = ca.dir().join("missing.pem");
+        let with = |ca_file: &std::path::Path, cert: &std::path::Path, key: &std::path::Path| Security {
+            ca_file: Some(ca_file.into()),
+            cert_file: Some(cert.into()),
+            key_file: Some(key.into()),
+            identity: Some("node-a".into()),
+            ..Security::default()
+        };
+        assert!(with(&f.ca, &f.cert, &f.key).credentials().is_ok());
+        for (s, field) in [
+            (with(&missing, &f.cert, &f.key), "security.ca_file"),
+            (with(&f.ca, &missing, &f.key), "security.cert_file"),
+            (with(&f.ca, &f.cert, &missing), "security.key_file"),
+            (with(&f.key, &f.cert, &f.key), "security.ca_file"), // a key where the CA should be
+        ] {
+            let e = s.credentials().expect_err("refused").to_string();
+            assert!(e.contains(field), "{field}: {e}");
+        }
     }
 }
