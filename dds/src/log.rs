@@ -30,6 +30,10 @@
 //!
 //! The scan is sans-IO: it reads a byte slice and never panics on any input.
 //!
+//! Appends bypass the page cache where the filesystem allows it (module `direct`);
+//! while the log is open its file may then end in up to a block of zeros, which a
+//! reader's scan takes for a torn tail and a clean close cuts.
+//!
 //! ```
 //! # let dir = std::env::temp_dir().join(format!("dds-log-doc-{}", std::process::id()));
 //! # std::fs::create_dir_all(&dir).unwrap();
@@ -50,6 +54,8 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
+
+mod direct;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"SPLG");
 /// Header bytes of a record.
@@ -258,6 +264,9 @@ pub struct SampleLog {
     unsynced: u32,
     /// The record being written (kept to spare an allocation per append).
     buf: Vec<u8>,
+    /// Appends that bypass the page cache, where the filesystem takes them
+    /// (module `direct`); otherwise appends go through `file`.
+    direct: Option<direct::Direct>,
 }
 
 impl SampleLog {
@@ -278,19 +287,23 @@ impl SampleLog {
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).map_err(io)?;
         let (found, tail) = scan(&bytes);
-        match tail {
-            Tail::Clean => {}
+        let end = match tail {
+            Tail::Clean => bytes.len(),
             Tail::Torn { at, .. } => {
                 file.set_len(at as u64).map_err(io)?;
                 file.sync_all().map_err(io)?;
+                at
             }
             Tail::Corrupt { at, why } => {
                 return Err(LogError::Corrupt { path, offset: at as u64, why });
             }
-        }
+        };
         file.seek(SeekFrom::End(0)).map_err(io)?;
+        let direct =
+            direct::Direct::open(&path, end as u64, &bytes[end / direct::BLOCK * direct::BLOCK..end]).map_err(io)?;
         let records = found.iter().map(|f| bytes[f.at..f.at + f.len].to_vec()).collect();
-        let log = SampleLog { path, file, next_seq: found.len() as u64, fsync, unsynced: 0, buf: Vec::new() };
+        let next_seq = found.len() as u64;
+        let log = SampleLog { path, file, next_seq, fsync, unsynced: 0, buf: Vec::new(), direct };
         Ok((log, records))
     }
 
@@ -316,7 +329,7 @@ impl SampleLog {
             rec.extend_from_slice(p);
         }
         rec.resize(extent(len), 0);
-        let written = self.file.write_all(&rec);
+        let written = self.write(&rec);
         self.buf = rec;
         written.map_err(|source| LogError::Io { path: self.path.clone(), source })?;
         self.next_seq += 1;
@@ -347,7 +360,7 @@ impl SampleLog {
             buf.extend_from_slice(r);
             buf.resize(buf.len() + extent(r.len()) - HEADER - r.len(), 0);
         }
-        let written = self.file.write_all(&buf);
+        let written = self.write(&buf);
         // A batch's buffer is kept only up to a modest size.
         if buf.capacity() <= 1 << 20 {
             self.buf = buf;
@@ -368,9 +381,33 @@ impl SampleLog {
 
     /// Flushes every append so far to the disk.
     pub fn sync(&mut self) -> Result<(), LogError> {
-        self.file.sync_data().map_err(|source| LogError::Io { path: self.path.clone(), source })?;
+        let synced = match &self.direct {
+            Some(d) => d.sync(),
+            None => self.file.sync_data(),
+        };
+        synced.map_err(|source| LogError::Io { path: self.path.clone(), source })?;
         self.unsynced = 0;
         Ok(())
+    }
+
+    /// Writes whole records' bytes at the log's end: directly where it can, else
+    /// (and from the first direct write the device refuses for its alignment on)
+    /// through the page cache.
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if let Some(d) = &mut self.direct {
+            match d.append(bytes) {
+                Ok(()) => return Ok(()),
+                Err(e) if direct::unaligned(&e) => {
+                    let end = d.end();
+                    tracing::warn!(path = %self.path.display(), "direct writes refused: the log goes on through the page cache");
+                    self.direct = None;
+                    self.file.set_len(end)?;
+                    self.file.seek(SeekFrom::Start(end))?;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.file.write_all(bytes)
     }
 
     /// The number the next record will get (the records held so far).
@@ -381,6 +418,16 @@ impl SampleLog {
     /// True if the log holds no record.
     pub fn is_empty(&self) -> bool {
         self.next_seq == 0
+    }
+}
+
+impl Drop for SampleLog {
+    /// A log closed cleanly ends at its last record: the zeros a direct write
+    /// padded its last block with are cut.
+    fn drop(&mut self) {
+        if let Some(d) = &self.direct {
+            let _ = self.file.set_len(d.end());
+        }
     }
 }
 
