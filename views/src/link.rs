@@ -87,7 +87,7 @@ impl Link {
             }
             (Some(Credentials::Certificates(c)), First::Certificate) => {
                 stream.read_exact(&mut head)?;
-                let keys = auth::tls::respond(&mut stream, c, head)?;
+                let keys = auth::tls::respond(&mut stream, c, head, auth::tls::Opens::Control)?;
                 Ok(Link::sealed(stream, keys))
             }
             (Some(Credentials::Secret(_)), First::Certificate) => {

@@ -78,11 +78,11 @@ impl LinkAuth for LinkCerts {
         let context = link_context(&ends);
         let opens = tls::Opens::Link(&context);
         let keys = if ends.connector {
-            tls::initiate_for(s, &self.0, opens)
+            tls::initiate(s, &self.0, opens)
         } else {
             let mut head = [0u8; 5];
             s.read_exact(&mut head).map_err(|e| format!("{}: read handshake: {e}", ends.peer))?;
-            tls::respond_for(s, &self.0, head, opens)
+            tls::respond(s, &self.0, head, opens)
         }
         .map_err(|e| format!("{}: {e}", ends.peer))?;
         if !keys.member {

@@ -510,7 +510,7 @@ impl Credentials {
 pub(crate) fn initiate_with(s: &mut (impl Read + Write), creds: &Credentials) -> Result<Keys, AuthError> {
     match creds {
         Credentials::Secret(secret) => initiate(s, secret),
-        Credentials::Certificates(c) => tls::initiate(s, c),
+        Credentials::Certificates(c) => tls::initiate(s, c, tls::Opens::Control),
     }
 }
 

@@ -509,14 +509,9 @@ impl Opens<'_> {
     }
 }
 
-/// Runs the initiator's side on `s`: claims this process's identity, proves it
-/// with its certificate, and checks the responder's chain.
-pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates) -> Result<Keys, AuthError> {
-    initiate_for(s, certs, Opens::Control)
-}
-
-/// [`initiate`], for what `opens`.
-pub(crate) fn initiate_for(s: &mut (impl Read + Write), certs: &Certificates, opens: Opens) -> Result<Keys, AuthError> {
+/// Runs the initiator's side on `s`, for what it `opens`: claims this process's
+/// identity, proves it with its certificate, and checks the responder's chain.
+pub(crate) fn initiate(s: &mut (impl Read + Write), certs: &Certificates, opens: Opens) -> Result<Keys, AuthError> {
     let name = certs.name.as_bytes();
     let mut hello = Vec::with_capacity(6 + name.len());
     hello.extend_from_slice(&MAGIC);
@@ -535,15 +530,10 @@ pub(crate) fn initiate_for(s: &mut (impl Read + Write), certs: &Certificates, op
     Ok(Keys { tx, rx, peer: None, member: true, chain: None })
 }
 
-/// Runs the responder's side on `s`, whose first five bytes (magic and version)
-/// were read already: the initiator's certificate must be of the CA and valid for
-/// the identity it claimed.
-pub(crate) fn respond(s: &mut (impl Read + Write), certs: &Certificates, head: [u8; 5]) -> Result<Keys, AuthError> {
-    respond_for(s, certs, head, Opens::Control)
-}
-
-/// [`respond`], for what `opens`.
-pub(crate) fn respond_for(
+/// Runs the responder's side on `s`, for what it `opens`, whose first five bytes
+/// (magic and version) were read already: the initiator's certificate must be of
+/// the CA and valid for the identity it claimed.
+pub(crate) fn respond(
     s: &mut (impl Read + Write),
     certs: &Certificates,
     head: [u8; 5],

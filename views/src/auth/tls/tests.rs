@@ -20,7 +20,7 @@ fn run(init: &Certificates, resp: &Certificates) -> (Result<Keys, AuthError>, Re
         s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
         let mut head = [0u8; 5];
         s.read_exact(&mut head).unwrap();
-        let mut k = respond(&mut s, &resp, head);
+        let mut k = respond(&mut s, &resp, head, Opens::Control);
         if let Ok(k) = &mut k {
             let mut body = [0u8; 8];
             s.read_exact(&mut body).unwrap();
@@ -33,7 +33,7 @@ fn run(init: &Certificates, resp: &Certificates) -> (Result<Keys, AuthError>, Re
     });
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(std::time::Duration::from_secs(20))).unwrap();
-    let mut k = initiate(&mut s, init);
+    let mut k = initiate(&mut s, init, Opens::Control);
     if let Ok(k) = &mut k {
         let mut body = *b"after tl";
         let tag = k.tx.seal(b"h", &mut body);
@@ -191,6 +191,6 @@ proptest! {
         let mut head = [0u8; 5];
         head[..4].copy_from_slice(&MAGIC);
         head[4] = VERSION;
-        prop_assert!(respond(&mut s, certs, head).is_err());
+        prop_assert!(respond(&mut s, certs, head, Opens::Control).is_err());
     }
 }
