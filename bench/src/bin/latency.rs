@@ -3,7 +3,7 @@
 //! ```text
 //! cargo run --release -p bench --bin latency -- --transport mem|shm|tcp --nodes N \
 //!     --senders all|half|one --size BYTES --count MSGS_PER_SENDER [--window W] \
-//!     [--mode ordered|unordered] [--json]
+//!     [--mode ordered|unordered] [--lend] [--json]
 //! ```
 //!
 //! Each sender keeps one message in flight: it sends, and the delivery upcall at the
@@ -33,6 +33,10 @@ struct Args {
     /// After the run, let the group sit idle this long and report each node's CPU use.
     #[arg(long, default_value_t = 0.0)]
     idle_seconds: f64,
+    /// The sender waits for its delivery by running its node's predicate passes
+    /// itself (`spindle_sst::predicate::Lender`) instead of sleeping on a condvar.
+    #[arg(long)]
+    lend: bool,
 }
 
 #[derive(Default)]
@@ -74,6 +78,7 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
     if sender_rank.is_some() {
         let sg = &rt.subgroups()[0];
         let (lock, cv) = &*state;
+        let lender = rt.predicates().lender();
         for i in 0..c.count {
             let mut slot = sg.reserve(c.size).map_err(|e| e.to_string())?;
             slot.write_word(0, i);
@@ -82,6 +87,11 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
             let index = slot.commit();
             f.pending = Some((index, at));
             let deadline = Instant::now() + Duration::from_secs(30);
+            if a.lend {
+                drop(f);
+                lender.run_until(deadline, || lock.lock().unwrap().pending.is_none());
+                f = lock.lock().unwrap();
+            }
             while f.pending.is_some() {
                 if Instant::now() > deadline {
                     return Err(format!("message {i} was not delivered within 30 s"));
@@ -154,6 +164,7 @@ fn main() {
         "samples": samples,
                 "spin_us": c.spin(),
         "gap_us": args.gap_us,
+        "lend": args.lend,
     });
     let mut line = line;
     if args.idle_seconds > 0.0 {

@@ -28,10 +28,16 @@
 
 use crate::doorbell::Doorbell;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use crate::sync::{lock, Arc, Mutex};
+use crate::sync::{lock, Arc, Condvar, Mutex};
 pub use crate::table::Pushes;
-use crate::transport::{PeerEvent, Transport, WriteOp};
+use crate::transport::{PeerEvent, Transport};
 use std::time::{Duration, Instant};
+use worker::Worker;
+
+mod lend;
+mod worker;
+
+pub use lend::{Lender, Lent};
 
 /// Idle policy and naming of a predicate thread.
 #[derive(Debug, Clone)]
@@ -51,6 +57,12 @@ pub struct PollConfig {
     pub max_park: Duration,
     /// How often to run the transport's liveness probe ([`Transport::check_peers`]).
     pub probe_every: Duration,
+    /// While a waiting application thread runs the passes itself ([`Lender`]), the
+    /// predicate thread looks this often whether it still does, and runs them again
+    /// once none has for this long: a thread that waits again within this time takes
+    /// them without waking the predicate thread, and work that arrives after the
+    /// last wait waits up to twice this long.
+    pub lend_linger: Duration,
     /// Thread name.
     pub name: String,
 }
@@ -62,6 +74,7 @@ impl Default for PollConfig {
             yield_every: Duration::from_micros(DEFAULT_YIELD_US),
             max_park: Duration::from_millis(200),
             probe_every: Duration::from_millis(100),
+            lend_linger: Duration::from_millis(5),
             name: "sst-predicates".into(),
         }
     }
@@ -146,6 +159,15 @@ struct Inner<S> {
     stop: AtomicBool,
     next_id: AtomicU64,
     stats: AtomicStats,
+    cfg: PollConfig,
+    /// The node's working set: whoever holds it runs the passes (the thread, or a
+    /// waiting application thread that borrowed it: see [`Lender`]).
+    worker: Mutex<Worker<S>>,
+    /// A borrower holds or is about to take the working set.
+    lend: AtomicBool,
+    /// When the last borrow ended; the thread steps aside on it (see `lend`).
+    lent: Mutex<Instant>,
+    lent_cv: Condvar,
 }
 
 /// A running predicate thread over state `S` (see the module docs).
@@ -181,6 +203,7 @@ impl<S: Send + 'static> std::fmt::Debug for PredicateThread<S> {
 impl<S: Send + 'static> PredicateThread<S> {
     /// Starts the thread over `state`, posting through `transport`.
     pub fn spawn(state: S, transport: Arc<dyn Transport>, cfg: PollConfig) -> std::io::Result<Self> {
+        let now = Instant::now();
         let inner = Arc::new(Inner {
             state: Mutex::new(state),
             transport,
@@ -189,9 +212,14 @@ impl<S: Send + 'static> PredicateThread<S> {
             stop: AtomicBool::new(false),
             next_id: AtomicU64::new(0),
             stats: AtomicStats::default(),
+            cfg: cfg.clone(),
+            worker: Mutex::new(Worker::new(now + cfg.probe_every)),
+            lend: AtomicBool::new(false),
+            lent: Mutex::new(now),
+            lent_cv: Condvar::new(),
         });
         let i2 = inner.clone();
-        let thread = std::thread::Builder::new().name(cfg.name.clone()).spawn(move || run(&i2, &cfg))?;
+        let thread = std::thread::Builder::new().name(cfg.name.clone()).spawn(move || run(&i2))?;
         Ok(PredicateThread { inner, thread: Some(thread) })
     }
 
@@ -277,183 +305,66 @@ impl<S: Send + 'static> PredicateThread<S> {
         }
     }
 
-    /// Stops the thread and waits for it. Also done on drop.
+    /// A handle with which a waiting application thread runs this node's passes
+    /// itself while it waits (see [`Lender`]).
+    pub fn lender(&self) -> Lender<S> {
+        Lender::new(self.inner.clone())
+    }
+
+    /// Stops the thread and waits for it. Also done on drop. A borrower's pass in
+    /// progress ends first; no pass runs after this returns.
     pub fn stop(&mut self) {
-        self.inner.stop.store(true, Ordering::Release);
-        self.notify();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        halt(&self.inner, self.thread.take());
     }
 }
 
 impl<S> Drop for PredicateThread<S> {
     fn drop(&mut self) {
-        self.inner.stop.store(true, Ordering::Release);
-        self.inner.transport.doorbell().ring();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        halt(&self.inner, self.thread.take());
     }
 }
 
-/// The thread's private working set.
-struct Worker<S> {
-    entries: Vec<Entry<S>>,
-    handlers: Vec<OnEvent<S>>,
-    pushes: Pushes,
-    events: Vec<PeerEvent>,
-    local: Stats,
-}
-
-impl<S> Worker<S> {
-    fn take_incoming(&mut self, inner: &Inner<S>) {
-        let mut inc = lock(&inner.incoming);
-        self.entries.append(&mut inc.add);
-        self.handlers.append(&mut inc.handlers);
-        let removed = std::mem::take(&mut inc.remove);
-        drop(inc);
-        if !removed.is_empty() {
-            self.entries.retain(|e| !removed.contains(&e.id));
-        }
+fn halt<S>(inner: &Inner<S>, thread: Option<std::thread::JoinHandle<()>>) {
+    inner.stop.store(true, Ordering::Release);
+    inner.transport.doorbell().ring();
+    // The thread may be stepping aside for a borrower: wake it to see the stop.
+    drop(lock(&inner.lent));
+    inner.lent_cv.notify_all();
+    if let Some(t) = thread {
+        let _ = t.join();
     }
-
-    /// One pass; returns true if any trigger ran. `force`: look at paced
-    /// conditions whether due or not (the pass before parking).
-    fn pass(&mut self, inner: &Inner<S>, now: Instant, force: bool) -> bool {
-        if inner.has_incoming.load(Ordering::Acquire) {
-            inner.has_incoming.store(false, Ordering::Relaxed);
-            self.take_incoming(inner);
-        }
-        // Peers' writes that arrived as bytes (`tcp`) are applied here, on this
-        // thread, before the predicates look: no hand-off to another thread.
-        inner.transport.poll_receive();
-        inner.transport.drain_events(&mut self.events);
-        let mut fired = 0u64;
-        let mut done_once = false;
-        {
-            let mut st = lock(&inner.state);
-            for ev in self.events.drain(..) {
-                for h in &mut self.handlers {
-                    h(&mut st, &ev, &mut self.pushes);
-                    fired += 1;
-                }
-            }
-            for e in &mut self.entries {
-                // A paced condition that is not due counts as not holding.
-                if let (Some((period, due)), Some(_)) = (&mut e.timer, &e.cond) {
-                    let d = due.get_or_insert(now);
-                    if !force && now < *d {
-                        continue;
-                    }
-                    *d = now + *period;
-                }
-                let run = match (&mut e.timer, &mut e.cond) {
-                    (_, Some(cond)) => {
-                        let v = cond(&st);
-                        let run = match e.kind {
-                            Kind::Recurrent => v,
-                            Kind::OneTime => v && !e.last,
-                            Kind::Transition => v && !e.last,
-                        };
-                        if e.kind == Kind::OneTime {
-                            e.last |= v;
-                            done_once |= v;
-                        } else {
-                            e.last = v;
-                        }
-                        run
-                    }
-                    (Some((period, due)), None) => {
-                        let d = due.get_or_insert(now);
-                        if now >= *d {
-                            *d = now + *period;
-                            true
-                        } else {
-                            false
-                        }
-                    }
-                    (None, None) => false,
-                };
-                if run {
-                    (e.action)(&mut st, &mut self.pushes);
-                    fired += 1;
-                }
-            }
-        }
-        if done_once {
-            self.entries.retain(|e| !(e.kind == Kind::OneTime && e.last && e.cond.is_some()));
-        }
-        // The state lock is released: now post.
-        let t = &inner.transport;
-        for p in self.pushes.drain() {
-            let op = WriteOp { wake: p.wake, stable: p.stable, ..WriteOp::same(p.region, p.offset, p.len) };
-            if let Some(at) = p.publish_at {
-                let (ok, err) = t.publish(WriteOp { dst_offset: at, ..op }, &mut p.targets());
-                self.local.writes += ok;
-                self.local.write_errors += err;
-                self.local.bytes_written += p.len as u64;
-                continue;
-            }
-            for peer in p.targets() {
-                match t.post_write(peer, op) {
-                    Ok(_) => {
-                        self.local.writes += 1;
-                        self.local.bytes_written += p.len as u64;
-                    }
-                    Err(_) => self.local.write_errors += 1,
-                }
-            }
-        }
-        t.flush();
-        self.local.passes += 1;
-        self.local.fired += fired;
-        fired > 0
-    }
-
-    fn next_due(&self) -> Option<Instant> {
-        // Timers only: a paced condition is looked at before parking instead.
-        self.entries.iter().filter(|e| e.cond.is_none()).filter_map(|e| e.timer.and_then(|(_, d)| d)).min()
-    }
-
-    fn publish(&mut self, s: &AtomicStats) {
-        s.passes.fetch_add(std::mem::take(&mut self.local.passes), Ordering::Relaxed);
-        s.fired.fetch_add(std::mem::take(&mut self.local.fired), Ordering::Relaxed);
-        s.parks.fetch_add(std::mem::take(&mut self.local.parks), Ordering::Relaxed);
-        s.writes.fetch_add(std::mem::take(&mut self.local.writes), Ordering::Relaxed);
-        s.write_errors.fetch_add(std::mem::take(&mut self.local.write_errors), Ordering::Relaxed);
-        s.bytes_written.fetch_add(std::mem::take(&mut self.local.bytes_written), Ordering::Relaxed);
-        s.yields.fetch_add(std::mem::take(&mut self.local.yields), Ordering::Relaxed);
-    }
+    // A borrower checks the stop under the working set's lock before every pass:
+    // once the lock was held here, none runs again.
+    drop(lock(&inner.worker));
 }
 
 /// Passes between clock reads while busy or spinning.
 const CLOCK_EVERY: u32 = 32;
 
-fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
-    let mut w = Worker {
-        entries: Vec::new(),
-        handlers: Vec::new(),
-        pushes: Pushes::default(),
-        events: Vec::new(),
-        local: Stats::default(),
-    };
+fn run<S>(inner: &Inner<S>) {
+    let cfg = &inner.cfg;
     let bell: &Doorbell = inner.transport.doorbell();
     inner.transport.attach_driver();
+    let mut w = lock(&inner.worker);
     let mut now = Instant::now();
     let mut idle_since: Option<Instant> = None;
     // The last work or yield while spinning (see `PollConfig::yield_every`).
     let mut yielded = now;
-    let mut next_probe = now + cfg.probe_every;
     let mut tick: u32 = 0;
     while !inner.stop.load(Ordering::Acquire) {
+        if inner.lend.load(Ordering::Acquire) {
+            // An application thread wants to run the passes while it waits.
+            w.publish(&inner.stats);
+            drop(w);
+            lend::step_aside(inner);
+            w = lock(&inner.worker);
+            (now, idle_since, tick) = (Instant::now(), None, 0);
+            continue;
+        }
         tick = tick.wrapping_add(1);
         if tick % CLOCK_EVERY == 0 {
             now = Instant::now();
-            if now >= next_probe {
-                inner.transport.check_peers();
-                next_probe = now + cfg.probe_every;
-            }
+            w.probe(inner, now, cfg.probe_every);
         }
         if tick % 4096 == 0 {
             w.publish(&inner.stats);
@@ -489,7 +400,10 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         }
         // Park: announce, look for work once more, then sleep until rung or due.
         let ticket = bell.prepare();
-        if inner.stop.load(Ordering::Acquire) || w.pass(inner, Instant::now(), true) {
+        if inner.stop.load(Ordering::Acquire)
+            || inner.lend.load(Ordering::Acquire)
+            || w.pass(inner, Instant::now(), true)
+        {
             bell.cancel(ticket);
             idle_since = None;
             continue;
@@ -497,7 +411,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
         // Wake for the next timer; the liveness probe rides on timer wake-ups (it only
         // gets a wake-up of its own when no timer is registered), so an idle node
         // with heartbeats wakes once per heartbeat period, not twice.
-        let wake_by = w.next_due().unwrap_or(next_probe).min(now + cfg.max_park);
+        let wake_by = w.next_due().unwrap_or(w.next_probe()).min(now + cfg.max_park);
         w.local.parks += 1;
         w.publish(&inner.stats);
         let now2 = Instant::now();
@@ -507,10 +421,7 @@ fn run<S>(inner: &Inner<S>, cfg: &PollConfig) {
             bell.cancel(ticket);
         }
         now = Instant::now();
-        if now >= next_probe {
-            inner.transport.check_peers();
-            next_probe = now + cfg.probe_every;
-        }
+        w.probe(inner, now, cfg.probe_every);
         idle_since = None;
         // Make the first pass after waking look idle-fresh: spin again before parking.
         tick = 0;

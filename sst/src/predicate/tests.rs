@@ -114,3 +114,101 @@ fn a_spinning_thread_yields_its_core_only_when_configured_to() {
         pt.stop();
     }
 }
+
+/// Runs `f` on a thread of its own; fails the test if it has not returned in 30 s.
+fn within_30s<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(30)).expect("finished within 30 s")
+}
+
+#[derive(Default)]
+struct Ran {
+    on: Option<std::thread::ThreadId>,
+    count: u64,
+}
+
+#[test]
+fn a_borrower_runs_the_triggers_on_its_own_thread_and_the_thread_resumes_after() {
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        let t = MemFabric::new()
+            .join(NodeId(0), &[], &[RegionSpec { id: RegionId(0), len: 64 }], Duration::from_secs(5))
+            .unwrap();
+        let cfg = PollConfig { spin, ..PollConfig::default() };
+        let pt = Arc::new(PredicateThread::spawn((false, Ran::default()), Arc::new(t), cfg).unwrap());
+        pt.register(
+            Kind::Recurrent,
+            |s: &(bool, Ran)| s.0,
+            |s, _| {
+                s.0 = false;
+                s.1.on = Some(std::thread::current().id());
+                s.1.count += 1;
+            },
+        );
+        settle_any(&pt);
+        let p = pt.clone();
+        let (outcome, me) = within_30s(move || {
+            let lender = p.lender();
+            p.with_state(|s| s.0 = true);
+            let outcome =
+                lender.run_until(Instant::now() + Duration::from_secs(20), || p.with_state(|s| s.1.count > 0));
+            (outcome, std::thread::current().id())
+        });
+        assert_eq!(outcome, Lent::Done);
+        assert_eq!(pt.with_state(|s| s.1.on), Some(me), "the trigger ran on the borrowing thread");
+        // Given back: the thread runs the passes again once the linger is over.
+        pt.with_state(|s| s.0 = true);
+        pt.notify();
+        assert!(poll_until(Duration::from_secs(20), Duration::from_millis(1), || pt.with_state(|s| s.1.count == 2)));
+        assert_ne!(pt.with_state(|s| s.1.on), Some(me), "the predicate thread ran it");
+    }
+}
+
+/// `settle` for any state: the thread parked twice more.
+fn settle_any<T: Send + 'static>(pt: &PredicateThread<T>) {
+    let parks = pt.stats().parks;
+    pt.notify();
+    assert!(poll_until(Duration::from_secs(10), Duration::from_millis(1), || pt.stats().parks > parks + 1));
+}
+
+#[test]
+fn one_borrower_at_a_time_and_a_condition_that_never_holds_times_out() {
+    use crate::sync::atomic::AtomicBool;
+    let pt = Arc::new(thread(Duration::from_micros(20)));
+    let (inside, release) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+    let (p, i, r) = (pt.clone(), inside.clone(), release.clone());
+    let first = std::thread::spawn(move || {
+        p.lender().run_until(Instant::now() + Duration::from_secs(25), || {
+            i.store(true, Ordering::Release);
+            r.load(Ordering::Acquire)
+        })
+    });
+    assert!(poll_until(Duration::from_secs(20), Duration::from_millis(1), || inside.load(Ordering::Acquire)));
+    assert_eq!(pt.lender().run_until(Instant::now() + Duration::from_secs(1), || true), Lent::Unavailable);
+    release.store(true, Ordering::Release);
+    assert_eq!(first.join().unwrap(), Lent::Done);
+    let p = pt.clone();
+    let outcome = within_30s(move || p.lender().run_until(Instant::now() + Duration::from_millis(20), || false));
+    assert_eq!(outcome, Lent::TimedOut);
+}
+
+#[test]
+fn stop_ends_a_borrow_and_no_pass_runs_after_it() {
+    let mut pt = thread(Duration::from_micros(20));
+    pt.register(Kind::Recurrent, |_: &S| true, |s, _| s.ticks = s.ticks.wrapping_add(1));
+    let lender = pt.lender();
+    let probe = pt.lender();
+    let borrower = std::thread::spawn(move || lender.run_until(Instant::now() + Duration::from_secs(25), || false));
+    // The borrower is running the passes once a second borrow is refused.
+    assert!(poll_until(Duration::from_secs(20), Duration::from_millis(1), || {
+        probe.run_until(Instant::now(), || true) == Lent::Unavailable
+    }));
+    pt.stop();
+    assert_eq!(borrower.join().unwrap(), Lent::Unavailable, "a stopped node's borrow ends");
+    let ticks = pt.with_state(|s| s.ticks);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(pt.with_state(|s| s.ticks), ticks, "no pass after stop");
+    assert_eq!(probe.run_until(Instant::now() + Duration::from_secs(1), || false), Lent::Unavailable);
+}

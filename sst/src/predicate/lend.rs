@@ -1,0 +1,162 @@
+//! Lending the passes: an application thread that waits for something the passes
+//! bring (a delivery) runs them itself while it waits, and the predicate thread
+//! steps aside.
+//!
+//! On a host with fewer cores than busy threads the hand-off is what a round trip
+//! pays for: the predicate thread delivers, wakes the sleeping application thread,
+//! and the two then share a core with the peer's. A borrower takes the node's
+//! working set (its predicates, timers, pushes) for the time of its wait, so one
+//! thread per node spins instead of two, and the delivery it waits for lands on the
+//! thread that waits.
+//!
+//! ```text
+//!   borrower: lend = true ─ ring ─ lock working set ─ pass until done or deadline
+//!             (spin, then park on the doorbell as the thread would) ─ last_end = now
+//!             ─ lend = false ─ unlock
+//!   thread:   sees lend ─ unlock ─ look every lend_linger; once no borrower has
+//!             held it for lend_linger ─ lock ─ run the passes again
+//! ```
+//!
+//! One borrower at a time: a second waiter is told [`Lent::Unavailable`] and waits
+//! its usual way. Triggers run on the borrower's thread, so the caller must hold no
+//! lock a trigger takes (a waiting reader holds none). After
+//! [`super::PredicateThread::stop`] no borrower runs a pass.
+
+use super::{Inner, CLOCK_EVERY};
+use crate::sync::atomic::Ordering;
+use crate::sync::{lock, Arc};
+use std::time::{Duration, Instant};
+
+/// The longest a borrower spins idle before it parks on the doorbell.
+const BORROW_SPIN: Duration = Duration::from_millis(1);
+
+/// How a borrowed wait ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lent {
+    /// The condition held.
+    Done,
+    /// The deadline passed first.
+    TimedOut,
+    /// The passes could not be borrowed: another thread has them, or the predicate
+    /// thread stopped. Wait the usual way instead.
+    Unavailable,
+}
+
+/// Runs a node's passes on the calling thread while it waits (see the module docs).
+/// Cheap to clone; holds the predicate thread's shared state, not the thread.
+pub struct Lender<S> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S> Clone for Lender<S> {
+    fn clone(&self) -> Self {
+        Lender { inner: self.inner.clone() }
+    }
+}
+
+impl<S> std::fmt::Debug for Lender<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lender").finish_non_exhaustive()
+    }
+}
+
+impl<S> Lender<S> {
+    pub(super) fn new(inner: Arc<Inner<S>>) -> Self {
+        Lender { inner }
+    }
+
+    /// Runs the node's passes on this thread until `done` returns true (looked at
+    /// before the first pass and after every pass) or `deadline` passes. Spins while
+    /// there is work and for a while after, then parks on the node's doorbell as the
+    /// predicate thread would.
+    ///
+    /// `done` and the triggers run on this thread: hold no lock a trigger may take.
+    pub fn run_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> Lent {
+        let inner = &*self.inner;
+        if inner.stop.load(Ordering::Acquire) || inner.lend.swap(true, Ordering::AcqRel) {
+            return Lent::Unavailable;
+        }
+        // A parked thread holds the working set: the ring makes it see `lend`.
+        inner.transport.doorbell().ring();
+        let mut w = lock(&inner.worker);
+        let cfg = &inner.cfg;
+        let bell = inner.transport.doorbell();
+        let spin = cfg.spin.max(BORROW_SPIN);
+        let mut now = Instant::now();
+        let (mut idle_since, mut yielded, mut tick) = (None::<Instant>, now, 0u32);
+        let outcome = loop {
+            if inner.stop.load(Ordering::Acquire) {
+                break Lent::Unavailable;
+            }
+            if done() {
+                break Lent::Done;
+            }
+            tick = tick.wrapping_add(1);
+            if tick % CLOCK_EVERY == 0 {
+                now = Instant::now();
+                if now >= deadline {
+                    break Lent::TimedOut;
+                }
+                w.probe(inner, now, cfg.probe_every);
+            }
+            if w.pass(inner, now, false) {
+                idle_since = None;
+                now = Instant::now();
+                continue;
+            }
+            if tick % CLOCK_EVERY != 0 {
+                crate::sync::spin_loop();
+                continue;
+            }
+            let since = *idle_since.get_or_insert(now);
+            if now.duration_since(since) < spin {
+                if !cfg.yield_every.is_zero() && now.duration_since(yielded.max(since)) >= cfg.yield_every {
+                    std::thread::yield_now();
+                    yielded = now;
+                    w.local.yields += 1;
+                } else {
+                    crate::sync::spin_loop();
+                }
+                continue;
+            }
+            let ticket = bell.prepare();
+            if inner.stop.load(Ordering::Acquire) || w.pass(inner, Instant::now(), true) || done() {
+                bell.cancel(ticket);
+                idle_since = None;
+                continue;
+            }
+            let wake_by = w.next_due().unwrap_or(w.next_probe()).min(now + cfg.max_park).min(deadline);
+            w.local.parks += 1;
+            let now2 = Instant::now();
+            if wake_by > now2 {
+                inner.transport.park(ticket, Some(wake_by - now2));
+            } else {
+                bell.cancel(ticket);
+            }
+            now = Instant::now();
+            idle_since = None;
+            tick = 0;
+        };
+        w.publish(&inner.stats);
+        *lock(&inner.lent) = Instant::now();
+        inner.lend.store(false, Ordering::Release);
+        drop(w);
+        outcome
+    }
+}
+
+/// The predicate thread's side: it has released the working set. It looks every
+/// `lend_linger` whether a borrower still has it, and takes it back at the first
+/// look that finds no borrower for at least `lend_linger`. The borrower never wakes
+/// it (a round trip pays no system call for the hand-back); a waking thread takes a
+/// core from the borrowers, so the looks are few.
+pub(super) fn step_aside<S>(inner: &Inner<S>) {
+    let linger = inner.cfg.lend_linger.max(Duration::from_micros(100));
+    let mut last_end = lock(&inner.lent);
+    while !inner.stop.load(Ordering::Acquire) {
+        last_end = inner.lent_cv.wait_timeout(last_end, linger).unwrap_or_else(|p| p.into_inner()).0;
+        if !inner.lend.load(Ordering::Acquire) && last_end.elapsed() >= linger {
+            return;
+        }
+    }
+}
