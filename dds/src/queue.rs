@@ -246,6 +246,11 @@ impl ReaderCore {
         }
     }
 
+    /// True while a sample is queued.
+    pub(crate) fn has_samples(&self) -> bool {
+        !lock(&self.q).samples.is_empty()
+    }
+
     /// Waits up to `timeout` until a sample is queued; true if one is.
     pub(crate) fn wait_nonempty(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;

@@ -104,6 +104,12 @@ pub(crate) trait Owner: Send + Sync {
     fn catch_up_failed(&self) -> Option<CatchUpError>;
     /// The reader is dropped: take it out of the topic.
     fn close(&self, core: &Arc<ReaderCore>);
+    /// Waits for `done` by running the node's passes on this thread, where the
+    /// group is latency first (`spindle_views::group::Group::wait_running_passes`);
+    /// `None`: wait the usual way.
+    fn wait_running_passes(&self, _deadline: Instant, _done: &mut dyn FnMut() -> bool) -> Option<bool> {
+        None
+    }
 }
 
 /// A member participant's reader.
@@ -122,6 +128,9 @@ impl Owner for MemberOwner {
     fn close(&self, core: &Arc<ReaderCore>) {
         lock(&self.topic.inner).engine.remove_readers(|r| Arc::ptr_eq(&r.handle, core));
         self.p.remove_endpoint(&self.topic.name, false, core.id);
+    }
+    fn wait_running_passes(&self, deadline: Instant, done: &mut dyn FnMut() -> bool) -> Option<bool> {
+        self.p.group.wait_running_passes(deadline, done)
     }
 }
 
@@ -221,9 +230,17 @@ impl<T: Send + 'static> DataReader<T> {
     }
 
     /// Waits up to `timeout` until a sample is waiting; true if one is. Sleeps,
-    /// never spins.
+    /// unless the group is latency first (`spindle_views::config::Config::latency_first`):
+    /// then this thread runs the node's passes while it waits, spinning up to 1 ms
+    /// before it sleeps.
     pub fn wait(&self, timeout: Duration) -> bool {
-        self.core.wait_nonempty(timeout)
+        let deadline = Instant::now() + timeout;
+        let core = &self.core;
+        match self.owner.wait_running_passes(deadline, &mut || core.has_samples()) {
+            Some(true) => true,
+            Some(false) => core.has_samples(),
+            None => core.wait_nonempty(deadline.saturating_duration_since(Instant::now())),
+        }
     }
 
     /// Waits up to `timeout` until `n` samples in all were taken; returns them:

@@ -134,6 +134,16 @@ pub struct Config {
     /// the others need).
     #[serde(default)]
     pub spin_us: Option<u64>,
+    /// Latency first: a thread that waits for a delivery (a DDS reader's `wait` and
+    /// `take_n`, `Group::wait_running_passes`) runs this node's predicate passes
+    /// itself while it waits, and the predicate thread steps aside
+    /// (`spindle_sst::predicate::Lender`). One spinning thread per node instead of
+    /// two, and no wake-up between a delivery and its waiter: round trips are
+    /// shorter on a host with few cores. A waiting thread spins up to 1 ms before
+    /// it sleeps; work that arrives while no one waits is taken up within 1 ms.
+    /// Default off.
+    #[serde(default)]
+    pub latency_first: bool,
     /// A member that finds itself in a minority stops instead of installing a view.
     #[serde(default = "defaults::majority")]
     pub majority: bool,
@@ -297,6 +307,7 @@ impl Config {
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: None,
+            latency_first: false,
             majority: defaults::majority(),
             rejoin: defaults::yes(),
             state_dir: None,
@@ -424,6 +435,11 @@ impl ConfigBuilder {
     /// [`Config::spin_us`]).
     pub fn spin(mut self, spin: Duration) -> Self {
         self.0.spin_us = Some(spin.as_micros() as u64);
+        self
+    }
+    /// Latency first on or off (see [`Config::latency_first`]).
+    pub fn latency_first(mut self, on: bool) -> Self {
+        self.0.latency_first = on;
         self
     }
     /// Majority rule on or off.

@@ -4,13 +4,24 @@
 
 use spindle_dds::DdsConfig;
 use spindle_dds::DomainParticipant;
-use spindle_views::config::{Config, Transport};
+use spindle_views::config::{Config, ConfigBuilder, Transport};
 use std::net::SocketAddr;
 use std::time::Duration;
 
 pub const WAIT: Duration = Duration::from_secs(30);
 
 pub fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transport) -> DomainParticipant {
+    participant_with(domain, id, contact, t, |b| b)
+}
+
+/// [`participant`] with more settings on its group's config.
+pub fn participant_with(
+    domain: &str,
+    id: u32,
+    contact: Option<SocketAddr>,
+    t: Transport,
+    more: impl FnOnce(ConfigBuilder) -> ConfigBuilder,
+) -> DomainParticipant {
     let mut b = Config::builder(id, testkit::free_control_addr())
         .name(domain)
         .transport(t)
@@ -18,7 +29,7 @@ pub fn participant(domain: &str, id: u32, contact: Option<SocketAddr>, t: Transp
     if let Some(c) = contact {
         b = b.contact(c);
     }
-    let mut cfg = DdsConfig::new(b.build().unwrap());
+    let mut cfg = DdsConfig::new(more(b).build().unwrap());
     cfg.log_dir = std::env::temp_dir().join(format!("dds-test-{}", std::process::id()));
     DomainParticipant::new(cfg).unwrap()
 }

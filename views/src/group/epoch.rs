@@ -242,6 +242,12 @@ impl Epoch {
         self.subs.get(k).and_then(|s| s.as_ref())
     }
 
+    /// A handle to run this view's passes on a waiting thread (see
+    /// [`spindle_sst::predicate::Lender`]); `None` once stopped.
+    pub(crate) fn lender(&self) -> Option<spindle_sst::predicate::Lender<()>> {
+        self.rt.as_ref().map(|rt| rt.predicates().lender())
+    }
+
     /// Asks the predicate thread to run the engine now.
     pub(crate) fn poke(&self) {
         lock(&self.driver).poke = true;

@@ -299,6 +299,38 @@ impl Group {
         self.inner.current.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|e| e.spin_us)
     }
 
+    /// Waits until `done` holds or `deadline` passes by running this node's
+    /// predicate passes on the calling thread, if the group is configured latency
+    /// first ([`crate::config::Config::latency_first`]); across a view change it
+    /// goes on with the next view's passes. `Some(true)`: `done` held; `Some(false)`:
+    /// the deadline passed; `None`: it did not wait (the setting is off, another
+    /// thread runs the passes, or the node stopped), so the caller waits its usual
+    /// way. `done` and the node's triggers run on this thread: hold no lock while
+    /// calling.
+    pub fn wait_running_passes(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> Option<bool> {
+        use spindle_sst::predicate::Lent;
+        if !self.inner.cfg.latency_first {
+            return None;
+        }
+        loop {
+            if Instant::now() >= deadline {
+                return Some(done());
+            }
+            let (view, lender) = {
+                let cur = spindle_sst::sync::read(&self.inner.current);
+                let e = cur.as_ref()?;
+                (e.view.id(), e.lender()?)
+            };
+            match lender.run_until(deadline, &mut done) {
+                Lent::Done => return Some(true),
+                Lent::TimedOut => return Some(false),
+                // Stopped for a view change: the next view's passes, if there is one.
+                Lent::Unavailable if self.view().is_some_and(|v| v.id() != view) => continue,
+                Lent::Unavailable => return None,
+            }
+        }
+    }
+
     /// Counters so far.
     pub fn metrics(&self) -> Metrics {
         let mut m = self.inner.counters.snapshot();

@@ -93,6 +93,10 @@ struct Args {
     /// `--slot 1008` measures with the slots a topic has by default.
     #[arg(long)]
     slot: Option<u32>,
+    /// Latency first: a reader's wait runs its node's predicate passes on the
+    /// waiting thread (`spindle_views::config::Config::latency_first`).
+    #[arg(long)]
+    latency_first: bool,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -203,7 +207,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
             None => b,
         }
     };
-    let mut cfg = DdsConfig::new(b.build().map_err(|e| e.to_string())?);
+    let mut cfg = DdsConfig::new(b.latency_first(args.latency_first).build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;
     let qos = level_qos(args, args.size);
@@ -519,6 +523,7 @@ fn parent(args: &Args) -> Result<bool, String> {
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
         "read": args.read, "batch": args.batch, "slot": args.slot,
+        "latency_first": args.latency_first,
     });
     if args.clients > 0 && args.latency {
         return Err("--clients is for throughput runs".into());
