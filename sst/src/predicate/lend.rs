@@ -17,8 +17,9 @@
 //!             held it for lend_linger ─ lock ─ run the passes again
 //! ```
 //!
-//! One borrower at a time: a second waiter is told [`Lent::Unavailable`] and waits
-//! its usual way. Triggers run on the borrower's thread, so the caller must hold no
+//! One borrower at a time: a second waiter, and a trigger that would wait (on the
+//! predicate thread or inside a borrower's pass), is told [`Lent::Unavailable`]
+//! and waits its usual way. Triggers run on the borrower's thread, so the caller must hold no
 //! lock a trigger takes (a waiting reader holds none). After
 //! [`super::PredicateThread::stop`] no borrower runs a pass.
 
@@ -26,6 +27,9 @@ use super::{Inner, CLOCK_EVERY};
 use crate::sync::atomic::Ordering;
 use crate::sync::{lock, Arc};
 use std::time::{Duration, Instant};
+
+/// Passes after which a borrower publishes the counters.
+const STATS_EVERY: u64 = 4096;
 
 /// The longest a borrower spins idle before it parks on the doorbell.
 const BORROW_SPIN: Duration = Duration::from_millis(1);
@@ -73,7 +77,12 @@ impl<S> Lender<S> {
     /// `done` and the triggers run on this thread: hold no lock a trigger may take.
     pub fn run_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> Lent {
         let inner = &*self.inner;
-        if inner.stop.load(Ordering::Acquire) || inner.lend.swap(true, Ordering::AcqRel) {
+        // A trigger that waits (on the predicate thread, or on a borrower's thread,
+        // where `lend` is set) cannot take the working set its own pass holds.
+        if inner.stop.load(Ordering::Acquire)
+            || inner.thread.get() == Some(&std::thread::current().id())
+            || inner.lend.swap(true, Ordering::AcqRel)
+        {
             return Lent::Unavailable;
         }
         // A parked thread holds the working set: the ring makes it see `lend`.
@@ -137,8 +146,13 @@ impl<S> Lender<S> {
             idle_since = None;
             tick = 0;
         };
-        w.publish(&inner.stats);
-        *lock(&inner.lent) = Instant::now();
+        // The counters go out now and then, not on every wait (`stats` promises them
+        // every few thousand passes and at every park).
+        if w.local.passes >= STATS_EVERY || w.local.parks > 0 || outcome != Lent::Done {
+            w.publish(&inner.stats);
+        }
+        // `now` was read at most a few passes ago: close enough for the linger.
+        inner.last_end.store(now.saturating_duration_since(inner.origin).as_nanos() as u64, Ordering::Relaxed);
         inner.lend.store(false, Ordering::Release);
         drop(w);
         outcome
@@ -152,10 +166,11 @@ impl<S> Lender<S> {
 /// core from the borrowers, so the looks are few.
 pub(super) fn step_aside<S>(inner: &Inner<S>) {
     let linger = inner.cfg.lend_linger.max(Duration::from_micros(100));
-    let mut last_end = lock(&inner.lent);
+    let mut g = lock(&inner.lent);
     while !inner.stop.load(Ordering::Acquire) {
-        last_end = inner.lent_cv.wait_timeout(last_end, linger).unwrap_or_else(|p| p.into_inner()).0;
-        if !inner.lend.load(Ordering::Acquire) && last_end.elapsed() >= linger {
+        g = inner.lent_cv.wait_timeout(g, linger).unwrap_or_else(|p| p.into_inner()).0;
+        let since = inner.origin.elapsed().saturating_sub(Duration::from_nanos(inner.last_end.load(Ordering::Relaxed)));
+        if !inner.lend.load(Ordering::Acquire) && since >= linger {
             return;
         }
     }

@@ -165,8 +165,14 @@ struct Inner<S> {
     worker: Mutex<Worker<S>>,
     /// A borrower holds or is about to take the working set.
     lend: AtomicBool,
-    /// When the last borrow ended; the thread steps aside on it (see `lend`).
-    lent: Mutex<Instant>,
+    /// When the last borrow ended, in ns since `origin`; the thread steps aside on
+    /// it (see `lend`).
+    last_end: AtomicU64,
+    origin: Instant,
+    /// The predicate thread's id: a trigger on it that would borrow is refused.
+    thread: std::sync::OnceLock<std::thread::ThreadId>,
+    /// What the stepped-aside thread sleeps on (a stop wakes it).
+    lent: Mutex<()>,
     lent_cv: Condvar,
 }
 
@@ -215,7 +221,10 @@ impl<S: Send + 'static> PredicateThread<S> {
             cfg: cfg.clone(),
             worker: Mutex::new(Worker::new(now + cfg.probe_every)),
             lend: AtomicBool::new(false),
-            lent: Mutex::new(now),
+            last_end: AtomicU64::new(0),
+            origin: now,
+            thread: std::sync::OnceLock::new(),
+            lent: Mutex::new(()),
             lent_cv: Condvar::new(),
         });
         let i2 = inner.clone();
@@ -345,6 +354,7 @@ fn run<S>(inner: &Inner<S>) {
     let cfg = &inner.cfg;
     let bell: &Doorbell = inner.transport.doorbell();
     inner.transport.attach_driver();
+    let _ = inner.thread.set(std::thread::current().id());
     let mut w = lock(&inner.worker);
     let mut now = Instant::now();
     let mut idle_since: Option<Instant> = None;

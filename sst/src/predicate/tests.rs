@@ -212,3 +212,43 @@ fn stop_ends_a_borrow_and_no_pass_runs_after_it() {
     assert_eq!(pt.with_state(|s| s.ticks), ticks, "no pass after stop");
     assert_eq!(probe.run_until(Instant::now() + Duration::from_secs(1), || false), Lent::Unavailable);
 }
+
+#[test]
+fn a_trigger_that_would_borrow_is_refused_instead_of_deadlocking() {
+    let pt = Arc::new(thread(Duration::from_micros(20)));
+    let seen: Arc<Mutex<Vec<Lent>>> = Arc::new(Mutex::new(Vec::new()));
+    let (lender, s) = (pt.lender(), seen.clone());
+    pt.register(
+        Kind::OneTime,
+        |st: &S| st.flag,
+        move |_, _| {
+            s.lock().unwrap().push(lender.run_until(Instant::now() + Duration::from_secs(5), || false));
+        },
+    );
+    pt.with_state(|st| st.flag = true);
+    pt.notify();
+    assert!(poll_until(Duration::from_secs(20), Duration::from_millis(1), || !seen.lock().unwrap().is_empty()));
+    assert_eq!(seen.lock().unwrap()[0], Lent::Unavailable, "on the predicate thread");
+    // And inside a borrower's own pass: the condition is set from the borrower's
+    // `done`, while it holds the working set, so no other thread runs that pass.
+    let (lender, s) = (pt.lender(), seen.clone());
+    pt.register(
+        Kind::OneTime,
+        |st: &S| st.ticks == 1,
+        move |_, _| {
+            s.lock().unwrap().push(lender.run_until(Instant::now() + Duration::from_secs(5), || false));
+        },
+    );
+    let (p, sn) = (pt.clone(), seen.clone());
+    let outcome = within_30s(move || {
+        let mut first = true;
+        p.lender().run_until(Instant::now() + Duration::from_secs(20), || {
+            if std::mem::take(&mut first) {
+                p.with_state(|st| st.ticks = 1);
+            }
+            sn.lock().unwrap().len() == 2
+        })
+    });
+    assert_eq!(outcome, Lent::Done);
+    assert_eq!(seen.lock().unwrap()[1], Lent::Unavailable, "inside a borrowed pass");
+}
