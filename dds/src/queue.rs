@@ -59,12 +59,17 @@ pub(crate) struct Queue {
 pub(crate) struct Signal {
     pub(crate) gen: Mutex<u64>,
     pub(crate) cond: Condvar,
+    /// WaitSets asleep on `cond` (raised under `gen`'s lock before they sleep): a
+    /// notify is a system call, made only when one sleeps.
+    pub(crate) sleepers: AtomicUsize,
 }
 
 impl Signal {
     pub(crate) fn notify(&self) {
         *lock(&self.gen) += 1;
-        self.cond.notify_all();
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            self.cond.notify_all();
+        }
     }
 }
 

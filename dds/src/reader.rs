@@ -14,7 +14,8 @@ use crate::topic::TopicState;
 use crate::waitset::{ReadCondition, StatusCondition, StatusKind};
 use crate::{DdsError, IncompatibleQos, InstanceCounts};
 use spindle_sst::sync::lock;
-use std::sync::Arc;
+use spindle_views::group::Group;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 #[cfg(feature = "async")]
@@ -110,6 +111,10 @@ pub(crate) trait Owner: Send + Sync {
     fn wait_running_passes(&self, _deadline: Instant, _done: &mut dyn FnMut() -> bool) -> Option<bool> {
         None
     }
+    /// The member's group, for a WaitSet's wait to run its passes.
+    fn group(&self) -> Option<Weak<Group>> {
+        None
+    }
 }
 
 /// A member participant's reader.
@@ -131,6 +136,9 @@ impl Owner for MemberOwner {
     }
     fn wait_running_passes(&self, deadline: Instant, done: &mut dyn FnMut() -> bool) -> Option<bool> {
         self.p.group.wait_running_passes(deadline, done)
+    }
+    fn group(&self) -> Option<Weak<Group>> {
+        Some(Arc::downgrade(&self.p.group))
     }
 }
 
@@ -260,7 +268,7 @@ impl<T: Send + 'static> DataReader<T> {
     /// A condition for a [`crate::waitset::WaitSet`]: true while this reader holds
     /// a sample `mask` wants.
     pub fn read_condition(&self, mask: StateMask) -> ReadCondition {
-        ReadCondition { core: self.core.clone(), mask }
+        ReadCondition { core: self.core.clone(), mask, group: self.owner.group() }
     }
 
     /// A condition for a [`crate::waitset::WaitSet`]: true when one of `kinds`

@@ -30,6 +30,7 @@ use crate::queue::{ReaderCore, Signal, Watcher};
 use crate::status::ReaderStatus;
 use spindle_sst::sync::atomic::{AtomicBool, Ordering};
 use spindle_sst::sync::lock;
+use spindle_views::group::Group;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -41,6 +42,10 @@ trait Cond: Send + Sync {
     fn fired(&self) {}
     /// How often it must be tested even without a wake-up (deadlines).
     fn every(&self) -> Option<Duration> {
+        None
+    }
+    /// The group whose passes a wait may run (a member's reader, latency first).
+    fn group(&self) -> Option<Arc<Group>> {
         None
     }
 }
@@ -69,6 +74,8 @@ impl Condition {
 pub struct ReadCondition {
     pub(crate) core: Arc<ReaderCore>,
     pub(crate) mask: StateMask,
+    /// A member reader's group (weak: a condition does not keep it running).
+    pub(crate) group: Option<Weak<Group>>,
 }
 
 impl std::fmt::Debug for ReadCondition {
@@ -90,6 +97,9 @@ impl Cond for ReadCondition {
     }
     fn attach(&self, s: &Arc<Signal>) {
         self.core.watch(Watcher::Set(Arc::downgrade(s)));
+    }
+    fn group(&self) -> Option<Arc<Group>> {
+        self.group.as_ref().and_then(Weak::upgrade)
     }
 }
 
@@ -248,7 +258,10 @@ impl WaitSet {
 
     /// Waits up to `timeout` until a condition holds; returns the numbers of those
     /// that hold (empty: the timeout passed). A status condition that is reported
-    /// is reset (it fires again at the next change).
+    /// is reset (it fires again at the next change). Sleeps, unless a read
+    /// condition of a latency-first member's reader is attached
+    /// (`spindle_views::config::Config::latency_first`): then this thread runs that
+    /// node's passes while it waits.
     pub fn wait(&self, timeout: Duration) -> Vec<usize> {
         let deadline = Instant::now() + timeout;
         let every = self.conds.iter().filter_map(|c| c.0.every()).min();
@@ -268,9 +281,18 @@ impl WaitSet {
             if let Some(e) = every {
                 left = left.min(e);
             }
+            // Latency first: run the node's passes until something changed.
+            if let Some(g) = self.conds.iter().find_map(|c| c.0.group()) {
+                let changed = || *lock(&self.signal.gen) != gen;
+                if g.wait_running_passes(Instant::now() + left, changed).is_some() {
+                    continue;
+                }
+            }
             let g = lock(&self.signal.gen);
             if *g == gen {
+                self.signal.sleepers.fetch_add(1, Ordering::AcqRel);
                 drop(self.signal.cond.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()));
+                self.signal.sleepers.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }

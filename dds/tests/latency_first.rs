@@ -89,3 +89,38 @@ fn writes_after_the_last_wait_still_go_out() {
     let got: Vec<u64> = rb.take_n(100, WAIT).iter().map(|x| x.data).collect();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
+
+#[test]
+fn a_waitset_of_a_latency_first_reader_wakes_for_every_sample() {
+    use spindle_dds::instance::StateMask;
+    use spindle_dds::waitset::WaitSet;
+    let name = format!("dlws{}", std::process::id());
+    let (a, b) = pair(&name, false, true);
+    let (ta, tb) = (a.pod_topic::<u64>("t", Qos::ordered()).unwrap(), b.pod_topic::<u64>("t", Qos::ordered()).unwrap());
+    let (aa, ab) =
+        (a.pod_topic::<u64>("ack", Qos::ordered()).unwrap(), b.pod_topic::<u64>("ack", Qos::ordered()).unwrap());
+    let (w, r) = (a.create_writer(&ta, ta.qos()).unwrap(), b.create_reader(&tb, tb.qos()).unwrap());
+    let (w_ack, r_ack) = (b.create_writer(&ab, ab.qos()).unwrap(), a.create_reader(&aa, aa.qos()).unwrap());
+    assert!(a.wait_for_matched("t", 1, 1, WAIT).is_ok() && a.wait_for_matched("ack", 1, 1, WAIT).is_ok());
+    assert!(b.wait_for_matched("t", 1, 1, WAIT).is_ok() && b.wait_for_matched("ack", 1, 1, WAIT).is_ok());
+    const N: u64 = 300;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut ws = WaitSet::new();
+            ws.attach(r.read_condition(StateMask::ANY));
+            let mut next = 0;
+            while next < N {
+                assert_eq!(ws.wait(WAIT), vec![0], "sample {next} woke the wait");
+                for x in r.take() {
+                    assert_eq!(x.data, next);
+                    w_ack.write(&next).unwrap();
+                    next += 1;
+                }
+            }
+        });
+        for i in 0..N {
+            w.write(&i).unwrap();
+            assert_eq!(r_ack.take_n(1, WAIT).iter().map(|x| x.data).collect::<Vec<_>>(), vec![i]);
+        }
+    });
+}
