@@ -30,7 +30,8 @@ struct Args {
     /// each message is then a lone message waking an idle group.
     #[arg(long, default_value_t = 0)]
     gap_us: u64,
-    /// After the run, let the group sit idle this long and report each node's CPU use.
+    /// After the run, let the group sit idle this long and report each node's CPU use
+    /// (with `--lend`, the sender spends it in a wait that runs its node's passes).
     #[arg(long, default_value_t = 0.0)]
     idle_seconds: f64,
     /// The sender waits for its delivery by running its node's predicate passes
@@ -116,7 +117,13 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
     // process's CPU divided by the number of nodes.
     let idle_cpu_pct = (a.idle_seconds > 0.0).then(|| {
         let (cpu0, t0) = (testkit::cpu_time(testkit::CpuClock::Process), Instant::now());
-        std::thread::sleep(Duration::from_secs_f64(a.idle_seconds));
+        let idle = Duration::from_secs_f64(a.idle_seconds);
+        if a.lend && sender_rank.is_some() {
+            // Idle while waiting: the sender's thread runs the passes for nothing.
+            rt.predicates().lender().run_until(t0 + idle, || false);
+        } else {
+            std::thread::sleep(idle);
+        }
         let cpu = testkit::cpu_time(testkit::CpuClock::Process).saturating_sub(cpu0);
         let share = if c.transport == testkit::TransportKind::Mem { c.nodes as f64 } else { 1.0 };
         100.0 * cpu.as_secs_f64() / t0.elapsed().as_secs_f64() / share

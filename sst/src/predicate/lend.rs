@@ -90,9 +90,13 @@ impl<S> Lender<S> {
         let mut w = lock(&inner.worker);
         let cfg = &inner.cfg;
         let bell = inner.transport.doorbell();
-        let spin = cfg.spin.max(BORROW_SPIN);
+        // The long spin is for the gap between a wait's work and the answer it
+        // waits for; after a park that found nothing, the thread's own budget.
+        let mut spin = cfg.spin.max(BORROW_SPIN);
         let mut now = Instant::now();
         let (mut idle_since, mut yielded, mut tick) = (None::<Instant>, now, 0u32);
+        // This wait slept on the doorbell: the thread aside may be in a long sleep.
+        let mut parked = false;
         let outcome = loop {
             if inner.stop.load(Ordering::Acquire) {
                 break Lent::Unavailable;
@@ -110,6 +114,7 @@ impl<S> Lender<S> {
             }
             if w.pass(inner, now, false) {
                 idle_since = None;
+                spin = cfg.spin.max(BORROW_SPIN);
                 now = Instant::now();
                 continue;
             }
@@ -138,12 +143,16 @@ impl<S> Lender<S> {
             w.local.parks += 1;
             let now2 = Instant::now();
             if wake_by > now2 {
+                inner.borrower_parked.store(true, Ordering::Relaxed);
+                parked = true;
                 inner.transport.park(ticket, Some(wake_by - now2));
+                inner.borrower_parked.store(false, Ordering::Relaxed);
             } else {
                 bell.cancel(ticket);
             }
             now = Instant::now();
             idle_since = None;
+            spin = cfg.spin;
             tick = 0;
         };
         // The counters go out now and then, not on every wait (`stats` promises them
@@ -155,20 +164,28 @@ impl<S> Lender<S> {
         inner.last_end.store(now.saturating_duration_since(inner.origin).as_nanos() as u64, Ordering::Relaxed);
         inner.lend.store(false, Ordering::Release);
         drop(w);
+        if parked {
+            // A wait that slept was long: one system call to end the thread's sleep.
+            drop(lock(&inner.lent));
+            inner.lent_cv.notify_all();
+        }
         outcome
     }
 }
 
 /// The predicate thread's side: it has released the working set. It looks every
-/// `lend_linger` whether a borrower still has it, and takes it back at the first
-/// look that finds no borrower for at least `lend_linger`. The borrower never wakes
-/// it (a round trip pays no system call for the hand-back); a waking thread takes a
-/// core from the borrowers, so the looks are few.
+/// `lend_linger` whether a borrower still has it (every `max_park` while the
+/// borrower itself sleeps on the doorbell), and takes it back at the first look
+/// that finds no borrower for at least `lend_linger`. A borrower that did not sleep
+/// never wakes it (a round trip pays no system call for the hand-back); one that
+/// slept does, once, as its wait ends.
 pub(super) fn step_aside<S>(inner: &Inner<S>) {
     let linger = inner.cfg.lend_linger.max(Duration::from_micros(100));
     let mut g = lock(&inner.lent);
     while !inner.stop.load(Ordering::Acquire) {
-        g = inner.lent_cv.wait_timeout(g, linger).unwrap_or_else(|p| p.into_inner()).0;
+        // A borrower asleep on the doorbell wakes this thread when its wait ends.
+        let look = if inner.borrower_parked.load(Ordering::Relaxed) { inner.cfg.max_park } else { linger };
+        g = inner.lent_cv.wait_timeout(g, look).unwrap_or_else(|p| p.into_inner()).0;
         let since = inner.origin.elapsed().saturating_sub(Duration::from_nanos(inner.last_end.load(Ordering::Relaxed)));
         if !inner.lend.load(Ordering::Acquire) && since >= linger {
             return;

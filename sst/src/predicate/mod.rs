@@ -165,6 +165,8 @@ struct Inner<S> {
     worker: Mutex<Worker<S>>,
     /// A borrower holds or is about to take the working set.
     lend: AtomicBool,
+    /// The borrower sleeps on the doorbell (the thread aside looks less often).
+    borrower_parked: AtomicBool,
     /// When the last borrow ended, in ns since `origin`; the thread steps aside on
     /// it (see `lend`).
     last_end: AtomicU64,
@@ -221,6 +223,7 @@ impl<S: Send + 'static> PredicateThread<S> {
             cfg: cfg.clone(),
             worker: Mutex::new(Worker::new(now + cfg.probe_every)),
             lend: AtomicBool::new(false),
+            borrower_parked: AtomicBool::new(false),
             last_end: AtomicU64::new(0),
             origin: now,
             thread: std::sync::OnceLock::new(),
