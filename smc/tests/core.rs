@@ -63,9 +63,13 @@ fn send_stage_pushes_all_new_slots_in_one_write_then_sent() {
     for k in 0..3u8 {
         assert!(sim.send(0, &[k; 8]).unwrap());
     }
-    // Slots 0..3 (header of the first through the payload of the last), then `sent`.
-    assert_eq!(poll(&mut sim, 0), vec![(SLOTS, 2 * SLOT + 16 + 8, vec![1, 2]), (0, 8, vec![1, 2])]);
-    assert_eq!(poll(&mut sim, 0), vec![(16, 8, vec![1, 2])], "next pass: own entries received, pushed once");
+    // Slots 0..3 (header of the first through the payload of the last), then `sent`,
+    // then `received`: the own entries count as received in the same pass.
+    assert_eq!(
+        poll(&mut sim, 0),
+        vec![(SLOTS, 2 * SLOT + 16 + 8, vec![1, 2]), (0, 8, vec![1, 2]), (16, 8, vec![1, 2])]
+    );
+    assert_eq!(sim.nodes[0].core.received(), &[3]);
     assert_eq!(poll(&mut sim, 0), vec![], "nothing new");
     assert_eq!(sim.nodes[0].core.stats().send_batches.max, 3);
 }
@@ -84,7 +88,7 @@ fn a_wrapping_batch_is_two_slot_writes() {
     // Entries 3, 4, 5 sit in slots 3, 0, 1.
     assert_eq!(
         poll(&mut sim, 0),
-        vec![(SLOTS + 3 * SLOT, 16 + 8, vec![1]), (SLOTS, SLOT + 16 + 8, vec![1]), (0, 8, vec![1])]
+        vec![(SLOTS + 3 * SLOT, 16 + 8, vec![1]), (SLOTS, SLOT + 16 + 8, vec![1]), (0, 8, vec![1]), (16, 8, vec![1])]
     );
 }
 
@@ -104,14 +108,15 @@ fn receive_stage_takes_everything_and_pushes_received_once() {
 
 #[test]
 fn delivery_waits_for_every_member_then_delivers_in_order() {
-    let mut sim = Sim::manual(spec(2, &[0], 8, 8, Mode::Ordered));
+    let mut sim = Sim::manual(spec(3, &[0], 8, 8, Mode::Ordered));
     sim.send(0, b"first!!!").unwrap();
     sim.send(0, b"second!!").unwrap();
-    poll(&mut sim, 0);
+    poll(&mut sim, 0); // sends both, and counts them received in the same pass
     sim.flush();
     poll(&mut sim, 1); // node 1 received both
-    assert!(deliver(&mut sim, 1).is_empty(), "node 0 has not acknowledged its own messages yet");
-    poll(&mut sim, 0); // node 0 receives its own and pushes received
+    sim.flush();
+    assert!(deliver(&mut sim, 1).is_empty(), "node 2 has not acknowledged them yet");
+    poll(&mut sim, 2); // node 2 receives them and pushes received
     sim.flush();
     let got = deliver(&mut sim, 1);
     assert_eq!(got, vec![(0, 0, b"first!!!".to_vec()), (0, 1, b"second!!".to_vec())]);

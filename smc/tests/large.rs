@@ -86,7 +86,11 @@ fn the_payload_is_pushed_before_its_descriptor_and_sent() {
     let mut p = Pushes::default();
     sim.nodes[0].core.poll(&mut p);
     let shape: Vec<(usize, usize)> = p.iter().map(|p| (p.offset, p.len)).collect();
-    assert_eq!(shape, vec![(80, 40), (32, 24), (0, 8)], "payload, then the descriptor's slot, then sent");
+    assert_eq!(
+        shape,
+        vec![(80, 40), (32, 24), (0, 8), (16, 8)],
+        "payload, then the descriptor's slot, then sent, then received"
+    );
     sim.post(0, &mut p);
     r = sim.nodes[0].core.reserve(24).unwrap();
     assert!(r.is_large());
@@ -188,7 +192,8 @@ fn words_agree(m: &spindle_smc::Message<'_>) {
 #[test]
 fn a_burst_of_large_messages_goes_out_a_few_megabytes_per_pass() {
     // Three payloads of 2.5 MB committed at once: the first pass pushes two (5 MB,
-    // past the 4 MiB a pass takes) with their slots and `sent`, the next the third.
+    // past the 4 MiB a pass takes) with their slots, `sent` and `received`, the next
+    // the third.
     let mut sim = Sim::manual(spec(2, &[0], 4, 8 << 20));
     for k in 0..3u8 {
         assert!(sim.send(0, &bytes(k, 2_500_000)).unwrap(), "a large message");
@@ -197,7 +202,7 @@ fn a_burst_of_large_messages_goes_out_a_few_megabytes_per_pass() {
     sim.nodes[0].core.poll(&mut p);
     let lens: Vec<usize> = p.iter().map(|p| p.len).collect();
     assert_eq!(lens[..2], [2_500_000, 2_500_000], "two payloads first: {lens:?}");
-    assert_eq!(lens.len(), 4, "then one slot write and `sent`: {lens:?}");
+    assert_eq!(lens.len(), 5, "then one slot write, `sent` and `received`: {lens:?}");
     sim.post(0, &mut p);
     sim.flush();
     let mut p = Pushes::default();

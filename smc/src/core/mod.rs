@@ -512,9 +512,18 @@ impl SmcCore {
             // published, so the ragged trim computed from it is a floor everywhere.
             return false;
         }
-        let got = self.receive_stage(pushes);
+        let mut got = self.receive_stage(pushes);
         let nulls = self.add_nulls();
         let sent = self.send_stage(pushes);
+        if sent {
+            // This node's own entries just published count as received in the same
+            // pass: `received` goes out right behind `sent`, so an ordered receiver
+            // finds them stable at once instead of a pass of this node later.
+            got |= self.receive_stage(pushes);
+        }
+        if got {
+            pushes.push(self.row.push(self.lay.received.range()));
+        }
         got || nulls || sent
     }
 

@@ -15,8 +15,8 @@ use super::*;
 use crate::spec::HEADER;
 
 impl SmcCore {
-    /// Receive stage: takes every new entry of every sender, pushes `received` once,
-    /// and works out the nulls owed.
+    /// Receive stage: takes every new entry of every sender into `received` (the
+    /// pass pushes it once) and works out the nulls owed.
     pub(super) fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
         let mut taken = 0u64;
         let table = &*self.table;
@@ -80,7 +80,6 @@ impl SmcCore {
         for r in 0..self.recv.len() {
             self.row.advance_at(self.lay.received, r, self.recv[r]).expect("received only grows");
         }
-        pushes.push(self.row.push(self.lay.received.range()));
         self.stats.recv_batches.record(taken);
         if self.spec.mode == Mode::Ordered {
             if let Some(s) = self.me_sender {
