@@ -312,8 +312,9 @@ impl Group {
         if !self.inner.cfg.latency_first {
             return None;
         }
+        let mut first = true;
         loop {
-            if Instant::now() >= deadline {
+            if !std::mem::take(&mut first) && Instant::now() >= deadline {
                 return Some(done());
             }
             let (view, lender) = {
