@@ -1,5 +1,5 @@
 //! Latency first: readers whose waits run the node's passes. Participants as
-//! threads of one process over shm; every wait bounded.
+//! threads of one process over shm (and tcp where said); every wait bounded.
 
 use spindle_dds::{DomainParticipant, Qos};
 use spindle_views::config::Transport;
@@ -9,17 +9,30 @@ mod common;
 use common::{participant_with, WAIT};
 
 fn pair(name: &str, first_latency: bool, second_latency: bool) -> (DomainParticipant, DomainParticipant) {
-    let a = participant_with(name, 0, None, Transport::Shm, |b| b.latency_first(first_latency));
+    pair_over(name, Transport::Shm, first_latency, second_latency)
+}
+
+fn pair_over(name: &str, t: Transport, first: bool, second: bool) -> (DomainParticipant, DomainParticipant) {
+    let a = participant_with(name, 0, None, t, |b| b.latency_first(first));
     let contact = Some(a.group().listen_addr());
-    let b = participant_with(name, 1, contact, Transport::Shm, |b| b.latency_first(second_latency));
+    let b = participant_with(name, 1, contact, t, |b| b.latency_first(second));
     assert!(a.group().wait_for_members(2, WAIT) && b.group().wait_for_members(2, WAIT));
     (a, b)
 }
 
 #[test]
 fn ping_pong_between_readers_that_run_the_passes() {
-    let name = format!("dlf{}", std::process::id());
-    let (a, b) = pair(&name, true, true);
+    ping_pong(Transport::Shm);
+}
+
+#[test]
+fn ping_pong_between_readers_that_run_the_passes_over_tcp() {
+    ping_pong(Transport::Tcp);
+}
+
+fn ping_pong(t: Transport) {
+    let name = format!("dlf{}{}", std::process::id(), t as u8);
+    let (a, b) = pair_over(&name, t, true, true);
     assert_eq!(a.group().wait_running_passes(Instant::now() + WAIT, || true), Some(true), "the setting is on");
     let (ping_a, pong_a) =
         (a.pod_topic::<u64>("ping", Qos::ordered()).unwrap(), a.pod_topic::<u64>("pong", Qos::ordered()).unwrap());
