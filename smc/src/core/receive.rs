@@ -1,5 +1,6 @@
-//! The receive stage: every new entry of every sender, checked, then `received`
-//! pushed once and the nulls owed worked out.
+//! The receive stage: every new entry of every sender, checked, taken into
+//! `received` (the pass pushes it once) and the nulls owed worked out; and the
+//! null run that pays them.
 //!
 //! A peer's entries are input from another process (over tcp, from another host), so
 //! each header is checked before anything relies on it: a known kind; a message no
@@ -135,6 +136,44 @@ impl SmcCore {
     /// module docs): the layer above removes them from the group.
     pub fn take_refused(&mut self) -> Vec<(NodeId, String)> {
         std::mem::take(&mut self.refused)
+    }
+
+    /// Adds the nulls this sender owes as one run, if it may: only when every
+    /// claimed entry is taken in and the senders' lease could be revoked (see
+    /// [`super::send`]); a new lease is granted after the run.
+    pub(super) fn add_nulls(&mut self) -> bool {
+        #[cfg(any(test, loom))]
+        if self.faults.no_nulls {
+            return false;
+        }
+        #[cfg(any(test, loom))]
+        if self.faults.endless_nulls && self.me_sender.is_some() {
+            self.null_target = self.null_target.max(self.next_index + 1);
+        }
+        let Some(s) = &self.send else { return false };
+        if self.wedged || self.next_index >= self.null_target || !s.extend_limit() {
+            return false;
+        }
+        #[cfg(any(test, loom))]
+        let how = match (self.faults.null_without_revoke, self.faults.nulls_over_claims) {
+            (_, true) => Revoke::Blind,
+            (true, false) => Revoke::Look,
+            _ => Revoke::Cas,
+        };
+        #[cfg(not(any(test, loom)))]
+        let how = Revoke::Cas;
+        let Some(gen) = s.revoke(self.committed, how) else { return false };
+        let count = (self.null_target - self.next_index).min(u32::MAX as u64);
+        let slot = s.slot_of(self.committed);
+        self.write_header(slot, KIND_NULL, count, self.next_index);
+        self.next_index += count;
+        s.set_end(slot, self.next_index);
+        self.committed += 1;
+        s.set_absorbed(self.committed);
+        s.grant(gen, self.committed, self.next_index);
+        self.stats.nulls += count;
+        self.stats.null_runs += 1;
+        true
     }
 }
 

@@ -124,13 +124,7 @@ impl<S> Lender<S> {
             }
             let since = *idle_since.get_or_insert(now);
             if now.duration_since(since) < spin {
-                if !cfg.yield_every.is_zero() && now.duration_since(yielded.max(since)) >= cfg.yield_every {
-                    std::thread::yield_now();
-                    yielded = now;
-                    w.local.yields += 1;
-                } else {
-                    crate::sync::spin_loop();
-                }
+                super::spin_or_yield(cfg, now, since, &mut yielded, &mut w.local.yields);
                 continue;
             }
             let ticket = bell.prepare();

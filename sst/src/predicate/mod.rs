@@ -350,6 +350,18 @@ fn halt<S>(inner: &Inner<S>, thread: Option<std::thread::JoinHandle<()>>) {
     drop(lock(&inner.worker));
 }
 
+/// One idle step inside the spin budget: give the core away once `yield_every` has
+/// passed since the last work (`since`) or the last yield, else a spin hint.
+fn spin_or_yield(cfg: &PollConfig, now: Instant, since: Instant, yielded: &mut Instant, yields: &mut u64) {
+    if !cfg.yield_every.is_zero() && now.duration_since((*yielded).max(since)) >= cfg.yield_every {
+        std::thread::yield_now();
+        *yielded = now;
+        *yields += 1;
+    } else {
+        crate::sync::spin_loop();
+    }
+}
+
 /// Passes between clock reads while busy or spinning.
 const CLOCK_EVERY: u32 = 32;
 
@@ -401,14 +413,7 @@ fn run<S>(inner: &Inner<S>) {
         }
         let since = *idle_since.get_or_insert(now);
         if now.duration_since(since) < cfg.spin {
-            let from = yielded.max(since);
-            if !cfg.yield_every.is_zero() && now.duration_since(from) >= cfg.yield_every {
-                std::thread::yield_now();
-                yielded = now;
-                w.local.yields += 1;
-            } else {
-                crate::sync::spin_loop();
-            }
+            spin_or_yield(cfg, now, since, &mut yielded, &mut w.local.yields);
             continue;
         }
         // Park: announce, look for work once more, then sleep until rung or due.
