@@ -140,7 +140,9 @@ pub struct Config {
     /// (`spindle_sst::predicate::Lender`). One spinning thread per node instead of
     /// two, and no wake-up between a delivery and its waiter: round trips are
     /// shorter on a host with few cores. A waiting thread spins up to 1 ms before
-    /// it sleeps; work that arrives while no one waits is taken up within 1 ms.
+    /// it sleeps; work that arrives after the last wait is taken up by the
+    /// predicate thread within about 10 ms (twice `PollConfig::lend_linger`).
+    /// Upcalls and listeners then run on the waiting thread (docs/limits.md).
     /// Default off.
     #[serde(default)]
     pub latency_first: bool,

@@ -7,6 +7,8 @@
 //! cargo run --release -p bench --bin dds_perf -- --size 1024 --qos ordered --subscribers 1 --seconds 5
 //! # round-trip latency (ping/pong through two topics), p50/p99:
 //! cargo run --release -p bench --bin dds_perf -- --latency --size 128 --count 20000
+//! # the same with readers that run their node's passes while they wait:
+//! cargo run --release -p bench --bin dds_perf -- --latency --size 16 --latency-first
 //! # or by hand in two terminals (the publisher waits for --subscribers readers):
 //! dds_perf --role sub --id 1 --port 7110 --contact 127.0.0.1:7100
 //! dds_perf --role pub --id 0 --port 7100 --subscribers 1
