@@ -25,6 +25,10 @@
 //!
 //! Triggers run with the state lock held and must not call back into
 //! [`PredicateThread::with_state`] (that would deadlock).
+//!
+//! An application thread that waits for what the passes bring may run them itself
+//! for the time of its wait while this thread sleeps aside ([`Lender`], module
+//! `lend`): triggers then run on that thread.
 
 use crate::doorbell::Doorbell;
 use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
