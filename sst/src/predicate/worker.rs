@@ -9,7 +9,8 @@ use crate::table::Pushes;
 use crate::transport::{PeerEvent, WriteOp};
 use std::time::Instant;
 
-/// The thread's private working set.
+/// The node's working set: one holder at a time runs the passes with it (the
+/// predicate thread, or a borrower; see `lend`).
 pub(super) struct Worker<S> {
     entries: Vec<Entry<S>>,
     handlers: Vec<OnEvent<S>>,
@@ -21,14 +22,15 @@ pub(super) struct Worker<S> {
 }
 
 impl<S> Worker<S> {
-    pub(super) fn new(now: Instant) -> Self {
+    /// An empty working set whose first liveness probe is due at `first_probe`.
+    pub(super) fn new(first_probe: Instant) -> Self {
         Worker {
             entries: Vec::new(),
             handlers: Vec::new(),
             pushes: Pushes::default(),
             events: Vec::new(),
             local: Stats::default(),
-            next_probe: now,
+            next_probe: first_probe,
         }
     }
 
