@@ -31,7 +31,7 @@ impl Checks {
         let ordered = cfg.spec.mode == Mode::Ordered;
         let (n, s) = (cfg.spec.members.len(), cfg.spec.senders.len());
         Checks {
-            total_order: total_order::TotalOrder::new(ordered, n),
+            total_order: total_order::TotalOrder::new(ordered, n, s),
             stability: stability::Stability { ordered },
             no_gaps: no_gaps::NoGaps::new(n, s),
             slot_reuse: slot_reuse::SlotReuse::new(s, cfg.spec.window as u64),

@@ -11,14 +11,15 @@ pub const NAME: &str = "total order (Spindle §2.1)";
 #[derive(Debug)]
 pub struct TotalOrder {
     ordered: bool,
+    senders: u64,
     canonical: Vec<(u64, usize, u64, u64)>,
     at: Vec<usize>,
 }
 
 impl TotalOrder {
-    /// For `nodes` nodes.
-    pub fn new(ordered: bool, nodes: usize) -> TotalOrder {
-        TotalOrder { ordered, canonical: Vec::new(), at: vec![0; nodes] }
+    /// For `nodes` nodes and `senders` senders.
+    pub fn new(ordered: bool, nodes: usize, senders: usize) -> TotalOrder {
+        TotalOrder { ordered, senders: senders as u64, canonical: Vec::new(), at: vec![0; nodes] }
     }
 
     /// Checks one delivery.
@@ -27,6 +28,12 @@ impl TotalOrder {
             return Ok(());
         }
         let this = (d.seq, d.sender, d.index, d.digest);
+        if d.seq != d.index * self.senders + d.sender as u64 {
+            return Err(format!(
+                "node {} delivered sender {}'s message {} as seq {}, not its round-robin position",
+                d.node, d.sender, d.index, d.seq
+            ));
+        }
         let j = self.at[d.node];
         self.at[d.node] += 1;
         match self.canonical.get(j) {
