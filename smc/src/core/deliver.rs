@@ -56,10 +56,15 @@ impl SmcCore {
                 // Position (r, k) of `next_seq`, stepped without a division per message.
                 let (mut r, mut k) = ((next_seq % s) as usize, next_seq / s);
                 let mut bytes = 0;
+                if s == 1 {
+                    // One sender: its positions are its indices, in its entries' order.
+                    self.take_one_sender(stable[0], &mut next_seq, &mut upto[0], &mut msgs);
+                    k = stable[0];
+                }
                 while stable[r] > k && bytes < BATCH_BYTES {
                     let before = msgs.len();
                     self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
-                    bytes += msgs.get(before).map_or(0, |m| m.len);
+                    bytes += msgs.get(before).map_or(0, MsgRef::len);
                     next_seq += 1;
                     r += 1;
                     if r == s as usize {
@@ -100,11 +105,34 @@ impl SmcCore {
                 let before = msgs.len();
                 self.push_refs(r, *e, e.first, *next_seq, msgs);
                 if msgs.len() > before {
-                    bytes += msgs[before..].iter().map(|m| m.len).sum::<usize>();
+                    bytes += msgs[before..].iter().map(MsgRef::len).sum::<usize>();
                     *next_seq += 1;
                 }
                 upto[r] = e.end.min(limit);
             }
+        }
+    }
+
+    /// Ordered delivery with one sender, whose index is the global sequence: the
+    /// entries below `stable`, until `BATCH_BYTES`; `upto` and `next_seq` advance.
+    fn take_one_sender(&self, stable: u64, next_seq: &mut u64, upto: &mut u64, msgs: &mut Vec<MsgRef>) {
+        let mut bytes = 0;
+        for e in self.pending[0].iter() {
+            // A null run may have been delivered in part.
+            let k = e.first.max(*next_seq);
+            if k >= stable || bytes >= BATCH_BYTES {
+                break;
+            }
+            if e.data.is_some() {
+                let before = msgs.len();
+                self.push_refs(0, *e, k, k, msgs);
+                bytes += msgs.get(before).map_or(0, MsgRef::len);
+                *next_seq = k + 1;
+            } else {
+                // Each index of a null run is a position, delivered as nothing.
+                *next_seq = e.end.min(stable);
+            }
+            *upto = *next_seq;
         }
     }
 
@@ -139,7 +167,7 @@ impl SmcCore {
             Some(at) => (self.lay.arena, at),
             None => (self.lay.slots, e.slot * self.lay.slot_bytes + HEADER),
         };
-        let one = |at, len| MsgRef { sender: r, index, seq, row, area, at, len, large: e.arena_at.is_some() };
+        let one = |at, len| MsgRef::new(r, index, seq, row, at, len, e.arena_at.is_some());
         if e.pack == 0 {
             return msgs.push(one(at, len));
         }
@@ -162,7 +190,7 @@ impl SmcCore {
     /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.
     pub(super) fn hand_out(&mut self, msgs: Vec<MsgRef>, upto: Vec<u64>, next_seq: u64) -> Deliverable {
         self.delivering = true;
-        let batch = Batch { table: self.table.clone(), msgs };
+        let batch = Batch { table: self.table.clone(), slots: self.lay.slots, arena: self.lay.arena, msgs };
         Deliverable { batch, upto, next_seq }
     }
 
@@ -175,9 +203,8 @@ impl SmcCore {
     pub fn finish(&mut self, d: Deliverable, pushes: &mut Pushes) {
         debug_assert!(self.delivering, "finish without take_deliverable");
         for r in 0..self.deliv.len() {
-            while self.pending[r].front().is_some_and(|e| e.end <= d.upto[r]) {
-                self.pending[r].pop_front();
-            }
+            let done = self.pending[r].partition_point(|e| e.end <= d.upto[r]);
+            self.pending[r].drain(..done);
             self.row.advance_at(self.lay.delivered, r, d.upto[r]).expect("delivered only grows");
         }
         let n = d.batch.len() as u64;

@@ -80,6 +80,13 @@ impl RowArea<'_> {
         assert!(i * WORD < self.len, "word {i} outside a {}-byte area", self.len);
         self.region.load(self.base + i * WORD, Ordering::Acquire)
     }
+    /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the area, as
+    /// [`Table::read_bytes`] does.
+    #[inline]
+    pub fn read_bytes(&self, at: usize, out: &mut [u8]) {
+        assert!(at % WORD == 0 && at + out.len() <= self.len, "read outside a {}-byte area", self.len);
+        self.region.read_bytes(self.base + at, out);
+    }
 }
 
 /// A write that would move a monotonic column backwards; the column is unchanged.
