@@ -34,7 +34,8 @@ impl MsgRef {
     #[inline]
     pub(crate) fn new(sender: usize, index: u64, seq: u64, row: usize, at: usize, len: usize, large: bool) -> Self {
         // Ranks are below 64 (the table's member masks) and a payload fits its slot
-        // or arena, both far below 4 GiB (checked when the entry was received).
+        // or arena: at most `spec::MAX_MSG` (64 MiB) or `spec::MAX_ARENA` (1 GiB),
+        // checked by the spec and again when the entry was received.
         debug_assert!(sender <= u16::MAX as usize && row <= u16::MAX as usize && len <= u32::MAX as usize);
         MsgRef { seq, index, at, len: len as u32, sender: sender as u16, row: row as u16, large }
     }
