@@ -123,7 +123,7 @@ impl SmcCore {
             if k >= stable || bytes >= BATCH_BYTES {
                 break;
             }
-            if e.data.is_some() {
+            if e.kind != EntryKind::Null {
                 let before = msgs.len();
                 self.push_refs(0, *e, k, k, msgs);
                 bytes += msgs.get(before).map_or(0, MsgRef::len);
@@ -161,13 +161,14 @@ impl SmcCore {
     /// pack's in order (all at `index` and `seq`), or none for a null run.
     #[inline]
     fn push_refs(&self, r: usize, e: Entry, index: u64, seq: u64, msgs: &mut Vec<MsgRef>) {
-        let Some(len) = e.data else { return };
+        let len = e.len as usize;
         let row = self.sender_row[r];
-        let (area, at) = match e.arena_at {
-            Some(at) => (self.lay.arena, at),
-            None => (self.lay.slots, e.slot * self.lay.slot_bytes + HEADER),
+        let (area, at, large) = match e.kind {
+            EntryKind::Null => return,
+            EntryKind::Large => (self.lay.arena, e.at as usize, true),
+            EntryKind::Slot => (self.lay.slots, e.at as usize * self.lay.slot_bytes + HEADER, false),
         };
-        let one = |at, len| MsgRef::new(r, index, seq, row, at, len, e.arena_at.is_some());
+        let one = |at, len| MsgRef::new(r, index, seq, row, at, len, large);
         if e.pack == 0 {
             return msgs.push(one(at, len));
         }

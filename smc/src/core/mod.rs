@@ -160,18 +160,41 @@ pub enum SendError {
     Wedged,
 }
 
-/// An entry received but not yet wholly delivered.
+/// An entry received but not yet wholly delivered: 32 bytes, two to a cache line
+/// (one is queued per message received).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
-    slot: usize,
     first: u64,
     end: u64,
-    /// `Some(len)` for a message, `None` for a null run.
-    data: Option<usize>,
-    /// A large message's payload offset in its sender's arena.
-    arena_at: Option<usize>,
-    /// For a pack, its messages (`data` is then the bytes they take); 0 otherwise.
+    /// Its slot in the sender's ring, or for a large message its payload's offset in
+    /// the sender's arena (at most [`crate::spec::MAX_ARENA`], 1 GiB).
+    at: u32,
+    /// A message's (or a pack's) bytes, at most [`crate::spec::MAX_MSG`] (64 MiB) in
+    /// a slot and the arena's size for a large one; 0 for a null run.
+    len: u32,
+    /// For a pack, its messages (`len` is then the bytes they take); 0 otherwise.
     pack: u32,
+    kind: EntryKind,
+}
+
+const _: () = assert!(std::mem::size_of::<Entry>() == 32, "an entry stays 32 bytes");
+
+/// What an [`Entry`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    /// A message or a pack in the slot.
+    Slot,
+    /// A large message's descriptor (its payload in the arena).
+    Large,
+    /// A null run.
+    Null,
+}
+
+impl Entry {
+    /// A large message's payload offset in its sender's arena.
+    fn arena_at(&self) -> Option<usize> {
+        (self.kind == EntryKind::Large).then_some(self.at as usize)
+    }
 }
 
 /// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].

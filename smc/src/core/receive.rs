@@ -15,61 +15,77 @@
 use super::*;
 use crate::spec::HEADER;
 
+/// What a received entry is checked against: the subgroup's largest slot message
+/// and the arena's size.
+#[derive(Clone, Copy)]
+struct Limits {
+    max_msg: usize,
+    arena: u64,
+}
+
 impl SmcCore {
     /// Receive stage: takes every new entry of every sender into `received` (the
     /// pass pushes it once) and works out the nulls owed.
     pub(super) fn receive_stage(&mut self, pushes: &mut Pushes) -> bool {
         let mut taken = 0u64;
         let table = &*self.table;
+        let limits = Limits { max_msg: self.spec.max_msg, arena: self.lay.arena.len() as u64 };
+        let (window, slot_words) = (self.spec.window, self.lay.slot_bytes / 8);
         for r in 0..self.spec.senders.len() {
             let row = self.sender_row[r];
             let sent = table.counter(row, self.lay.sent);
-            if self.seen[r] >= sent {
+            // The sender's place, kept in locals for the run and stored once after it.
+            let (mut seen, mut recv) = (self.seen[r], self.recv[r]);
+            if seen >= sent || self.bad[r] {
                 continue;
             }
             let slots = table.area(row, self.lay.slots);
-            let window = self.spec.window;
-            // The slot of entry `seen[r]`, stepped without a division per entry.
-            let mut slot = (self.seen[r] % window as u64) as usize;
-            while self.seen[r] < sent && !self.bad[r] {
-                let base = slot * self.lay.slot_bytes / 8;
+            let pending = &mut self.pending[r];
+            // The slot of entry `seen`, stepped without a division per entry.
+            let mut slot = (seen % window as u64) as usize;
+            let mut refused = None;
+            while seen < sent {
+                let base = slot * slot_words;
                 let w0 = slots.word(base);
                 let first = slots.word(base + 1);
                 // A descriptor's offset: read only for a descriptor.
                 let at = if is_large(w0) { slots.word(base + 2) } else { 0 };
-                let checked = self.check_entry(r, w0, first, at).and_then(|e| match e.pack {
+                let checked = check_entry(limits, recv, slot, w0, first, at).and_then(|e| match e.pack {
                     0 => Ok(e),
-                    n => check_pack(n, e.data.unwrap_or(0), |i| slots.word(base + HEADER / 8 + i)).map(|_| e),
+                    n => check_pack(n, e.len as usize, |i| slots.word(base + HEADER / 8 + i)).map(|_| e),
                 });
-                match checked {
-                    Ok(e) => {
-                        if let (Some(x), Some(at), Some(len)) = (&mut self.relay, e.arena_at, e.data) {
-                            let entry = self.seen[r];
-                            self.held[r] = !x.arrived(table, r, entry);
-                            #[cfg(any(test, loom))]
-                            if self.faults.relay_early {
-                                self.held[r] = false;
-                            }
-                            if self.held[r] {
-                                break; // its payload has not reached this node yet
-                            }
-                            let payload = self.lay.arena.sub_range(at, len);
-                            x.pass_on(table, r, row, payload, entry, pushes);
-                        }
-                        self.pending[r].push_back(Entry { slot, ..e });
-                        self.recv[r] = e.end;
-                        self.seen[r] += 1;
-                        taken += 1;
-                        slot = if slot + 1 == window { 0 } else { slot + 1 };
-                    }
+                let e = match checked {
+                    Ok(e) => e,
                     Err(why) => {
-                        self.bad[r] = true;
-                        self.stats.refused += 1;
-                        let node = self.spec.senders[r];
-                        tracing::warn!(sender = %node, entry = self.seen[r], %why, "entry refused");
-                        self.refused.push((node, why));
+                        refused = Some(why);
+                        break;
                     }
+                };
+                if let (Some(x), Some(at)) = (&mut self.relay, e.arena_at()) {
+                    self.held[r] = !x.arrived(table, r, seen);
+                    #[cfg(any(test, loom))]
+                    if self.faults.relay_early {
+                        self.held[r] = false;
+                    }
+                    if self.held[r] {
+                        break; // its payload has not reached this node yet
+                    }
+                    let payload = self.lay.arena.sub_range(at, e.len as usize);
+                    x.pass_on(table, r, row, payload, seen, pushes);
                 }
+                pending.push_back(e);
+                recv = e.end;
+                seen += 1;
+                taken += 1;
+                slot = if slot + 1 == window { 0 } else { slot + 1 };
+            }
+            (self.seen[r], self.recv[r]) = (seen, recv);
+            if let Some(why) = refused {
+                self.bad[r] = true;
+                self.stats.refused += 1;
+                let node = self.spec.senders[r];
+                tracing::warn!(sender = %node, entry = seen, %why, "entry refused");
+                self.refused.push((node, why));
             }
         }
         if let Some(x) = &mut self.relay {
@@ -96,40 +112,6 @@ impl SmcCore {
             }
         }
         true
-    }
-
-    /// Checks the entry header `w0`, first index `first` and first payload word `at`
-    /// (a descriptor's offset) that sender `r` published (see the module docs).
-    fn check_entry(&self, r: usize, w0: u64, first: u64, at: u64) -> Result<Entry, String> {
-        if first != self.recv[r] {
-            return Err(format!("entry starts at index {first}, expected {}", self.recv[r]));
-        }
-        let high = w0 >> 32;
-        let entry = |data, count: u64, arena_at| Entry { slot: 0, first, end: first + count, data, arena_at, pack: 0 };
-        if w0 & 0xff == KIND_PACK {
-            let (n, bytes) = (pack_count(w0), high as usize);
-            if n == 0 || bytes > self.spec.max_msg || bytes < 8 * n as usize {
-                return Err(format!("pack of {n} messages in {bytes} bytes, in a slot of {}", self.spec.max_msg));
-            }
-            return Ok(Entry { pack: n as u32, ..entry(Some(bytes), 1, None) });
-        }
-        match w0 & 0xffff_ffff {
-            KIND_DATA if high as usize <= self.spec.max_msg => Ok(entry(Some(high as usize), 1, None)),
-            KIND_DATA => Err(format!("message of {high} bytes in a slot of {}", self.spec.max_msg)),
-            KIND_NULL if high > 0 => Ok(entry(None, high, None)),
-            KIND_NULL => Err("null run of no index".into()),
-            KIND_LARGE => {
-                let (len, arena) = (high, self.lay.arena.len() as u64);
-                let fits = at % 8 == 0 && at.checked_add(len.div_ceil(8) * 8).is_some_and(|end| end <= arena);
-                if len as usize <= self.spec.max_msg || !fits {
-                    return Err(format!(
-                        "descriptor of {len} bytes at offset {at}: not a large payload inside the {arena}-byte arena"
-                    ));
-                }
-                Ok(entry(Some(len as usize), 1, Some(at as usize)))
-            }
-            kind => Err(format!("unknown entry kind {kind:#x}")),
-        }
     }
 
     /// Senders refused since the last call, each once, with the reason (see the
@@ -174,6 +156,52 @@ impl SmcCore {
         self.stats.nulls += count;
         self.stats.null_runs += 1;
         true
+    }
+}
+
+/// Checks the entry in `slot` (see the module docs): its header word `w0`, first
+/// index `first` (the sender's next, `expect`) and first payload word `at` (a
+/// descriptor's offset).
+fn check_entry(lim: Limits, expect: u64, slot: usize, w0: u64, first: u64, at: u64) -> Result<Entry, String> {
+    if first != expect {
+        return Err(format!("entry starts at index {first}, expected {expect}"));
+    }
+    let high = w0 >> 32;
+    // Every field fits its u32: a slot's message is at most MAX_MSG (64 MiB), a large
+    // one lies inside the arena (at most MAX_ARENA, 1 GiB), a null run's count is the
+    // header's high half, and the ring has at most MAX_WINDOW slots.
+    let entry = |kind, at: u64, len: u64, count: u64| Entry {
+        first,
+        end: first + count,
+        at: at as u32,
+        len: len as u32,
+        pack: 0,
+        kind,
+    };
+    let in_slot = slot as u64;
+    if w0 & 0xff == KIND_PACK {
+        let (n, bytes) = (pack_count(w0), high as usize);
+        if n == 0 || bytes > lim.max_msg || bytes < 8 * n as usize {
+            return Err(format!("pack of {n} messages in {bytes} bytes, in a slot of {}", lim.max_msg));
+        }
+        return Ok(Entry { pack: n as u32, ..entry(EntryKind::Slot, in_slot, high, 1) });
+    }
+    match w0 & 0xffff_ffff {
+        KIND_DATA if high as usize <= lim.max_msg => Ok(entry(EntryKind::Slot, in_slot, high, 1)),
+        KIND_DATA => Err(format!("message of {high} bytes in a slot of {}", lim.max_msg)),
+        KIND_NULL if high > 0 => Ok(entry(EntryKind::Null, in_slot, 0, high)),
+        KIND_NULL => Err("null run of no index".into()),
+        KIND_LARGE => {
+            let (len, arena) = (high, lim.arena);
+            let fits = at % 8 == 0 && at.checked_add(len.div_ceil(8) * 8).is_some_and(|end| end <= arena);
+            if len as usize <= lim.max_msg || !fits {
+                return Err(format!(
+                    "descriptor of {len} bytes at offset {at}: not a large payload inside the {arena}-byte arena"
+                ));
+            }
+            Ok(entry(EntryKind::Large, at, len, 1))
+        }
+        kind => Err(format!("unknown entry kind {kind:#x}")),
     }
 }
 
