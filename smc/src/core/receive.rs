@@ -167,9 +167,9 @@ fn check_entry(lim: Limits, expect: u64, slot: usize, w0: u64, first: u64, at: u
         return Err(format!("entry starts at index {first}, expected {expect}"));
     }
     let high = w0 >> 32;
-    // Every field fits its u32: a slot's message is at most MAX_MSG (64 MiB), a large
-    // one lies inside the arena (at most MAX_ARENA, 1 GiB), a null run's count is the
-    // header's high half, and the ring has at most MAX_WINDOW slots.
+    // The u32 fields hold what they are given: a slot's message is at most MAX_MSG
+    // (64 MiB), a large one lies inside the arena (at most MAX_ARENA, 1 GiB), and the
+    // ring has at most MAX_WINDOW slots. A null run's count goes into `end` (u64).
     let entry = |kind, at: u64, len: u64, count: u64| Entry {
         first,
         end: first + count,
