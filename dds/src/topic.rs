@@ -17,6 +17,7 @@ use crate::sample::{SampleInfo, WriterId};
 use crate::serve::relay::ClientOut;
 use crate::sink::Src;
 use crate::table::TopicEntry;
+use crossbeam_utils::CachePadded;
 use log_writer::{Durability, LogWriter};
 use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use spindle_sst::sync::lock;
@@ -44,10 +45,9 @@ pub(crate) struct TopicState {
     /// How far the log's records are durable (Logged topics).
     pub(crate) durability: Option<Durability>,
     pub(crate) inner: Mutex<TopicInner>,
-    /// Signalled when a local writer's sample is delivered here, if `waiters` > 0
-    /// (both change under `inner`'s lock).
+    /// Signalled when a local writer's sample is delivered here, if
+    /// `own.waiters` > 0 (both change under `inner`'s lock).
     pub(crate) delivered: Condvar,
-    pub(crate) waiters: AtomicUsize,
     /// Signalled (under `inner`'s lock) when a view starts here and when a late
     /// join ends: a late joiner's request for the history of a view this node has
     /// not begun yet waits on it, and so does a client reader's start at a member
@@ -58,12 +58,25 @@ pub(crate) struct TopicState {
     pub(crate) catch_up_failed: Mutex<Option<CatchUpError>>,
     /// Per local writer: readers whose request it does not meet.
     pub(crate) writer_incompatible: Mutex<HashMap<u32, crate::IncompatibleQos>>,
-    /// `(view id + 1) << 16 | (subgroup + 1)` of the last view a send looked up.
+    /// `(view id + 1) << 16 | (subgroup + 1)` of the last view a send looked up
+    /// (read by every write).
     pick: AtomicU64,
-    /// Samples of local writers delivered here, and tasks waiting for room.
-    own_delivered: AtomicU64,
+    /// What delivery writes for local writers, on cache lines of its own: a
+    /// writer's thread reads `pick` on every send, and a line written by the
+    /// delivery thread beside it would move between the cores at every batch.
+    own: CachePadded<OwnDelivered>,
     room_wakers: Mutex<Vec<std::task::Waker>>,
-    n_room_wakers: AtomicUsize,
+}
+
+/// Local writers' samples delivered here, and who waits for them.
+#[derive(Debug, Default)]
+struct OwnDelivered {
+    /// Samples of local writers delivered here (added once per delivered batch).
+    count: AtomicU64,
+    /// Threads in [`TopicState::wait_own`] (changed under `inner`'s lock).
+    waiters: AtomicUsize,
+    /// Tasks waiting for room ([`TopicState::wake_on_delivery`]).
+    room_wakers: AtomicUsize,
 }
 
 /// The effects of one input, applied under the topic's lock.
@@ -73,6 +86,8 @@ pub(crate) struct Apply<'a> {
     log: &'a Option<LogWriter>,
     /// Records were queued for the log writer (woken after the input).
     appended: bool,
+    /// Samples of local writers this input delivered (counted once, after it).
+    own: u64,
 }
 
 impl Effects<Arc<ReaderCore>> for Apply<'_> {
@@ -113,15 +128,7 @@ impl Effects<Arc<ReaderCore>> for Apply<'_> {
         }
     }
     fn delivered_own(&mut self, _writer: u32, _seq: u64) {
-        let t = self.t;
-        t.own_delivered.fetch_add(1, Ordering::Release);
-        if t.n_room_wakers.load(Ordering::Acquire) > 0 {
-            t.wake_room();
-        }
-        // A notify is a system call: only when someone waits.
-        if t.waiters.load(Ordering::Relaxed) > 0 {
-            t.delivered.notify_all();
-        }
+        self.own += 1;
     }
     fn entered(&mut self) {
         self.t.entered.notify_all();
@@ -168,14 +175,12 @@ impl TopicState {
                 durability: writer.as_ref().map(LogWriter::durability),
                 inner: Mutex::new(TopicInner { engine, out: ClientOut::default(), log: writer }),
                 delivered: Condvar::new(),
-                waiters: AtomicUsize::new(0),
                 entered: Condvar::new(),
                 catch_up_failed: Mutex::new(None),
                 writer_incompatible: Mutex::new(HashMap::new()),
                 pick: AtomicU64::new(0),
-                own_delivered: AtomicU64::new(0),
+                own: CachePadded::default(),
                 room_wakers: Mutex::new(Vec::new()),
-                n_room_wakers: AtomicUsize::new(0),
             }
         });
         if let Some(source) = no_thread {
@@ -190,11 +195,22 @@ impl TopicState {
     pub(crate) fn run<T>(&self, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
         let mut g = lock(&self.inner);
         let TopicInner { engine, out, log } = &mut *g;
-        let mut fx = Apply { t: self, out, log, appended: false };
+        let mut fx = Apply { t: self, out, log, appended: false, own: 0 };
         let r = f(engine, &mut fx);
-        if fx.appended {
+        let (appended, own) = (fx.appended, fx.own);
+        if appended {
             if let Some(w) = log {
                 w.kick();
+            }
+        }
+        if own > 0 {
+            self.own.count.fetch_add(own, Ordering::Release);
+            if self.own.room_wakers.load(Ordering::Acquire) > 0 {
+                self.wake_room();
+            }
+            // A notify is a system call: only when someone waits.
+            if self.own.waiters.load(Ordering::Relaxed) > 0 {
+                self.delivered.notify_all();
             }
         }
         for c in out.take_dead() {
@@ -235,19 +251,47 @@ impl TopicState {
 
     /// How many samples of local writers were delivered here so far.
     pub(crate) fn delivered_count(&self) -> u64 {
-        self.own_delivered.load(Ordering::Acquire)
+        self.own.count.load(Ordering::Acquire)
+    }
+
+    /// Waits up to `timeout` until `done` holds of the engine, woken by each
+    /// delivered batch that holds a local writer's sample, and looks at `give_up`
+    /// (the group's state, which delivery does not signal) at least every `slice`.
+    pub(crate) fn wait_own(
+        &self,
+        timeout: std::time::Duration,
+        slice: std::time::Duration,
+        mut done: impl FnMut(&TopicEngine<Arc<ReaderCore>>) -> bool,
+        mut give_up: impl FnMut() -> bool,
+    ) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut g = lock(&self.inner);
+        // Counted under the lock that delivery holds when it looks: no wake-up lost.
+        self.own.waiters.fetch_add(1, Ordering::Relaxed);
+        let ok = loop {
+            if done(&g.engine) {
+                break true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || give_up() {
+                break false;
+            }
+            g = self.delivered.wait_timeout(g, left.min(slice)).unwrap_or_else(|p| p.into_inner()).0;
+        };
+        self.own.waiters.fetch_sub(1, Ordering::Relaxed);
+        ok
     }
 
     /// Wakes `w` at the next delivery of a local writer's sample.
     pub(crate) fn wake_on_delivery(&self, w: std::task::Waker) {
         let mut ws = lock(&self.room_wakers);
         ws.push(w);
-        self.n_room_wakers.store(ws.len(), Ordering::Release);
+        self.own.room_wakers.store(ws.len(), Ordering::Release);
     }
 
     fn wake_room(&self) {
         let ws = std::mem::take(&mut *lock(&self.room_wakers));
-        self.n_room_wakers.store(0, Ordering::Release);
+        self.own.room_wakers.store(0, Ordering::Release);
         for w in ws {
             w.wake();
         }
@@ -285,3 +329,5 @@ impl TopicState {
 mod log_writer;
 #[cfg(test)]
 mod seam_tests;
+#[cfg(test)]
+mod wait_tests;

@@ -5,7 +5,7 @@
 use crate::instance::{prefix, InstanceHandle, Keyed, Kind, PREFIX};
 use crate::participant::state::Participant;
 use crate::qos::{Level, Qos, DEFAULT_MAX_BLOCKING};
-use crate::sample::{header, Codec, HEADER};
+use crate::sample::{header_word, Codec, HEADER};
 use crate::status::DeadlineMissed;
 use crate::topic::TopicState;
 use crate::{DdsError, IncompatibleQos};
@@ -99,7 +99,7 @@ impl<T> DataWriter<T> {
         // room leaves no gap in the writer's sequence.
         let mut clock = lock(&self.sending);
         let seq = self.seq.load(Ordering::Relaxed) + 1;
-        let [h0, h1] = header(self.id, seq, clock.now());
+        let (h0, h1) = (header_word(self.id, seq), clock.now_ns());
         self.p.group.send_where_within(
             |v| self.topic.subgroup_in(v),
             HEADER + len,
@@ -228,24 +228,13 @@ impl<T> DataWriter<T> {
     /// Waits up to `timeout` until every sample written so far is delivered at this
     /// participant (for ordered levels: stable and delivered everywhere it goes).
     pub fn wait_for_delivery(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
         let last = self.seq.load(Ordering::Relaxed);
-        let mut g = lock(&self.topic.inner);
-        loop {
-            if g.engine.delivered(self.id).map_or(true, |d| d >= last) {
-                return true;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.p.group.stopped().is_some() {
-                return false;
-            }
-            g = self
-                .topic
-                .delivered
-                .wait_timeout(g, left.min(Duration::from_millis(100)))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        self.topic.wait_own(
+            timeout,
+            Duration::from_millis(100),
+            |e| e.delivered(self.id).map_or(true, |d| d >= last),
+            || self.p.group.stopped().is_some(),
+        )
     }
 
     /// The writer's number in its participant.
