@@ -116,7 +116,8 @@ pub struct Sample<T> {
     pub info: SampleInfo,
 }
 
-/// Encodes a header.
+/// Encodes a header (writers stamp theirs from their own clock, `crate::stamp`).
+#[cfg(test)]
 pub(crate) fn header(writer: u32, seq: u64, now: SystemTime) -> [u64; 2] {
     [header_word(writer, seq), wall_ns(now)]
 }

@@ -22,28 +22,31 @@ pub(crate) const ANCHOR_EVERY: Duration = Duration::from_millis(10);
 /// One writer's clock (kept under the writer's send lock).
 pub(crate) struct Stamp {
     clock: quanta::Clock,
-    /// The counter and the wall clock at the last wall-clock read.
-    at: quanta::Instant,
-    wall: SystemTime,
+    /// The counter's raw value and the wall clock (ns since the Unix epoch) at the
+    /// last wall-clock read.
+    at: u64,
+    wall_ns: u64,
 }
 
 impl Stamp {
     pub(crate) fn new() -> Self {
         let clock = quanta::Clock::new();
-        let at = clock.now();
-        Stamp { clock, at, wall: SystemTime::now() }
+        let at = clock.raw();
+        Stamp { clock, at, wall_ns: crate::sample::wall_ns(SystemTime::now()) }
     }
 
-    /// The wall-clock time now.
-    pub(crate) fn now(&mut self) -> SystemTime {
-        let now = self.clock.now();
-        let since = now.saturating_duration_since(self.at);
-        if since >= ANCHOR_EVERY {
-            self.at = now;
-            self.wall = SystemTime::now();
-            return self.wall;
+    /// The wall-clock time now, in nanoseconds since the Unix epoch (a sample
+    /// header's second word): the raw counter read and scaled, with no
+    /// conversion through `SystemTime` on the way.
+    pub(crate) fn now_ns(&mut self) -> u64 {
+        let raw = self.clock.raw();
+        let since = self.clock.delta_as_nanos(self.at, raw);
+        if since >= ANCHOR_EVERY.as_nanos() as u64 {
+            self.at = raw;
+            self.wall_ns = crate::sample::wall_ns(SystemTime::now());
+            return self.wall_ns;
         }
-        self.wall + since
+        self.wall_ns + since
     }
 }
 
@@ -52,28 +55,29 @@ mod tests {
     use super::*;
 
     /// `a - b` in signed nanoseconds.
-    fn diff_ns(a: SystemTime, b: SystemTime) -> i128 {
-        match a.duration_since(b) {
-            Ok(d) => d.as_nanos() as i128,
-            Err(e) => -(e.duration().as_nanos() as i128),
-        }
+    fn diff_ns(a: u64, b: u64) -> i128 {
+        a as i128 - b as i128
+    }
+
+    fn wall() -> u64 {
+        crate::sample::wall_ns(SystemTime::now())
     }
 
     #[test]
     fn stamps_follow_the_wall_clock_across_anchors() {
         let mut s = Stamp::new();
         let start = SystemTime::now();
-        let mut last = s.now();
+        let mut last = s.now_ns();
         let mut reads = 0u64;
         // Past several anchors: every stamp lies between two wall-clock reads taken
         // around it (with 1 ms of slack for the counter's drift and a descheduled
         // thread between the reads), and stamps between anchors never go back.
         while SystemTime::now().duration_since(start).unwrap_or_default() < 5 * ANCHOR_EVERY {
-            let before = SystemTime::now();
-            let t = s.now();
-            let after = SystemTime::now();
-            assert!(diff_ns(t, before) > -1_000_000, "stamp {t:?} well before the wall clock {before:?}");
-            assert!(diff_ns(after, t) > -1_000_000, "stamp {t:?} well after the wall clock {after:?}");
+            let before = wall();
+            let t = s.now_ns();
+            let after = wall();
+            assert!(diff_ns(t, before) > -1_000_000, "stamp {t} well before the wall clock {before}");
+            assert!(diff_ns(after, t) > -1_000_000, "stamp {t} well after the wall clock {after}");
             if t < last {
                 assert!(diff_ns(last, t) < 1_000_000, "a stamp went back {} ns", diff_ns(last, t));
             }

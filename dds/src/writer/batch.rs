@@ -4,7 +4,7 @@
 
 use super::DataWriter;
 use crate::instance::{prefix, InstanceHandle, Kind};
-use crate::sample::{header_word, pack_word, wall_ns, HEADER};
+use crate::sample::{header_word, pack_word, HEADER};
 use crate::DdsError;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
@@ -57,7 +57,7 @@ impl<T> DataWriter<T> {
         let mut numbers: Option<Range<u64>> = None;
         let budget = self.topic.qos.max_msg();
         // The writer's clock, as `write` stamps (its lock is taken again per pack).
-        let now = wall_ns(lock(&self.sending).now());
+        let now = lock(&self.sending).now_ns();
         let mut i = 0;
         while i < enc.parts.len() {
             // As many as fit one slot, from `i` on.
