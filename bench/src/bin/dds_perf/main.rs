@@ -100,6 +100,10 @@ struct Args {
     /// waiting thread (`spindle_views::config::Config::latency_first`).
     #[arg(long)]
     latency_first: bool,
+    /// Predicate-thread spin budget after the last work (µs); left out, chosen
+    /// from the host as the group does (`spindle_views::config::Config::spin_us`).
+    #[arg(long)]
+    spin_us: Option<u64>,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -209,6 +213,10 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
             Some(c) => b.contact(c),
             None => b,
         }
+    };
+    let b = match args.spin_us {
+        Some(us) => b.spin(Duration::from_micros(us)),
+        None => b,
     };
     let mut cfg = DdsConfig::new(b.latency_first(args.latency_first).build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
