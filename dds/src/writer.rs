@@ -104,8 +104,7 @@ impl<T> DataWriter<T> {
             |v| self.topic.subgroup_in(v),
             HEADER + len,
             |slot| {
-                slot.write_word(0, h0);
-                slot.write_word(1, h1);
+                slot.write_words(0, &[h0, h1]);
                 build(&mut SampleSlot { slot, len });
             },
             wait.room,

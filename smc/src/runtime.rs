@@ -360,6 +360,11 @@ impl SendSlot<'_> {
     pub fn write_word(&mut self, i: usize, value: u64) {
         self.claim.as_ref().expect("live slot").write_word(self.sender.state(), i, value)
     }
+    /// Stores payload words `i..i + values.len()`, in place (one bounds check).
+    #[inline]
+    pub fn write_words(&mut self, i: usize, values: &[u64]) {
+        self.claim.as_ref().expect("live slot").write_words(self.sender.state(), i, values)
+    }
     /// Sends the message; returns its index. Takes no lock: the slot is published
     /// through an atomic that the predicate thread picks up on its next pass.
     #[inline]

@@ -259,6 +259,15 @@ impl Region {
         }
     }
 
+    /// Stores `src` at `offset` (`Relaxed`), with one bounds check for all of them.
+    #[inline]
+    pub fn store_words(&self, offset: usize, src: &[u64]) {
+        let words = &self.words()[offset / WORD..offset / WORD + src.len()];
+        for (w, s) in words.iter().zip(src) {
+            w.store(*s, Ordering::Relaxed);
+        }
+    }
+
     /// Writes `src` at `offset` as one landed one-sided write: a `Release` fence, then
     /// `Relaxed` stores. A reader that `Acquire`-loads any word of this write sees every
     /// earlier write from the same writer in full.
@@ -425,6 +434,19 @@ mod tests {
         let mut out = [0u8; 19];
         r.read_bytes(8, &mut out);
         assert_eq!(&out, msg);
+    }
+
+    #[test]
+    fn stored_words_land_where_said_and_nowhere_else() {
+        let r = Region::new(64);
+        r.store_words(16, &[7, 8, 9]);
+        let mut out = [0u64; 8];
+        r.read_words(0, &mut out);
+        assert_eq!(out, [0, 0, 7, 8, 9, 0, 0, 0]);
+        let past = std::panic::catch_unwind(|| r.store_words(48, &[1, 2, 3]));
+        assert!(past.is_err(), "words past the region's end are refused");
+        r.read_words(0, &mut out);
+        assert_eq!(out, [0, 0, 7, 8, 9, 0, 0, 0], "and nothing of them is stored");
     }
 
     #[test]

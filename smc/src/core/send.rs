@@ -449,6 +449,12 @@ impl Reservation {
         self.claim.write_word(&self.state, i, value)
     }
 
+    /// Stores payload words `i..i + values.len()`, straight into the slot.
+    #[inline]
+    pub fn write_words(&self, i: usize, values: &[u64]) {
+        self.claim.write_words(&self.state, i, values)
+    }
+
     /// Publishes the message without any lock: writes its header, then marks the
     /// entry published (`Release`); the predicate thread takes it in at its next pass,
     /// after every entry claimed before it. Returns the message's index.
@@ -520,6 +526,13 @@ impl Claim {
     pub(crate) fn write_word(&self, s: &SendState, i: usize, value: u64) {
         assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
         s.row.store_word(self.area, self.payload_at / 8 + i, value);
+    }
+
+    /// See [`Reservation::write_words`].
+    #[inline]
+    pub(crate) fn write_words(&self, s: &SendState, i: usize, values: &[u64]) {
+        assert!((i + values.len()) * 8 <= self.len.div_ceil(8) * 8, "words {i}.. outside a {}-byte message", self.len);
+        s.row.store_words(self.area, self.payload_at / 8 + i, values);
     }
 
     /// See [`Reservation::publish`].

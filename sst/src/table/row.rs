@@ -72,6 +72,12 @@ impl LocalRow {
         assert!(word * WORD < b.len, "word {word} outside a {}-byte area", b.len);
         self.table.region.store(self.my(b.off + word * WORD), value, Ordering::Relaxed);
     }
+    /// Stores `values` from word `word` of byte area `b` of this row (`Relaxed`).
+    #[inline]
+    pub fn store_words(&self, b: Bytes, word: usize, values: &[u64]) {
+        assert!((word + values.len()) * WORD <= b.len, "words outside a {}-byte area", b.len);
+        self.table.region.store_words(self.my(b.off + word * WORD), values);
+    }
     /// Writes `data` at `at` (word-aligned) in byte area `b` of this row (`Relaxed`).
     pub fn write_bytes(&self, b: Bytes, at: usize, data: &[u8]) {
         assert!(at % WORD == 0 && at + data.len() <= b.len, "write outside a {}-byte area", b.len);
