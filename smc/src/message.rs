@@ -174,9 +174,6 @@ impl Message<'_> {
     pub fn words(&self, first: usize, out: &mut [u64]) {
         let end = first + out.len();
         assert!(end * 8 <= self.m.len().div_ceil(8) * 8, "words to {end} beyond a {}-byte message", self.m.len);
-        let base = self.m.at / 8 + first;
-        for (i, w) in out.iter_mut().enumerate() {
-            *w = self.area.word(base + i);
-        }
+        self.area.read_words(self.m.at / 8 + first, out);
     }
 }

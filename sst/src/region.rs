@@ -251,6 +251,16 @@ impl Region {
         self.word(offset).fetch_max(value, order)
     }
 
+    /// Loads words starting at `offset` into `dst` (`Acquire`, as [`Region::load`]
+    /// with it word by word), with one bounds check.
+    #[inline]
+    pub fn load_words(&self, offset: usize, dst: &mut [u64]) {
+        let words = &self.words()[offset / WORD..offset / WORD + dst.len()];
+        for (d, w) in dst.iter_mut().zip(words) {
+            *d = w.load(Ordering::Acquire);
+        }
+    }
+
     /// Copies words starting at `offset` into `dst` (`Relaxed` loads).
     pub fn read_words(&self, offset: usize, dst: &mut [u64]) {
         let words = &self.words()[offset / WORD..offset / WORD + dst.len()];

@@ -80,6 +80,13 @@ impl RowArea<'_> {
         assert!(i * WORD < self.len, "word {i} outside a {}-byte area", self.len);
         self.region.load(self.base + i * WORD, Ordering::Acquire)
     }
+    /// Loads words `i..i + out.len()` of the area (`Acquire`), with one bounds check
+    /// for all of them.
+    #[inline]
+    pub fn read_words(&self, i: usize, out: &mut [u64]) {
+        assert!((i + out.len()) * WORD <= self.len, "words {i}.. outside a {}-byte area", self.len);
+        self.region.load_words(self.base + i * WORD, out);
+    }
     /// Copies `out.len()` bytes from byte `at` (a multiple of 8) of the area, as
     /// [`Table::read_bytes`] does.
     #[inline]
