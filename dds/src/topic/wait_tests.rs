@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::engine::Effects;
-use std::sync::atomic::AtomicBool;
+use spindle_sst::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 /// Far longer than the test's deadline: a wake-up that is lost shows as a failure.
