@@ -26,6 +26,7 @@ use spindle_views::view::ViewId;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 /// What the topic's lock guards: the engine, and what its effects go to that
 /// must change with it (the clients' outgoing frames, the log file).
@@ -259,12 +260,12 @@ impl TopicState {
     /// (the group's state, which delivery does not signal) at least every `slice`.
     pub(crate) fn wait_own(
         &self,
-        timeout: std::time::Duration,
-        slice: std::time::Duration,
+        timeout: Duration,
+        slice: Duration,
         mut done: impl FnMut(&TopicEngine<Arc<ReaderCore>>) -> bool,
         mut give_up: impl FnMut() -> bool,
     ) -> bool {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         let mut g = lock(&self.inner);
         // Counted under the lock that delivery holds when it looks: no wake-up lost.
         self.own.waiters.fetch_add(1, Ordering::Relaxed);
@@ -272,7 +273,7 @@ impl TopicState {
             if done(&g.engine) {
                 break true;
             }
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() || give_up() {
                 break false;
             }

@@ -251,22 +251,26 @@ impl Region {
         self.word(offset).fetch_max(value, order)
     }
 
+    /// Loads words starting at `offset` into `dst` with `order`, with one bounds
+    /// check for all of them.
+    #[inline]
+    fn load_each(&self, offset: usize, dst: &mut [u64], order: Ordering) {
+        let words = &self.words()[offset / WORD..offset / WORD + dst.len()];
+        for (d, w) in dst.iter_mut().zip(words) {
+            *d = w.load(order);
+        }
+    }
+
     /// Loads words starting at `offset` into `dst` (`Acquire`, as [`Region::load`]
     /// with it word by word), with one bounds check.
     #[inline]
     pub fn load_words(&self, offset: usize, dst: &mut [u64]) {
-        let words = &self.words()[offset / WORD..offset / WORD + dst.len()];
-        for (d, w) in dst.iter_mut().zip(words) {
-            *d = w.load(Ordering::Acquire);
-        }
+        self.load_each(offset, dst, Ordering::Acquire)
     }
 
     /// Copies words starting at `offset` into `dst` (`Relaxed` loads).
     pub fn read_words(&self, offset: usize, dst: &mut [u64]) {
-        let words = &self.words()[offset / WORD..offset / WORD + dst.len()];
-        for (d, w) in dst.iter_mut().zip(words) {
-            *d = w.load(Ordering::Relaxed);
-        }
+        self.load_each(offset, dst, Ordering::Relaxed)
     }
 
     /// Stores `src` at `offset` (`Relaxed`), with one bounds check for all of them.
@@ -279,14 +283,11 @@ impl Region {
     }
 
     /// Writes `src` at `offset` as one landed one-sided write: a `Release` fence, then
-    /// `Relaxed` stores. A reader that `Acquire`-loads any word of this write sees every
-    /// earlier write from the same writer in full.
+    /// `Relaxed` stores ([`Region::store_words`]). A reader that `Acquire`-loads any
+    /// word of this write sees every earlier write from the same writer in full.
     pub fn apply_write(&self, offset: usize, src: &[u64]) {
         fence(Ordering::Release);
-        let words = &self.words()[offset / WORD..offset / WORD + src.len()];
-        for (w, s) in words.iter().zip(src) {
-            w.store(*s, Ordering::Relaxed);
-        }
+        self.store_words(offset, src);
     }
 
     /// Applies little-endian `bytes` (a multiple of 8 long) at `offset` as one landed

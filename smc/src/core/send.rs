@@ -524,8 +524,7 @@ impl Claim {
     /// See [`Reservation::write_word`].
     #[inline]
     pub(crate) fn write_word(&self, s: &SendState, i: usize, value: u64) {
-        assert!(i * 8 < self.len.div_ceil(8) * 8, "word {i} outside a {}-byte message", self.len);
-        s.row.store_word(self.area, self.payload_at / 8 + i, value);
+        self.write_words(s, i, &[value]);
     }
 
     /// See [`Reservation::write_words`].
