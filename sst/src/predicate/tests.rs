@@ -200,13 +200,28 @@ fn stop_ends_a_borrow_and_no_pass_runs_after_it() {
     pt.register(Kind::Recurrent, |_: &S| true, |s, _| s.ticks = s.ticks.wrapping_add(1));
     let lender = pt.lender();
     let probe = pt.lender();
-    let borrower = std::thread::spawn(move || lender.run_until(Instant::now() + Duration::from_secs(25), || false));
+    // The borrower's first try can meet the probe's borrow and be refused; it tries
+    // again until it holds the passes (each of its borrows can only end at the
+    // deadline or by the stop).
+    let until = Instant::now() + Duration::from_secs(25);
+    let stopping = Arc::new(crate::sync::atomic::AtomicBool::new(false));
+    let s = stopping.clone();
+    let borrower = std::thread::spawn(move || loop {
+        let outcome = lender.run_until(until, || false);
+        if outcome != Lent::Unavailable || Instant::now() >= until {
+            break (outcome, false);
+        }
+        if s.load(Ordering::Acquire) {
+            break (outcome, true);
+        }
+    });
     // The borrower is running the passes once a second borrow is refused.
     assert!(poll_until(Duration::from_secs(20), Duration::from_millis(1), || {
         probe.run_until(Instant::now(), || true) == Lent::Unavailable
     }));
+    stopping.store(true, Ordering::Release);
     pt.stop();
-    assert_eq!(borrower.join().unwrap(), Lent::Unavailable, "a stopped node's borrow ends");
+    assert_eq!(borrower.join().unwrap(), (Lent::Unavailable, true), "a stopped node's borrow ends");
     let ticks = pt.with_state(|s| s.ticks);
     std::thread::sleep(Duration::from_millis(20));
     assert_eq!(pt.with_state(|s| s.ticks), ticks, "no pass after stop");
