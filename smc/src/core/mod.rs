@@ -229,6 +229,9 @@ pub struct Faults {
     pub arena_early: bool,
     /// Take a relayed descriptor without waiting for its payload to come.
     pub relay_early: bool,
+    /// Queue the relayed count after each receive stage, not once after the pass's
+    /// last payload (a count posted later than queued runs ahead of its payloads).
+    pub relay_count_per_stage: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
@@ -491,6 +494,13 @@ impl SmcCore {
     /// Receive and send stages of one pass (delivery is separate so that the driver
     /// can run the upcall without its lock). Returns true if anything happened.
     pub fn poll(&mut self, pushes: &mut Pushes) -> bool {
+        self.poll_with(pushes, || {})
+    }
+
+    /// [`SmcCore::poll`], calling `mid_pass` after the first receive stage: the
+    /// simulator lands peers' writes there, as a transport's receiving thread may
+    /// while a pass runs (tcp's fallback receiver stands in for a stalled driver).
+    pub(crate) fn poll_with(&mut self, pushes: &mut Pushes, mid_pass: impl FnOnce()) -> bool {
         self.absorb();
         if self.wedged {
             // Frozen for the view change: `received` must stay what the wedge push
@@ -498,6 +508,7 @@ impl SmcCore {
             return false;
         }
         let mut got = self.receive_stage(pushes);
+        mid_pass();
         let nulls = self.add_nulls();
         let sent = self.send_stage(pushes);
         if sent {
@@ -505,6 +516,12 @@ impl SmcCore {
             // pass: `received` goes out right behind `sent`, so an ordered receiver
             // finds them stable at once instead of a pass of this node later.
             got |= self.receive_stage(pushes);
+        }
+        // What was passed on goes out once, behind every payload of this pass: a
+        // push copies its range when posted, so a count queued before the second
+        // stage's payloads would announce them ahead of their bytes.
+        if let Some(x) = &mut self.relay {
+            x.publish(&self.row, pushes);
         }
         if got {
             pushes.push(self.row.push(self.lay.received.range()));

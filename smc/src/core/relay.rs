@@ -11,7 +11,12 @@
 //! from `s` itself for `m = s + 1` (the payload push goes before the slots on the
 //! same link), otherwise once its predecessor `m - 1` says so in its `relayed[s]`
 //! column, which counts the entries of `s` it has passed on; it pushes that count
-//! after the payloads, on the same link, so the bytes are in when the count is seen.
+//! once per pass, after the pass's last payload, on the same link, so the bytes are
+//! in when the count is seen. (A push copies its range when it is posted, not when
+//! it is queued: a count queued before a later stage's payloads would go out with
+//! their entries counted and ahead of their bytes. The pass's first receive stage
+//! is not always its last, and a transport's receiving thread may land new entries
+//! between them.)
 //! Having taken it, `m` passes the payload on to `m + 1` (unless that is `s`) from
 //! its own copy of the sender's row, which stays as it is until every member has
 //! delivered the message (the arena rule), so it is sent from where it lies.
@@ -89,8 +94,8 @@ impl Relay {
         self.grew = true;
     }
 
-    /// After a receive stage: publishes what was passed on this pass, after the
-    /// payloads, to the members that wait on it.
+    /// At the end of a pass: publishes what was passed on, after every payload the
+    /// pass queued, to the members that wait on it.
     pub(super) fn publish(&mut self, me: &LocalRow, pushes: &mut Pushes) {
         if !std::mem::take(&mut self.grew) {
             return;

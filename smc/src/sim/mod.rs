@@ -9,7 +9,9 @@
 //!
 //! The nodes run the real [`SmcCore`] over real sst tables; only the byte moving is
 //! simulated: a push is copied out of the sender's row when posted and applied to the
-//! target's region when the schedule delivers it.
+//! target's region when the schedule delivers it, between passes or, now and then,
+//! in the middle of the target's pass (as tcp's fallback receiver does while the
+//! predicate thread is held up).
 //!
 //! Senders act as several application threads would on the lock-free send path: a
 //! sender may hold up to `open_max` reservations at once, and publishes or gives back
@@ -210,6 +212,9 @@ pub struct Sim {
 
 const REGION: RegionId = RegionId(0);
 
+/// Chance in percent that writes on links to a node land during its pass.
+const MID_PASS_PERCENT: u64 = 20;
+
 pub use spindle_sst::hash::digest;
 
 /// The payload sender `r` sends as its `k`-th message: up to `largest` bytes (the
@@ -385,7 +390,20 @@ impl Sim {
     pub fn pass(&mut self, i: usize) -> Result<bool, Violation> {
         let mut pushes = Pushes::default();
         let before = self.nodes[i].core.committed_entries();
-        let mut worked = self.nodes[i].core.poll(&mut pushes);
+        // Now and then peers' writes land while the pass runs, as a transport's
+        // receiving thread may apply them (the pass must not count on a still table).
+        let landing = if self.rng.chance(MID_PASS_PERCENT) { 1 + self.rng.below(4) } else { 0 };
+        let n = self.nodes.len();
+        let Sim { nodes, links, rng, .. } = self;
+        let SimNode { core, region, .. } = &mut nodes[i];
+        let mut worked = core.poll_with(&mut pushes, || {
+            for _ in 0..landing {
+                let from = rng.below(n as u64) as usize;
+                if let Some(w) = links[from * n + i].pop_front() {
+                    region.apply_write(w.offset, &w.words);
+                }
+            }
+        });
         self.check_entries(i, before)?;
         if let Some(d) = self.nodes[i].core.take_deliverable() {
             worked = true;

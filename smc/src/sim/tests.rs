@@ -31,6 +31,12 @@ fn catches_a_relayed_payload_taken_before_it_came() {
 }
 
 #[test]
+fn catches_a_relayed_count_posted_ahead_of_its_payloads() {
+    let v = first_violation(Faults { relay_count_per_stage: true, ..Faults::default() }, 1000);
+    assert_eq!(v, Some(invariants::no_gaps::NAME), "a relayed count ahead of its payloads went unnoticed");
+}
+
+#[test]
 fn relays_run_in_many_seeds() {
     let relayed = (0..300).filter(|s| SimConfig::from_seed(*s).spec.relay).count();
     assert!(relayed > 50, "only {relayed} of 300 seeds relay large payloads");
