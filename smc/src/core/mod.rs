@@ -63,8 +63,12 @@ use thiserror::Error;
 mod arena;
 mod cut;
 mod deliver;
+#[cfg(any(test, loom))]
+mod faults;
 mod receive;
 mod relay;
+#[cfg(any(test, loom))]
+pub use faults::Faults;
 mod send;
 pub use cut::CutError;
 pub(crate) use send::Claim;
@@ -205,33 +209,6 @@ pub struct Deliverable {
     /// Per sender: indices delivered (or skipped as null) once this batch is done.
     upto: Vec<u64>,
     next_seq: u64,
-}
-
-/// Deliberate protocol bugs, for tests that show the simulator catches them.
-/// (Compiled for unit tests and loom models only.)
-#[cfg(any(test, loom))]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Faults {
-    /// Reuse a slot without waiting for delivery everywhere.
-    pub reuse_early: bool,
-    /// Deliver what this node has received, without waiting for the others.
-    pub deliver_unstable: bool,
-    /// Never send nulls.
-    pub no_nulls: bool,
-    /// Keep sending nulls when nothing happens.
-    pub endless_nulls: bool,
-    /// Insert nulls without revoking the senders' lease (a look, then act: a sender
-    /// may claim the same entry in between).
-    pub null_without_revoke: bool,
-    /// Insert nulls even while senders hold claimed entries.
-    pub nulls_over_claims: bool,
-    /// Reuse arena room without waiting for delivery everywhere.
-    pub arena_early: bool,
-    /// Take a relayed descriptor without waiting for its payload to come.
-    pub relay_early: bool,
-    /// Queue the relayed count after each receive stage, not once after the pass's
-    /// last payload (a count posted later than queued runs ahead of its payloads).
-    pub relay_count_per_stage: bool,
 }
 
 /// One node's state in one subgroup (see the module docs).
