@@ -163,7 +163,13 @@ pub(crate) fn pack_count(w0: u64) -> Option<u32> {
 
 /// Decodes a header: (writer number, seq, timestamp).
 pub(crate) fn parse_header(w0: u64, w1: u64) -> (u32, u64, SystemTime) {
-    (((w0 & !CLIENT_FLAG) >> 48) as u32, w0 & SEQ_MASK, UNIX_EPOCH + Duration::from_nanos(w1))
+    let (writer, seq) = writer_seq(w0);
+    (writer, seq, UNIX_EPOCH + Duration::from_nanos(w1))
+}
+
+/// A header's writer number and seq, from its first word.
+pub(crate) fn writer_seq(w0: u64) -> (u32, u64) {
+    (((w0 & !CLIENT_FLAG) >> 48) as u32, w0 & SEQ_MASK)
 }
 
 /// The header's length, from its first word.

@@ -3,7 +3,7 @@
 
 use super::{Ack, Effects, Entry, Now, Rejection, TopicEngine};
 use crate::qos::Level;
-use crate::sample::{header_len, info_of, pack_count, HEADER};
+use crate::sample::{header_len, info_of, pack_count, writer_seq, HEADER};
 use crate::sink::{HeaderWords, Src};
 use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
@@ -121,6 +121,9 @@ impl<R> TopicEngine<R> {
         now: Now,
         fx: &mut impl Effects<R>,
     ) {
+        if self.unread() && header_len(h[0]) == HEADER {
+            return self.count_unread(sender, h[0], fx);
+        }
         let seq = self.next_seq;
         let (info, client_level) = info_of(|i| h[i], sender, view, seq, history);
         let client_level = client_level.map(Level::from_wire);
@@ -176,6 +179,25 @@ impl<R> TopicEngine<R> {
         match info.writer.client {
             Some(c) => self.ack(Ack::Client { client: c, writer: info.writer.id, seq: info.seq }, fx),
             None => self.ack(Ack::Own { writer: info.writer.id, seq: info.seq }, fx),
+        }
+    }
+
+    /// True if nothing here reads the topic's samples: no local reader, no client
+    /// reader, no history kept.
+    fn unread(&self) -> bool {
+        self.readers.is_empty() && self.clients.readers.is_empty() && !self.keeps_history()
+    }
+
+    /// A member writer's sample (header word `w0`) that nothing here reads (see
+    /// [`TopicEngine::unread`]): it takes its number in the topic's order, and if
+    /// this member sent it, its writer hears it is delivered. What the full path
+    /// would do besides (the sample's info, its level, the resend filter, which
+    /// only client samples enter) has no one here to go to.
+    fn count_unread(&mut self, sender: NodeId, w0: u64, fx: &mut impl Effects<R>) {
+        self.next_seq += 1;
+        if sender == self.me {
+            let (writer, seq) = writer_seq(w0);
+            self.ack(Ack::Own { writer, seq }, fx);
         }
     }
 

@@ -336,3 +336,31 @@ impl BadPackCase {
         ]
     }
 }
+
+#[test]
+fn a_topic_nobody_reads_here_numbers_every_sample_and_acknowledges_its_own() {
+    let qos = Qos::ordered();
+    let (mut e, mut rec) = (engine(qos), Recorder::default());
+    e.add_writer(3, Level::Ordered);
+    assert_eq!(e.enter_view(ViewId(1), &entry(qos), &[ME], now(), &mut rec), None, "first here: no catch-up");
+    rec.take();
+    // No reader, no client reader, no history: the samples only take their numbers.
+    for (from, bytes) in [(ME, member(3, 1)), (A, member(1, 1)), (ME, member(3, 2))] {
+        e.deliver(ViewId(1), from, Src::Bytes(&bytes), now(), &mut rec);
+    }
+    e.batch_end(&mut rec);
+    let own = vec![Fx::DeliveredOwn { writer: 3, seq: 1 }, Fx::DeliveredOwn { writer: 3, seq: 2 }, Fx::Flush];
+    assert_eq!(rec.take(), own, "its own writer's, in order, and nothing else");
+    assert_eq!(e.delivered(3), Some(2));
+    // A client's sample still goes through the resend filter: its second copy is
+    // not numbered.
+    let c = client(9, 1, Level::Ordered, 1);
+    e.deliver(ViewId(1), A, Src::Bytes(&c), now(), &mut rec);
+    e.deliver(ViewId(1), A, Src::Bytes(&c), now(), &mut rec);
+    assert_eq!(e.next_seq(), 4, "three member samples and one client sample");
+    // A reader that comes now gets the next sample with the number every member gives it.
+    e.add_reader(LocalReader { id: 5, level: Level::Unordered, handle: 5 }, now(), &mut rec);
+    rec.take();
+    e.deliver(ViewId(1), A, Src::Bytes(&member(1, 2)), now(), &mut rec);
+    assert_eq!(offers(&rec.take()), vec![(5, 4, false)]);
+}

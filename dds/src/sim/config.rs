@@ -37,6 +37,9 @@ pub(crate) struct SimConfig {
     pub(crate) lifespan: Option<u64>,
     /// A fault planted in joiners' engines (the simulator's own tests).
     pub(crate) mutation: Option<Mutation>,
+    /// Member 0 makes no reader (a topic it only writes: its engine numbers the
+    /// samples and acknowledges its own without offering them to anyone).
+    pub(crate) unread: bool,
 }
 
 impl SimConfig {
@@ -70,6 +73,7 @@ impl SimConfig {
             max_removals: r.below(3),
             lifespan: None,
             mutation: None,
+            unread: false,
         };
         if cfg.qos.level == Level::Ordered && r.chance(40) {
             cfg.qos.level = Level::Unordered;
@@ -79,6 +83,8 @@ impl SimConfig {
             cfg.lifespan = Some(life);
             cfg.qos = cfg.qos.lifespan(std::time::Duration::from_millis(life));
         }
+        // Drawn last, so each seed's other choices stay what they were before.
+        cfg.unread = !cfg.keeps_history() && r.chance(40);
         cfg
     }
 

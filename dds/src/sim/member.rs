@@ -142,22 +142,26 @@ impl Member {
     }
 
     /// Starts (or restarts) the engine, from the log for a Logged topic, with a
-    /// reader and a writer made before it enters any view (as an application
-    /// makes them right after creating the topic). A restart's reader is new.
+    /// reader (if it `reads`) and a writer made before it enters any view (as an
+    /// application makes them right after creating the topic). A restart's reader
+    /// is new.
     pub(crate) fn start(
         &mut self,
         qos: Qos,
         keyed: bool,
+        reads: bool,
         (now, step): (Now, u64),
         mutation: Option<Mutation>,
     ) -> Result<(), String> {
         let records = (qos.level == Level::Logged).then_some(&self.log[..]);
         let mut e = TopicEngine::open(qos, keyed, self.id, records, now)
             .map_err(|b| format!("{} could not reopen its log: record {} holds no sample", self.id, b.seq))?;
-        let id = self.readers.len() as u32;
-        // A restarted Logged member's reader gets its log's history now.
-        self.readers.push(ReaderLog { id, histories: vec![(0, step, step)], ..ReaderLog::default() });
-        e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now, &mut self.fx);
+        if reads {
+            let id = self.readers.len() as u32;
+            // A restarted Logged member's reader gets its log's history now.
+            self.readers.push(ReaderLog { id, histories: vec![(0, step, step)], ..ReaderLog::default() });
+            e.add_reader(LocalReader { id, level: Level::Unordered, handle: id }, now, &mut self.fx);
+        }
         e.add_writer(WRITER, qos.level);
         e.mutation = mutation;
         self.engine = Some(e);

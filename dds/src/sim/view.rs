@@ -101,9 +101,9 @@ impl World {
 
     pub(crate) fn start_member(&mut self, n: NodeId) -> Result<(), String> {
         let (qos, keyed, now, mutation) = (self.cfg.qos, self.cfg.instances > 0, self.now(), self.cfg.mutation);
-        let step = self.step;
+        let (step, reads) = (self.step, !(self.cfg.unread && n.0 == 0));
         let m = self.member(n);
-        m.start(qos, keyed, (now, step), mutation)?;
+        m.start(qos, keyed, reads, (now, step), mutation)?;
         let out = m.drain(keyed);
         debug_assert!(out.is_empty(), "a new member serves no client yet");
         super::invariants::logged::reopened(self.member(n))
