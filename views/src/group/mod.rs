@@ -278,6 +278,7 @@ impl Group {
     }
 
     /// Why this node stopped, if it did.
+    #[inline]
     pub fn stopped(&self) -> Option<String> {
         self.inner.status.stopped()
     }

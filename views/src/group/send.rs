@@ -83,10 +83,8 @@ impl Group {
         let mut deadline = None;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            if self.inner.status.is_stopped() {
-                if let Some(why) = self.stopped() {
-                    return Err(SendError::Stopped(why));
-                }
+            if let Some(why) = self.stopped() {
+                return Err(SendError::Stopped(why));
             }
             let gen = self.inner.status.generation();
             // A full window or arena: wait for room outside the view's lock, which

@@ -49,17 +49,18 @@ impl Status {
         self.is_stopped.store(true, Ordering::Release);
     }
 
-    /// True once the node stopped (one load; [`Status::stopped`] says why).
+    /// Why this node stopped, if it did (no lock while it runs: the send path asks,
+    /// and inlined, a running node costs it one load).
     #[inline]
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.is_stopped.load(Ordering::Acquire)
-    }
-
-    /// Why this node stopped, if it did (no lock while it runs: the send path asks).
     pub(crate) fn stopped(&self) -> Option<String> {
         if !self.is_stopped.load(Ordering::Acquire) {
             return None;
         }
+        self.why_stopped()
+    }
+
+    #[cold]
+    fn why_stopped(&self) -> Option<String> {
         lock(&self.stopped).clone()
     }
 
