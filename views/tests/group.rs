@@ -84,6 +84,10 @@ fn joins_failures_and_state(t: Transport) {
         [&log0, &log1, &log2].iter().all(|l| l.lock().unwrap().len() == 200)
     });
     wait("the joiner to catch up", || *counters[3].lock().unwrap() == 200);
+    // Each message counted once where it was sent, across the join's view change
+    // (and whatever it made node 0 send again).
+    let sent = [&g0, &g1, &g2].map(|g| g.metrics().sent);
+    assert_eq!(sent, [100, 50, 50], "{:?}", g0.metrics());
     let base = 200 - log3.lock().unwrap().len();
     assert!(base > 0, "the joiner started from the transferred counter ({base}), not from zero");
     let a = log0.lock().unwrap().clone();
@@ -117,6 +121,8 @@ fn joins_failures_and_state(t: Transport) {
     wait("a view without node 3", || g0.members().len() == 2);
     let m = g0.metrics();
     assert!(m.views_installed >= 5, "{m:?}");
+    assert_eq!(m.sent, 100, "the views that ended keep their counts: {m:?}");
+    assert_eq!(g1.metrics().sent, 51);
     assert!(g0.stopped().is_none() && g1.stopped().is_none());
 }
 

@@ -47,6 +47,7 @@ use spindle_smc::runtime::{Delivery, Runtime, Subgroup, SubgroupSetup};
 use spindle_smc::{SmcCore, SmcLayout, SubgroupSpec};
 use spindle_sst::heartbeat::Detector;
 use spindle_sst::predicate::{Kind, PollConfig};
+use spindle_sst::sync::atomic::{AtomicU64, Ordering};
 use spindle_sst::transport::{shm, tcp, NodeId, PeerEvent, RegionId, RegionSpec, Transport};
 use spindle_sst::{Pushes, Table};
 use std::sync::mpsc::Sender;
@@ -64,6 +65,9 @@ pub(crate) struct Epoch {
     pub(crate) rt: Option<Runtime>,
     /// The predicate thread's spin budget in this view, in µs.
     pub(crate) spin_us: u64,
+    /// Where the messages this node sent in the view are added once it stops
+    /// ([`super::metrics::Counters`]).
+    sent_ended: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Epoch {
@@ -234,7 +238,8 @@ impl Epoch {
             cut: Vec::new(),
         }));
         wire_predicates(&rt, &driver, cfg.heartbeat());
-        Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt), spin_us })
+        let sent_ended = inner.counters.sent_ended();
+        Ok(Epoch { view, transport, specs, subs, driver, rt: Some(rt), spin_us, sent_ended })
     }
 
     /// The handle of subgroup `k`, if this node is in it.
@@ -296,12 +301,23 @@ impl Epoch {
     pub(crate) fn stop(&mut self) {
         if let Some(rt) = self.rt.take() {
             rt.stop();
+            // The predicate thread took in its last entries: the view's count is final.
+            self.sent_ended.fetch_add(self.messages_sent(), Ordering::Relaxed);
             // What is still queued (over tcp, the rest of a large payload and, behind
             // it, this member's echo of the next view) goes out before the links
             // close: a peer still trimming sees the echo and takes the close for a
             // member that moved on, not for a failure.
             self.transport.drain(DRAIN);
         }
+    }
+}
+
+impl Epoch {
+    /// Messages this node sent in the view so far, as its subgroups' cores took
+    /// them in (a message is counted within a pass of its send; resends after a
+    /// view change counted again).
+    pub(crate) fn messages_sent(&self) -> u64 {
+        self.subs.iter().flatten().map(|s| s.stats().messages_sent).sum()
     }
 }
 

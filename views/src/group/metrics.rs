@@ -15,7 +15,8 @@ pub struct Metrics {
     pub view_change_ms: Vec<f64>,
     /// Messages delivered to the application.
     pub delivered: u64,
-    /// Messages this node sent (resends not counted again).
+    /// Messages this node sent (resends not counted again), counted as this node's
+    /// predicate thread takes each in, within a pass of its send.
     pub sent: u64,
     /// Messages sent again after a view change discarded them.
     pub resent: u64,
@@ -44,15 +45,19 @@ pub(crate) struct Counters {
     views: Mutex<Metrics>,
     /// Messages delivered to the application (shared with every view's upcalls).
     pub(crate) delivered: Arc<AtomicU64>,
-    sent: AtomicU64,
+    /// Messages this node sent in views that ended, resends included (each view
+    /// adds its subgroups' counts when it stops). The current view's are read from
+    /// its subgroups: a send counts nothing itself, since an atomic add on every
+    /// send costs the sender a locked instruction per message.
+    sent_ended: Arc<AtomicU64>,
     /// Connections and beacons refused for their credentials.
     pub(crate) auth_refused: AtomicU64,
 }
 
 impl Counters {
-    /// One more message sent by this node.
-    pub(crate) fn sent_one(&self) {
-        self.sent.fetch_add(1, Ordering::Relaxed);
+    /// Where a view adds the messages this node sent in it once it stops.
+    pub(crate) fn sent_ended(&self) -> Arc<AtomicU64> {
+        self.sent_ended.clone()
     }
 
     /// A view installed after a change that took `took`, resending `resent`
@@ -70,11 +75,14 @@ impl Counters {
         lock(&self.views).rejoin_ms.push(took.as_secs_f64() * 1e3);
     }
 
-    /// A copy of every counter.
-    pub(crate) fn snapshot(&self) -> Metrics {
+    /// A copy of every counter; `sent_now` is what the current view's subgroups
+    /// counted so far.
+    pub(crate) fn snapshot(&self, sent_now: u64) -> Metrics {
         let mut m = lock(&self.views).clone();
         m.delivered = self.delivered.load(Ordering::Relaxed);
-        m.sent = self.sent.load(Ordering::Relaxed);
+        // Resends were counted by the view that sent them first and again by the
+        // one that sent them again.
+        m.sent = (self.sent_ended.load(Ordering::Relaxed) + sent_now).saturating_sub(m.resent);
         m.auth_refused = self.auth_refused.load(Ordering::Relaxed);
         m.rejoins = m.rejoin_ms.len() as u64;
         m

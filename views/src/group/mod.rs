@@ -335,7 +335,8 @@ impl Group {
 
     /// Counters so far.
     pub fn metrics(&self) -> Metrics {
-        let mut m = self.inner.counters.snapshot();
+        let sent_now = spindle_sst::sync::read(&self.inner.current).as_ref().map_or(0, Epoch::messages_sent);
+        let mut m = self.inner.counters.snapshot(sent_now);
         m.clients = self.inner.clients.connected() as u64;
         m.clients_dropped = self.inner.clients.dropped();
         m

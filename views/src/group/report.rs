@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// This member's answer.
 pub(crate) fn status(inner: &Arc<Inner>) -> GroupStatus {
-    let m = inner.counters.snapshot();
+    let m = inner.counters.snapshot(0); // its sent count is not reported
     let mut out = GroupStatus {
         node: inner.cfg.node_id,
         view: None,

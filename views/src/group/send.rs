@@ -110,7 +110,6 @@ impl Group {
                                 Ok(mut slot) => {
                                     build(&mut slot);
                                     slot.commit();
-                                    self.inner.counters.sent_one();
                                     return Ok(());
                                 }
                                 Err(spindle_smc::SendError::TooLarge { len, max }) => {
