@@ -10,7 +10,7 @@ use crate::qos::{History, Level, Qos};
 use crate::sample::{SampleInfo, WriterId, CLIENT_HEADER, HEADER};
 use crate::sink::Src;
 use crate::status::{InstanceCounts, ReaderStatus, Rejection};
-use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use spindle_sst::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use spindle_sst::sync::lock;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, Weak};
@@ -27,6 +27,15 @@ pub(crate) struct Raw {
 
 /// A listener: the sample's info, its bytes, and where its payload starts in them.
 pub(crate) type InPlaceFn = Box<dyn FnMut(&SampleInfo, &Src<'_>, usize) + Send>;
+
+/// A reader's listener and the samples handed to it.
+#[derive(Default)]
+pub(crate) struct Listening {
+    f: Option<InPlaceFn>,
+    /// Samples handed to `f` (counted here, under the listener's lock, and
+    /// published to [`ReaderCore::taken_by_listener`] with a plain store).
+    taken: u64,
+}
 /// A content filter over a sample's payload.
 pub(crate) type FilterFn = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
@@ -93,9 +102,14 @@ pub(crate) struct ReaderCore {
     filter: Option<FilterFn>,
     pub(crate) q: Mutex<Queue>,
     pub(crate) cond: Condvar,
-    pub(crate) listener: Mutex<Option<InPlaceFn>>,
-    /// Samples handed to a listener (counted apart: no queue lock per sample).
-    pub(crate) taken_by_listener: AtomicU64,
+    listener: Mutex<Listening>,
+    /// True while a listener is set (changed under `listener`'s lock): a sample
+    /// for the queue takes no listener lock to learn there is none.
+    listening: AtomicBool,
+    /// Samples handed to a listener (counted apart: no queue lock per sample, and
+    /// no atomic add either: only the holder of `listener`'s lock stores it, so a
+    /// status read from inside the listener takes no lock).
+    taken_by_listener: AtomicU64,
     watchers: Mutex<Vec<Watcher>>,
     n_watchers: AtomicUsize,
     /// Threads in [`ReaderCore::wait_nonempty`] (a notify is a system call: only
@@ -127,12 +141,26 @@ impl ReaderCore {
             filter,
             q: Mutex::new(Queue::default()),
             cond: Condvar::new(),
-            listener: Mutex::new(None),
+            listener: Mutex::new(Listening::default()),
+            listening: AtomicBool::new(false),
             taken_by_listener: AtomicU64::new(0),
             watchers: Mutex::new(Vec::new()),
             n_watchers: AtomicUsize::new(0),
             sleepers: AtomicUsize::new(0),
         }
+    }
+
+    /// Sets (or with `None` removes) the listener that takes this reader's samples
+    /// instead of its queue.
+    pub(crate) fn set_listener(&self, f: Option<InPlaceFn>) {
+        let mut l = lock(&self.listener);
+        self.listening.store(f.is_some(), Ordering::Release);
+        l.f = f;
+    }
+
+    /// Samples handed to a listener so far.
+    pub(crate) fn taken_by_listener(&self) -> u64 {
+        self.taken_by_listener.load(Ordering::Relaxed)
     }
 
     /// A sample for this reader: to its listener, or into its queue.
@@ -152,10 +180,13 @@ impl ReaderCore {
             info.valid_data = kind == Kind::Data;
         }
         let tracked = self.keyed || self.deadline.is_some() || self.filter.is_some();
-        if !tracked {
-            if let Some(f) = lock(&self.listener).as_mut() {
+        if !tracked && self.listening.load(Ordering::Acquire) {
+            let mut l = lock(&self.listener);
+            let Listening { f, taken } = &mut *l;
+            if let Some(f) = f.as_mut() {
                 // The fast path: no copy, no queue lock.
-                self.taken_by_listener.fetch_add(1, Ordering::Relaxed);
+                *taken += 1;
+                self.taken_by_listener.store(*taken, Ordering::Relaxed);
                 f(&info, &src, at);
                 return;
             }
@@ -193,10 +224,12 @@ impl ReaderCore {
                 }
             }
         }
-        if let Some(f) = lock(&self.listener).as_mut() {
-            drop(q);
-            f(&info, &Src::Bytes(&payload), 0);
-            return;
+        if self.listening.load(Ordering::Acquire) {
+            if let Some(f) = lock(&self.listener).f.as_mut() {
+                drop(q);
+                f(&info, &Src::Bytes(&payload), 0);
+                return;
+            }
         }
         self.push(&mut q, Raw { info, payload, read: false });
         drop(q);
@@ -398,10 +431,10 @@ impl ReaderCore {
             return;
         }
         notices.sort_by_key(|r| r.info.topic_seq);
-        let listening = lock(&self.listener).is_some();
+        let listening = self.listening.load(Ordering::Acquire) && lock(&self.listener).f.is_some();
         if listening {
             drop(q);
-            if let Some(f) = lock(&self.listener).as_mut() {
+            if let Some(f) = lock(&self.listener).f.as_mut() {
                 for r in &notices {
                     f(&r.info, &Src::Bytes(&r.payload), 0);
                 }

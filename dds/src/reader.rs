@@ -300,14 +300,14 @@ impl<T: Send + 'static> DataReader<T> {
     pub fn on_data_available(&self, mut f: impl FnMut(Sample<T>) + Send + 'static) {
         let codec = self.codec.clone();
         let core = self.core.clone();
-        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
+        self.core.set_listener(Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
             let mut buf = vec![0u8; src.len() - at];
             src.read_at(at, &mut buf);
             match (codec.decode)(&buf) {
                 Ok(data) => f(Sample { data, info: *info }),
                 Err(why) => core.reject(Rejection::Undecodable { seq: info.seq, writer: info.writer, why }),
             }
-        }));
+        })));
     }
 
     /// Calls `f` with each sample where it lies (its slot, for live samples), with
@@ -316,20 +316,20 @@ impl<T: Send + 'static> DataReader<T> {
     /// [`DataReader::on_data_available`].
     pub fn on_sample_in_place(&self, mut f: impl FnMut(&SampleRef<'_, T>) + Send + 'static) {
         let codec = self.codec.clone();
-        *lock(&self.core.listener) = Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
+        self.core.set_listener(Some(Box::new(move |info: &SampleInfo, src: &Src<'_>, at: usize| {
             f(&SampleRef { info, src, at, codec: &codec });
-        }));
+        })));
     }
 
     /// Removes the listener; samples queue again.
     pub fn clear_listener(&self) {
-        *lock(&self.core.listener) = None;
+        self.core.set_listener(None);
     }
 
     /// The statuses so far (deadlines counted up to now).
     pub fn status(&self) -> ReaderStatus {
         let mut s = self.core.status();
-        s.received += self.core.taken_by_listener.load(spindle_sst::sync::atomic::Ordering::Relaxed);
+        s.received += self.core.taken_by_listener();
         s
     }
 

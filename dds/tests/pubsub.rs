@@ -317,6 +317,17 @@ fn pod_loans_and_in_place_reads() {
     let got = seen.lock().unwrap().clone();
     assert_eq!(got.iter().map(|t| t.n).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
     assert!(got.iter().all(|t| t.value == [t.n as u32; 6]));
+    assert_eq!(r.status().received, 100, "samples a listener took are counted");
+    assert!(r.take().is_empty(), "nothing queued behind the listener");
+    // Without the listener samples queue again.
+    r.clear_listener();
+    let mut loan = w.loan().unwrap();
+    loan.n = 100;
+    loan.write().unwrap();
+    let queued = r.take_n(1, WAIT);
+    assert_eq!(queued.iter().map(|s| s.data.n).collect::<Vec<_>>(), [100]);
+    assert_eq!(seen.lock().unwrap().len(), 100, "the listener took no more");
+    assert_eq!(r.status().received, 101);
     // Loans need a Pod topic; a Pod type under a serde topic is another type.
     let serde_topic = ps[0].topic::<u64>("plain", Qos::ordered()).unwrap();
     let sw = ps[0].create_writer(&serde_topic, serde_topic.qos()).unwrap();
