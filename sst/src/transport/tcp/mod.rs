@@ -68,6 +68,7 @@ mod helper;
 // sent or sealed where it lies).
 #[allow(unsafe_code)]
 mod outbox;
+mod quiet;
 mod rx;
 mod seal;
 mod send;
@@ -220,6 +221,8 @@ struct TcpPeer {
     acked: AtomicU64,
     /// Reads that returned bytes from this peer (see [`Transport::heard`]).
     heard: AtomicU64,
+    /// The driver's quiet streak on this link (see module `quiet`).
+    quiet: quiet::Quiet,
     /// Threads in `wait_completed` (acks notify only when there are any).
     ack_waiters: AtomicU64,
     ack_lock: Mutex<()>,
@@ -296,6 +299,7 @@ impl TcpTransport {
                 posted: AtomicU64::new(0),
                 acked: AtomicU64::new(0),
                 heard: AtomicU64::new(0),
+                quiet: quiet::Quiet::default(),
                 ack_waiters: AtomicU64::new(0),
                 ack_lock: Mutex::new(()),
                 ack_cv: std::sync::Condvar::new(),
@@ -441,13 +445,20 @@ impl Transport for TcpTransport {
         sh.driving.passed();
         let mut got = false;
         for p in &sh.peers {
-            got |= sh.receive(p, true);
+            p.quiet.poll(|| {
+                let heard = p.heard.load(Ordering::Relaxed);
+                got |= sh.receive(p, true);
+                p.heard.load(Ordering::Relaxed) != heard
+            });
         }
         got
     }
 
     fn park(&self, ticket: Ticket, timeout: Option<Duration>) {
         let sh = &self.shared;
+        for p in &sh.peers {
+            p.quiet.reset();
+        }
         if sh.doorbell.pending(&ticket) {
             let fds = sh.wait_fds(sh.doorbell.wake_fd().expect("the tcp doorbell has a wake fd"));
             // A flush that ran out of budget left bytes: wake when a socket takes them.
