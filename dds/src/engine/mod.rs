@@ -210,6 +210,9 @@ pub(crate) enum Mutation {
     RejoinUntold,
     /// A pack's last sample is not delivered.
     PackShort,
+    /// A run of this member's samples on the lean path of a topic nobody reads
+    /// here does not raise its writer's delivered number.
+    UnreadRunKept,
 }
 
 /// A record of the topic's log that does not hold a sample: its number.

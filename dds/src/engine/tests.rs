@@ -364,3 +364,45 @@ fn a_topic_nobody_reads_here_numbers_every_sample_and_acknowledges_its_own() {
     e.deliver(ViewId(1), A, Src::Bytes(&member(1, 2)), now(), &mut rec);
     assert_eq!(offers(&rec.take()), vec![(5, 4, false)]);
 }
+
+#[test]
+fn a_batch_on_the_lean_path_has_the_effects_of_its_messages_one_by_one() {
+    // Writers 3 and 4 here, 7 unknown (deleted); other members' samples, client
+    // samples, packs and short messages in between, in runs of every length.
+    let pick = |i: u64| -> (NodeId, Vec<u8>) {
+        match i % 11 {
+            0..=3 => (ME, member(3, i + 1)),
+            4 | 5 => (ME, member(4, i + 1)),
+            6 => (A, member(1, i + 1)),
+            7 => (ME, member(7, i + 1)),
+            8 => (A, client(9, 1, Level::Ordered, i + 1)),
+            9 => (ME, pack_bytes(&[member(3, 1000 + i), member(4, 1000 + i)])),
+            _ => (A, vec![0; 9]),
+        }
+    };
+    let mut seed = 7u64;
+    let mut next = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        seed >> 33
+    };
+    for round in 0..50 {
+        let batch: Vec<(NodeId, Vec<u8>)> = (0..1 + next() % 24).map(|_| pick(next())).collect();
+        let mut two = [(engine(Qos::ordered()), Recorder::default()), (engine(Qos::ordered()), Recorder::default())];
+        for (e, rec) in &mut two {
+            e.add_writer(3, Level::Ordered);
+            e.add_writer(4, Level::Ordered);
+            assert_eq!(e.enter_view(ViewId(1), &entry(Qos::ordered()), &[ME], now(), rec), None);
+            rec.take();
+        }
+        let [(one, r1), (all, r2)] = &mut two;
+        for (from, bytes) in &batch {
+            one.deliver(ViewId(1), *from, Src::Bytes(bytes), now(), r1);
+        }
+        all.deliver_all(ViewId(1), batch.iter().map(|(from, b)| (*from, Src::Bytes(b))), now(), r2);
+        assert_eq!(r1.take(), r2.take(), "round {round}: {batch:?}");
+        assert_eq!(one.next_seq(), all.next_seq(), "round {round}");
+        for w in [3, 4, 7] {
+            assert_eq!(one.delivered(w), all.delivered(w), "round {round}, writer {w}");
+        }
+    }
+}

@@ -120,6 +120,9 @@ pub(crate) struct Member {
     pub(crate) rejoins: u32,
     /// Unordered topics: which messages of the view's log it delivered.
     pub(crate) taken: Vec<bool>,
+    /// The highest number its engine said its writer had delivered (since that
+    /// engine started).
+    pub(crate) own_delivered: u64,
 }
 
 impl Member {
@@ -138,6 +141,7 @@ impl Member {
             cursor: 0,
             rejoins: 0,
             taken: Vec::new(),
+            own_delivered: 0,
         }
     }
 
@@ -166,6 +170,7 @@ impl Member {
         e.mutation = mutation;
         self.engine = Some(e);
         self.cursor = 0;
+        self.own_delivered = 0;
         Ok(())
     }
 
@@ -192,7 +197,10 @@ impl Member {
                     rec.extend_from_slice(&e.bytes);
                     self.pending.push(rec);
                 }
-                Fx::DeliveredOwn { writer, seq } => self.check_logged(((self.id.0, writer, None), seq)),
+                Fx::DeliveredOwn { writer, seq } => {
+                    self.own_delivered = self.own_delivered.max(seq);
+                    self.check_logged(((self.id.0, writer, None), seq))
+                }
                 f @ Fx::Acked { client, writer, seq } => {
                     self.check_logged(((self.id.0, writer, Some(client)), seq));
                     out.push(f);

@@ -85,3 +85,9 @@ fn a_pack_that_loses_its_last_sample_is_caught() {
     let v = first_caught(Mutation::PackShort).expect("some seed catches the planted fault");
     eprintln!("caught: {v}");
 }
+
+#[test]
+fn a_lean_run_that_leaves_its_writer_behind_is_caught() {
+    let v = first_caught(Mutation::UnreadRunKept).expect("some seed catches the planted fault");
+    assert_eq!(v.invariant, "quiescence", "{v}");
+}

@@ -236,9 +236,8 @@ impl World {
         let m = &mut self.members[n.0 as usize];
         let Some(e) = m.engine.as_mut() else { return };
         let to = (m.cursor + count).min(self.log.len());
-        for (sender, bytes) in &self.log[m.cursor..to] {
-            e.deliver(view, *sender, Src::Bytes(bytes), now, &mut m.fx);
-        }
+        let batch = self.log[m.cursor..to].iter().map(|(sender, bytes)| (*sender, Src::Bytes(bytes)));
+        e.deliver_all(view, batch, now, &mut m.fx);
         e.batch_end(&mut m.fx);
         m.cursor = to;
         let out = m.drain(keyed);

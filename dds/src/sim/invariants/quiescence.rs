@@ -1,5 +1,6 @@
 //! Once nothing is being sent, every member of the view has delivered the whole
-//! order, no late join is left waiting, and every reader (members' and clients')
+//! order (and its writer's delivered number is the last its engine reported), no
+//! late join is left waiting, and every reader (members' and clients')
 //! has got the last sample. (A client that moved on an Ordered topic, which
 //! keeps no history, resumes with the live samples of its new member: what was
 //! delivered before it came is not owed to it. Likewise a member taken back
@@ -23,6 +24,18 @@ pub(crate) fn check(w: &World) -> Result<(), Breach> {
         }
         if e.next_seq() != w.order.len() as u64 {
             return Err((NAME, format!("{n} numbered {} samples; the order has {}", e.next_seq(), w.order.len())));
+        }
+        // Its writer's delivered number (what a wait for delivery waits on) is the
+        // last one its engine said was delivered.
+        let said = m.own_delivered;
+        if e.delivered(crate::sim::member::WRITER).is_some_and(|d| d != said) {
+            return Err((
+                NAME,
+                format!(
+                    "{n}'s writer stands at {:?}, its deliveries said {said}",
+                    e.delivered(crate::sim::member::WRITER)
+                ),
+            ));
         }
         // A member that makes no reader is held to its numbering alone (above).
         let Some(r) = m.readers.last() else { continue };
