@@ -124,6 +124,50 @@ fn delivery_waits_for_every_member_then_delivers_in_order() {
     assert_eq!(sim.nodes[1].core.stats().deliver_batches.max, 2, "one batch");
 }
 
+/// Sends `per` messages from each sender, lets every node receive them (no
+/// delivery yet), then delivers at node 1 batch by batch: the batches' sizes.
+fn batch_sizes(senders: &[u32], window: usize, per: u64) -> Vec<usize> {
+    let mut sim = Sim::manual(spec(3, senders, window, 8, Mode::Ordered));
+    let mut expect = Vec::new();
+    for k in 0..per {
+        for &s in senders {
+            assert!(sim.send(s as usize, &k.to_le_bytes()).unwrap());
+            expect.push((senders.iter().position(|x| *x == s).unwrap(), k));
+        }
+    }
+    for _ in 0..3 {
+        for i in 0..3 {
+            poll(&mut sim, i);
+        }
+        sim.flush();
+    }
+    let mut sizes = Vec::new();
+    let mut got = Vec::new();
+    loop {
+        let batch = deliver(&mut sim, 1);
+        if batch.is_empty() {
+            break;
+        }
+        sizes.push(batch.len());
+        got.extend(batch.into_iter().map(|(r, k, _)| (r, k)));
+    }
+    // Round-robin order over the senders, every message once.
+    expect.sort_by_key(|(r, k)| (*k, *r));
+    assert_eq!(got, expect, "the batches together deliver the order");
+    sizes
+}
+
+#[test]
+fn an_ordered_batch_holds_at_most_a_quarter_of_the_window() {
+    // One sender (its own path): window 512, batches of 128.
+    assert_eq!(batch_sizes(&[0], 512, 300), vec![128, 128, 44]);
+    // Two senders: the same bound over the round-robin order.
+    assert_eq!(batch_sizes(&[0, 2], 512, 150), vec![128, 128, 44]);
+    // A small window is not cut below 64 messages.
+    assert_eq!(batch_sizes(&[0], 128, 100), vec![64, 36]);
+    assert_eq!(batch_sizes(&[0], 16, 16), vec![16]);
+}
+
 #[test]
 fn a_lagging_sender_owes_one_null_run() {
     // Senders 0 and 1; sender 1 sends five messages, sender 0 nothing.

@@ -21,9 +21,14 @@ pub(super) struct Scratch {
 /// them never holds the thread for long.
 pub(crate) const BATCH_BYTES: usize = 4 << 20;
 
+/// The fewest messages an ordered batch is cut to (see `SmcCore::batch_most`): a
+/// window of up to this many is never cut.
+pub(crate) const BATCH_MIN: usize = 64;
+
 impl SmcCore {
     /// Takes what is deliverable now as one batch: everything, or as much as fills
-    /// `BATCH_BYTES` (4 MiB; at least one message), the rest going in the next batch. Call
+    /// `BATCH_BYTES` (4 MiB; at least one message) or, ordered, a quarter of the
+    /// window (at least 64 messages), the rest going in the next batch. Call
     /// [`SmcCore::finish`] with it after the upcall; until then no other batch is
     /// handed out.
     pub fn take_deliverable(&mut self) -> Option<Deliverable> {
@@ -56,12 +61,13 @@ impl SmcCore {
                 // Position (r, k) of `next_seq`, stepped without a division per message.
                 let (mut r, mut k) = ((next_seq % s) as usize, next_seq / s);
                 let mut bytes = 0;
+                let most = self.batch_most();
                 if s == 1 {
                     // One sender: its positions are its indices, in its entries' order.
                     self.take_one_sender(stable[0], &mut next_seq, &mut upto[0], &mut msgs);
                     k = stable[0];
                 }
-                while stable[r] > k && bytes < BATCH_BYTES {
+                while stable[r] > k && bytes < BATCH_BYTES && msgs.len() < most {
                     let before = msgs.len();
                     self.take_position(r, k, next_seq, &mut cursor, &mut upto, &mut msgs);
                     bytes += msgs.get(before).map_or(0, MsgRef::len);
@@ -113,14 +119,25 @@ impl SmcCore {
         }
     }
 
+    /// The most messages an ordered batch takes: a quarter of the window (at least
+    /// [`BATCH_MIN`]). A sender's slots come back only once every member delivered
+    /// what they held, and a member says so after the batch's upcall; a batch of a
+    /// whole window's messages, behind a slow upcall (a DDS topic's), left the
+    /// sender with a full window until it ended. With batches of a quarter the
+    /// delivered count goes out four times per window.
+    fn batch_most(&self) -> usize {
+        (self.spec.window / 4).max(BATCH_MIN)
+    }
+
     /// Ordered delivery with one sender, whose index is the global sequence: the
     /// entries below `stable`, until `BATCH_BYTES`; `upto` and `next_seq` advance.
     fn take_one_sender(&self, stable: u64, next_seq: &mut u64, upto: &mut u64, msgs: &mut Vec<MsgRef>) {
         let mut bytes = 0;
+        let most = self.batch_most();
         for e in self.pending[0].iter() {
             // A null run may have been delivered in part.
             let k = e.first.max(*next_seq);
-            if k >= stable || bytes >= BATCH_BYTES {
+            if k >= stable || bytes >= BATCH_BYTES || msgs.len() >= most {
                 break;
             }
             if e.kind != EntryKind::Null {
