@@ -159,13 +159,13 @@ fn batch_sizes(senders: &[u32], window: usize, per: u64) -> Vec<usize> {
 
 #[test]
 fn an_ordered_batch_holds_at_most_a_quarter_of_the_window() {
-    // One sender (its own path): window 512, batches of 128.
-    assert_eq!(batch_sizes(&[0], 512, 300), vec![128, 128, 44]);
+    // One sender (its own path): window 2048, batches of 512.
+    assert_eq!(batch_sizes(&[0], 2048, 1200), vec![512, 512, 176]);
     // Two senders: the same bound over the round-robin order.
-    assert_eq!(batch_sizes(&[0, 2], 512, 150), vec![128, 128, 44]);
-    // A small window is not cut below 64 messages.
-    assert_eq!(batch_sizes(&[0], 128, 100), vec![64, 36]);
-    assert_eq!(batch_sizes(&[0], 16, 16), vec![16]);
+    assert_eq!(batch_sizes(&[0, 2], 2048, 600), vec![512, 512, 176]);
+    // A smaller window is not cut below 256 messages.
+    assert_eq!(batch_sizes(&[0], 512, 300), vec![256, 44]);
+    assert_eq!(batch_sizes(&[0], 256, 256), vec![256]);
 }
 
 #[test]
