@@ -335,8 +335,11 @@ impl Group {
 
     /// Counters so far.
     pub fn metrics(&self) -> Metrics {
-        let sent_now = spindle_sst::sync::read(&self.inner.current).as_ref().map_or(0, Epoch::messages_sent);
-        let mut m = self.inner.counters.snapshot(sent_now);
+        // Under the view's read lock: a view change counts its resends and the
+        // ended view's sends under the write lock, so both are seen or neither.
+        let cur = spindle_sst::sync::read(&self.inner.current);
+        let mut m = self.inner.counters.snapshot(cur.as_ref().map_or(0, Epoch::messages_sent));
+        drop(cur);
         m.clients = self.inner.clients.connected() as u64;
         m.clients_dropped = self.inner.clients.dropped();
         m
