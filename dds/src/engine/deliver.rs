@@ -22,10 +22,9 @@ impl<R> TopicEngine<R> {
 
     /// The messages of a delivered batch, in order, each with its sender: what
     /// [`TopicEngine::deliver`] does with each (call [`TopicEngine::batch_end`]
-    /// after). While nothing here reads the topic ([`TopicEngine::unread`]) and it
-    /// is not catching up, a member's sample is taken on a leaner path, with the
-    /// same effects: only its first header word is read, and a run of this member's
-    /// samples from one writer looks that writer up once.
+    /// after). While the engine is [`TopicEngine::lean`], a member's sample reads
+    /// only its first header word and goes straight to
+    /// [`TopicEngine::count_unread`], with no dispatch as a pack or a sample.
     pub(crate) fn deliver_all<'s>(
         &mut self,
         view: ViewId,
@@ -35,40 +34,14 @@ impl<R> TopicEngine<R> {
     ) {
         // Nothing a message does changes this (no reader, client reader or catch-up
         // comes from a delivery).
-        if !self.lean() {
-            for (sender, src) in msgs {
-                self.deliver(view, sender, src, now, fx);
-            }
-            return;
-        }
-        // This member's writer whose samples came last: (writer, known here, the
-        // highest number of the run).
-        let mut run: Option<(u32, bool, u64)> = None;
+        let lean = self.lean();
         for (sender, src) in msgs {
-            let w0 = if src.len() >= HEADER { src.word(0) } else { 0 };
-            if src.len() < HEADER || header_len(w0) != HEADER {
-                self.end_run(run.take());
-                self.deliver(view, sender, src, now, fx);
-                continue;
-            }
-            self.next_seq += 1;
-            if sender != self.me {
-                continue;
-            }
-            let (writer, seq) = writer_seq(w0);
-            let (known, high) = match run {
-                Some((w, known, high)) if w == writer => (known, high.max(seq)),
-                _ => {
-                    self.end_run(run.take());
-                    (self.writers.contains_key(&writer), seq)
-                }
-            };
-            run = Some((writer, known, high));
-            if known {
-                fx.delivered_own(writer, seq);
+            let w0 = if lean && src.len() >= HEADER { src.word(0) } else { 0 };
+            match lean && src.len() >= HEADER && header_len(w0) == HEADER {
+                true => self.count_unread(sender, w0, fx),
+                false => self.deliver(view, sender, src, now, fx),
             }
         }
-        self.end_run(run);
     }
 
     /// True if [`TopicEngine::deliver_all`] takes the lean path now: nothing here
@@ -77,20 +50,6 @@ impl<R> TopicEngine<R> {
     /// (the same effects, without the batch's iterator in between).
     pub(crate) fn lean(&self) -> bool {
         self.unread() && self.catching_up.is_none() && self.log_len.is_none()
-    }
-
-    /// The end of a run of [`TopicEngine::deliver_all`]: its writer has had
-    /// every sample up to the run's highest number delivered.
-    fn end_run(&mut self, run: Option<(u32, bool, u64)>) {
-        #[cfg(test)]
-        if self.mutation == Some(super::Mutation::UnreadRunKept) {
-            return;
-        }
-        if let Some((writer, true, seq)) = run {
-            if let Some(w) = self.writers.get_mut(&writer) {
-                w.delivered = w.delivered.max(seq);
-            }
-        }
     }
 
     /// One sample whose header `h` was read and checked.
@@ -270,6 +229,10 @@ impl<R> TopicEngine<R> {
         self.next_seq += 1;
         if sender == self.me {
             let (writer, seq) = writer_seq(w0);
+            #[cfg(test)]
+            if self.mutation == Some(super::Mutation::UnreadWriterBehind) {
+                return fx.delivered_own(writer, seq);
+            }
             self.ack(Ack::Own { writer, seq }, fx);
         }
     }

@@ -210,9 +210,9 @@ pub(crate) enum Mutation {
     RejoinUntold,
     /// A pack's last sample is not delivered.
     PackShort,
-    /// A run of this member's samples on the lean path of a topic nobody reads
-    /// here does not raise its writer's delivered number.
-    UnreadRunKept,
+    /// A sample of this member's on the path of a topic nobody reads here tells
+    /// its writer it was delivered without raising the writer's delivered number.
+    UnreadWriterBehind,
 }
 
 /// A record of the topic's log that does not hold a sample: its number.

@@ -87,7 +87,7 @@ fn a_pack_that_loses_its_last_sample_is_caught() {
 }
 
 #[test]
-fn a_lean_run_that_leaves_its_writer_behind_is_caught() {
-    let v = first_caught(Mutation::UnreadRunKept).expect("some seed catches the planted fault");
+fn an_unread_sample_that_leaves_its_writer_behind_is_caught() {
+    let v = first_caught(Mutation::UnreadWriterBehind).expect("some seed catches the planted fault");
     assert_eq!(v.invariant, "quiescence", "{v}");
 }
