@@ -65,7 +65,7 @@ impl SmcCore {
                 let most = self.batch_most();
                 if s == 1 {
                     // One sender: its positions are its indices, in its entries' order.
-                    self.take_one_sender(stable[0], &mut next_seq, &mut upto[0], &mut msgs);
+                    self.take_one_sender(stable[0], most, &mut next_seq, &mut upto[0], &mut msgs);
                     k = stable[0];
                 }
                 while stable[r] > k && bytes < BATCH_BYTES && msgs.len() < most {
@@ -131,10 +131,10 @@ impl SmcCore {
     }
 
     /// Ordered delivery with one sender, whose index is the global sequence: the
-    /// entries below `stable`, until `BATCH_BYTES`; `upto` and `next_seq` advance.
-    fn take_one_sender(&self, stable: u64, next_seq: &mut u64, upto: &mut u64, msgs: &mut Vec<MsgRef>) {
+    /// entries below `stable`, until `BATCH_BYTES` or `most` messages; `upto` and
+    /// `next_seq` advance.
+    fn take_one_sender(&self, stable: u64, most: usize, next_seq: &mut u64, upto: &mut u64, msgs: &mut Vec<MsgRef>) {
         let mut bytes = 0;
-        let most = self.batch_most();
         for e in self.pending[0].iter() {
             // A null run may have been delivered in part.
             let k = e.first.max(*next_seq);
