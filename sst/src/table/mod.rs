@@ -126,7 +126,12 @@ pub enum GuardedError {
 #[derive(Debug)]
 pub struct Table {
     layout: Layout,
+    /// Shared with every [`Push`], whose clones and drops write the count beside
+    /// the list: nothing read per message is taken from it (see `rows`).
     members: Arc<Vec<NodeId>>,
+    /// The number of members, kept apart from `members` so that reading it does not
+    /// touch the cache line that the predicate thread's pushes keep writing.
+    rows: usize,
     my_rank: usize,
     region_id: RegionId,
     region: Arc<Region>,
@@ -203,7 +208,8 @@ impl Table {
             }
         }
         let members = Arc::new(members.to_vec());
-        let table = Arc::new(Table { layout, members, my_rank, region_id, region, views, pub_off });
+        let table =
+            Arc::new(Table { layout, rows: members.len(), members, my_rank, region_id, region, views, pub_off });
         Ok(LocalRow { table })
     }
 
@@ -223,7 +229,7 @@ impl Table {
     /// Number of rows.
     #[inline]
     pub fn rows(&self) -> usize {
-        self.members.len()
+        self.rows
     }
     /// This node's row.
     #[inline]
@@ -241,7 +247,7 @@ impl Table {
 
     #[inline]
     fn at(&self, rank: usize, off: usize) -> usize {
-        assert!(rank < self.members.len(), "row {rank} out of range");
+        assert!(rank < self.rows, "row {rank} out of range");
         rank * self.layout.row_bytes + off
     }
 
