@@ -80,7 +80,7 @@ pub struct Common {
     #[arg(long, default_value_t = 100_000)]
     pub count: u64,
     /// Slots per sender ring; without it the ring is sized in bytes
-    /// (`spindle_smc::spec::auto_window`: 256 KiB of slots, 256 to 4096 of them).
+    /// (`spindle_smc::spec::auto_window`: 2 MiB of slots, 256 to 16,384 of them).
     #[arg(long)]
     pub window: Option<usize>,
     /// Delivery mode.

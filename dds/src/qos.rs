@@ -126,8 +126,8 @@ pub struct Qos {
     /// touched only as used.
     pub arena_bytes: Option<u32>,
     /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
-    /// bytes for the slot size (`spindle_smc::spec::auto_window`: 256 KiB of slots, 256 to
-    /// 4096 of them: 4096 for 16-byte slots, 256 for 1 KB ones).
+    /// bytes for the slot size (`spindle_smc::spec::auto_window`: 2 MiB of slots, 256 to
+    /// 16,384 of them: 16,384 for 16-byte slots, 2,048 for 1 KB ones).
     pub window: Option<u32>,
     /// How long a sample stays valid after its writer wrote it (by its source
     /// timestamp): older ones leave the history (topic) and the queue (reader)

@@ -98,25 +98,35 @@ pub const MAX_ARENA: usize = 1 << 30;
 /// Bytes of an entry header.
 pub const HEADER: usize = 16;
 
-/// The ring size [`auto_window`] aims for, in bytes per sender: that of 256 slots of
-/// 1 KB, so no byte-sized ring is larger than the old default of 256 such slots.
-pub const AUTO_RING_BYTES: usize = 256 << 10;
+/// The ring size [`auto_window`] aims for, in bytes per sender: 2 MiB, 2,048 slots
+/// of 1 KB. Ordered delivery hands a sender's slots back a batch at a time, and a
+/// batch holds up to a quarter of the window; the more slots a sender has, the less
+/// it waits for them. On one host and over tcp, with one sender, 2 MiB moved 1.3-1.8×
+/// the messages 256 KiB did at 16 B to 1 KB (docs/benchmarks.md). The cost is memory:
+/// each member maps each sender's ring, so a subgroup of `n` members and `s`
+/// senders takes up to `n * s * 2` MiB over all its members (on shm, pages of
+/// peers' rows that are read in place are never touched); set a window of slots
+/// (`window`) where that is too much.
+pub const AUTO_RING_BYTES: usize = 2 << 20;
+/// The most slots [`auto_window`] gives a ring (16,384: a ring of 16-byte messages
+/// takes 512 KiB).
+pub const AUTO_WINDOW_MAX: usize = 16384;
 
 /// A window sized in bytes rather than slots: as many slots of `max_msg` as fit
-/// [`AUTO_RING_BYTES`], at least 256 and at most 4096. Small messages need many slots
-/// in flight to keep a link busy while the receivers' counters travel back (over tcp
-/// a window of 256 16-byte messages is gone in well under a round trip, and the
-/// sender waits); large ones need no more than 256.
+/// [`AUTO_RING_BYTES`], at least 256 and at most [`AUTO_WINDOW_MAX`]. Small messages
+/// need many slots in flight to keep a link busy while the receivers' counters travel
+/// back (over tcp a window of 256 16-byte messages is gone in well under a round
+/// trip, and the sender waits); large ones need no more than 256.
 ///
 /// ```
-/// assert_eq!(spindle_smc::spec::auto_window(16), 4096);
-/// assert_eq!(spindle_smc::spec::auto_window(128), 1820);
-/// assert_eq!(spindle_smc::spec::auto_window(1008), 256);
+/// assert_eq!(spindle_smc::spec::auto_window(16), 16384);
+/// assert_eq!(spindle_smc::spec::auto_window(128), 14563);
+/// assert_eq!(spindle_smc::spec::auto_window(1008), 2048);
 /// assert_eq!(spindle_smc::spec::auto_window(10240), 256);
 /// ```
 pub fn auto_window(max_msg: usize) -> usize {
     let slot = HEADER + max_msg.div_ceil(8) * 8;
-    (AUTO_RING_BYTES / slot).clamp(256, 4096)
+    (AUTO_RING_BYTES / slot).clamp(256, AUTO_WINDOW_MAX)
 }
 
 impl SubgroupSpec {
