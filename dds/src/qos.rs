@@ -127,7 +127,10 @@ pub struct Qos {
     pub arena_bytes: Option<u32>,
     /// Slots per writer ring (topic only); `None` (the default) sizes the ring in
     /// bytes for the slot size (`spindle_smc::spec::auto_window`: 2 MiB of slots, 256 to
-    /// 16,384 of them: 16,384 for 16-byte slots, 2,048 for 1 KB ones).
+    /// 16,384 of them: 16,384 for 16-byte slots, 2,048 for 1 KB ones). Each member
+    /// of the topic maps each writing node's ring, so a topic takes up to members ×
+    /// writing nodes × 2 MiB over its members; with many topics, set a smaller
+    /// window where memory matters more than the rate (256 slots of 1 KB: 256 KiB).
     pub window: Option<u32>,
     /// How long a sample stays valid after its writer wrote it (by its source
     /// timestamp): older ones leave the history (topic) and the queue (reader)
