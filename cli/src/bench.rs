@@ -89,12 +89,14 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
     let name = args.group.clone().ok_or("no --group")?;
     let k = args.senders();
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
+    // The ring sized in bytes, as a group's config does by default.
+    let window = spindle::smc::spec::auto_window(args.size);
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], 0)))
         .name(&name)
         .transport(transport)
         .discovery(false)
         .max_msg(args.size)
-        .window(256)
+        .window(window)
         .timeouts(Duration::from_millis(100), Duration::from_secs(2));
     if let Some(c) = args.contact {
         b = b.contact(c);
@@ -104,7 +106,7 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
         max_shards: 1,
         senders: Senders::First(k),
         mode: spindle::smc::Mode::Ordered,
-        window: 256,
+        window,
         max_msg: args.size,
         arena: 0,
         relay: false,

@@ -10,7 +10,9 @@
 //!     transport = "tcp"
 //!     window = 128
 //! "#).unwrap();
-//! assert_eq!(cfg.window, 128);
+//! assert_eq!(cfg.window, Some(128));
+//! // Without `window` a ring is sized in bytes for `max_msg` (2 MiB of slots).
+//! assert_eq!(Config::from_toml("listen = \"127.0.0.1:7005\"").unwrap().ring_window(), 2016);
 //! assert!(cfg.majority, "majority rule is on by default");
 //!
 //! let err = Config::from_toml("node_id = 1\nlisten = \"127.0.0.1:1\"\nwindwo = 4").unwrap_err();
@@ -103,9 +105,12 @@ pub struct Config {
     /// Data-plane transport.
     #[serde(default)]
     pub transport: Transport,
-    /// Slots per sender ring.
-    #[serde(default = "defaults::window")]
-    pub window: usize,
+    /// Slots per sender ring; `None` (the default) sizes the ring in bytes for
+    /// `max_msg` (`spindle_smc::spec::auto_window`: 2 MiB of slots, 256 to 16,384 of
+    /// them; 2,016 of the default 1 KB). Each member maps each sender's ring: set a
+    /// number of slots where memory matters more than the rate.
+    #[serde(default)]
+    pub window: Option<usize>,
     /// Largest message in a ring slot, in bytes (slots are sized for it).
     #[serde(default = "defaults::max_msg")]
     pub max_msg: usize,
@@ -197,9 +202,6 @@ mod defaults {
     }
     pub fn name() -> String {
         "spindle".into()
-    }
-    pub fn window() -> usize {
-        256
     }
     pub fn max_msg() -> usize {
         1024
@@ -304,7 +306,7 @@ impl Config {
             discovery_addr: None,
             discovery_wait_ms: defaults::discovery_wait_ms(),
             transport: Transport::default(),
-            window: defaults::window(),
+            window: None,
             max_msg: defaults::max_msg(),
             arena: defaults::arena(),
             relay: false,
@@ -340,7 +342,7 @@ impl Config {
                 format!("must be below {} for mem and shm", spindle_sst::transport::MAX_NODE_ID),
             ));
         }
-        if self.window == 0 || self.window > spindle_smc::spec::MAX_WINDOW {
+        if self.window.is_some_and(|w| w == 0 || w > spindle_smc::spec::MAX_WINDOW) {
             return Err(invalid("window", format!("must be in 1..={}", spindle_smc::spec::MAX_WINDOW)));
         }
         if self.max_msg == 0 || self.max_msg > spindle_smc::spec::MAX_MSG {
@@ -387,6 +389,11 @@ impl Config {
     pub fn failure_timeout(&self) -> Duration {
         Duration::from_millis(self.failure_timeout_ms)
     }
+
+    /// Slots per sender ring: `window`, or the byte-sized default for `max_msg`.
+    pub fn ring_window(&self) -> usize {
+        self.window.unwrap_or_else(|| spindle_smc::spec::auto_window(self.max_msg))
+    }
 }
 
 #[cfg(test)]
@@ -400,7 +407,7 @@ mod tests {
         let c = Config::from_toml(BASE).unwrap();
         assert_eq!(
             (c.transport, c.window, c.max_msg, c.heartbeat_ms, c.failure_timeout_ms),
-            (Transport::Shm, 256, 1024, 100, 1000)
+            (Transport::Shm, None, 1024, 100, 1000)
         );
         assert!(c.majority && c.contact.is_none());
         assert_eq!(c, Config::builder(1, "127.0.0.1:7001".parse().unwrap()).build().unwrap());
@@ -426,7 +433,10 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
-        assert_eq!((c.transport, c.window, c.max_msg, c.spin_us, c.majority), (Transport::Tcp, 8, 64, Some(0), false));
+        assert_eq!(
+            (c.transport, c.window, c.max_msg, c.spin_us, c.majority),
+            (Transport::Tcp, Some(8), 64, Some(0), false)
+        );
         assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
         let d = Config::from_toml(&format!(
             "{BASE}discovery = false\ndiscovery_addr = \"239.255.1.2:17500\"\ndiscovery_wait_ms = 200\n"

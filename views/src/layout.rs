@@ -121,7 +121,8 @@ pub struct Shards {
     pub senders: Senders,
     /// Delivery mode.
     pub mode: Mode,
-    /// Slots per sender ring.
+    /// Slots per sender ring (by default sized in bytes for the default `max_msg`:
+    /// `spindle_smc::spec::auto_window`).
     pub window: usize,
     /// Largest message in a slot.
     pub max_msg: usize,
@@ -133,7 +134,8 @@ pub struct Shards {
 
 impl Default for Shards {
     fn default() -> Self {
-        let (window, max_msg, arena) = (256, 1024, 64 << 20);
+        let (max_msg, arena) = (1024, 64 << 20);
+        let window = spindle_smc::spec::auto_window(max_msg);
         let relay = false;
         Shards {
             shard_size: 1,

@@ -50,9 +50,10 @@ struct Args {
     /// Messages per sender.
     #[arg(long, default_value_t = 200_000)]
     count: u64,
-    /// Slots per sender ring.
-    #[arg(long, default_value_t = 256)]
-    window: usize,
+    /// Slots per sender ring; without it the ring is sized in bytes, as a group's
+    /// config does (`spindle_smc::spec::auto_window`: 2 MiB of slots, 256 to 16,384).
+    #[arg(long)]
+    window: Option<usize>,
     /// How members take deliveries.
     #[arg(long, default_value = "in-place", value_parser = ["in-place", "copy"])]
     deliver: String,
@@ -82,6 +83,10 @@ impl Args {
     fn senders(&self) -> usize {
         self.senders.count(self.nodes)
     }
+    /// Slots per sender ring: `--window`, or sized in bytes for `--size`.
+    fn window(&self) -> usize {
+        self.window.unwrap_or_else(|| spindle_smc::spec::auto_window(self.size))
+    }
 
     fn validate(&self) -> Result<(), String> {
         if !(1..=64).contains(&self.nodes) {
@@ -90,7 +95,7 @@ impl Args {
         if self.size < 8 || self.size > spindle_smc::spec::MAX_MSG {
             return Err(format!("--size must be in 8..={}", spindle_smc::spec::MAX_MSG));
         }
-        if self.window == 0 || self.window > spindle_smc::spec::MAX_WINDOW {
+        if self.window.is_some_and(|w| w == 0 || w > spindle_smc::spec::MAX_WINDOW) {
             return Err(format!("--window must be in 1..={}", spindle_smc::spec::MAX_WINDOW));
         }
         if self.count == 0 {
@@ -142,7 +147,7 @@ impl Seen {
 fn member(args: &Args, id: u32) -> Result<(), String> {
     // (The parent's line after READY, the peer list of the bare-transport
     // protocol, is not used.)
-    let b = args.member.group_builder(id, &args.transport)?.max_msg(args.size).window(args.window);
+    let b = args.member.group_builder(id, &args.transport)?.max_msg(args.size).window(args.window());
     let cfg = b.build().map_err(|e| e.to_string())?;
     let k = args.senders();
     let layout = Shards {
@@ -150,7 +155,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         max_shards: 1,
         senders: spindle_views::layout::Senders::First(k),
         mode: spindle_smc::Mode::Ordered,
-        window: args.window,
+        window: args.window(),
         max_msg: args.size,
         arena: 0,
         relay: false,
@@ -278,7 +283,7 @@ fn parent(args: &Args) -> Result<bool, String> {
         "senders": format!("{:?}", args.senders).to_lowercase(),
         "size": args.size,
         "count": args.count,
-        "window": args.window,
+        "window": args.window(),
         "deliver": args.deliver,
         "msgs_per_s": round(msgs_per_s, 0),
         "gb_per_s": round(msgs_per_s * args.size as f64 / 1e9, 4),
@@ -394,7 +399,7 @@ fn raw_smc(args: &Args) -> Result<f64, String> {
     let o = Command::new(&exe)
         .args(["--transport", &args.transport, "--nodes", &args.nodes.to_string(), "--senders", &senders])
         .args(["--size", &args.size.to_string(), "--count", &args.count.to_string()])
-        .args(["--window", &args.window.to_string(), "--mode", "ordered", "--json"])
+        .args(["--window", &args.window().to_string(), "--mode", "ordered", "--json"])
         .output()
         .map_err(|e| format!("run {}: {e}", exe.display()))?;
     let text = String::from_utf8_lossy(&o.stdout);

@@ -22,9 +22,10 @@ impl ConfigBuilder {
         self.0.transport = t;
         self
     }
-    /// Slots per sender ring.
+    /// Slots per sender ring (without it the ring is sized in bytes; see
+    /// [`Config::window`]).
     pub fn window(mut self, w: usize) -> Self {
-        self.0.window = w;
+        self.0.window = Some(w);
         self
     }
     /// Largest message in a ring slot.

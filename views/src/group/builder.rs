@@ -45,7 +45,7 @@ impl GroupBuilder {
         let layout = Shards {
             shard_size: 1,
             max_shards: 1,
-            window: cfg.window,
+            window: cfg.ring_window(),
             max_msg: cfg.max_msg,
             arena: cfg.arena,
             relay: cfg.relay,
