@@ -89,24 +89,23 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
     let name = args.group.clone().ok_or("no --group")?;
     let k = args.senders();
     let transport = if args.transport == "tcp" { Transport::Tcp } else { Transport::Shm };
-    // The ring sized in bytes, as a group's config does by default.
-    let window = spindle::smc::spec::auto_window(args.size);
     let mut b = Config::builder(id, SocketAddr::from(([127, 0, 0, 1], 0)))
         .name(&name)
         .transport(transport)
         .discovery(false)
         .max_msg(args.size)
-        .window(window)
         .timeouts(Duration::from_millis(100), Duration::from_secs(2));
     if let Some(c) = args.contact {
         b = b.contact(c);
     }
+    let cfg = b.build().map_err(|e| e.to_string())?;
     let layout = Shards {
         shard_size: args.nodes,
         max_shards: 1,
         senders: Senders::First(k),
         mode: spindle::smc::Mode::Ordered,
-        window,
+        // The ring sized in bytes for `--size`, as the config does by default.
+        window: cfg.ring_window(),
         max_msg: args.size,
         arena: 0,
         relay: false,
@@ -116,7 +115,7 @@ fn member(args: &BenchArgs, id: u32) -> Result<(), String> {
     let (d2, mut digest) = (delivered.clone(), 0xcbf2_9ce4_8422_2325u64);
     let done_at = Arc::new(std::sync::Mutex::new(None::<(Instant, u64)>));
     let d3 = done_at.clone();
-    let group = GroupBuilder::new(b.build().map_err(|e| e.to_string())?)
+    let group = GroupBuilder::new(cfg)
         .layout(layout)
         .on_deliver_in_place(0, move |m| {
             digest = fold(digest, m.message.word(0));

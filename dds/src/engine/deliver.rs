@@ -36,10 +36,9 @@ impl<R> TopicEngine<R> {
         // comes from a delivery).
         let lean = self.lean();
         for (sender, src) in msgs {
-            let w0 = if lean && src.len() >= HEADER { src.word(0) } else { 0 };
-            match lean && src.len() >= HEADER && header_len(w0) == HEADER {
-                true => self.count_unread(sender, w0, fx),
-                false => self.deliver(view, sender, src, now, fx),
+            match (lean && src.len() >= HEADER).then(|| src.word(0)) {
+                Some(w0) if header_len(w0) == HEADER => self.count_unread(sender, w0, fx),
+                _ => self.deliver(view, sender, src, now, fx),
             }
         }
     }
