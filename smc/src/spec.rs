@@ -101,8 +101,9 @@ pub const HEADER: usize = 16;
 /// The ring size [`auto_window`] aims for, in bytes per sender: 2 MiB, 2,048 slots
 /// of 1 KB. Ordered delivery hands a sender's slots back a batch at a time, and a
 /// batch holds up to a quarter of the window; the more slots a sender has, the less
-/// it waits for them. On one host and over tcp, with one sender, 2 MiB moved 1.3-1.8×
-/// the messages 256 KiB did at 16 B to 1 KB (docs/benchmarks.md). The cost is memory:
+/// it waits for them. On one host and over tcp, with one sender, 2 MiB moved 1.05-1.8×
+/// the messages 256 KiB did at 16 B to 1 KB, most at 128 B and 1 KB
+/// (docs/benchmarks.md). The cost is memory:
 /// each member maps each sender's ring, so a subgroup of `n` members and `s`
 /// senders takes up to `n * s * 2` MiB over all its members (on shm, pages of
 /// peers' rows that are read in place are never touched); set a window of slots
