@@ -247,28 +247,42 @@ fn parent(args: &Args) -> Result<serde_json::Value, String> {
     let topics_agree = results.windows(2).all(|w| w[0]["digest"] == w[1]["digest"] && w[0]["count"] == w[1]["count"]);
     let ended = results.iter().all(|r| r["ended"] == true);
     let appended_after = results.iter().all(|r| r["last"] == json!([true, true]));
-    let (mut acked_kept, mut replicas_agree) = (true, true);
+    let mut replicas_agree = true;
+    // Each record a replica holds twice, or an acknowledged one it lacks, by
+    // log and replica (at most a few of each, so a failure names them).
+    let mut faults = Vec::new();
     let mut sizes = Vec::new();
     for (log, acked) in [("log_a", "acked_a"), ("log_b", "acked_b")] {
-        let held: Vec<&Vec<serde_json::Value>> = logs.iter().filter_map(|l| l[log].as_array()).collect();
-        replicas_agree &= held.len() >= 2 && held.windows(2).all(|w| w[0] == w[1]);
-        sizes.push(held.first().map_or(0, |h| h.len()));
-        for h in &held {
+        let held: Vec<(&serde_json::Value, &Vec<serde_json::Value>)> =
+            logs.iter().filter_map(|l| Some((&l["node"], l[log].as_array()?))).collect();
+        replicas_agree &= held.len() >= 2 && held.windows(2).all(|w| w[0].1 == w[1].1);
+        sizes.push(held.first().map_or(0, |h| h.1.len()));
+        for (node, h) in &held {
             let mut once = std::collections::HashMap::<&str, usize>::new();
             for r in h.iter().filter_map(|r| r.as_str()) {
                 *once.entry(r).or_default() += 1;
             }
-            acked_kept &= once.values().all(|n| *n == 1);
+            let doubled = once.iter().filter(|(_, n)| **n != 1).map(|(r, n)| format!("{r} x{n}"));
+            faults.extend(doubled.take(4).map(|d| format!("{log} at {node}: {d}")));
             for r in &results {
-                let mine = r[acked].as_array().map(|a| a.iter().filter_map(|x| x.as_str()).collect::<Vec<_>>());
-                acked_kept &= mine.is_some_and(|m| m.iter().all(|x| once.contains_key(x)));
+                let Some(mine) = r[acked].as_array() else {
+                    faults.push(format!("{acked} of {} unreadable", r["node"]));
+                    continue;
+                };
+                let lost = mine.iter().filter_map(|x| x.as_str()).filter(|x| !once.contains_key(x));
+                let lost: Vec<&str> = lost.collect();
+                if !lost.is_empty() {
+                    let first = &lost[..lost.len().min(4)];
+                    faults.push(format!("{log} at {node} lacks {} acked by {}: {first:?}", lost.len(), r["node"]));
+                }
             }
         }
     }
+    let acked_kept = faults.is_empty();
     let line = json!({
         "transport": args.transport, "topics_agree": topics_agree, "ended": ended, "acked_kept": acked_kept,
         "replicas_agree": replicas_agree, "appended_after": appended_after, "exited_ok": exited_ok,
-        "samples": results[0]["count"], "log_records": sizes, "secs": started.elapsed().as_secs_f64(),
+        "samples": results[0]["count"], "log_records": sizes, "faults": faults, "secs": started.elapsed().as_secs_f64(),
         "primaries_before": results[0]["before"], "primaries_after": results[0]["after"],
         "primaries_apart": results.iter().all(|r| r["before"][0] == json!(VICTIM) && r["before"][1] != json!(VICTIM)),
     });
