@@ -27,6 +27,7 @@ use crate::stats::Stats;
 use spindle_sst::predicate::{Kind, PollConfig, PredicateThread};
 use spindle_sst::sync::atomic::{fence, AtomicUsize, Ordering};
 use spindle_sst::sync::{lock, Arc, Condvar, Mutex};
+use spindle_sst::region::ReserveError;
 use spindle_sst::transport::{RegionId, Transport};
 use spindle_sst::Table;
 use std::time::Duration;
@@ -88,6 +89,16 @@ pub enum StartError {
     /// The table could not be built.
     #[error(transparent)]
     Table(#[from] spindle_sst::table::TableError),
+    /// The shared memory this node writes could not be reserved (see
+    /// [`spindle_sst::region::Region::reserve`]): make `/dev/shm` larger, or the
+    /// subgroups' windows smaller.
+    #[error("subgroup {index}: {source}")]
+    Reserve {
+        /// Subgroup index.
+        index: usize,
+        /// What the reservation met.
+        source: ReserveError,
+    },
     /// The predicate thread could not start.
     #[error("spawn predicate thread: {0}")]
     Spawn(std::io::Error),
@@ -162,6 +173,15 @@ impl Runtime {
                 return Err(StartError::Region { index, region: s.region, need });
             }
             let row = Table::create_shared(lay.table_layout().clone(), &s.spec.members, me, s.region, &*transport)?;
+            // What this node writes of its row, reserved now where the row lies in a
+            // file (`shm`): a full /dev/shm is this error, not a SIGBUS mid-run. The
+            // arena is not: it can be far larger than what a run uses of it, and its
+            // pages are still allocated as large messages first reach them.
+            let reserve = |r: Result<(), ReserveError>| r.map_err(|source| StartError::Reserve { index, source });
+            reserve(row.reserve(lay.counters()))?;
+            if s.spec.sender_rank(me).is_some() {
+                reserve(row.reserve_area(lay.slots))?;
+            }
             let core = SmcCore::new(s.spec, row);
             shared.push(Arc::new(Shared {
                 sender: core.sender(),

@@ -213,6 +213,12 @@ impl SmcLayout {
         &self.table
     }
 
+    /// The row's counters and flags (every member writes them).
+    pub(crate) fn counters(&self) -> ColumnRange {
+        let all = self.sent.range().join(self.wedged.range()).join(self.received.range()).join(self.delivered.range());
+        self.relayed.map_or(all, |r| all.join(r.range()))
+    }
+
     /// Bytes of region the table needs.
     pub fn table_bytes(&self) -> usize {
         self.table.table_bytes(self.rows)

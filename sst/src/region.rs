@@ -42,6 +42,29 @@ pub struct RangeError {
     pub region_len: u64,
 }
 
+/// The memory under a region's range could not be reserved ([`Region::reserve`]):
+/// its file system (`/dev/shm`) is full or smaller than the group needs, or memory
+/// ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("cannot reserve {len} bytes of shared memory ({}): /dev/shm is full or too small for this group; \
+make it larger (`mount -o remount,size=... /dev/shm`, `docker run --shm-size=...`) or give the subgroups smaller windows", os_error(*errno))]
+pub struct ReserveError {
+    /// Bytes asked for.
+    pub len: usize,
+    /// The kernel's error number (`EFAULT`: no room; `ENOMEM`: out of memory).
+    pub errno: Option<i32>,
+}
+
+fn os_error(errno: Option<i32>) -> String {
+    match errno {
+        // What `MADV_POPULATE_WRITE` says where a write would have raised SIGBUS.
+        Some(libc::EFAULT) => "no room left".into(),
+        Some(libc::ENOMEM) => "out of memory".into(),
+        Some(e) => std::io::Error::from_raw_os_error(e).to_string(),
+        None => "no error number".into(),
+    }
+}
+
 #[cfg(not(loom))]
 pub(crate) use segment::Segment;
 
@@ -58,6 +81,9 @@ mod segment {
     pub(crate) struct Segment {
         ptr: NonNull<u8>,
         len: usize,
+        /// A shared file mapping (`shm`): its pages come from a file system that
+        /// can be full (see [`super::Region::reserve`]).
+        file: bool,
         _backing: Backing,
     }
 
@@ -82,14 +108,44 @@ mod segment {
             let len = super::round_up(len.max(1), super::PAGE);
             let map = memmap2::MmapMut::map_anon(len)
                 .unwrap_or_else(|e| panic!("cannot map {len} bytes of anonymous memory: {e}"));
-            Segment::mapped(map)
+            Segment { file: false, ..Segment::mapped(map) }
         }
 
         /// Wraps a shared file mapping. The mapping is page-aligned by construction.
         pub(crate) fn mapped(mut map: memmap2::MmapMut) -> Segment {
             let len = map.len();
             let ptr = NonNull::new(map.as_mut_ptr()).expect("mmap returned null");
-            Segment { ptr, len, _backing: Backing(map) }
+            Segment { ptr, len, file: true, _backing: Backing(map) }
+        }
+
+        /// Allocates the file pages under `[byte_off, byte_off + len)` (whole pages
+        /// around it) without writing them: a no-op for anonymous memory, and where
+        /// the kernel cannot do it (before Linux 5.14). `Err` with the kernel's error
+        /// otherwise: `EFAULT` when the file system has no room (a write there would
+        /// have raised `SIGBUS`), `ENOMEM` when memory ran out.
+        pub(crate) fn populate(&self, byte_off: usize, len: usize) -> std::io::Result<()> {
+            let end = byte_off.checked_add(len).filter(|e| *e <= self.len);
+            assert!(end.is_some(), "segment range out of bounds");
+            if !self.file || len == 0 {
+                return Ok(());
+            }
+            // SAFETY: sysconf has no memory effects.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(super::PAGE).max(1);
+            let start = byte_off / page * page;
+            let n = (byte_off + len - start).min(self.len - start);
+            // SAFETY: `[start, start + n)` lies inside this live mapping (the base is
+            // page-aligned and `start` a multiple of the page size). Populating for
+            // write allocates the pages as a first write would and leaves their
+            // contents as they are, so no access of ours or a peer's can tell.
+            let r = unsafe { libc::madvise(self.ptr.as_ptr().add(start).cast(), n, libc::MADV_POPULATE_WRITE) };
+            match r {
+                0 => Ok(()),
+                _ => match std::io::Error::last_os_error() {
+                    // A kernel without the advice: pages are allocated on first write, as before.
+                    e if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+                    e => Err(e),
+                },
+            }
         }
 
         pub(crate) fn len(&self) -> usize {
@@ -141,6 +197,9 @@ pub struct Region {
     /// The first word, checked once when the region was made.
     #[cfg(not(loom))]
     ptr: std::ptr::NonNull<AtomicU64>,
+    /// Where the region starts in its segment.
+    #[cfg(not(loom))]
+    base: usize,
     #[cfg(loom)]
     mem: Box<[AtomicU64]>,
     len_words: usize,
@@ -180,7 +239,29 @@ impl Region {
         assert!(base % PAGE == 0 && len % WORD == 0 && base + len <= seg.len());
         // `Segment::words` checks bounds and alignment once, here.
         let ptr = std::ptr::NonNull::from(seg.words(base, len / WORD)).cast::<AtomicU64>();
-        Region { _seg: seg, ptr, len_words: len / WORD }
+        Region { _seg: seg, ptr, base, len_words: len / WORD }
+    }
+
+    /// Makes sure the memory under `[offset, offset + len)` exists now, where the
+    /// region lies in a file that peers map (`shm`: a file in `/dev/shm`). Such a
+    /// file is sparse: its pages are allocated at their first write, and a write
+    /// that finds the file system full is killed by `SIGBUS`. A node reserves the
+    /// ranges it will write at setup (its rows, its ring), so a full `/dev/shm` is
+    /// an error it can report instead. Free for memory of its own (`mem`, `tcp`)
+    /// and on kernels before Linux 5.14, where nothing is reserved.
+    ///
+    /// Panics if the range is outside the region.
+    pub fn reserve(&self, offset: usize, len: usize) -> Result<(), ReserveError> {
+        let end = offset.checked_add(len).filter(|e| *e <= self.len());
+        assert!(end.is_some(), "reserve of {len} bytes at {offset} outside a region of {}", self.len());
+        #[cfg(not(loom))]
+        {
+            self._seg.populate(self.base + offset, len).map_err(|e| ReserveError { len, errno: e.raw_os_error() })
+        }
+        #[cfg(loom)]
+        {
+            Ok(())
+        }
     }
 
     #[inline]

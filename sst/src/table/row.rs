@@ -102,6 +102,29 @@ impl LocalRow {
         Ok(())
     }
 
+    /// Reserves the memory under columns `range` of this row and, on a shared
+    /// table, under their publication copy (where pushes of them land): see
+    /// [`crate::region::Region::reserve`]. A node calls it at setup for what it will
+    /// write, so a `/dev/shm` too small for that is an error then, not a `SIGBUS` at
+    /// the first write.
+    pub fn reserve(&self, range: ColumnRange) -> Result<(), crate::region::ReserveError> {
+        assert!(range.off + range.len <= self.table.layout.row_bytes, "range outside the row");
+        self.table.region.reserve(self.my(range.off), range.len)?;
+        if self.table.is_shared() {
+            self.table.region.reserve(self.table.pub_off + range.off, range.len)?;
+        }
+        Ok(())
+    }
+
+    /// [`LocalRow::reserve`] for area `b`; an area peers read in place is never
+    /// published, so only this row's copy is reserved.
+    pub fn reserve_area(&self, b: Bytes) -> Result<(), crate::region::ReserveError> {
+        match self.table.reads_in_place(b) {
+            true => self.table.region.reserve(self.my(b.off), b.len),
+            false => self.reserve(b.sub_range(0, b.len)),
+        }
+    }
+
     /// A push of `range` of this row to every other member.
     pub fn push(&self, range: ColumnRange) -> Push {
         let all = if self.table.rows() == 64 { u64::MAX } else { (1u64 << self.table.rows()) - 1 };

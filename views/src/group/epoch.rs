@@ -103,6 +103,43 @@ impl Cores for SubCores<'_> {
 
 use spindle_sst::sync::lock;
 
+/// Why a view could not start at this node.
+#[derive(Debug)]
+pub(crate) enum SetupFailed {
+    /// The host has no room for the shared memory this node writes (a full or too
+    /// small `/dev/shm`): starting again cannot help until someone makes room.
+    NoRoom(String),
+    /// Anything else (a peer missing, a port, a file): another view may start.
+    Other(String),
+}
+
+impl SetupFailed {
+    /// True where trying again cannot help.
+    pub(crate) fn lasting(&self) -> bool {
+        matches!(self, SetupFailed::NoRoom(_))
+    }
+}
+
+impl std::fmt::Display for SetupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SetupFailed::NoRoom(why) | SetupFailed::Other(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for SetupFailed {
+    fn from(why: String) -> Self {
+        SetupFailed::Other(why)
+    }
+}
+
+impl From<&str> for SetupFailed {
+    fn from(why: &str) -> Self {
+        SetupFailed::Other(why.into())
+    }
+}
+
 impl Epoch {
     /// Builds the runtime of `view` (the transport setup waits for its members).
     pub(crate) fn start(
@@ -110,7 +147,7 @@ impl Epoch {
         view: View,
         suspects: &[NodeId],
         tx: Sender<Event>,
-    ) -> Result<Epoch, String> {
+    ) -> Result<Epoch, SetupFailed> {
         let cfg = &inner.cfg;
         let me = NodeId(cfg.node_id);
         let specs = match inner.layout.subgroups(&view) {
@@ -187,6 +224,11 @@ impl Epoch {
         suspects.extend(missing);
         let row = Table::create_shared(mlay.table_layout().clone(), view.members(), me, RegionId(0), &*transport)
             .map_err(|e| format!("membership table: {e}"))?;
+        // The membership row is written by this node alone, all of it: reserved where
+        // it lies in a file (`shm`), so a full /dev/shm fails the setup (see the
+        // subgroups' rows in `spindle_smc::runtime`).
+        let whole = spindle_sst::table::ColumnRange { off: 0, len: mlay.table_layout().row_bytes() };
+        row.reserve(whole).map_err(|e| SetupFailed::NoRoom(format!("membership table: {e}")))?;
         let mut setups = Vec::new();
         let mut mine = Vec::new();
         for (k, spec) in specs.iter().enumerate() {
@@ -209,7 +251,10 @@ impl Epoch {
             name: format!("spindle-{}-v{}", me.0, view.id().0),
             ..PollConfig::default()
         };
-        let rt = Runtime::start(transport.clone(), setups, poll).map_err(|e| format!("runtime: {e}"))?;
+        let rt = Runtime::start(transport.clone(), setups, poll).map_err(|e| match e {
+            e @ spindle_smc::runtime::StartError::Reserve { .. } => SetupFailed::NoRoom(format!("runtime: {e}")),
+            e => SetupFailed::Other(format!("runtime: {e}")),
+        })?;
         let mut subs: Vec<Option<Subgroup>> = vec![None; specs.len()];
         for (i, k) in mine.iter().enumerate() {
             subs[*k] = Some(rt.subgroups()[i].clone());

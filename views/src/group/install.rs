@@ -1,7 +1,7 @@
 //! The manager thread: installs each next view (welcomes joiners, stops the old
 //! epoch, starts the next, sends again what the trim discarded) and stops the node.
 
-use super::epoch::Epoch;
+use super::epoch::{Epoch, SetupFailed};
 use super::{control, Event, Inner};
 use crate::engine::{Next, StopReason};
 use crate::wire::ViewMsg;
@@ -16,8 +16,11 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Event::Install(next, began)) => {
-                if let Err(why) = install(&inner, *next, began, &tx) {
-                    if !inner.cfg.rejoin || inner.status.is_shut_down() {
+                if let Err(failed) = install(&inner, *next, began, &tx) {
+                    let why = failed.to_string();
+                    // A host without room for the view's shared memory stops the node
+                    // with that reason: joining again would meet the same wall.
+                    if !inner.cfg.rejoin || inner.status.is_shut_down() || failed.lasting() {
                         inner.stop_with(why);
                         return;
                     }
@@ -76,7 +79,12 @@ pub(crate) fn manage(inner: Arc<Inner>, rx: Receiver<Event>, tx: std::sync::mpsc
     }
 }
 
-fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc::Sender<Event>) -> Result<(), String> {
+fn install(
+    inner: &Arc<Inner>,
+    next: Next,
+    began: Instant,
+    tx: &std::sync::mpsc::Sender<Event>,
+) -> Result<(), SetupFailed> {
     let me = NodeId(inner.cfg.node_id);
     let mut cur = spindle_sst::sync::write(&inner.current);
     let mut old = cur.take().ok_or("no view to leave")?;
@@ -136,7 +144,7 @@ fn install(inner: &Arc<Inner>, next: Next, began: Instant, tx: &std::sync::mpsc:
                             lock(&inner.carry).push((k, rest));
                             break;
                         }
-                        Err(e) => return Err(format!("resending in view {}: {e}", next.view.id().0)),
+                        Err(e) => return Err(format!("resending in view {}: {e}", next.view.id().0).into()),
                     }
                 }
             }
