@@ -1,0 +1,75 @@
+//! A `/dev/shm` too small for a group's rings: the node reports it at setup, by
+//! name, instead of dying of `SIGBUS` at its first write into a page the file
+//! system has no room for.
+//!
+//! `bandwidth` runs in a mount namespace of its own (`unshare -m`) whose `/dev/shm`
+//! is a fresh tmpfs of a given size: 1 MiB is less than one sender's 2 MiB ring, 16
+//! MiB is plenty (the control: the same command passes there). The namespace, its
+//! tmpfs and every file in it end with the processes. Needs root and `unshare`;
+//! where they are missing the test says so on stderr and checks nothing.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Why this machine cannot run the test, if it cannot.
+fn unavailable() -> Option<String> {
+    let root = Command::new("id").arg("-u").output().ok().is_some_and(|o| o.stdout.starts_with(b"0\n"));
+    if !root {
+        return Some("needs root to mount a tmpfs in a mount namespace".into());
+    }
+    let probe = Command::new("unshare").args(["-m", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return Some("`unshare -m` is not available".into());
+    }
+    None
+}
+
+/// Runs `bandwidth` with a `/dev/shm` of `size` (tmpfs syntax, e.g. `1m`); its exit
+/// code (`None`: killed by a signal) and stderr. Killed at the deadline.
+fn run_with_shm(size: &str) -> (Option<i32>, String) {
+    let script = format!(
+        "mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm --nodes 2 --senders one \
+         --size 128 --count 200000 --json"
+    );
+    let mut child = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script, env!("CARGO_BIN_EXE_bandwidth")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn unshare");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("bandwidth with a {size} /dev/shm did not end within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.code(), reader.join().expect("stderr reader"))
+}
+
+#[test]
+fn a_full_dev_shm_is_a_setup_error_not_a_crash() {
+    if let Some(why) = unavailable() {
+        eprintln!("shm_full test skipped: {why}");
+        return;
+    }
+    // The control: the same run where /dev/shm has room.
+    let (code, err) = run_with_shm("16m");
+    assert_eq!(code, Some(0), "with a 16 MiB /dev/shm: {err}");
+    let (code, err) = run_with_shm("1m");
+    assert_eq!(code, Some(1), "with a 1 MiB /dev/shm bandwidth should fail at setup: {err}");
+    assert!(err.contains("cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
+    assert!(err.contains("/dev/shm"), "what to enlarge: {err}");
+}
