@@ -28,7 +28,13 @@ pub(crate) struct Arena {
     tail: u64,
     /// Live payloads, oldest first: (message index, position just past it).
     live: VecDeque<(u64, u64)>,
+    /// Arena bytes from offset 0 whose memory is reserved (see [`Arena::to_reserve`]).
+    reserved: u64,
 }
+
+/// Bytes reserved ahead of a payload that reaches past the reserved part, so that
+/// a run of small large messages asks the kernel once per this many bytes.
+const RESERVE_AHEAD: u64 = 4 << 20;
 
 /// Where a payload would go: its offset in the arena and the head after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +46,26 @@ pub(crate) struct Place {
 
 impl Arena {
     pub(crate) fn new(size: usize) -> Arena {
-        Arena { size: size as u64, head: 0, tail: 0, live: VecDeque::new() }
+        Arena { size: size as u64, head: 0, tail: 0, live: VecDeque::new(), reserved: 0 }
+    }
+
+    /// The arena range (offset, bytes) to reserve before `p` is written, if `p`
+    /// reaches past what is reserved: payloads are placed from offset 0 up before
+    /// the arena wraps, so the reserved part grows from 0 to the whole arena over
+    /// the first pass and is never asked for again. Reserving as payloads reach it,
+    /// and not the whole arena at setup, keeps an arena far larger than a run uses
+    /// from costing its full size.
+    pub(crate) fn to_reserve(&self, p: Place) -> Option<(usize, usize)> {
+        let end = p.offset as u64 + (p.end - p.start);
+        (end > self.reserved).then(|| {
+            let upto = (end + RESERVE_AHEAD).min(self.size);
+            (self.reserved as usize, (upto - self.reserved) as usize)
+        })
+    }
+
+    /// Notes that the range [`Arena::to_reserve`] named is reserved.
+    pub(crate) fn reserved(&mut self, (at, len): (usize, usize)) {
+        self.reserved = self.reserved.max((at + len) as u64);
     }
 
     /// Where a `len`-byte payload goes next (whole words, never across the end).
@@ -117,6 +142,38 @@ mod tests {
         assert!(!a.fits(a.place(24)), "message 1 at 24..48 is still live");
         a.reclaim(3);
         assert!(a.fits(a.place(64)), "everything delivered: the whole arena is free");
+    }
+
+    #[test]
+    fn the_reserved_part_grows_ahead_of_the_payloads_and_is_asked_for_once() {
+        let size = 3 * RESERVE_AHEAD;
+        let mut a = Arena::new(size as usize);
+        let p = a.place(100);
+        let first = a.to_reserve(p).expect("nothing is reserved yet");
+        assert_eq!(first, (0, (104 + RESERVE_AHEAD) as usize), "the payload in whole words, and the bytes ahead");
+        a.reserved(first);
+        a.take(p, 0);
+        // Payloads inside what is reserved ask for nothing.
+        let q = a.place(RESERVE_AHEAD as usize);
+        assert_eq!(a.to_reserve(q), None);
+        a.take(q, 1);
+        // One that reaches past it asks for the rest from where the reserved part ends.
+        let r = a.place(1000);
+        let (at, len) = a.to_reserve(r).expect("past the reserved part");
+        assert_eq!(at, first.1);
+        assert_eq!(at + len, (r.offset as u64 + 1000 + RESERVE_AHEAD) as usize);
+        a.reserved((at, len));
+        a.take(r, 2);
+        // Up to the arena's end and no further; after that, never again.
+        let s = a.place((size - r.end) as usize);
+        let (at, len) = a.to_reserve(s).expect("the rest of the arena");
+        assert_eq!(at + len, size as usize);
+        a.reserved((at, len));
+        a.take(s, 3);
+        a.reclaim(4);
+        let wrapped = a.place(64);
+        assert_eq!(wrapped.offset, 0);
+        assert_eq!(a.to_reserve(wrapped), None, "the whole arena is reserved");
     }
 
     #[test]

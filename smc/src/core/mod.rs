@@ -162,6 +162,10 @@ pub enum SendError {
     /// The subgroup is wedged for a view change: no more sends in this view.
     #[error("the subgroup is wedged")]
     Wedged,
+    /// The sender's arena reached pages the host's shared memory has no room for
+    /// (a full `/dev/shm`): free room there, or send messages that fit a slot.
+    #[error("large message: {0}")]
+    NoRoom(spindle_sst::region::ReserveError),
 }
 
 /// An entry received but not yet wholly delivered: 32 bytes, two to a cache line

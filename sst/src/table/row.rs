@@ -125,6 +125,14 @@ impl LocalRow {
         }
     }
 
+    /// [`LocalRow::reserve`] for `len` bytes at `at` of area `b` of this row's
+    /// working copy (an area peers read in place: smc's arena, reserved as it
+    /// fills). Panics if the range is outside the area.
+    pub fn reserve_in(&self, b: Bytes, at: usize, len: usize) -> Result<(), crate::region::ReserveError> {
+        assert!(at + len <= b.len, "range {at}+{len} outside a {}-byte area", b.len);
+        self.table.region.reserve(self.my(b.off + at), len)
+    }
+
     /// A push of `range` of this row to every other member.
     pub fn push(&self, range: ColumnRange) -> Push {
         let all = if self.table.rows() == 64 { u64::MAX } else { (1u64 << self.table.rows()) - 1 };

@@ -86,6 +86,11 @@ pub enum SendError {
     /// ([`super::Group::send_where_within`]'s bound on waiting for room).
     #[error("no room to send within {0:?}: the receivers are behind")]
     Timeout(std::time::Duration),
+    /// A large message reached arena pages this host's shared memory has no room
+    /// for (a full `/dev/shm`): free room there, or send messages that fit a slot.
+    /// Nothing was sent.
+    #[error("{0}")]
+    NoRoom(spindle_sst::region::ReserveError),
 }
 
 impl SendError {

@@ -115,6 +115,7 @@ impl Group {
                                 Err(spindle_smc::SendError::TooLarge { len, max }) => {
                                     return Err(SendError::TooLarge { len, max })
                                 }
+                                Err(spindle_smc::SendError::NoRoom(e)) => return Err(SendError::NoRoom(e)),
                                 Err(spindle_smc::SendError::Busy) if !backoff.is_completed() => {
                                     backoff.snooze();
                                     continue;
