@@ -4,7 +4,8 @@
 //!
 //! `bandwidth` runs in a mount namespace of its own (`unshare -m`) whose `/dev/shm`
 //! is a fresh tmpfs of a given size: 1 MiB is less than one sender's 2 MiB ring, 16
-//! MiB is plenty (the control: the same command passes there). The namespace, its
+//! MiB is plenty for 128 B messages (the control: the same command passes there),
+//! 8 MiB is less than a sender's arena of large messages. The namespace, its
 //! tmpfs and every file in it end with the processes. Needs root and `unshare`;
 //! where they are missing the test says so on stderr and checks nothing.
 
@@ -25,12 +26,12 @@ fn unavailable() -> Option<String> {
     None
 }
 
-/// Runs `bandwidth` with a `/dev/shm` of `size` (tmpfs syntax, e.g. `1m`); its exit
-/// code (`None`: killed by a signal) and stderr. Killed at the deadline.
-fn run_with_shm(size: &str) -> (Option<i32>, String) {
+/// Runs `bandwidth` with a `/dev/shm` of `size` (tmpfs syntax, e.g. `1m`) and
+/// `args`; its exit code (`None`: killed by a signal) and stderr. Killed at the
+/// deadline.
+fn run_with_shm(size: &str, args: &str) -> (Option<i32>, String) {
     let script = format!(
-        "mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm --nodes 2 --senders one \
-         --size 128 --count 200000 --json"
+        "mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm --nodes 2 --senders one {args} --json"
     );
     let mut child = Command::new("unshare")
         .args(["-m", "sh", "-c", &script, env!("CARGO_BIN_EXE_bandwidth")])
@@ -65,11 +66,28 @@ fn a_full_dev_shm_is_a_setup_error_not_a_crash() {
         eprintln!("shm_full test skipped: {why}");
         return;
     }
+    let small = "--size 128 --count 200000";
     // The control: the same run where /dev/shm has room.
-    let (code, err) = run_with_shm("16m");
+    let (code, err) = run_with_shm("16m", small);
     assert_eq!(code, Some(0), "with a 16 MiB /dev/shm: {err}");
-    let (code, err) = run_with_shm("1m");
+    let (code, err) = run_with_shm("1m", small);
     assert_eq!(code, Some(1), "with a 1 MiB /dev/shm bandwidth should fail at setup: {err}");
     assert!(err.contains("cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
     assert!(err.contains("/dev/shm"), "what to enlarge: {err}");
+}
+
+/// Large messages go through the sender's arena (64 MiB here), which is reserved
+/// as payloads first reach its pages: past the room an 8 MiB `/dev/shm` leaves
+/// after the ring, a send fails by name instead of the sender dying of `SIGBUS`
+/// in the copy of the payload.
+#[test]
+fn a_full_dev_shm_under_the_arena_is_a_send_error_not_a_crash() {
+    if let Some(why) = unavailable() {
+        eprintln!("shm_full test skipped: {why}");
+        return;
+    }
+    let (code, err) = run_with_shm("8m", "--size 65536 --count 2000 --fill");
+    assert_eq!(code, Some(1), "with an 8 MiB /dev/shm the sender should stop at a send: {err}");
+    assert!(err.contains("cannot send: large message: cannot reserve"), "the reason, by name: {err}");
+    assert!(err.contains("no room left"), "{err}");
 }

@@ -101,7 +101,15 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
                     .spawn_scoped(scope, move || {
                         let payload = vec![0x5a; if fill { size } else { 0 }];
                         for i in 0..count {
-                            let mut slot = sg.reserve(size).expect("reserve");
+                            let mut slot = match sg.reserve(size) {
+                                Ok(slot) => slot,
+                                Err(e) => {
+                                    // A node that cannot send ends the run (its
+                                    // peers see it leave), saying why.
+                                    err(&format!("node {}: cannot send: {e}", me.0));
+                                    std::process::exit(1);
+                                }
+                            };
                             if fill {
                                 slot.write(0, &payload);
                             }
