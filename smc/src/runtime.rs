@@ -173,15 +173,12 @@ impl Runtime {
                 return Err(StartError::Region { index, region: s.region, need });
             }
             let row = Table::create_shared(lay.table_layout().clone(), &s.spec.members, me, s.region, &*transport)?;
-            // What this node writes of its row, reserved now where the row lies in a
-            // file (`shm`): a full /dev/shm is this error, not a SIGBUS mid-run. The
-            // arena is not: it can be far larger than what a run uses of it, and its
-            // pages are still allocated as large messages first reach them.
-            let reserve = |r: Result<(), ReserveError>| r.map_err(|source| StartError::Reserve { index, source });
-            reserve(row.reserve(lay.counters()))?;
-            if s.spec.sender_rank(me).is_some() {
-                reserve(row.reserve_area(lay.slots))?;
-            }
+            // The row's counters, which every member writes, reserved now where the
+            // row lies in a file (`shm`): a full /dev/shm is this error, not a SIGBUS
+            // mid-run. A sender's ring and arena are reserved as its sends first
+            // reach their pages (`core::send::reserve`): a quiet topic's ring costs
+            // no /dev/shm.
+            row.reserve(lay.counters()).map_err(|source| StartError::Reserve { index, source })?;
             let core = SmcCore::new(s.spec, row);
             shared.push(Arc::new(Shared {
                 sender: core.sender(),

@@ -162,9 +162,10 @@ pub enum SendError {
     /// The subgroup is wedged for a view change: no more sends in this view.
     #[error("the subgroup is wedged")]
     Wedged,
-    /// The sender's arena reached pages the host's shared memory has no room for
-    /// (a full `/dev/shm`): free room there, or send messages that fit a slot.
-    #[error("large message: {0}")]
+    /// The sender's ring or arena reached pages the host's shared memory has no
+    /// room for (a full `/dev/shm`; see `send::reserve`): nothing was sent. Free
+    /// room there and send again.
+    #[error("{0}")]
     NoRoom(spindle_sst::region::ReserveError),
 }
 
@@ -240,6 +241,8 @@ pub struct SmcCore {
     pushed: u64,
     next_index: u64,
     null_target: u64,
+    /// A null run found no room for its slot (said once; see `send::reserve`).
+    null_no_room: bool,
     // Receiver side.
     seen: Vec<u64>,
     recv: Vec<u64>,
@@ -308,6 +311,7 @@ impl SmcCore {
             pushed: 0,
             next_index: 0,
             null_target: 0,
+            null_no_room: false,
             seen: vec![0; s],
             recv: vec![0; s],
             pending: (0..s).map(|_| VecDeque::new()).collect(),

@@ -147,6 +147,14 @@ impl SmcCore {
         };
         #[cfg(not(any(test, loom)))]
         let how = Revoke::Cas;
+        if let Err(e) = s.ensure_reserved(self.committed) {
+            // No room in /dev/shm for the null's slot: no nulls for now, so ordered
+            // delivery waits for this sender; the sends that reach the slot fail.
+            if !std::mem::replace(&mut self.null_no_room, true) {
+                tracing::warn!(%e, "no room to write a null run: ordered delivery waits for this sender");
+            }
+            return false;
+        }
         let Some(gen) = s.revoke(self.committed, how) else { return false };
         let count = (self.null_target - self.next_index).min(u32::MAX as u64);
         let slot = s.slot_of(self.committed);

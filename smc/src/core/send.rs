@@ -82,6 +82,8 @@ pub(crate) struct SendState {
     claim: CachePadded<AtomicU64>,
     base_entry: AtomicU64,
     base_index: AtomicU64,
+    /// Slots reserved from 0 ([`reserve::ALL`] once all are; see `reserve`).
+    ring_reserved: AtomicU64,
     limit: CachePadded<AtomicU64>,
     /// Entries absorbed by the core (published copy of its `committed`).
     committed: CachePadded<AtomicU64>,
@@ -137,6 +139,7 @@ impl SendState {
             claim: CachePadded::new(AtomicU64::new(0)),
             base_entry: AtomicU64::new(0),
             base_index: AtomicU64::new(0),
+            ring_reserved: AtomicU64::new(0),
             limit: CachePadded::new(AtomicU64::new(window as u64)),
             committed: CachePadded::new(AtomicU64::new(0)),
             ends: words(window),
@@ -207,6 +210,7 @@ impl SendState {
         if entry >= self.limit.load(Ordering::Acquire) && !self.extend_limit() {
             return Err(SendError::Full);
         }
+        self.ensure_reserved(entry)?;
         let (be, bi) = (self.base_entry.load(Ordering::Relaxed), self.base_index.load(Ordering::Relaxed));
         Ok(self
             .claim
@@ -590,6 +594,7 @@ mod free;
 mod handle;
 use free::first_busy;
 mod pack;
+mod reserve;
 pub use handle::Sender;
 #[cfg(test)]
 mod tests;

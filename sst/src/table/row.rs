@@ -116,15 +116,6 @@ impl LocalRow {
         Ok(())
     }
 
-    /// [`LocalRow::reserve`] for area `b`; an area peers read in place is never
-    /// published, so only this row's copy is reserved.
-    pub fn reserve_area(&self, b: Bytes) -> Result<(), crate::region::ReserveError> {
-        match self.table.reads_in_place(b) {
-            true => self.table.region.reserve(self.my(b.off), b.len),
-            false => self.reserve(b.sub_range(0, b.len)),
-        }
-    }
-
     /// [`LocalRow::reserve`] for `len` bytes at `at` of area `b` of this row's
     /// working copy (an area peers read in place: smc's arena, reserved as it
     /// fills). Panics if the range is outside the area.

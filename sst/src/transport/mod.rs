@@ -280,6 +280,10 @@ pub enum SetupError {
         /// What differed.
         why: String,
     },
+    /// The host's shared memory has no room for this node's segment header (a
+    /// full `/dev/shm`; see [`crate::region::Region::reserve`]).
+    #[error("{0}")]
+    NoRoom(crate::region::ReserveError),
     /// An operating-system error.
     #[error("{context}: {source}")]
     Io {

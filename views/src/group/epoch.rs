@@ -180,7 +180,13 @@ impl Epoch {
                     gone: Some(gone),
                     ..shm::ShmConfig::new(format!("{}-v{}", cfg.name, view.id().0), me, peers.clone(), regions, timeout)
                 };
-                Arc::new(shm::join(&c).map_err(|e| format!("shm setup of view {}: {e}", view.id().0))?)
+                Arc::new(shm::join(&c).map_err(|e| {
+                    let why = format!("shm setup of view {}: {e}", view.id().0);
+                    match e {
+                        spindle_sst::transport::SetupError::NoRoom(_) => SetupFailed::NoRoom(why),
+                        _ => SetupFailed::Other(why),
+                    }
+                })?)
             }
             crate::config::Transport::Tcp | crate::config::Transport::Rdma => {
                 let addrs = inner.directory.data_addrs(&peers)?;
