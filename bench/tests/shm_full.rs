@@ -1,6 +1,6 @@
-//! A `/dev/shm` too small for a group's rings: the node reports it at setup, by
-//! name, instead of dying of `SIGBUS` at its first write into a page the file
-//! system has no room for.
+//! A `/dev/shm` too small for a group's rings or arenas: the sender's send fails,
+//! by name, instead of the process dying of `SIGBUS` at its first write into a
+//! page the file system has no room for.
 //!
 //! `bandwidth` runs in a mount namespace of its own (`unshare -m`) whose `/dev/shm`
 //! is a fresh tmpfs of a given size: 1 MiB is less than one sender's 2 MiB ring, 16
@@ -61,7 +61,7 @@ fn run_with_shm(size: &str, args: &str) -> (Option<i32>, String) {
 }
 
 #[test]
-fn a_full_dev_shm_is_a_setup_error_not_a_crash() {
+fn a_dev_shm_too_small_for_the_ring_is_a_send_error_not_a_crash() {
     if let Some(why) = unavailable() {
         eprintln!("shm_full test skipped: {why}");
         return;
@@ -71,8 +71,8 @@ fn a_full_dev_shm_is_a_setup_error_not_a_crash() {
     let (code, err) = run_with_shm("16m", small);
     assert_eq!(code, Some(0), "with a 16 MiB /dev/shm: {err}");
     let (code, err) = run_with_shm("1m", small);
-    assert_eq!(code, Some(1), "with a 1 MiB /dev/shm bandwidth should fail at setup: {err}");
-    assert!(err.contains("cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
+    assert_eq!(code, Some(1), "with a 1 MiB /dev/shm the sender should stop at a send: {err}");
+    assert!(err.contains("cannot send: cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
     assert!(err.contains("/dev/shm"), "what to enlarge: {err}");
 }
 
@@ -88,6 +88,6 @@ fn a_full_dev_shm_under_the_arena_is_a_send_error_not_a_crash() {
     }
     let (code, err) = run_with_shm("8m", "--size 65536 --count 2000 --fill");
     assert_eq!(code, Some(1), "with an 8 MiB /dev/shm the sender should stop at a send: {err}");
-    assert!(err.contains("cannot send: large message: cannot reserve"), "the reason, by name: {err}");
+    assert!(err.contains("cannot send: cannot reserve"), "the reason, by name: {err}");
     assert!(err.contains("no room left"), "{err}");
 }

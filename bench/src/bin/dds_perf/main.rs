@@ -403,7 +403,11 @@ fn throughput_sub<T: bytemuck::Pod + Send>(
     let changes = run.as_ref().map(|r| r.view_changes(p));
     let n = c.n.load(Ordering::Relaxed);
     let first = c.first.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no samples")?;
-    let last = c.last.lock().unwrap_or_else(|p| p.into_inner()).ok_or("no end")?;
+    let last = c.last.lock().unwrap_or_else(|p| p.into_inner());
+    let last = last.ok_or_else(|| match p.group().stopped() {
+        Some(why) => format!("no end: this member stopped: {why}"),
+        None => "no end".into(),
+    })?;
     let secs = (last - first).as_secs_f64().max(1e-9);
     let rate = n as f64 / secs;
     let mut v = json!({
