@@ -25,9 +25,9 @@ use crate::message::Batch;
 use crate::spec::{SmcLayout, SubgroupSpec};
 use crate::stats::Stats;
 use spindle_sst::predicate::{Kind, PollConfig, PredicateThread};
+use spindle_sst::region::ReserveError;
 use spindle_sst::sync::atomic::{fence, AtomicUsize, Ordering};
 use spindle_sst::sync::{lock, Arc, Condvar, Mutex};
-use spindle_sst::region::ReserveError;
 use spindle_sst::transport::{RegionId, Transport};
 use spindle_sst::Table;
 use std::time::Duration;
@@ -89,9 +89,8 @@ pub enum StartError {
     /// The table could not be built.
     #[error(transparent)]
     Table(#[from] spindle_sst::table::TableError),
-    /// The shared memory this node writes could not be reserved (see
-    /// [`spindle_sst::region::Region::reserve`]): make `/dev/shm` larger, or the
-    /// subgroups' windows smaller.
+    /// The shared memory under this node's counters could not be reserved (see
+    /// [`spindle_sst::region::Region::reserve`]): `/dev/shm` is full; make room.
     #[error("subgroup {index}: {source}")]
     Reserve {
         /// Subgroup index.

@@ -245,10 +245,11 @@ impl Region {
     /// Makes sure the memory under `[offset, offset + len)` exists now, where the
     /// region lies in a file that peers map (`shm`: a file in `/dev/shm`). Such a
     /// file is sparse: its pages are allocated at their first write, and a write
-    /// that finds the file system full is killed by `SIGBUS`. A node reserves the
-    /// ranges it will write at setup (its rows, its ring), so a full `/dev/shm` is
-    /// an error it can report instead. Free for memory of its own (`mem`, `tcp`)
-    /// and on kernels before Linux 5.14, where nothing is reserved.
+    /// that finds the file system full is killed by `SIGBUS`. A node reserves a
+    /// range before it first writes there (its rows' counters at setup, a sender's
+    /// ring and arena as its sends reach them), so a full `/dev/shm` is an error it
+    /// can report instead. Free for memory of its own (`mem`, `tcp`) and on
+    /// kernels before Linux 5.14, where nothing is reserved.
     ///
     /// Panics if the range is outside the region.
     pub fn reserve(&self, offset: usize, len: usize) -> Result<(), ReserveError> {

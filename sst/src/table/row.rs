@@ -104,9 +104,9 @@ impl LocalRow {
 
     /// Reserves the memory under columns `range` of this row and, on a shared
     /// table, under their publication copy (where pushes of them land): see
-    /// [`crate::region::Region::reserve`]. A node calls it at setup for what it will
-    /// write, so a `/dev/shm` too small for that is an error then, not a `SIGBUS` at
-    /// the first write.
+    /// [`crate::region::Region::reserve`]. A node calls it at setup for the columns
+    /// it will write, so a `/dev/shm` too small for them is an error then, not a
+    /// `SIGBUS` at the first write.
     pub fn reserve(&self, range: ColumnRange) -> Result<(), crate::region::ReserveError> {
         assert!(range.off + range.len <= self.table.layout.row_bytes, "range outside the row");
         self.table.region.reserve(self.my(range.off), range.len)?;

@@ -425,8 +425,9 @@ impl GroupBuilder {
             }
             .map(|w| super::rejoin::take_welcome(&inner, w)),
         };
-        let epoch =
-            first.and_then(|v| Ok((Epoch::start(&inner, v.clone(), &[], tx.clone()).map_err(|e| StartError::Setup(e.to_string()))?, v)));
+        let epoch = first.and_then(|v| {
+            Ok((Epoch::start(&inner, v.clone(), &[], tx.clone()).map_err(|e| StartError::Setup(e.to_string()))?, v))
+        });
         let (epoch, first) = match epoch {
             Ok(e) => e,
             Err(e) => {
