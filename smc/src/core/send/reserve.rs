@@ -43,17 +43,55 @@ impl SendState {
     #[cold]
     fn reserve_ring(&self, entry: u64) -> Result<(), ReserveError> {
         let have = self.ring_reserved.load(Ordering::Acquire);
-        if have >= self.window {
-            return Ok(());
-        }
         let per_chunk = (RING_CHUNK / self.slot_bytes).max(1) as u64;
-        // Past the first pass (which cannot happen unreserved: every entry comes
-        // here first), the rest of the ring.
-        let upto = if entry >= self.window { self.window } else { (entry + 1 + per_chunk).min(self.window) };
-        let (from, n) = (have as usize, (upto - have) as usize);
-        self.row.reserve_in(self.slots, from * self.slot_bytes, n * self.slot_bytes)?;
+        let Some((from, upto)) = chunk(have, entry, self.window, per_chunk) else { return Ok(()) };
+        let (at, n) = (from as usize * self.slot_bytes, (upto - from) as usize * self.slot_bytes);
+        self.row.reserve_in(self.slots, at, n)?;
         let done = if upto == self.window { ALL } else { upto };
         self.ring_reserved.fetch_max(done, Ordering::Release);
         Ok(())
+    }
+}
+
+/// The slots `from..upto` to reserve for `entry` when `have` are (none once the
+/// whole ring of `window` is): from where the reserved part ends through the
+/// entry's slot and `per_chunk` more. Past the first pass (which cannot happen
+/// unreserved: every entry comes here first), the rest of the ring.
+fn chunk(have: u64, entry: u64, window: u64, per_chunk: u64) -> Option<(u64, u64)> {
+    if have >= window {
+        return None;
+    }
+    let upto = if entry >= window { window } else { (entry + 1 + per_chunk).min(window) };
+    Some((have, upto))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Entries taken in order (as claims and null runs take them) over three
+        /// passes of the ring: each entry's slot is reserved before it is written,
+        /// the reserved part never passes the ring's end, and the kernel is asked
+        /// once per chunk of the first pass and never after it.
+        #[test]
+        fn every_slot_is_reserved_before_its_first_write(window in 1u64..300, per_chunk in 1u64..64) {
+            let mut have = 0u64;
+            let mut asked = 0u64;
+            for entry in 0..3 * window {
+                if entry >= have {
+                    if let Some((from, upto)) = chunk(have, entry, window, per_chunk) {
+                        prop_assert_eq!(from, have, "from where the reserved part ends");
+                        prop_assert!(upto <= window);
+                        asked += 1;
+                        have = if upto == window { ALL } else { upto };
+                    }
+                }
+                prop_assert!(entry % window < have.min(window), "slot of entry {} written unreserved", entry);
+            }
+            prop_assert_eq!(have, ALL);
+            prop_assert!(asked <= window.div_ceil(per_chunk + 1), "{} requests for a ring of {}", asked, window);
+        }
     }
 }
