@@ -30,11 +30,15 @@ fn unavailable() -> Option<String> {
 /// `args`; its exit code (`None`: killed by a signal) and stderr. Killed at the
 /// deadline.
 fn run_with_shm(size: &str, args: &str) -> (Option<i32>, String) {
-    let script = format!(
-        "mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm --nodes 2 --senders one {args} --json"
-    );
+    run_program(env!("CARGO_BIN_EXE_bandwidth"), size, &format!("--nodes 2 --senders one {args} --json"))
+}
+
+/// Runs `program --transport shm args` with a `/dev/shm` of `size`: its exit code
+/// and stderr.
+fn run_program(program: &str, size: &str, args: &str) -> (Option<i32>, String) {
+    let script = format!("mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm {args}");
     let mut child = Command::new("unshare")
-        .args(["-m", "sh", "-c", &script, env!("CARGO_BIN_EXE_bandwidth")])
+        .args(["-m", "sh", "-c", &script, program])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -53,7 +57,7 @@ fn run_with_shm(size: &str, args: &str) -> (Option<i32>, String) {
         if Instant::now() >= deadline {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("bandwidth with a {size} /dev/shm did not end within 120 s");
+            panic!("{program} with a {size} /dev/shm did not end within 120 s");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -90,4 +94,19 @@ fn a_full_dev_shm_under_the_arena_is_a_send_error_not_a_crash() {
     assert_eq!(code, Some(1), "with an 8 MiB /dev/shm the sender should stop at a send: {err}");
     assert!(err.contains("cannot send: cannot reserve"), "the reason, by name: {err}");
     assert!(err.contains("no room left"), "{err}");
+}
+
+/// A Tailwind log's buffers are written at its backups by the primary's one-sided
+/// writes: a member that holds the log reserves them when the view starts, so a
+/// `/dev/shm` without room for its 8 MiB buffers stops that member by name at
+/// setup instead of the primary dying of `SIGBUS` in a write into the backup.
+#[test]
+fn a_full_dev_shm_under_a_logs_buffers_is_a_setup_error_not_a_crash() {
+    if let Some(why) = unavailable() {
+        eprintln!("shm_full test skipped: {why}");
+        return;
+    }
+    let (code, err) = run_program(env!("CARGO_BIN_EXE_tailwind_bench"), "16m", "--sizes 100 --seconds 1");
+    assert_eq!(code, Some(1), "with a 16 MiB /dev/shm the log's setup should fail: {err}");
+    assert!(err.contains("cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
 }

@@ -36,7 +36,7 @@
 //! ```
 
 use spindle_sst::sync::lock;
-use spindle_sst::transport::{NodeId, RegionSpec, Transport};
+use spindle_sst::transport::{NodeId, RegionId, RegionSpec, Transport};
 pub use spindle_tailwind::service::Ack;
 use spindle_tailwind::service::{wire, LogService, StartError, TailwindConfig, LOG_REGIONS};
 use spindle_views::group::Group;
@@ -79,6 +79,19 @@ pub(crate) fn regions(view: &View) -> Vec<RegionSpec> {
         .enumerate()
         .flat_map(|(i, l)| spindle_tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0))))
         .collect()
+}
+
+/// The regions of [`regions`] written at `node` in `view`: those of the logs it
+/// holds there (their primary writes its own buffers and its backups'), reserved
+/// when the view starts (`GroupBuilder::reserve_regions_by`).
+pub(crate) fn held(view: &View, node: NodeId) -> Vec<RegionId> {
+    let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
+    let nobody = Path::new("");
+    let held = |(i, l): (usize, &LogEntry)| {
+        let holds = l.members(view).contains(&node);
+        spindle_tailwind::service::held_regions(region_base(i), &config(l, nobody, NodeId(0)), holds)
+    };
+    table.logs.iter().enumerate().flat_map(held).collect()
 }
 
 /// Where this member of log `name` keeps its segments.

@@ -32,6 +32,7 @@ pub(crate) fn start(cfg: DdsConfig) -> Result<Arc<Participant>, DdsError> {
         .serve(wire::SERVICE, move |body| catchup::answer(&s2, body))
         .serve(spindle_tailwind::service::wire::SERVICE, move |body| s7.logs.answer(body))
         .regions_by(logs::regions)
+        .reserve_regions_by(logs::held)
         .on_view_start(move |v, t| {
             let group = s4.group.get().and_then(Weak::upgrade);
             for (log, why) in s4.logs.ensure(v, t.local_id(), &s4.log_dir, group.as_ref()) {

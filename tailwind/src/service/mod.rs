@@ -82,7 +82,7 @@ pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
 pub use app::{AppError, APP};
-pub use member::{regions, LogService};
+pub use member::{held_regions, regions, LogService};
 pub use metrics::LogMetrics;
 #[cfg(feature = "async")]
 pub use node::TailStream;
@@ -279,13 +279,14 @@ impl TailwindLog {
         }
         let layout = Replicas(cfg.replicas);
         let service = Arc::new(LogService::new(NodeId(group.node_id), cfg, LOG_REGIONS, move |v| layout.members(v))?);
-        let (s1, s2, s3, s4, s5) =
-            (service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
+        let (s1, s2, s3, s4, s5, s6) =
+            (service.clone(), service.clone(), service.clone(), service.clone(), service.clone(), service.clone());
         let group = more(GroupBuilder::new(group))
             .on_rejoin(move |_| s4.rejoined())
             .on_wedge(move |v| s5.wedged(v))
             .layout(layout)
             .regions(service.regions())
+            .reserve_regions_by(move |v, n| s6.held_regions(v, n))
             .on_view_end(move |v, _| s1.view_ends(v))
             .on_view_start(move |v, t| s2.view_starts(v, t))
             .serve(wire::SERVICE, move |body| s3.answer(body))

@@ -26,6 +26,7 @@ pub struct GroupBuilder {
     layout: Arc<dyn Layout>,
     hooks: Hooks,
     app_regions: super::RegionsFn,
+    held_regions: super::HeldFn,
     fixed_regions: Option<Vec<spindle_sst::transport::RegionSpec>>,
     client_limits: ClientLimits,
     setup_timeout: Duration,
@@ -58,6 +59,7 @@ impl GroupBuilder {
             layout: Arc::new(all),
             hooks: Hooks::default(),
             app_regions: Arc::new(|_| Vec::new()),
+            held_regions: Arc::new(|_, _| Vec::new()),
             fixed_regions: None,
             client_limits: ClientLimits::default(),
             setup_timeout,
@@ -227,6 +229,22 @@ impl GroupBuilder {
         self
     }
 
+    /// The application regions ([`GroupBuilder::regions`]) that will be written at
+    /// a node in a view, by the node itself or by its peers' one-sided writes:
+    /// `f(view, node)`. Each is reserved whole when the view starts where it lies
+    /// in a file (`shm`; see [`spindle_sst::region::Region::reserve`]), before any
+    /// write, so a `/dev/shm` without room for it stops this node with "cannot
+    /// reserve" (as for the group's own tables) instead of a peer's write into it
+    /// meeting `SIGBUS`. Regions left out stay sparse: their pages are allocated
+    /// when first written.
+    pub fn reserve_regions_by(
+        mut self,
+        f: impl Fn(&View, NodeId) -> Vec<spindle_sst::transport::RegionId> + Send + Sync + 'static,
+    ) -> Self {
+        self.held_regions = Arc::new(f);
+        self
+    }
+
     /// Called at the end of every view this node leaves for the next one (or was
     /// removed from, before it joins again), with that view's transport, after its
     /// last delivery and before its regions are dropped:
@@ -380,6 +398,7 @@ impl GroupBuilder {
             edits: Mutex::new(Vec::new()),
             carry: Mutex::new(Vec::new()),
             app_regions: self.app_regions,
+            held_regions: self.held_regions,
             requests: control::RequestPool::default(),
             current: RwLock::new(None),
             status: Status::default(),

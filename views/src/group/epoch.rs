@@ -228,6 +228,13 @@ impl Epoch {
         }
         let mut suspects = suspects.to_vec();
         suspects.extend(missing);
+        // The application's regions written here in this view, reserved before any
+        // write lands in them (see `GroupBuilder::reserve_regions_by`).
+        for id in (inner.held_regions)(&view, me) {
+            if let Some(r) = transport.region(id) {
+                r.reserve(0, r.len()).map_err(|e| SetupFailed::NoRoom(format!("region {:#x}: {e}", id.0)))?;
+            }
+        }
         let row = Table::create_shared(mlay.table_layout().clone(), view.members(), me, RegionId(0), &*transport)
             .map_err(|e| format!("membership table: {e}"))?;
         // The membership row is written by this node alone, all of it: reserved where

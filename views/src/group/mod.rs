@@ -107,6 +107,9 @@ pub const APP_REGIONS: u16 = 0x8000;
 /// The application's regions of a view ([`GroupBuilder::regions_by`]).
 pub(crate) type RegionsFn = Arc<dyn Fn(&View) -> Vec<spindle_sst::transport::RegionSpec> + Send + Sync>;
 
+/// The application regions written at a node in a view ([`GroupBuilder::reserve_regions_by`]).
+pub(crate) type HeldFn = Arc<dyn Fn(&View, NodeId) -> Vec<spindle_sst::transport::RegionId> + Send + Sync>;
+
 /// Where a member's data plane sets up each view's transport (tcp and rdma).
 pub(crate) enum DataListener {
     Tcp(spindle_sst::transport::tcp::Listener),
@@ -143,6 +146,7 @@ pub(crate) struct Inner {
     /// because the view wedged first (sent after the next install).
     pub(crate) carry: Mutex<Vec<(usize, Vec<Vec<u8>>)>>,
     pub(crate) app_regions: RegionsFn,
+    pub(crate) held_regions: HeldFn,
     pub(crate) setup_timeout: Duration,
     send_timeout: Duration,
     /// The tcp data port, bound once for every view's setup (tcp transport only).
