@@ -234,12 +234,7 @@ impl SendState {
                 return Err(SendError::Full);
             }
         }
-        // The pages the payload lands in, reserved the first time the arena
-        // reaches them (a full /dev/shm is this error, not a SIGBUS).
-        if let Some(range) = arena.to_reserve(place) {
-            self.row.reserve_in(self.area, range.0, range.1).map_err(SendError::NoRoom)?;
-            arena.reserved(range);
-        }
+        self.reserve_arena(&mut arena, place)?;
         loop {
             if let Some((entry, index)) = self.try_claim()? {
                 arena.take(place, index);

@@ -1,4 +1,4 @@
-//! A sender's ring, reserved as its entries first reach it.
+//! A sender's ring (and arena), reserved as its entries (payloads) first reach it.
 //!
 //! On `shm` a node's segment is a sparse file in `/dev/shm`: a page is allocated
 //! when it is first written, and a write that finds the file system full is killed
@@ -20,6 +20,7 @@
 //! chunk; the kernel's answer is the same and the count only grows.
 
 use super::{SendError, SendState};
+use crate::core::arena::{Arena, Place};
 use spindle_sst::region::ReserveError;
 use spindle_sst::sync::atomic::Ordering;
 
@@ -38,6 +39,16 @@ impl SendState {
             return Ok(());
         }
         self.reserve_ring(entry).map_err(SendError::NoRoom)
+    }
+
+    /// Reserves the arena pages `place` lands in the first time the arena reaches
+    /// them (see `Arena::to_reserve`): a full `/dev/shm` is [`SendError::NoRoom`].
+    pub(crate) fn reserve_arena(&self, arena: &mut Arena, place: Place) -> Result<(), SendError> {
+        if let Some(range) = arena.to_reserve(place) {
+            self.row.reserve_in(self.area, range.0, range.1).map_err(SendError::NoRoom)?;
+            arena.reserved(range);
+        }
+        Ok(())
     }
 
     #[cold]
