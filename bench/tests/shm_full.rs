@@ -64,20 +64,35 @@ fn run_program(program: &str, size: &str, args: &str) -> (Option<i32>, String) {
     (status.code(), reader.join().expect("stderr reader"))
 }
 
+/// True if the machine can run these tests; else says why on stderr.
+fn available() -> bool {
+    let why = unavailable();
+    if let Some(why) = &why {
+        eprintln!("shm_full test skipped: {why}");
+    }
+    why.is_none()
+}
+
+/// `program` with `args` in a `/dev/shm` of `size` exits with code 1 and names the
+/// reservation that found no room, with `said` (what failed) before it.
+fn stops_by_name(program: &str, size: &str, args: &str, said: &str) {
+    let (code, err) = run_program(program, size, args);
+    assert_eq!(code, Some(1), "{program} {args} with a {size} /dev/shm should stop, not crash: {err}");
+    assert!(err.contains(&format!("{said}cannot reserve")), "the reason, by name: {err}");
+    assert!(err.contains("no room left") && err.contains("/dev/shm"), "what to enlarge: {err}");
+}
+
 #[test]
 fn a_dev_shm_too_small_for_the_ring_is_a_send_error_not_a_crash() {
-    if let Some(why) = unavailable() {
-        eprintln!("shm_full test skipped: {why}");
+    if !available() {
         return;
     }
     let small = "--size 128 --count 200000";
     // The control: the same run where /dev/shm has room.
     let (code, err) = run_with_shm("16m", small);
     assert_eq!(code, Some(0), "with a 16 MiB /dev/shm: {err}");
-    let (code, err) = run_with_shm("1m", small);
-    assert_eq!(code, Some(1), "with a 1 MiB /dev/shm the sender should stop at a send: {err}");
-    assert!(err.contains("cannot send: cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
-    assert!(err.contains("/dev/shm"), "what to enlarge: {err}");
+    let bandwidth = env!("CARGO_BIN_EXE_bandwidth");
+    stops_by_name(bandwidth, "1m", &format!("--nodes 2 --senders one {small}"), "cannot send: ");
 }
 
 /// Large messages go through the sender's arena (64 MiB here), which is reserved
@@ -86,14 +101,10 @@ fn a_dev_shm_too_small_for_the_ring_is_a_send_error_not_a_crash() {
 /// in the copy of the payload.
 #[test]
 fn a_full_dev_shm_under_the_arena_is_a_send_error_not_a_crash() {
-    if let Some(why) = unavailable() {
-        eprintln!("shm_full test skipped: {why}");
-        return;
+    if available() {
+        let args = "--nodes 2 --senders one --size 65536 --count 2000 --fill";
+        stops_by_name(env!("CARGO_BIN_EXE_bandwidth"), "8m", args, "cannot send: ");
     }
-    let (code, err) = run_with_shm("8m", "--size 65536 --count 2000 --fill");
-    assert_eq!(code, Some(1), "with an 8 MiB /dev/shm the sender should stop at a send: {err}");
-    assert!(err.contains("cannot send: cannot reserve"), "the reason, by name: {err}");
-    assert!(err.contains("no room left"), "{err}");
 }
 
 /// A Tailwind log's buffers are written at its backups by the primary's one-sided
@@ -102,11 +113,7 @@ fn a_full_dev_shm_under_the_arena_is_a_send_error_not_a_crash() {
 /// setup instead of the primary dying of `SIGBUS` in a write into the backup.
 #[test]
 fn a_full_dev_shm_under_a_logs_buffers_is_a_setup_error_not_a_crash() {
-    if let Some(why) = unavailable() {
-        eprintln!("shm_full test skipped: {why}");
-        return;
+    if available() {
+        stops_by_name(env!("CARGO_BIN_EXE_tailwind_bench"), "16m", "--sizes 100 --seconds 1", "");
     }
-    let (code, err) = run_program(env!("CARGO_BIN_EXE_tailwind_bench"), "16m", "--sizes 100 --seconds 1");
-    assert_eq!(code, Some(1), "with a 16 MiB /dev/shm the log's setup should fail: {err}");
-    assert!(err.contains("cannot reserve") && err.contains("no room left"), "the reason, by name: {err}");
 }
