@@ -141,11 +141,11 @@ pub(crate) fn rejoin(inner: &Arc<Inner>, why: &str, tx: &Sender<Event>) -> Resul
                 Err(done) => return done,
             };
             match answer {
-                Ok(welcome) => {
-                    if start_welcomed(inner, welcome, why, began, tx) {
-                        return Ok(());
-                    }
-                }
+                Ok(welcome) => match start_welcomed(inner, welcome, why, began, tx) {
+                    Ok(true) => return Ok(()),
+                    Ok(false) => {}
+                    Err(lasting) => return Err(lasting),
+                },
                 // This member's certificate is revoked, or expired: no member will
                 // take it back (the others removed it for that, most likely).
                 Err(e @ control::JoinError::Auth { why: AuthError::Revoked | AuthError::Expired, .. }) => {
@@ -244,24 +244,26 @@ fn restore_round(
         let started = match welcome {
             Some(control::Taken::Joined(w)) => start_welcomed(inner, w, why, began, tx),
             Some(control::Taken::Restored((view, _, key))) => start_restored(inner, view_of(inner, view, key), tx),
-            None => false,
+            None => Ok(false),
         };
-        if started {
-            return Some(Ok(()));
+        match started {
+            Ok(true) => return Some(Ok(())),
+            Ok(false) => {}
+            Err(lasting) => return Some(Err(lasting)),
         }
     }
     restart_if_back(inner, tx)
 }
 
 /// Starts the view a welcome gave this node; false (and it tries again) if the
-/// view could not start.
+/// view could not start, `Err` if trying again cannot help (see `start_view`).
 fn start_welcomed(
     inner: &Arc<Inner>,
     welcome: control::Welcome,
     why: &str,
     began: Instant,
     tx: &Sender<Event>,
-) -> bool {
+) -> Result<bool, String> {
     let view = take_welcome(inner, welcome);
     inner.hooks.rejoined(why);
     start_view(inner, &view, tx, || {
@@ -273,25 +275,28 @@ fn start_welcomed(
 /// Starts the view the member that counted this one restarted (see
 /// `crate::restore`): as a member that stays in a view, it keeps its own state (the
 /// restarter's sent along is not taken) and no rejoin hook runs; false (and it
-/// tries again) if the view could not start.
-fn start_restored(inner: &Arc<Inner>, view: View, tx: &Sender<Event>) -> bool {
+/// tries again) if the view could not start, `Err` as for `start_welcomed`.
+fn start_restored(inner: &Arc<Inner>, view: View, tx: &Sender<Event>) -> Result<bool, String> {
     start_view(inner, &view, tx, || {
         tracing::warn!(view = view.id().0, members = ?view.members(), "the view is restored: the group goes on");
     })
 }
 
 /// Starts `view` here and makes it current (`started` runs just before); false if
-/// it could not start.
-fn start_view(inner: &Arc<Inner>, view: &View, tx: &Sender<Event>, started: impl FnOnce()) -> bool {
+/// it could not start. `Err` where trying again cannot help (no room in
+/// `/dev/shm`): joining again would only make the group change its view for a
+/// member that fails every setup, so the node stops with the reason.
+fn start_view(inner: &Arc<Inner>, view: &View, tx: &Sender<Event>, started: impl FnOnce()) -> Result<bool, String> {
     match Epoch::start(inner, view.clone(), &[], tx.clone()) {
         Ok(epoch) => {
             started();
             back_in(inner, epoch, view);
-            true
+            Ok(true)
         }
+        Err(e) if e.lasting() => Err(e.to_string()),
         Err(e) => {
             tracing::warn!(view = view.id().0, %e, "the view that takes this node back could not start; trying again");
-            false
+            Ok(false)
         }
     }
 }
