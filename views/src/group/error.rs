@@ -86,9 +86,9 @@ pub enum SendError {
     /// ([`super::Group::send_where_within`]'s bound on waiting for room).
     #[error("no room to send within {0:?}: the receivers are behind")]
     Timeout(std::time::Duration),
-    /// A large message reached arena pages this host's shared memory has no room
-    /// for (a full `/dev/shm`): free room there, or send messages that fit a slot.
-    /// Nothing was sent.
+    /// The sender's ring or arena reached pages this host's shared memory has no
+    /// room for (a full `/dev/shm`): nothing was sent. Free room there and send
+    /// again.
     #[error("{0}")]
     NoRoom(spindle_sst::region::ReserveError),
 }

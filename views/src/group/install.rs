@@ -144,6 +144,9 @@ fn install(
                             lock(&inner.carry).push((k, rest));
                             break;
                         }
+                        Err(e @ spindle_smc::SendError::NoRoom(_)) => {
+                            return Err(SetupFailed::NoRoom(format!("resending in view {}: {e}", next.view.id().0)))
+                        }
                         Err(e) => return Err(format!("resending in view {}: {e}", next.view.id().0).into()),
                     }
                 }
