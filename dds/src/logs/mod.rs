@@ -257,3 +257,35 @@ impl ReplicatedLog {
         self.service.wait_for_primary(within)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TopicTable;
+    use spindle_views::view::LayoutDoc;
+
+    /// Each log's buffers and commit word are reserved at exactly its replicas in
+    /// the view (the members its `LogService` writes at), and nowhere else.
+    #[test]
+    fn a_logs_regions_are_reserved_at_its_replicas_only() {
+        let qos = LogQos { replicas: 2, ..LogQos::default() };
+        let logs = ["a", "b", "c"].iter().zip(1..).map(|(n, k)| LogEntry { name: n.to_string(), number: k, qos });
+        let t = TopicTable { logs: logs.collect(), ..TopicTable::default() };
+        let view = View::initial((0..5).map(NodeId).collect()).with_layout(LayoutDoc::new(1, t.encode()));
+        let all: Vec<RegionId> = regions(&view).iter().map(|r| r.id).collect();
+        assert_eq!(all.len(), 3 * (qos.buffers as usize + 1), "each log's buffers and its commit word");
+        let at: Vec<Vec<RegionId>> = (0..5).map(|n| held(&view, NodeId(n))).collect();
+        for (i, l) in t.logs.iter().enumerate() {
+            let mine: Vec<RegionId> = all[i * 3..i * 3 + 3].to_vec();
+            let holders: Vec<u32> = (0..5).filter(|n| mine.iter().all(|id| at[*n as usize].contains(id))).collect();
+            let replicas: Vec<u32> = l.members(&view).iter().map(|m| m.0).collect();
+            assert_eq!(holders.len(), 2, "log {}: held at {holders:?}", l.name);
+            assert!(replicas.iter().all(|r| holders.contains(r)), "log {}: {holders:?} against {replicas:?}", l.name);
+            for n in (0..5).filter(|n| !replicas.contains(n)) {
+                assert!(mine.iter().all(|id| !at[n as usize].contains(id)), "log {} reserved at {n}", l.name);
+            }
+        }
+        // A view without the table (or with another document) reserves nothing.
+        assert!(held(&View::initial(vec![NodeId(0)]), NodeId(0)).is_empty());
+    }
+}
