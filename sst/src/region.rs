@@ -123,7 +123,7 @@ mod segment {
         /// the kernel cannot do it (before Linux 5.14). `Err` with the kernel's error
         /// otherwise: `EFAULT` when the file system has no room (a write there would
         /// have raised `SIGBUS`), `ENOMEM` when memory ran out.
-        pub(crate) fn populate(&self, byte_off: usize, len: usize) -> std::io::Result<()> {
+        pub(crate) fn populate(&self, byte_off: usize, len: usize) -> Result<(), super::ReserveError> {
             let end = byte_off.checked_add(len).filter(|e| *e <= self.len);
             assert!(end.is_some(), "segment range out of bounds");
             if !self.file || len == 0 {
@@ -138,13 +138,13 @@ mod segment {
             // write allocates the pages as a first write would and leaves their
             // contents as they are, so no access of ours or a peer's can tell.
             let r = unsafe { libc::madvise(self.ptr.as_ptr().add(start).cast(), n, libc::MADV_POPULATE_WRITE) };
-            match r {
-                0 => Ok(()),
-                _ => match std::io::Error::last_os_error() {
-                    // A kernel without the advice: pages are allocated on first write, as before.
-                    e if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
-                    e => Err(e),
-                },
+            if r == 0 {
+                return Ok(());
+            }
+            match std::io::Error::last_os_error().raw_os_error() {
+                // A kernel without the advice: pages are allocated on first write, as before.
+                Some(libc::EINVAL) => Ok(()),
+                errno => Err(super::ReserveError { len, errno }),
             }
         }
 
@@ -257,7 +257,7 @@ impl Region {
         assert!(end.is_some(), "reserve of {len} bytes at {offset} outside a region of {}", self.len());
         #[cfg(not(loom))]
         {
-            self._seg.populate(self.base + offset, len).map_err(|e| ReserveError { len, errno: e.raw_os_error() })
+            self._seg.populate(self.base + offset, len)
         }
         #[cfg(loom)]
         {

@@ -76,9 +76,7 @@ impl NodeMem {
         }
         // The header's pages first, where the segment is a file (`shm`): a full
         // /dev/shm is this error, not a SIGBUS at the first store below.
-        seg.populate(0, HEADER_BYTES).map_err(|e| {
-            SetupError::NoRoom(crate::region::ReserveError { len: HEADER_BYTES, errno: e.raw_os_error() })
-        })?;
+        seg.populate(0, HEADER_BYTES).map_err(SetupError::NoRoom)?;
         let seg = Arc::new(seg);
         let hdr = seg.words(0, HEADER_BYTES / WORD);
         let pid = std::process::id() as u64;
