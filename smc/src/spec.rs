@@ -213,10 +213,10 @@ impl SmcLayout {
         &self.table
     }
 
-    /// The row's counters and flags (every member writes them).
+    /// The row's counters and flags, every column ahead of the slots (every member
+    /// writes them).
     pub(crate) fn counters(&self) -> ColumnRange {
-        let all = self.sent.range().join(self.wedged.range()).join(self.received.range()).join(self.delivered.range());
-        self.relayed.map_or(all, |r| all.join(r.range()))
+        self.slots.before()
     }
 
     /// Bytes of region the table needs.

@@ -49,6 +49,10 @@ impl Bytes {
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
+    /// Byte range of every column declared before this area (from the row's start).
+    pub fn before(&self) -> ColumnRange {
+        ColumnRange { off: 0, len: self.off }
+    }
     /// Byte range of `[at, at + len)` of this area within a row.
     pub fn sub_range(&self, at: usize, len: usize) -> ColumnRange {
         assert!(at % WORD == 0 && at + len <= self.len, "range {at}+{len} outside a {}-byte area", self.len);
