@@ -71,27 +71,22 @@ fn config(entry: &LogEntry, log_dir: &Path, me: NodeId) -> TailwindConfig {
 /// The regions every log of `view`'s table takes in its transport (buffers and
 /// commit word; the same at every member).
 pub(crate) fn regions(view: &View) -> Vec<RegionSpec> {
-    let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
-    let nobody = Path::new("");
-    table
-        .logs
-        .iter()
-        .enumerate()
-        .flat_map(|(i, l)| spindle_tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0))))
-        .collect()
+    regions_of(view, |_| true)
 }
 
 /// The regions of [`regions`] written at `node` in `view`: those of the logs it
 /// holds there (their primary writes its own buffers and its backups'), reserved
 /// when the view starts (`GroupBuilder::reserve_regions_by`).
 pub(crate) fn held(view: &View, node: NodeId) -> Vec<RegionId> {
+    regions_of(view, |l| l.members(view).contains(&node)).into_iter().map(|r| r.id).collect()
+}
+
+/// The regions of the logs of `view`'s table that `keep` picks.
+fn regions_of(view: &View, keep: impl Fn(&LogEntry) -> bool) -> Vec<RegionSpec> {
     let Ok(table) = crate::table::TopicTable::decode(view.layout().bytes()) else { return Vec::new() };
     let nobody = Path::new("");
-    let held = |(i, l): (usize, &LogEntry)| {
-        let holds = l.members(view).contains(&node);
-        spindle_tailwind::service::held_regions(region_base(i), &config(l, nobody, NodeId(0)), holds)
-    };
-    table.logs.iter().enumerate().flat_map(held).collect()
+    let logs = table.logs.iter().enumerate().filter(|(_, l)| keep(l));
+    logs.flat_map(|(i, l)| spindle_tailwind::service::regions(region_base(i), &config(l, nobody, NodeId(0)))).collect()
 }
 
 /// Where this member of log `name` keeps its segments.

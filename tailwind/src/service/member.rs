@@ -31,14 +31,6 @@ pub fn regions(base: u16, cfg: &TailwindConfig) -> Vec<RegionSpec> {
     r
 }
 
-/// The ids of [`regions`] where the node holds the log, none where it does not.
-pub fn held_regions(base: u16, cfg: &TailwindConfig, holds: bool) -> Vec<RegionId> {
-    match holds {
-        true => regions(base, cfg).into_iter().map(|r| r.id).collect(),
-        false => Vec::new(),
-    }
-}
-
 /// An application's request handler (see [`LogService::serve_app`]): a request
 /// body in, the answer out.
 pub(super) type AppFn = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
@@ -121,7 +113,10 @@ impl LogService {
     /// holds the log (its primary writes its own buffers and the backups'), none
     /// elsewhere. For [`spindle_views::group::GroupBuilder::reserve_regions_by`].
     pub fn held_regions(&self, view: &View, node: NodeId) -> Vec<RegionId> {
-        held_regions(self.shared.region_base, &self.shared.cfg, (self.shared.members_of)(view).contains(&node))
+        match (self.shared.members_of)(view).contains(&node) {
+            true => self.regions().into_iter().map(|r| r.id).collect(),
+            false => Vec::new(),
+        }
     }
 
     /// Starts the member's recovery worker on `group` (held weakly: the host owns

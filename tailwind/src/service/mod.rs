@@ -82,7 +82,7 @@ pub mod wire;
 
 pub use crate::replicate::{AppendError, Lsn};
 pub use app::{AppError, APP};
-pub use member::{held_regions, regions, LogService};
+pub use member::{regions, LogService};
 pub use metrics::LogMetrics;
 #[cfg(feature = "async")]
 pub use node::TailStream;
