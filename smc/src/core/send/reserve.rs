@@ -21,7 +21,6 @@
 
 use super::{SendError, SendState};
 use crate::core::arena::{Arena, Place};
-use spindle_sst::region::ReserveError;
 use spindle_sst::sync::atomic::Ordering;
 
 /// Bytes of slots reserved per request, past the slot that asked.
@@ -38,7 +37,7 @@ impl SendState {
         if entry < self.ring_reserved.load(Ordering::Relaxed) {
             return Ok(());
         }
-        self.reserve_ring(entry).map_err(SendError::NoRoom)
+        self.reserve_ring(entry)
     }
 
     /// Reserves the arena pages `place` lands in the first time the arena reaches
@@ -51,13 +50,16 @@ impl SendState {
         Ok(())
     }
 
+    /// The slow side of `ensure_reserved`, out of line: the claim path keeps a
+    /// load, a compare and a branch.
     #[cold]
-    fn reserve_ring(&self, entry: u64) -> Result<(), ReserveError> {
+    #[inline(never)]
+    fn reserve_ring(&self, entry: u64) -> Result<(), SendError> {
         let have = self.ring_reserved.load(Ordering::Acquire);
         let per_chunk = (RING_CHUNK / self.slot_bytes).max(1) as u64;
         let Some((from, upto)) = chunk(have, entry, self.window, per_chunk) else { return Ok(()) };
         let (at, n) = (from as usize * self.slot_bytes, (upto - from) as usize * self.slot_bytes);
-        self.row.reserve_in(self.slots, at, n)?;
+        self.row.reserve_in(self.slots, at, n).map_err(SendError::NoRoom)?;
         let done = if upto == self.window { ALL } else { upto };
         self.ring_reserved.fetch_max(done, Ordering::Release);
         Ok(())
