@@ -9,14 +9,14 @@
 //! tmpfs and every file in it end with the processes. Needs root and `unshare`;
 //! where they are missing the test says so on stderr and checks nothing.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
 
 /// Why this machine cannot run the test, if it cannot.
 fn unavailable() -> Option<String> {
-    let root = Command::new("id").arg("-u").output().ok().is_some_and(|o| o.stdout.starts_with(b"0\n"));
-    if !root {
+    if !testkit::is_root() {
         return Some("needs root to mount a tmpfs in a mount namespace".into());
     }
     let probe = Command::new("unshare").args(["-m", "true"]).status();
@@ -27,41 +27,20 @@ fn unavailable() -> Option<String> {
 }
 
 /// Runs `bandwidth` with a `/dev/shm` of `size` (tmpfs syntax, e.g. `1m`) and
-/// `args`; its exit code (`None`: killed by a signal) and stderr. Killed at the
-/// deadline.
+/// `args`; its exit code (`None`: killed by a signal) and stderr.
 fn run_with_shm(size: &str, args: &str) -> (Option<i32>, String) {
     run_program(env!("CARGO_BIN_EXE_bandwidth"), size, &format!("--nodes 2 --senders one {args} --json"))
 }
 
 /// Runs `program --transport shm args` with a `/dev/shm` of `size`: its exit code
-/// and stderr.
+/// and stderr. Fails the test if it does not end within 120 s.
 fn run_program(program: &str, size: &str, args: &str) -> (Option<i32>, String) {
     let script = format!("mount -t tmpfs -o size={size} tmpfs /dev/shm && exec \"$0\" --transport shm {args}");
-    let mut child = Command::new("unshare")
-        .args(["-m", "sh", "-c", &script, program])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn unshare");
-    let mut err = child.stderr.take().expect("piped");
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{program} with a {size} /dev/shm did not end within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.code(), reader.join().expect("stderr reader"))
+    let mut cmd = Command::new("unshare");
+    cmd.args(["-m", "sh", "-c", &script, program]);
+    let run = common::run_bounded(cmd, Duration::from_secs(120));
+    let status = run.status.unwrap_or_else(|| panic!("{program} with a {size} /dev/shm did not end within 120 s"));
+    (status.code(), run.stderr)
 }
 
 /// True if the machine can run these tests; else says why on stderr.

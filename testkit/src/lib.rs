@@ -23,6 +23,14 @@ pub use temp::TempDirs;
 
 use std::time::{Duration, Instant};
 
+/// True if this process runs as root (effective uid 0): what tests that create
+/// namespaces or mount file systems need.
+pub fn is_root() -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let euid = status.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2));
+    euid == Some("0")
+}
+
 /// Polls `f` every `step` until it returns true or `within` passes; returns whether
 /// it did. The bounded wait that tests, benchmarks and demos use instead of spinning.
 pub fn poll_until(within: Duration, step: Duration, mut f: impl FnMut() -> bool) -> bool {

@@ -165,10 +165,7 @@ pub fn unshapable(tag: &str) -> Option<String> {
 
 /// Why this machine cannot run the test, if it cannot.
 pub fn unavailable(tag: &str) -> Option<String> {
-    let euid = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
-        s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(2)).map(String::from)
-    });
-    if euid.as_deref() != Some("0") {
+    if !crate::is_root() {
         return Some("needs root to create network namespaces".into());
     }
     if run("nft", &["--version"]).is_err() {
