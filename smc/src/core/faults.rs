@@ -21,7 +21,6 @@ pub struct Faults {
     pub arena_early: bool,
     /// Take a relayed descriptor without waiting for its payload to come.
     pub relay_early: bool,
-    /// Queue the relayed count after each receive stage, not once after the pass's
-    /// last payload (a count posted later than queued runs ahead of its payloads).
-    pub relay_count_per_stage: bool,
+    /// Queue the relayed count of a payload ahead of the payload itself.
+    pub relay_count_first: bool,
 }

@@ -500,7 +500,7 @@ impl SmcCore {
             // This node's own entries just published count as received in the same
             // pass: `received` goes out right behind `sent`, so an ordered receiver
             // finds them stable at once instead of a pass of this node later.
-            got |= self.receive_stage(pushes);
+            got |= self.take_own();
         }
         // What was passed on goes out once, behind every payload of this pass: a
         // push copies its range when posted, so a count queued before the second

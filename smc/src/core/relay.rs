@@ -13,10 +13,11 @@
 //! column, which counts the entries of `s` it has passed on; it pushes that count
 //! once per pass, after the pass's last payload, on the same link, so the bytes are
 //! in when the count is seen. (A push copies its range when it is posted, not when
-//! it is queued: a count queued before a later stage's payloads would go out with
-//! their entries counted and ahead of their bytes. The pass's first receive stage
-//! is not always its last, and a transport's receiving thread may land new entries
-//! between them.)
+//! it is queued: a count queued before a later payload would go out with that
+//! payload's entry counted and ahead of its bytes. Peers' entries are taken by one
+//! receive stage per pass today, but a transport's receiving thread may land new
+//! entries while it runs, and a count queued at the pass's end holds for any
+//! number of stages.)
 //! Having taken it, `m` passes the payload on to `m + 1` (unless that is `s`) from
 //! its own copy of the sender's row, which stays as it is until every member has
 //! delivered the message (the arena rule), so it is sent from where it lies.
@@ -92,6 +93,17 @@ impl Relay {
         pushes.push(table.forward(row, payload, 1 << self.next).stable());
         self.passed[r] = entry + 1;
         self.grew = true;
+    }
+
+    /// The planted bug `Faults::relay_count_first`: entry `entry` of sender rank
+    /// `r` counted as passed on, and the count queued, before its payload is.
+    #[cfg(any(test, loom))]
+    pub(super) fn count_ahead(&mut self, r: usize, entry: u64, me: &LocalRow, pushes: &mut Pushes) {
+        if self.passes[r] {
+            self.passed[r] = entry + 1;
+            self.grew = true;
+            self.publish(me, pushes);
+        }
     }
 
     /// At the end of a pass: publishes what was passed on, after every payload the

@@ -31,8 +31,8 @@ fn catches_a_relayed_payload_taken_before_it_came() {
 }
 
 #[test]
-fn catches_a_relayed_count_posted_ahead_of_its_payloads() {
-    let v = first_violation(Faults { relay_count_per_stage: true, ..Faults::default() }, 1000);
+fn catches_a_relayed_count_queued_ahead_of_its_payload() {
+    let v = first_violation(Faults { relay_count_first: true, ..Faults::default() }, 1000);
     assert_eq!(v, Some(invariants::no_gaps::NAME), "a relayed count ahead of its payloads went unnoticed");
 }
 
