@@ -316,3 +316,33 @@ fn delivery_up_to_a_cut_discards_the_rest() {
     core.finish(d, &mut p);
     assert_eq!(core.delivered(), &[2, 1]);
 }
+
+#[test]
+fn a_run_that_grows_while_its_batch_is_out_is_delivered_once() {
+    for mode in [Mode::Unordered, Mode::Ordered] {
+        let mut sim = Sim::manual(spec(2, &[0], 8, 8, mode));
+        let both = |sim: &mut Sim| {
+            for _ in 0..2 {
+                poll(sim, 0);
+                poll(sim, 1);
+                sim.flush();
+            }
+        };
+        for k in 0..2u8 {
+            sim.send(0, &[k; 8]).unwrap();
+        }
+        both(&mut sim);
+        // Node 1 holds messages 0 and 1 as one run and hands them out...
+        let d = sim.nodes[1].core.take_deliverable().expect("two messages");
+        let first: Vec<u64> = d.batch.iter().map(|m| m.index()).collect();
+        assert_eq!(first, vec![0, 1], "{mode:?}");
+        // ... and takes message 2 into that run while the batch is out.
+        sim.send(0, &[2; 8]).unwrap();
+        both(&mut sim);
+        let mut p = Pushes::default();
+        sim.nodes[1].core.finish(d, &mut p);
+        sim.post(1, &mut p);
+        both(&mut sim);
+        assert_eq!(deliver(&mut sim, 1), vec![(0, 2, vec![2; 8])], "{mode:?}: the run's rest, once");
+    }
+}

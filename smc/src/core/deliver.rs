@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::spec::HEADER;
+use spindle_sst::table::RowArea;
 
 /// The vectors a delivery pass works in (see [`SmcCore::take_deliverable`]).
 #[derive(Debug, Default)]
@@ -105,9 +106,18 @@ impl SmcCore {
         let mut bytes = 0;
         for (r, pending) in self.pending.iter().enumerate() {
             let limit = cut.map_or(u64::MAX, |c| c[r]);
+            let slots = self.table.area(self.sender_row[r], self.lay.slots);
             for e in pending.iter().take_while(|e| e.first < limit) {
                 if bytes >= most {
                     return;
+                }
+                if e.plain() {
+                    // A run may have been delivered in part, and may be cut.
+                    let from = e.first.max(upto[r]);
+                    let k = self.push_run(r, &slots, e, from, e.end.min(limit), *next_seq, (&mut bytes, most), msgs);
+                    *next_seq += k - from;
+                    upto[r] = k;
+                    continue;
                 }
                 let before = msgs.len();
                 self.push_refs(r, *e, e.first, *next_seq, msgs);
@@ -135,13 +145,17 @@ impl SmcCore {
     /// `next_seq` advance.
     fn take_one_sender(&self, stable: u64, most: usize, next_seq: &mut u64, upto: &mut u64, msgs: &mut Vec<MsgRef>) {
         let mut bytes = 0;
+        let slots = self.table.area(self.sender_row[0], self.lay.slots);
         for e in self.pending[0].iter() {
-            // A null run may have been delivered in part.
+            // A run of messages or nulls may have been delivered in part.
             let k = e.first.max(*next_seq);
             if k >= stable || bytes >= BATCH_BYTES || msgs.len() >= most {
                 break;
             }
-            if e.kind != EntryKind::Null {
+            if e.plain() {
+                let to = e.end.min(stable).min(k + (most - msgs.len()) as u64);
+                *next_seq = self.push_run(0, &slots, e, k, to, k, (&mut bytes, BATCH_BYTES), msgs);
+            } else if e.kind != EntryKind::Null {
                 let before = msgs.len();
                 self.push_refs(0, *e, k, k, msgs);
                 bytes += msgs.get(before).map_or(0, MsgRef::len);
@@ -181,6 +195,11 @@ impl SmcCore {
     fn push_refs(&self, r: usize, e: Entry, index: u64, seq: u64, msgs: &mut Vec<MsgRef>) {
         let len = e.len as usize;
         let row = self.sender_row[r];
+        if e.plain() && index > e.first {
+            let slots = self.table.area(row, self.lay.slots);
+            self.push_run(r, &slots, &e, index, index + 1, seq, (&mut 0, usize::MAX), msgs);
+            return;
+        }
         let (area, at, large) = match e.kind {
             EntryKind::Null => return,
             EntryKind::Large => (self.lay.arena, e.at as usize, true),
@@ -204,6 +223,45 @@ impl SmcCore {
             msgs.push(one(at + off + 8, n));
             off += 8 + n.div_ceil(8) * 8;
         }
+    }
+
+    /// Adds the messages `from..to` of run `e` of sender `r` (its slots are
+    /// `slots`), at sequence numbers from `seq` on, while the bytes taken
+    /// (`budget.0`) are below `budget.1`; returns the index after the last one
+    /// added.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn push_run(
+        &self,
+        r: usize,
+        slots: &RowArea<'_>,
+        e: &Entry,
+        from: u64,
+        to: u64,
+        seq: u64,
+        budget: (&mut usize, usize),
+        msgs: &mut Vec<MsgRef>,
+    ) -> u64 {
+        debug_assert!(e.plain() && e.first <= from && to <= e.end, "a part of a run");
+        let (window, slot_bytes, row) = (self.spec.window, self.lay.slot_bytes, self.sender_row[r]);
+        let (bytes, most) = budget;
+        let mut slot = (e.at as usize + (from - e.first) as usize) % window;
+        let mut k = from;
+        while k < to && *bytes < most {
+            let at = slot * slot_bytes;
+            // Checked when the entry was received; kept inside a slot's message all
+            // the same (a sender that rewrote its slot since gets its message cut,
+            // not a read outside the slot).
+            let len = match k == e.first {
+                true => e.len as usize,
+                false => ((slots.word(at / 8) >> 32) as usize).min(self.spec.max_msg),
+            };
+            msgs.push(MsgRef::new(r, k, seq + (k - from), row, at + HEADER, len, false));
+            *bytes += len;
+            k += 1;
+            slot = if slot + 1 == window { 0 } else { slot + 1 };
+        }
+        k
     }
 
     /// Marks a batch as out (until [`SmcCore::finish`]) and wraps it for the upcall.

@@ -169,17 +169,20 @@ pub enum SendError {
     NoRoom(spindle_sst::region::ReserveError),
 }
 
-/// An entry received but not yet wholly delivered: 32 bytes, two to a cache line
-/// (one is queued per message received).
+/// Entries received but not yet wholly delivered: 32 bytes, two to a cache line.
+/// Consecutive plain messages of a sender (a message in its slot, not a pack) are
+/// queued as one *run*: indices `first..end` in the slots from `at` on, each slot
+/// one message (see [`Entry::plain`]).
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     first: u64,
     end: u64,
-    /// Its slot in the sender's ring, or for a large message its payload's offset in
-    /// the sender's arena (at most [`crate::spec::MAX_ARENA`], 1 GiB).
+    /// Its (first) slot in the sender's ring, or for a large message its payload's
+    /// offset in the sender's arena (at most [`crate::spec::MAX_ARENA`], 1 GiB).
     at: u32,
     /// A message's (or a pack's) bytes, at most [`crate::spec::MAX_MSG`] (64 MiB) in
-    /// a slot and the arena's size for a large one; 0 for a null run.
+    /// a slot and the arena's size for a large one; 0 for a null run; for a run of
+    /// plain messages, the first's (the others' are read from their slots).
     len: u32,
     /// For a pack, its messages (`len` is then the bytes they take); 0 otherwise.
     pack: u32,
@@ -204,6 +207,28 @@ impl Entry {
     fn arena_at(&self) -> Option<usize> {
         (self.kind == EntryKind::Large).then_some(self.at as usize)
     }
+
+    /// True for plain messages in their slots (one, or a run of them): not a pack,
+    /// a descriptor or a null run.
+    #[inline]
+    fn plain(&self) -> bool {
+        self.kind == EntryKind::Slot && self.pack == 0
+    }
+}
+
+/// Queues sender entry `e` behind the sender's last pending one: a plain message
+/// right after a run of plain messages (its next index, hence its next slot)
+/// lengthens the run. The last pending entry is always the sender's previous one:
+/// delivered entries leave from the front.
+#[inline]
+fn queue_entry(pending: &mut VecDeque<Entry>, e: Entry) {
+    if let Some(last) = pending.back_mut() {
+        if last.plain() && e.plain() && last.end == e.first {
+            last.end += 1;
+            return;
+        }
+    }
+    pending.push_back(e);
 }
 
 /// What [`SmcCore::take_deliverable`] hands out; give it back to [`SmcCore::finish`].

@@ -78,7 +78,7 @@ impl SmcCore {
                     }
                     x.pass_on(table, r, row, payload, seen, pushes);
                 }
-                pending.push_back(e);
+                queue_entry(pending, e);
                 recv = e.end;
                 seen += 1;
                 taken += 1;
@@ -135,7 +135,7 @@ impl SmcCore {
             let mut h = [0u64; 2];
             slots.read_words(base, &mut h);
             let at = if is_large(h[0]) { slots.word(base + 2) } else { 0 };
-            pending.push_back(own_entry(slot, h[0], h[1], at));
+            queue_entry(pending, own_entry(slot, h[0], h[1], at));
             seen += 1;
             slot = if slot + 1 == window { 0 } else { slot + 1 };
         }
