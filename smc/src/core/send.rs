@@ -193,8 +193,8 @@ impl SendState {
             let slot = (entry % self.window) as usize;
             let at = slot * self.slot_bytes + HEADER;
             return Ok(match packs {
-                true => Claim { payload_at: at + 8, pack: Some(0), ..Claim::new(entry, index, slot, len, self.slots) },
-                false => Claim { payload_at: at, ..Claim::new(entry, index, slot, len, self.slots) },
+                true => Claim { payload_at: at + 8, pack: 0, ..Claim::new(entry, index, slot, len) },
+                false => Claim { payload_at: at, ..Claim::new(entry, index, slot, len) },
             });
         }
     }
@@ -240,11 +240,7 @@ impl SendState {
                 arena.take(place, index);
                 self.arena_wait.store(0, Ordering::Release);
                 let slot = (entry % self.window) as usize;
-                return Ok(Claim {
-                    payload_at: place.offset,
-                    large: true,
-                    ..Claim::new(entry, index, slot, len, self.area)
-                });
+                return Ok(Claim { payload_at: place.offset, large: true, ..Claim::new(entry, index, slot, len) });
             }
         }
     }
@@ -480,7 +476,7 @@ impl Reservation {
     }
     /// The reserved payload length.
     pub fn len(&self) -> usize {
-        self.claim.len
+        self.claim.len as usize
     }
     /// True for a zero-length reservation.
     pub fn is_empty(&self) -> bool {
@@ -496,34 +492,56 @@ impl Reservation {
 /// holds, and the runtime's send slot, which reaches the state through its subgroup.
 /// Every method takes the state the claim was made on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Kept small (40 bytes): a send moves it from the claim to the caller's slot.
 pub(crate) struct Claim {
     entry: u64,
     index: u64,
-    slot: usize,
-    len: usize,
-    /// The slots, or the arena for a large message.
-    area: Bytes,
+    /// The payload's first byte in the slots, or in the arena if `large`.
     payload_at: usize,
+    /// Below [`crate::spec::MAX_WINDOW`].
+    slot: u32,
+    /// At most the arena's size ([`crate::spec::MAX_ARENA`], 1 GiB).
+    len: u32,
+    /// In a pack: the pack's bytes before this message (where its length word
+    /// goes, below a slot's `max_msg`); [`NO_PACK`] otherwise.
+    pack: u32,
     large: bool,
-    /// In a pack: the pack's bytes before this message (where its length word goes).
-    pack: Option<usize>,
 }
 
+/// [`Claim::pack`] of a message alone in its entry.
+const NO_PACK: u32 = u32::MAX;
+
 impl Claim {
-    fn new(entry: u64, index: u64, slot: usize, len: usize, area: Bytes) -> Claim {
-        Claim { entry, index, slot, len, area, payload_at: 0, large: false, pack: None }
+    fn new(entry: u64, index: u64, slot: usize, len: usize) -> Claim {
+        Claim { entry, index, slot: slot as u32, len: len as u32, payload_at: 0, large: false, pack: NO_PACK }
+    }
+
+    /// The area the payload lies in: the slots, or the arena for a large message.
+    #[inline]
+    fn area(&self, s: &SendState) -> Bytes {
+        if self.large {
+            s.area
+        } else {
+            s.slots
+        }
+    }
+
+    /// The pack's bytes before this message, if it is in a pack.
+    #[inline]
+    fn in_pack(&self) -> Option<usize> {
+        (self.pack != NO_PACK).then_some(self.pack as usize)
     }
 
     /// See [`Reservation::write`].
     #[inline]
     pub(crate) fn write(&self, s: &SendState, at: usize, data: &[u8]) {
         assert!(
-            at % 8 == 0 && at + data.len() <= self.len,
+            at % 8 == 0 && at + data.len() <= self.len as usize,
             "write {at}+{} outside a {}-byte message",
             data.len(),
             self.len
         );
-        s.row.write_bytes(self.area, self.payload_at + at, data);
+        s.row.write_bytes(self.area(s), self.payload_at + at, data);
     }
 
     /// See [`Reservation::write_word`].
@@ -535,8 +553,12 @@ impl Claim {
     /// See [`Reservation::write_words`].
     #[inline]
     pub(crate) fn write_words(&self, s: &SendState, i: usize, values: &[u64]) {
-        assert!((i + values.len()) * 8 <= self.len.div_ceil(8) * 8, "words {i}.. outside a {}-byte message", self.len);
-        s.row.store_words(self.area, self.payload_at / 8 + i, values);
+        assert!(
+            (i + values.len()) * 8 <= (self.len as usize).div_ceil(8) * 8,
+            "words {i}.. outside a {}-byte message",
+            self.len
+        );
+        s.row.store_words(self.area(s), self.payload_at / 8 + i, values);
     }
 
     /// See [`Reservation::publish`].
@@ -546,20 +568,20 @@ impl Claim {
         if self.large {
             // The descriptor: the payload's offset in the arena, in the slot's first
             // payload word (the header, stored next, publishes it with the rest).
-            s.row.store_word(s.slots, (self.slot * s.slot_bytes + HEADER) / 8, self.payload_at as u64);
+            s.row.store_word(s.slots, (self.slot as usize * s.slot_bytes + HEADER) / 8, self.payload_at as u64);
             return self.finish(s, KIND_LARGE, len);
         }
-        if let Some(before) = self.pack {
-            return s.publish_packed(self.entry, self.index, self.slot, before, self.len);
+        if let Some(before) = self.in_pack() {
+            return s.publish_packed(self.entry, self.index, self.slot as usize, before, self.len as usize);
         }
         self.finish(s, KIND_DATA, len)
     }
 
     /// See [`Reservation::abandon`].
     pub(crate) fn abandon(self, s: &SendState) {
-        match self.pack {
+        match self.in_pack() {
             // Joined an open pack: it stays as it was, open.
-            Some(before) if before > 0 => s.reopen(self.entry, self.slot),
+            Some(before) if before > 0 => s.reopen(self.entry, self.slot as usize),
             _ => {
                 self.finish(s, KIND_NULL, 1);
             }
@@ -568,8 +590,9 @@ impl Claim {
 
     #[inline]
     fn finish(self, s: &SendState, kind: u64, len: u64) -> u64 {
-        store_header(&s.row, s.slots, self.slot * s.slot_bytes / 8, kind, len, self.index);
-        s.published[self.slot].store(self.entry + 1, Ordering::Release);
+        let slot = self.slot as usize;
+        store_header(&s.row, s.slots, slot * s.slot_bytes / 8, kind, len, self.index);
+        s.published[slot].store(self.entry + 1, Ordering::Release);
         self.index
     }
 

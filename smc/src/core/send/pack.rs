@@ -76,8 +76,8 @@ impl SendState {
         let index = self.slots_area().word(base / 8 + 1);
         Some(Claim {
             payload_at: base + HEADER + before + 8,
-            pack: Some(before),
-            ..Claim::new(entry, index, slot, len, self.slots)
+            pack: before as u32,
+            ..Claim::new(entry, index, slot, len)
         })
     }
 
