@@ -210,7 +210,9 @@ impl Table {
         let members = Arc::new(members.to_vec());
         let table =
             Arc::new(Table { layout, rows: members.len(), members, my_rank, region_id, region, views, pub_off });
-        Ok(LocalRow { table })
+        // The row's first byte, found once: every store of this node's goes through it.
+        let base = table.at(my_rank, 0);
+        Ok(LocalRow { table, base })
     }
 
     /// True if peers' rows are read in place and pushes are published once.

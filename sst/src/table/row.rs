@@ -11,6 +11,8 @@ use super::*;
 #[derive(Debug)]
 pub struct LocalRow {
     pub(super) table: Arc<Table>,
+    /// This node's row's first byte in the region (its rank times the row's bytes).
+    pub(super) base: usize,
 }
 
 impl LocalRow {
@@ -21,7 +23,7 @@ impl LocalRow {
 
     #[inline]
     fn my(&self, off: usize) -> usize {
-        self.table.at(self.table.my_rank, off)
+        self.base + off
     }
 
     /// Raises counter `c` to `value`. Equal is a no-op; lower is refused.
