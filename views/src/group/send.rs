@@ -69,7 +69,51 @@ impl Group {
     /// the subgroup, up to `view` (`None`: the send timeout). Past either bound it
     /// fails with [`SendError::Timeout`] (room) or [`SendError::NotReady`] (view);
     /// `Some(Duration::ZERO)` for both never waits.
+    #[inline]
     pub fn send_where_within(
+        &self,
+        pick: impl Fn(&View) -> Option<usize>,
+        len: usize,
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
+        room: Option<Duration>,
+        view: Option<Duration>,
+    ) -> Result<(), SendError> {
+        if self.send_now(&pick, len, &build) {
+            return Ok(());
+        }
+        self.send_waiting(pick, len, build, room, view)
+    }
+
+    /// The common case of a send, tried once: a view in which this node sends in
+    /// the subgroup `pick` names, with room now. False if the send has to take
+    /// [`Group::send_waiting`] (no view, a view change, a full window, an error to
+    /// report); nothing was sent then.
+    #[inline]
+    fn send_now(
+        &self,
+        pick: &impl Fn(&View) -> Option<usize>,
+        len: usize,
+        build: &impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
+    ) -> bool {
+        if self.inner.status.is_stopped() {
+            return false;
+        }
+        // Held through the commit: a view change installs only once no send is in
+        // flight (see `install`).
+        let cur = spindle_sst::sync::read(&self.inner.current);
+        let Some(sub) = cur.as_ref().and_then(|e| pick(&e.view).and_then(|k| e.sub(k))) else { return false };
+        // A member that does not send in the subgroup is refused here (no sender
+        // handle) and told so by the slow path.
+        let Ok(mut slot) = sub.try_reserve(len) else { return false };
+        build(&mut slot);
+        slot.commit();
+        true
+    }
+
+    /// [`Group::send_where_within`] past its first try: waits for room and for a
+    /// view with the subgroup, within the bounds given.
+    #[inline(never)]
+    fn send_waiting(
         &self,
         pick: impl Fn(&View) -> Option<usize>,
         len: usize,
