@@ -468,8 +468,8 @@ impl SmcCore {
             got |= self.take_own();
         }
         // What was passed on goes out once, behind every payload of this pass: a
-        // push copies its range when posted, so a count queued before the second
-        // stage's payloads would announce them ahead of their bytes.
+        // push copies its range when posted, so a count queued before a payload
+        // would announce it ahead of its bytes.
         if let Some(x) = &mut self.relay {
             x.publish(&self.row, pushes);
         }
