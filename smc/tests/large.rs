@@ -218,3 +218,27 @@ fn a_burst_of_large_messages_goes_out_a_few_megabytes_per_pass() {
     let want: Vec<_> = (0..3u8).map(|k| (0, bytes(k, 2_500_000), true)).collect();
     assert_eq!(logs[1], want);
 }
+
+#[test]
+fn lies_right_after_an_honest_message_are_refused_too() {
+    const DATA: u64 = 1;
+    // The receive stage lengthens a run of plain messages without building an
+    // entry: the checks must hold there as well. Window 2, max_msg 8: slot 1 at
+    // 32 + 24.
+    let lies: [([u64; 2], &str); 3] = [
+        ([DATA | (9 << 32), 1], "a message longer than a slot"),
+        ([DATA | (8 << 32), 5], "an index out of sequence"),
+        ([DATA | (8 << 32), 0], "an index taken again"),
+    ];
+    for (entry, what) in lies {
+        let mut sim = Sim::manual(spec(2, &[0], 2, 64));
+        sim.forge(1, 32, &[DATA | (8 << 32), 0]);
+        sim.forge(1, 32 + 24, &entry);
+        sim.forge(1, 0, &[2]);
+        assert!(sim.nodes[1].core.poll(&mut Pushes::default()), "{what}: the honest message is taken");
+        assert_eq!(sim.nodes[1].core.received(), &[1], "{what}: only the honest message is received");
+        let refused = sim.nodes[1].core.take_refused();
+        assert_eq!(refused.len(), 1, "{what}: {refused:?}");
+        assert_eq!(refused[0].0, NodeId(0), "{what}");
+    }
+}

@@ -56,11 +56,20 @@ impl Entry {
 /// delivered entries leave from the front.
 #[inline]
 pub(super) fn queue_entry(pending: &mut VecDeque<Entry>, e: Entry) {
-    if let Some(last) = pending.back_mut() {
-        if last.plain() && e.plain() && last.end == e.first {
-            last.end += 1;
-            return;
-        }
+    if !(e.plain() && lengthen(pending, e.first)) {
+        pending.push_back(e);
     }
-    pending.push_back(e);
+}
+
+/// Takes a plain message of index `first` into the sender's last pending entry if
+/// that is a run of plain messages ending right before it; false if it is not.
+#[inline]
+pub(super) fn lengthen(pending: &mut VecDeque<Entry>, first: u64) -> bool {
+    match pending.back_mut() {
+        Some(last) if last.plain() && last.end == first => {
+            last.end += 1;
+            true
+        }
+        _ => false,
+    }
 }

@@ -64,7 +64,7 @@ mod arena;
 mod cut;
 mod deliver;
 mod entry;
-use entry::{queue_entry, Entry, EntryKind};
+use entry::{lengthen, queue_entry, Entry, EntryKind};
 #[cfg(any(test, loom))]
 mod faults;
 mod receive;

@@ -49,6 +49,20 @@ impl SmcCore {
                 let mut h = [0u64; 2];
                 slots.read_words(base, &mut h);
                 let [w0, first] = h;
+                // The common case first: a plain message right after a run of them
+                // (what `check_entry` asks of it: a message's kind, the sender's
+                // next index, a length that fits a slot) lengthens that run.
+                if w0 & 0xffff_ffff == KIND_DATA
+                    && first == recv
+                    && w0 >> 32 <= limits.max_msg as u64
+                    && lengthen(pending, first)
+                {
+                    recv += 1;
+                    seen += 1;
+                    taken += 1;
+                    slot = if slot + 1 == window { 0 } else { slot + 1 };
+                    continue;
+                }
                 // A descriptor's offset: read only for a descriptor.
                 let at = if is_large(w0) { slots.word(base + 2) } else { 0 };
                 let checked = check_entry(limits, recv, slot, w0, first, at).and_then(|e| match e.pack {
@@ -134,8 +148,11 @@ impl SmcCore {
             let base = slot * slot_words;
             let mut h = [0u64; 2];
             slots.read_words(base, &mut h);
-            let at = if is_large(h[0]) { slots.word(base + 2) } else { 0 };
-            queue_entry(pending, own_entry(slot, h[0], h[1], at));
+            // A plain message after a run of them (this node wrote it) lengthens it.
+            if !(h[0] & 0xffff_ffff == KIND_DATA && lengthen(pending, h[1])) {
+                let at = if is_large(h[0]) { slots.word(base + 2) } else { 0 };
+                queue_entry(pending, own_entry(slot, h[0], h[1], at));
+            }
             seen += 1;
             slot = if slot + 1 == window { 0 } else { slot + 1 };
         }
