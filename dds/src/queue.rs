@@ -165,9 +165,22 @@ impl ReaderCore {
 
     /// A sample for this reader: to its listener, or into its queue.
     pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
-        let mut info = *info;
         // The header's length, from what the info says of the writer (no read).
         let mut at = if info.writer.client.is_some() { CLIENT_HEADER } else { HEADER };
+        // The fast path: an unkeyed reader with nothing to track, whose listener
+        // takes the sample in place (no copy, no queue lock, the info as it came).
+        let tracked = self.keyed || self.deadline.is_some() || self.filter.is_some();
+        if !tracked && self.listening.load(Ordering::Acquire) {
+            let mut l = lock(&self.listener);
+            let Listening { f, taken } = &mut *l;
+            if let Some(f) = f.as_mut() {
+                *taken += 1;
+                self.taken_by_listener.store(*taken, Ordering::Relaxed);
+                f(info, &src, at);
+                return;
+            }
+        }
+        let mut info = *info;
         let mut kind = Kind::Data;
         if self.keyed {
             let payload_len = src.len() - at;
@@ -178,18 +191,6 @@ impl ReaderCore {
             }
             at += PREFIX;
             info.valid_data = kind == Kind::Data;
-        }
-        let tracked = self.keyed || self.deadline.is_some() || self.filter.is_some();
-        if !tracked && self.listening.load(Ordering::Acquire) {
-            let mut l = lock(&self.listener);
-            let Listening { f, taken } = &mut *l;
-            if let Some(f) = f.as_mut() {
-                // The fast path: no copy, no queue lock.
-                *taken += 1;
-                self.taken_by_listener.store(*taken, Ordering::Relaxed);
-                f(&info, &src, at);
-                return;
-            }
         }
         // Small samples are copied out on the stack, then once into their shared
         // buffer (one allocation per sample).

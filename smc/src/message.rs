@@ -97,7 +97,7 @@ impl Batch {
                     area
                 }
             };
-            Message { area, m: *m }
+            Message { area, m }
         })
     }
     /// Where each message sits.
@@ -111,7 +111,8 @@ impl Batch {
 pub struct Message<'a> {
     /// The sender's slots or arena, located.
     area: RowArea<'a>,
-    m: MsgRef,
+    /// Where it sits (in the batch: not copied per message).
+    m: &'a MsgRef,
 }
 
 impl Message<'_> {
