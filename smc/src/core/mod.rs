@@ -137,8 +137,7 @@ fn slot_payload(w0: u64) -> usize {
 /// first index.
 #[inline]
 fn store_header(row: &LocalRow, slots: Bytes, at: usize, kind: u64, len: u64, index: u64) {
-    row.store_word(slots, at, kind | (len << 32));
-    row.store_word(slots, at + 1, index);
+    row.store_words(slots, at, &[kind | (len << 32), index]);
 }
 
 /// Why a send cannot start now.
