@@ -117,6 +117,8 @@ pub(crate) struct SendState {
     slots: Bytes,
     slot_bytes: usize,
     window: u64,
+    /// `e % window` by a multiply (see [`Modulo`]).
+    ring: Modulo,
     max_msg: usize,
     delivered: CounterVec,
     sender: usize,
@@ -159,6 +161,7 @@ impl SendState {
             slots,
             slot_bytes,
             window: window as u64,
+            ring: Modulo::new(window as u64),
             max_msg,
             delivered,
             sender,
@@ -190,7 +193,7 @@ impl SendState {
                 Some(c) => c,
                 None => continue,
             };
-            let slot = (entry % self.window) as usize;
+            let slot = self.slot_of(entry);
             let at = slot * self.slot_bytes + HEADER;
             return Ok(match packs {
                 true => Claim { payload_at: at + 8, pack: 0, ..Claim::new(entry, index, slot, len) },
@@ -239,7 +242,7 @@ impl SendState {
             if let Some((entry, index)) = self.try_claim()? {
                 arena.take(place, index);
                 self.arena_wait.store(0, Ordering::Release);
-                let slot = (entry % self.window) as usize;
+                let slot = self.slot_of(entry);
                 return Ok(Claim { payload_at: place.offset, large: true, ..Claim::new(entry, index, slot, len) });
             }
         }
@@ -335,7 +338,7 @@ impl SendState {
     /// The slot of entry `e`.
     #[inline]
     pub(crate) fn slot_of(&self, e: u64) -> usize {
-        (e % self.window) as usize
+        self.ring.rem(e) as usize
     }
 
     /// The slot after `slot`, around the ring.
@@ -378,7 +381,7 @@ impl SendState {
 
     /// The end index of absorbed entry `e` (valid for the last `window` absorbed).
     pub(crate) fn end_of(&self, e: u64) -> u64 {
-        self.ends[(e % self.window) as usize].load(Ordering::Acquire)
+        self.ends[self.slot_of(e)].load(Ordering::Acquire)
     }
 
     /// Revokes the lease if every claimed entry is absorbed (`committed`); returns the
@@ -416,7 +419,7 @@ impl SendState {
 
     /// True if the next unabsorbed entry is published.
     pub(crate) fn publish_pending(&self, committed: u64) -> bool {
-        let w = self.published[(committed % self.window) as usize].load(Ordering::Acquire);
+        let w = self.published[self.slot_of(committed)].load(Ordering::Acquire);
         w & !pack::OPEN == committed + 1
     }
 }
@@ -497,6 +500,8 @@ pub(crate) fn entry_span(w0: u64, first: u64) -> (u64, bool) {
 mod claim;
 mod free;
 mod handle;
+mod modulo;
+use modulo::Modulo;
 pub(crate) use claim::Claim;
 use free::first_busy;
 mod pack;
