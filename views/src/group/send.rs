@@ -3,7 +3,6 @@
 
 use super::{Group, SendError};
 use crate::view::View;
-use spindle_sst::transport::NodeId;
 use std::time::{Duration, Instant};
 
 /// Sends in one subgroup of a [`Group`] (see [`Group::subgroup`]).
@@ -78,40 +77,63 @@ impl Group {
         room: Option<Duration>,
         view: Option<Duration>,
     ) -> Result<(), SendError> {
-        if self.send_now(&pick, len, &build) {
-            return Ok(());
+        // The common case inline (a view, room now); waiting out of line.
+        match self.attempt(&pick, len, &build) {
+            Ok(()) => Ok(()),
+            Err(Unsent::Failed(e)) => Err(e),
+            Err(_) => self.send_waiting(pick, len, build, room, view),
         }
-        self.send_waiting(pick, len, build, room, view)
     }
 
-    /// The common case of a send, tried once: a view in which this node sends in
-    /// the subgroup `pick` names, with room now. False if the send has to take
-    /// [`Group::send_waiting`] (no view, a view change, a full window, an error to
-    /// report); nothing was sent then.
+    /// One try of a send in the current view: sent, or why not (see [`Unsent`]).
     #[inline]
-    fn send_now(
+    fn attempt(
         &self,
         pick: &impl Fn(&View) -> Option<usize>,
         len: usize,
         build: &impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
-    ) -> bool {
-        if self.inner.status.is_stopped() {
-            return false;
+    ) -> Result<(), Unsent> {
+        if let Some(why) = self.stopped() {
+            return Err(Unsent::Failed(SendError::Stopped(why)));
         }
         // Held through the commit: a view change installs only once no send is in
         // flight (see `install`).
         let cur = spindle_sst::sync::read(&self.inner.current);
-        let Some(sub) = cur.as_ref().and_then(|e| pick(&e.view).and_then(|k| e.sub(k))) else { return false };
-        // A member that does not send in the subgroup is refused here (no sender
-        // handle) and told so by the slow path.
-        let Ok(mut slot) = sub.try_reserve(len) else { return false };
-        build(&mut slot);
-        slot.commit();
-        true
+        let Some(e) = cur.as_ref() else {
+            // Out of the view for lack of a majority: say so now, not after the
+            // send timeout (a removed node waits: it is back soon).
+            if let Some(super::Removal::NoMajority(m)) = self.inner.status.removal() {
+                return Err(Unsent::Failed(SendError::NoMajority(m)));
+            }
+            return Err(Unsent::NoView);
+        };
+        let Some(k) = pick(&e.view) else { return Err(Unsent::NotReady(None)) };
+        let Some(s) = e.sub(k) else {
+            // A subgroup of the view without this node, or the layout not
+            // satisfied yet.
+            return Err(match e.specs.get(k) {
+                Some(_) => Unsent::Failed(SendError::NotSender(k)),
+                None => Unsent::NotReady(Some(k)),
+            });
+        };
+        let tried = match s.try_reserve(len) {
+            Ok(mut slot) => {
+                build(&mut slot);
+                slot.commit();
+                Ok(())
+            }
+            Err(spindle_smc::SendError::NotSender) => Err(Unsent::Failed(SendError::NotSender(k))),
+            Err(spindle_smc::SendError::TooLarge { len, max }) => Err(Unsent::Failed(SendError::TooLarge { len, max })),
+            Err(spindle_smc::SendError::NoRoom(e)) => Err(Unsent::Failed(SendError::NoRoom(e))),
+            Err(spindle_smc::SendError::Busy) => Err(Unsent::NoRoom { sub: s.clone(), busy: true }),
+            Err(spindle_smc::SendError::Full) => Err(Unsent::NoRoom { sub: s.clone(), busy: false }),
+            Err(spindle_smc::SendError::Wedged) => Err(Unsent::NotReady(Some(k))), // the next view
+        };
+        tried
     }
 
-    /// [`Group::send_where_within`] past its first try: waits for room and for a
-    /// view with the subgroup, within the bounds given.
+    /// [`Group::send_where_within`] past its first try: tries again, waiting for
+    /// room and for a view with the subgroup within the bounds given.
     #[inline(never)]
     fn send_waiting(
         &self,
@@ -127,69 +149,33 @@ impl Group {
         let mut deadline = None;
         let backoff = crossbeam_utils::Backoff::new();
         loop {
-            if let Some(why) = self.stopped() {
-                return Err(SendError::Stopped(why));
-            }
             let gen = self.inner.status.generation();
-            // A full window or arena: wait for room outside the view's lock, which
-            // a view change must be able to take meanwhile.
-            let mut full = None;
-            {
-                let cur = spindle_sst::sync::read(&self.inner.current);
-                if cur.is_none() {
-                    // Out of the view for lack of a majority: say so now, not after
-                    // the send timeout (a removed node waits: it is back soon).
-                    if let Some(super::Removal::NoMajority(m)) = self.inner.status.removal() {
-                        return Err(SendError::NoMajority(m));
-                    }
+            match self.attempt(&pick, len, &build) {
+                Ok(()) => return Ok(()),
+                Err(Unsent::Failed(e)) => return Err(e),
+                Err(Unsent::NoRoom { busy: true, .. }) if !backoff.is_completed() => {
+                    backoff.snooze();
+                    continue;
                 }
-                if let Some(e) = cur.as_ref() {
-                    k = pick(&e.view);
-                    let here = k.map(|k| (k, e.specs.get(k), e.sub(k)));
-                    match here {
-                        Some((_, Some(spec), Some(s)))
-                            if spec.sender_rank(NodeId(self.inner.cfg.node_id)).is_some() =>
-                        {
-                            match s.try_reserve(len) {
-                                Ok(mut slot) => {
-                                    build(&mut slot);
-                                    slot.commit();
-                                    return Ok(());
-                                }
-                                Err(spindle_smc::SendError::TooLarge { len, max }) => {
-                                    return Err(SendError::TooLarge { len, max })
-                                }
-                                Err(spindle_smc::SendError::NoRoom(e)) => return Err(SendError::NoRoom(e)),
-                                Err(spindle_smc::SendError::Busy) if !backoff.is_completed() => {
-                                    backoff.snooze();
-                                    continue;
-                                }
-                                Err(spindle_smc::SendError::Full | spindle_smc::SendError::Busy) => {
-                                    full = Some(s.clone())
-                                }
-                                Err(_) => {} // wedged: wait for the next view
-                            }
+                Err(Unsent::NoRoom { sub, .. }) => {
+                    // Back-pressure, not a view that is not ready: its own bound. The
+                    // wait is outside the view's lock, which a view change must be
+                    // able to take meanwhile.
+                    let mut wait = Duration::from_millis(20);
+                    if let Some(room) = room {
+                        let until = *room_deadline.get_or_insert_with(|| Instant::now() + room);
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            return Err(SendError::Timeout(room));
                         }
-                        Some((k, Some(_), _)) => return Err(SendError::NotSender(k)),
-                        // The layout is not satisfied yet, or the pick named no subgroup.
-                        Some((_, None, _)) | None => {}
+                        wait = wait.min(left);
                     }
+                    sub.wait_for_room(wait);
+                    backoff.reset();
+                    continue;
                 }
-            }
-            if let Some(s) = full {
-                // Back-pressure, not a view that is not ready: its own bound.
-                let mut wait = Duration::from_millis(20);
-                if let Some(room) = room {
-                    let until = *room_deadline.get_or_insert_with(|| Instant::now() + room);
-                    let left = until.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(SendError::Timeout(room));
-                    }
-                    wait = wait.min(left);
-                }
-                s.wait_for_room(wait);
-                backoff.reset();
-                continue;
+                Err(Unsent::NotReady(picked)) => k = picked,
+                Err(Unsent::NoView) => {}
             }
             let deadline = *deadline.get_or_insert_with(|| Instant::now() + view.unwrap_or(self.inner.send_timeout));
             let left = deadline.saturating_duration_since(Instant::now());
@@ -199,4 +185,18 @@ impl Group {
             self.inner.status.wait_change(gen, left.min(Duration::from_millis(20)));
         }
     }
+}
+
+/// Why one try of a send sent nothing.
+enum Unsent {
+    /// An error that waiting does not mend.
+    Failed(SendError),
+    /// No room in the subgroup's window or arena now (`busy`: for the moment the
+    /// predicate thread adds nulls).
+    NoRoom { sub: spindle_smc::runtime::Subgroup, busy: bool },
+    /// A view, but not one to send in: the pick named no subgroup (`None`), or
+    /// subgroup `k` is not set up yet or is ending.
+    NotReady(Option<usize>),
+    /// No view at all for now.
+    NoView,
 }

@@ -59,12 +59,6 @@ impl Status {
         self.why_stopped()
     }
 
-    /// True once this node stopped (one load).
-    #[inline]
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.is_stopped.load(Ordering::Acquire)
-    }
-
     #[cold]
     fn why_stopped(&self) -> Option<String> {
         lock(&self.stopped).clone()
