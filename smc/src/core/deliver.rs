@@ -195,6 +195,8 @@ impl SmcCore {
     fn push_refs(&self, r: usize, e: Entry, index: u64, seq: u64, msgs: &mut Vec<MsgRef>) {
         let len = e.len as usize;
         let row = self.sender_row[r];
+        // A run's later messages have their lengths in their slots; its first one,
+        // like any single entry, in the entry (no area to locate).
         if e.plain() && index > e.first {
             let slots = self.table.area(row, self.lay.slots);
             self.push_run(r, &slots, &e, index, index + 1, seq, (&mut 0, usize::MAX), msgs);

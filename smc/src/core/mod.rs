@@ -122,6 +122,13 @@ fn is_large(w0: u64) -> bool {
     w0 & 0xff == KIND_LARGE
 }
 
+/// True for a plain message's header word 0: a message alone in its slot (not a
+/// pack, a descriptor or a null run).
+#[inline]
+fn is_plain(w0: u64) -> bool {
+    w0 & 0xffff_ffff == KIND_DATA
+}
+
 /// Payload bytes an entry has in its slot: a small message's length, a descriptor's
 /// offset word, nothing for a null run.
 fn slot_payload(w0: u64) -> usize {

@@ -50,13 +50,9 @@ impl SmcCore {
                 slots.read_words(base, &mut h);
                 let [w0, first] = h;
                 // The common case first: a plain message right after a run of them
-                // (what `check_entry` asks of it: a message's kind, the sender's
-                // next index, a length that fits a slot) lengthens that run.
-                if w0 & 0xffff_ffff == KIND_DATA
-                    && first == recv
-                    && w0 >> 32 <= limits.max_msg as u64
-                    && lengthen(pending, first)
-                {
+                // lengthens it, with the checks `check_entry` makes of it (the
+                // sender's next index, a length a slot holds).
+                if first == recv && plain_in_slot(limits, w0) && lengthen(pending, first) {
                     recv += 1;
                     seen += 1;
                     taken += 1;
@@ -149,7 +145,7 @@ impl SmcCore {
             let mut h = [0u64; 2];
             slots.read_words(base, &mut h);
             // A plain message after a run of them (this node wrote it) lengthens it.
-            if !(h[0] & 0xffff_ffff == KIND_DATA && lengthen(pending, h[1])) {
+            if !(is_plain(h[0]) && lengthen(pending, h[1])) {
                 let at = if is_large(h[0]) { slots.word(base + 2) } else { 0 };
                 queue_entry(pending, own_entry(slot, h[0], h[1], at));
             }
@@ -245,8 +241,10 @@ fn check_entry(lim: Limits, expect: u64, slot: usize, w0: u64, first: u64, at: u
         }
         return Ok(Entry { pack: n as u32, ..entry(EntryKind::Slot, in_slot, high, 1) });
     }
+    if plain_in_slot(lim, w0) {
+        return Ok(entry(EntryKind::Slot, in_slot, high, 1));
+    }
     match w0 & 0xffff_ffff {
-        KIND_DATA if high as usize <= lim.max_msg => Ok(entry(EntryKind::Slot, in_slot, high, 1)),
         KIND_DATA => Err(format!("message of {high} bytes in a slot of {}", lim.max_msg)),
         KIND_NULL if high > 0 => Ok(entry(EntryKind::Null, in_slot, 0, high)),
         KIND_NULL => Err("null run of no index".into()),
@@ -262,6 +260,12 @@ fn check_entry(lim: Limits, expect: u64, slot: usize, w0: u64, first: u64, at: u
         }
         kind => Err(format!("unknown entry kind {kind:#x}")),
     }
+}
+
+/// True for a plain message (header word `w0`) of a length a slot holds.
+#[inline]
+fn plain_in_slot(lim: Limits, w0: u64) -> bool {
+    is_plain(w0) && (w0 >> 32) as usize <= lim.max_msg
 }
 
 /// The entry this node wrote in `slot` (header word `w0`, first index `first`, a

@@ -116,8 +116,7 @@ pub(crate) struct SendState {
     row: Arc<LocalRow>,
     slots: Bytes,
     slot_bytes: usize,
-    window: u64,
-    /// `e % window` by a multiply (see [`Modulo`]).
+    /// The ring's slots (`window`), and `e % window` by a multiply (see [`Modulo`]).
     ring: Modulo,
     max_msg: usize,
     delivered: CounterVec,
@@ -160,7 +159,6 @@ impl SendState {
             row,
             slots,
             slot_bytes,
-            window: window as u64,
             ring: Modulo::new(window as u64),
             max_msg,
             delivered,
@@ -276,7 +274,7 @@ impl SendState {
     /// Raises `limit` as far as the absorbed entries and the members' `delivered`
     /// columns allow; true if the next unclaimed entry is free now.
     pub(crate) fn extend_limit(&self) -> bool {
-        let w = self.window;
+        let w = self.ring.divisor();
         let start = self.limit.load(Ordering::Acquire);
         let committed = self.committed.load(Ordering::Acquire);
         let cap = committed + w;
@@ -344,7 +342,7 @@ impl SendState {
     /// The slot after `slot`, around the ring.
     #[inline]
     pub(crate) fn next_slot(&self, slot: usize) -> usize {
-        if slot as u64 + 1 == self.window {
+        if slot as u64 + 1 == self.ring.divisor() {
             0
         } else {
             slot + 1
@@ -501,9 +499,9 @@ mod claim;
 mod free;
 mod handle;
 mod modulo;
-use modulo::Modulo;
 pub(crate) use claim::Claim;
 use free::first_busy;
+use modulo::Modulo;
 mod pack;
 mod reserve;
 pub use handle::Sender;

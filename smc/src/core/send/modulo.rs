@@ -21,6 +21,12 @@ impl Modulo {
         Modulo { d, m: u64::try_from(m).unwrap_or(u64::MAX) }
     }
 
+    /// `d`.
+    #[inline]
+    pub(super) fn divisor(&self) -> u64 {
+        self.d
+    }
+
     /// `n % d`, for `n` below 2^48.
     #[inline]
     pub(super) fn rem(&self, n: u64) -> u64 {

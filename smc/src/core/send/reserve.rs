@@ -57,10 +57,10 @@ impl SendState {
     fn reserve_ring(&self, entry: u64) -> Result<(), SendError> {
         let have = self.ring_reserved.load(Ordering::Acquire);
         let per_chunk = (RING_CHUNK / self.slot_bytes).max(1) as u64;
-        let Some((from, upto)) = chunk(have, entry, self.window, per_chunk) else { return Ok(()) };
+        let Some((from, upto)) = chunk(have, entry, self.ring.divisor(), per_chunk) else { return Ok(()) };
         let (at, n) = (from as usize * self.slot_bytes, (upto - from) as usize * self.slot_bytes);
         self.row.reserve_in(self.slots, at, n).map_err(SendError::NoRoom)?;
-        let done = if upto == self.window { ALL } else { upto };
+        let done = if upto == self.ring.divisor() { ALL } else { upto };
         self.ring_reserved.fetch_max(done, Ordering::Release);
         Ok(())
     }
