@@ -94,6 +94,10 @@ pub struct Common {
     /// while the nodes, all on this host, have a core each; none past that).
     #[arg(long)]
     pub spin_us: Option<u64>,
+    /// Passes in a row that did work before each further one gives the core away
+    /// (`spindle_sst::predicate::PollConfig::busy_yield`; 0: never).
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD)]
+    pub busy_yield: u32,
     /// tcp only, needs root: run every node in a network namespace of its own on a
     /// bridge, its link shaped to this many Mbit/s each way: separate hosts with
     /// links of that speed, emulated on one machine.
@@ -231,6 +235,7 @@ impl Common {
         PollConfig {
             spin: Duration::from_micros(self.spin()),
             name: format!("smc-pred-{}", me.0),
+            busy_yield: self.busy_yield,
             ..PollConfig::default()
         }
     }

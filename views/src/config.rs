@@ -139,6 +139,14 @@ pub struct Config {
     /// the others need).
     #[serde(default)]
     pub spin_us: Option<u64>,
+    /// While busy, the predicate thread gives its core away after each pass that
+    /// did work once this many in a row have (0: never; left out:
+    /// `spindle_sst::predicate::DEFAULT_BUSY_YIELD`, 2). On a host with fewer cores
+    /// than busy threads (a sender and the members' predicate threads) this hands
+    /// the core to the thread that makes the work instead of waiting for its time
+    /// slice; see `spindle_sst::predicate::PollConfig::busy_yield`.
+    #[serde(default)]
+    pub busy_yield: Option<u32>,
     /// Latency first: a thread that waits for a delivery (a DDS reader's `wait` and
     /// `take_n`, `Group::wait_running_passes`) runs this node's predicate passes
     /// itself while it waits, and the predicate thread steps aside
@@ -313,6 +321,7 @@ impl Config {
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: None,
+            busy_yield: None,
             latency_first: false,
             majority: defaults::majority(),
             rejoin: defaults::yes(),
@@ -429,13 +438,13 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let c = Config::from_toml(&format!(
-            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nmajority = false\nrejoin = false\n"
+            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nbusy_yield = 0\nmajority = false\nrejoin = false\n"
         ))
         .unwrap();
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
         assert_eq!(
-            (c.transport, c.window, c.max_msg, c.spin_us, c.majority),
-            (Transport::Tcp, Some(8), 64, Some(0), false)
+            (c.transport, c.window, c.max_msg, c.spin_us, c.busy_yield, c.majority),
+            (Transport::Tcp, Some(8), 64, Some(0), Some(0), false)
         );
         assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
         let d = Config::from_toml(&format!(

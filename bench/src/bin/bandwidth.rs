@@ -160,7 +160,8 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
         stats.recv_batches.merge(&s.recv_batches);
         stats.deliver_batches.merge(&s.deliver_batches);
     }
-    let bytes_written = rt.stop().bytes_written;
+    let poll = rt.stop();
+    let bytes_written = poll.bytes_written;
     let (mut msgs, mut bytes, mut last) = (0, 0, start);
     let mut digests = Vec::new();
     for s in &seen {
@@ -178,6 +179,8 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
         "nulls": stats.nulls,
         "sent": if sending { c.count * c.subgroups as u64 } else { 0 },
         "bytes_written": bytes_written,
+        "passes": poll.passes,
+        "busy_yields": poll.busy_yields,
         "send_batch_mean": stats.send_batches.mean(),
         "recv_batch_mean": stats.recv_batches.mean(),
         "deliver_batch_mean": stats.deliver_batches.mean(),
@@ -351,6 +354,10 @@ fn main() {
         "recv_batch_mean": mean("recv_batch_mean"),
         "deliver_batch_mean": mean("deliver_batch_mean"),
         "spin_us": c.spin(),
+        "busy_yield": c.busy_yield,
+        // Predicate passes and yields after a working one, all nodes, per message delivered.
+        "passes_per_msg": round(f("passes").iter().sum::<f64>() / f("msgs").iter().sum::<f64>().max(1.0), 4),
+        "busy_yields_per_msg": round(f("busy_yields").iter().sum::<f64>() / f("msgs").iter().sum::<f64>().max(1.0), 4),
         "link_mbit": c.link_mbit,
     });
     if let Some(b) = base {

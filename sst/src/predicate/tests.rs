@@ -267,3 +267,22 @@ fn a_trigger_that_would_borrow_is_refused_instead_of_deadlocking() {
     assert_eq!(outcome, Lent::Done);
     assert_eq!(seen.lock().unwrap()[1], Lent::Unavailable, "inside a borrowed pass");
 }
+
+#[test]
+fn a_busy_thread_yields_after_each_pass_past_a_streak_of_working_ones() {
+    // Ten passes in a row fire the trigger, then none does: with a streak of k the
+    // thread yields after passes k..=10, whatever the spin budget (a parked thread's
+    // pass before sleeping counts as one of the streak too).
+    for spin in [Duration::ZERO, Duration::from_micros(50)] {
+        for (k, expect) in [(0u32, 0u64), (1, 10), (2, 9), (4, 7), (11, 0)] {
+            let mut pt = with_config(PollConfig { spin, busy_yield: k, ..PollConfig::default() });
+            settle(&pt);
+            pt.register(Kind::Recurrent, |s: &S| s.ticks < 10, |s, _| s.ticks += 1);
+            pt.notify();
+            settle(&pt);
+            assert_eq!(pt.with_state(|s| s.ticks), 10);
+            assert_eq!(pt.stats().busy_yields, expect, "busy_yield {k}, spin {spin:?}");
+            pt.stop();
+        }
+    }
+}

@@ -164,5 +164,6 @@ impl<S> Worker<S> {
         s.write_errors.fetch_add(std::mem::take(&mut self.local.write_errors), Ordering::Relaxed);
         s.bytes_written.fetch_add(std::mem::take(&mut self.local.bytes_written), Ordering::Relaxed);
         s.yields.fetch_add(std::mem::take(&mut self.local.yields), Ordering::Relaxed);
+        s.busy_yields.fetch_add(std::mem::take(&mut self.local.busy_yields), Ordering::Relaxed);
     }
 }

@@ -55,6 +55,12 @@ impl ConfigBuilder {
         self.0.spin_us = Some(spin.as_micros() as u64);
         self
     }
+    /// Passes in a row that did work before the predicate thread yields its core
+    /// after each further one; 0: never (see [`Config::busy_yield`]).
+    pub fn busy_yield(mut self, passes: u32) -> Self {
+        self.0.busy_yield = Some(passes);
+        self
+    }
     /// Latency first on or off (see [`Config::latency_first`]).
     pub fn latency_first(mut self, on: bool) -> Self {
         self.0.latency_first = on;

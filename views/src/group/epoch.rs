@@ -261,6 +261,7 @@ impl Epoch {
         });
         let poll = PollConfig {
             spin: Duration::from_micros(spin_us),
+            busy_yield: cfg.busy_yield.unwrap_or(spindle_sst::predicate::DEFAULT_BUSY_YIELD),
             name: format!("spindle-{}-v{}", me.0, view.id().0),
             ..PollConfig::default()
         };
