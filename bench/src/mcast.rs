@@ -94,10 +94,11 @@ pub struct Common {
     /// while the nodes, all on this host, have a core each; none past that).
     #[arg(long)]
     pub spin_us: Option<u64>,
-    /// Passes in a row that did work before each further one gives the core away
+    /// After this many µs of passes that all did work, the predicate thread gives
+    /// its core away after each further one
     /// (`spindle_sst::predicate::PollConfig::busy_yield`; 0: never).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD)]
-    pub busy_yield: u32,
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
+    pub busy_yield_us: u64,
     /// tcp only, needs root: run every node in a network namespace of its own on a
     /// bridge, its link shaped to this many Mbit/s each way: separate hosts with
     /// links of that speed, emulated on one machine.
@@ -235,7 +236,7 @@ impl Common {
         PollConfig {
             spin: Duration::from_micros(self.spin()),
             name: format!("smc-pred-{}", me.0),
-            busy_yield: self.busy_yield,
+            busy_yield: Duration::from_micros(self.busy_yield_us),
             ..PollConfig::default()
         }
     }

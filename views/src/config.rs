@@ -139,14 +139,15 @@ pub struct Config {
     /// the others need).
     #[serde(default)]
     pub spin_us: Option<u64>,
-    /// While busy, the predicate thread gives its core away after each pass that
-    /// did work once this many in a row have (0: never; left out:
-    /// `spindle_sst::predicate::DEFAULT_BUSY_YIELD`, 2). On a host with fewer cores
-    /// than busy threads (a sender and the members' predicate threads) this hands
-    /// the core to the thread that makes the work instead of waiting for its time
-    /// slice; see `spindle_sst::predicate::PollConfig::busy_yield`.
+    /// Once the predicate thread's passes have all done work for this many
+    /// microseconds, it gives its core away after each further one (0: never;
+    /// left out: 10, `spindle_sst::predicate::DEFAULT_BUSY_YIELD_US`; at most one
+    /// second). On a host with fewer cores than busy threads (a sender
+    /// and the members' predicate threads) this hands the core to the thread that
+    /// makes the work instead of waiting for its time slice; see
+    /// `spindle_sst::predicate::PollConfig::busy_yield`.
     #[serde(default)]
-    pub busy_yield: Option<u32>,
+    pub busy_yield_us: Option<u64>,
     /// Latency first: a thread that waits for a delivery (a DDS reader's `wait` and
     /// `take_n`, `Group::wait_running_passes`) runs this node's predicate passes
     /// itself while it waits, and the predicate thread steps aside
@@ -321,7 +322,7 @@ impl Config {
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: None,
-            busy_yield: None,
+            busy_yield_us: None,
             latency_first: false,
             majority: defaults::majority(),
             rejoin: defaults::yes(),
@@ -374,6 +375,9 @@ impl Config {
         }
         if self.spin_us.is_some_and(|s| s > 1_000_000) {
             return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
+        }
+        if self.busy_yield_us.is_some_and(|s| s > 1_000_000) {
+            return Err(invalid("busy_yield_us", "must be at most 1000000 (one second)"));
         }
         if let Some(a) = self.discovery_addr {
             if !a.ip().is_multicast() || a.port() == 0 {
@@ -438,12 +442,12 @@ mod tests {
     #[test]
     fn every_key_parses() {
         let c = Config::from_toml(&format!(
-            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nbusy_yield = 0\nmajority = false\nrejoin = false\n"
+            "{BASE}contact = \"127.0.0.1:7000\"\ntransport = \"tcp\"\nwindow = 8\nmax_msg = 64\nheartbeat_ms = 50\nfailure_timeout_ms = 500\nspin_us = 0\nbusy_yield_us = 0\nmajority = false\nrejoin = false\n"
         ))
         .unwrap();
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
         assert_eq!(
-            (c.transport, c.window, c.max_msg, c.spin_us, c.busy_yield, c.majority),
+            (c.transport, c.window, c.max_msg, c.spin_us, c.busy_yield_us, c.majority),
             (Transport::Tcp, Some(8), 64, Some(0), Some(0), false)
         );
         assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
@@ -468,6 +472,7 @@ mod tests {
             ("heartbeat_ms = 0", "heartbeat_ms"),
             ("heartbeat_ms = 600", "failure_timeout_ms"),
             ("spin_us = 5000000", "spin_us"),
+            ("busy_yield_us = 5000000", "busy_yield_us"),
             ("contact = \"127.0.0.1:7001\"", "contact"),
             ("contact = \"not an address\"", "contact"),
             ("majority = \"yes\"", "majority"),

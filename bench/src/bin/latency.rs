@@ -128,7 +128,7 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
         let share = if c.transport == testkit::TransportKind::Mem { c.nodes as f64 } else { 1.0 };
         100.0 * cpu.as_secs_f64() / t0.elapsed().as_secs_f64() / share
     });
-    rt.stop();
+    let poll = rt.stop();
     let f = state.0.lock().unwrap();
     Ok(json!({
         "node": me.0,
@@ -136,8 +136,9 @@ fn node(a: &Args, t: Arc<dyn Transport>) -> Result<Value, String> {
         "samples": f.lat.len(),
         "p50": f.lat.quantile_us(0.5),
         "p99": f.lat.quantile_us(0.99),
-                "p999": f.lat.quantile_us(0.999),
+        "p999": f.lat.quantile_us(0.999),
         "idle_cpu_pct": idle_cpu_pct,
+        "busy_yields": poll.busy_yields,
     }))
 }
 
@@ -172,6 +173,9 @@ fn main() {
                 "spin_us": c.spin(),
         "gap_us": args.gap_us,
         "lend": args.lend,
+        "busy_yield_us": c.busy_yield_us,
+        // Yields after a working pass (`PollConfig::busy_yield`), all nodes.
+        "busy_yields": results.iter().map(|r| r["busy_yields"].as_u64().unwrap_or(0)).sum::<u64>(),
     });
     let mut line = line;
     if args.idle_seconds > 0.0 {

@@ -58,16 +58,17 @@ pub struct PollConfig {
     /// core. See docs/benchmarks.md for what it bought.
     pub yield_every: Duration,
     /// While busy, give the core away (`sched_yield`) after each pass that did work
-    /// once this many passes in a row have (zero: never). Three busy threads on two
-    /// cores (a sender and two nodes' predicate threads) otherwise take turns by
-    /// time slice: the predicate thread runs pass after pass on a handful of new
-    /// messages while the thread that makes them waits for the core. Yielding
-    /// hands it over at once, and the next pass finds a larger batch; where no
-    /// other thread waits for the core the yield returns at once and costs one
-    /// system call. A streak, not every pass: the pass after a lone message mostly
-    /// finds nothing new, so a round trip seldom yields. See docs/benchmarks.md
-    /// for what it bought and cost.
-    pub busy_yield: u32,
+    /// once passes have done work without a break for this long (zero: never).
+    /// Three busy threads on two cores (a sender and two nodes' predicate threads)
+    /// otherwise take turns by time slice: the predicate thread runs pass after
+    /// pass on a handful of new messages while the thread that makes them waits
+    /// for the core. Yielding hands it over, and the next pass finds a larger
+    /// batch; where no other thread waits for the core the yield returns at once
+    /// and costs one system call. Only a stream keeps passes busy this long: the
+    /// few passes one message of a round trip makes busy end sooner, and do not
+    /// yield.
+    /// See docs/benchmarks.md for what it bought and cost.
+    pub busy_yield: Duration,
     /// Longest park when no timer is due (a safety net; doorbells wake it sooner).
     pub max_park: Duration,
     /// How often to run the transport's liveness probe ([`Transport::check_peers`]).
@@ -87,7 +88,7 @@ impl Default for PollConfig {
         PollConfig {
             spin: Duration::from_micros(DEFAULT_SPIN_US),
             yield_every: Duration::from_micros(DEFAULT_YIELD_US),
-            busy_yield: DEFAULT_BUSY_YIELD,
+            busy_yield: Duration::from_micros(DEFAULT_BUSY_YIELD_US),
             max_park: Duration::from_millis(200),
             probe_every: Duration::from_millis(100),
             lend_linger: Duration::from_millis(5),
@@ -102,9 +103,8 @@ pub const DEFAULT_SPIN_US: u64 = 100;
 /// Default [`PollConfig::yield_every`] in µs.
 pub const DEFAULT_YIELD_US: u64 = 50;
 
-/// Default [`PollConfig::busy_yield`]: passes in a row that did work before each
-/// further one gives the core away.
-pub const DEFAULT_BUSY_YIELD: u32 = 2;
+/// Default [`PollConfig::busy_yield`] in µs.
+pub const DEFAULT_BUSY_YIELD_US: u64 = 10;
 
 /// When a predicate's trigger runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -401,8 +401,8 @@ fn run<S>(inner: &Inner<S>) {
     // The last work or yield while spinning (see `PollConfig::yield_every`).
     let mut yielded = now;
     let mut tick: u32 = 0;
-    // Passes in a row that did work (see `PollConfig::busy_yield`).
-    let mut streak: u32 = 0;
+    // Since when passes have done work without a break (see `PollConfig::busy_yield`).
+    let mut busy_since: Option<Instant> = None;
     while !inner.stop.load(Ordering::Acquire) {
         if inner.lend.load(Ordering::Acquire) {
             // An application thread wants to run the passes while it waits.
@@ -423,18 +423,18 @@ fn run<S>(inner: &Inner<S>) {
         }
         if w.pass(inner, now, false) {
             idle_since = None;
-            streak = streak.saturating_add(1);
-            if cfg.busy_yield != 0 && streak >= cfg.busy_yield {
-                std::thread::yield_now();
-                w.local.busy_yields += 1;
-            }
             // A pass that did work may have run long (a large copy, an upcall that
             // digests megabytes): the next one looks at the clock, or timers such as
             // the heartbeat would wait for CLOCK_EVERY such passes.
             now = Instant::now();
+            let since = *busy_since.get_or_insert(now);
+            if !cfg.busy_yield.is_zero() && now.duration_since(since) >= cfg.busy_yield {
+                std::thread::yield_now();
+                w.local.busy_yields += 1;
+            }
             continue;
         }
-        streak = 0;
+        busy_since = None;
         // A zero budget parks after the first idle pass; otherwise the clock is read
         // every CLOCK_EVERY passes to see whether the budget is spent.
         if tick % CLOCK_EVERY != 0 && !cfg.spin.is_zero() {
@@ -457,8 +457,7 @@ fn run<S>(inner: &Inner<S>) {
         {
             bell.cancel(ticket);
             idle_since = None;
-            // A pass that did work starts a streak (the lend flag is rare enough).
-            streak = 1;
+            busy_since = Some(Instant::now());
             continue;
         }
         // Wake for the next timer; the liveness probe rides on timer wake-ups (it only

@@ -269,19 +269,21 @@ fn a_trigger_that_would_borrow_is_refused_instead_of_deadlocking() {
 }
 
 #[test]
-fn a_busy_thread_yields_after_each_pass_past_a_streak_of_working_ones() {
-    // Ten passes in a row fire the trigger, then none does: with a streak of k the
-    // thread yields after passes k..=10, whatever the spin budget (a parked thread's
-    // pass before sleeping counts as one of the streak too).
+fn a_busy_thread_yields_after_each_working_pass_once_busy_long_enough() {
+    // Ten passes in a row fire the trigger, then none does. Busy for a nanosecond
+    // is busy from the second pass on: a yield after each of passes 2..=10; an
+    // hour is never reached; zero turns it off. Whatever the spin budget (a parked
+    // thread's pass before sleeping counts as the first of the run too).
+    let (ns, hour) = (Duration::from_nanos(1), Duration::from_secs(3600));
     for spin in [Duration::ZERO, Duration::from_micros(50)] {
-        for (k, expect) in [(0u32, 0u64), (1, 10), (2, 9), (4, 7), (11, 0)] {
-            let mut pt = with_config(PollConfig { spin, busy_yield: k, ..PollConfig::default() });
+        for (after, expect) in [(ns, 9u64), (Duration::ZERO, 0), (hour, 0)] {
+            let mut pt = with_config(PollConfig { spin, busy_yield: after, ..PollConfig::default() });
             settle(&pt);
             pt.register(Kind::Recurrent, |s: &S| s.ticks < 10, |s, _| s.ticks += 1);
             pt.notify();
             settle(&pt);
             assert_eq!(pt.with_state(|s| s.ticks), 10);
-            assert_eq!(pt.stats().busy_yields, expect, "busy_yield {k}, spin {spin:?}");
+            assert_eq!(pt.stats().busy_yields, expect, "busy_yield {after:?}, spin {spin:?}");
             pt.stop();
         }
     }

@@ -55,10 +55,11 @@ impl ConfigBuilder {
         self.0.spin_us = Some(spin.as_micros() as u64);
         self
     }
-    /// Passes in a row that did work before the predicate thread yields its core
-    /// after each further one; 0: never (see [`Config::busy_yield`]).
-    pub fn busy_yield(mut self, passes: u32) -> Self {
-        self.0.busy_yield = Some(passes);
+    /// How long the predicate thread's passes do work without a break before it
+    /// yields its core after each further one; zero: never (see
+    /// [`Config::busy_yield_us`]).
+    pub fn busy_yield(mut self, after: Duration) -> Self {
+        self.0.busy_yield_us = Some(after.as_micros() as u64);
         self
     }
     /// Latency first on or off (see [`Config::latency_first`]).

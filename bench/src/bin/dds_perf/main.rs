@@ -104,11 +104,11 @@ struct Args {
     /// from the host as the group does (`spindle_views::config::Config::spin_us`).
     #[arg(long)]
     spin_us: Option<u64>,
-    /// Passes in a row that did work before the predicate thread yields its core
-    /// after each further one (0: never); left out, the group's default
-    /// (`spindle_views::config::Config::busy_yield`).
+    /// After this many µs of passes that all did work, the predicate thread yields
+    /// its core after each further one (0: never); left out, the group's default
+    /// (`spindle_views::config::Config::busy_yield_us`).
     #[arg(long)]
-    busy_yield: Option<u32>,
+    busy_yield_us: Option<u64>,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -223,8 +223,8 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
         Some(us) => b.spin(Duration::from_micros(us)),
         None => b,
     };
-    let b = match args.busy_yield {
-        Some(n) => b.busy_yield(n),
+    let b = match args.busy_yield_us {
+        Some(us) => b.busy_yield(Duration::from_micros(us)),
         None => b,
     };
     let mut cfg = DdsConfig::new(b.latency_first(args.latency_first).build().map_err(|e| e.to_string())?);
