@@ -47,6 +47,11 @@ struct Args {
     /// Payload bytes per message (the subgroup's max_msg; at least 8).
     #[arg(long, default_value_t = 1024)]
     size: usize,
+    /// After this many µs of predicate passes that all did work, each member's
+    /// predicate thread yields its core after each further one (its
+    /// `busy_yield_us`; 0: never). Left out: the group's default.
+    #[arg(long)]
+    busy_yield_us: Option<u64>,
     /// Messages per sender.
     #[arg(long, default_value_t = 200_000)]
     count: u64,
@@ -148,6 +153,10 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     // (The parent's line after READY, the peer list of the bare-transport
     // protocol, is not used.)
     let b = args.member.group_builder(id, &args.transport)?.max_msg(args.size).window(args.window());
+    let b = match args.busy_yield_us {
+        Some(us) => b.busy_yield(Duration::from_micros(us)),
+        None => b,
+    };
     let cfg = b.build().map_err(|e| e.to_string())?;
     let k = args.senders();
     let layout = Shards {

@@ -80,6 +80,11 @@ struct Args {
     /// with 20 and 3.6 K at p50 304 µs with 100).
     #[arg(long)]
     spin_us: Option<u64>,
+    /// After this many µs of predicate passes that all did work, each member's
+    /// predicate thread yields its core after each further one (its
+    /// `busy_yield_us`; 0: never). Left out: the group's default.
+    #[arg(long)]
+    busy_yield_us: Option<u64>,
     /// Tailwind buffer (segment) bytes.
     #[arg(long, default_value_t = spindle_tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,
@@ -150,6 +155,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
         let mut g =
             args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
         g.spin_us = args.spin_us;
+        g.busy_yield_us = args.busy_yield_us;
         let mut cfg = TailwindConfig::new(dir_of(&group, id));
         cfg.buffer = args.buffer;
         let log = TailwindLog::start(g, cfg).map_err(|e| e.to_string())?;

@@ -87,6 +87,11 @@ pub(crate) struct Args {
     /// with 20 and 3.6 K at p50 304 µs with 100).
     #[arg(long)]
     spin_us: Option<u64>,
+    /// After this many µs of predicate passes that all did work, each member's
+    /// predicate thread yields its core after each further one (its
+    /// `busy_yield_us`; 0: never). Left out: the group's default.
+    #[arg(long)]
+    busy_yield_us: Option<u64>,
     /// How the backups' stores apply the log in the replicated configurations:
     /// `eager` (as it commits, every member's store follows) or `lazy`
     /// (`kvstore::Apply::Lazy`: only when read there or once primary; for `rpc`,
@@ -250,6 +255,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     let mut g =
         args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
     g.spin_us = args.spin_us;
+    g.busy_yield_us = args.busy_yield_us;
     let mut cfg = TailwindConfig::new(dir.join("log"));
     cfg.ack = if args.mode == "disk" { Ack::Disk } else { Ack::Memory };
     let log = Arc::new(TailwindLog::start(g, cfg).map_err(|e| e.to_string())?);
