@@ -141,13 +141,13 @@ pub struct Config {
     pub spin_us: Option<u64>,
     /// Once the predicate thread's passes have all done work for this many
     /// microseconds, it gives its core away after each further one (0: never;
-    /// left out: 10, `spindle_sst::predicate::DEFAULT_BUSY_YIELD_US`; at most one
+    /// default 10, `spindle_sst::predicate::DEFAULT_BUSY_YIELD_US`; at most one
     /// second). On a host with fewer cores than busy threads (a sender
     /// and the members' predicate threads) this hands the core to the thread that
     /// makes the work instead of waiting for its time slice; see
     /// `spindle_sst::predicate::PollConfig::busy_yield`.
-    #[serde(default)]
-    pub busy_yield_us: Option<u64>,
+    #[serde(default = "defaults::busy_yield_us")]
+    pub busy_yield_us: u64,
     /// Latency first: a thread that waits for a delivery (a DDS reader's `wait` and
     /// `take_n`, `Group::wait_running_passes`) runs this node's predicate passes
     /// itself while it waits, and the predicate thread steps aside
@@ -223,6 +223,9 @@ mod defaults {
     }
     pub fn failure_timeout_ms() -> u64 {
         1000
+    }
+    pub fn busy_yield_us() -> u64 {
+        spindle_sst::predicate::DEFAULT_BUSY_YIELD_US
     }
     pub fn majority() -> bool {
         true
@@ -322,7 +325,7 @@ impl Config {
             heartbeat_ms: defaults::heartbeat_ms(),
             failure_timeout_ms: defaults::failure_timeout_ms(),
             spin_us: None,
-            busy_yield_us: None,
+            busy_yield_us: defaults::busy_yield_us(),
             latency_first: false,
             majority: defaults::majority(),
             rejoin: defaults::yes(),
@@ -376,7 +379,7 @@ impl Config {
         if self.spin_us.is_some_and(|s| s > 1_000_000) {
             return Err(invalid("spin_us", "must be at most 1000000 (one second)"));
         }
-        if self.busy_yield_us.is_some_and(|s| s > 1_000_000) {
+        if self.busy_yield_us > 1_000_000 {
             return Err(invalid("busy_yield_us", "must be at most 1000000 (one second)"));
         }
         if let Some(a) = self.discovery_addr {
@@ -448,9 +451,14 @@ mod tests {
         assert_eq!(c.contact, Some("127.0.0.1:7000".parse().unwrap()));
         assert_eq!(
             (c.transport, c.window, c.max_msg, c.spin_us, c.busy_yield_us, c.majority),
-            (Transport::Tcp, Some(8), 64, Some(0), Some(0), false)
+            (Transport::Tcp, Some(8), 64, Some(0), 0, false)
         );
         assert!(!c.rejoin && Config::from_toml(BASE).unwrap().rejoin, "rejoin is on unless turned off");
+        assert_eq!(
+            Config::from_toml(BASE).unwrap().busy_yield_us,
+            spindle_sst::predicate::DEFAULT_BUSY_YIELD_US,
+            "the busy yield is on unless turned off"
+        );
         let d = Config::from_toml(&format!(
             "{BASE}discovery = false\ndiscovery_addr = \"239.255.1.2:17500\"\ndiscovery_wait_ms = 200\n"
         ))

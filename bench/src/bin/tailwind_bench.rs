@@ -82,9 +82,9 @@ struct Args {
     spin_us: Option<u64>,
     /// After this many µs of predicate passes that all did work, each member's
     /// predicate thread yields its core after each further one (its
-    /// `busy_yield_us`; 0: never). Left out: the group's default.
-    #[arg(long)]
-    busy_yield_us: Option<u64>,
+    /// `busy_yield_us`; 0: never).
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
+    busy_yield_us: u64,
     /// Tailwind buffer (segment) bytes.
     #[arg(long, default_value_t = spindle_tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,

@@ -59,7 +59,7 @@ impl ConfigBuilder {
     /// yields its core after each further one; zero: never (see
     /// [`Config::busy_yield_us`]).
     pub fn busy_yield(mut self, after: Duration) -> Self {
-        self.0.busy_yield_us = Some(after.as_micros() as u64);
+        self.0.busy_yield_us = after.as_micros() as u64;
         self
     }
     /// Latency first on or off (see [`Config::latency_first`]).

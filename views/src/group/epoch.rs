@@ -261,9 +261,7 @@ impl Epoch {
         });
         let poll = PollConfig {
             spin: Duration::from_micros(spin_us),
-            busy_yield: Duration::from_micros(
-                cfg.busy_yield_us.unwrap_or(spindle_sst::predicate::DEFAULT_BUSY_YIELD_US),
-            ),
+            busy_yield: Duration::from_micros(cfg.busy_yield_us),
             name: format!("spindle-{}-v{}", me.0, view.id().0),
             ..PollConfig::default()
         };

@@ -105,10 +105,10 @@ struct Args {
     #[arg(long)]
     spin_us: Option<u64>,
     /// After this many µs of passes that all did work, the predicate thread yields
-    /// its core after each further one (0: never); left out, the group's default
-    /// (`spindle_views::config::Config::busy_yield_us`).
-    #[arg(long)]
-    busy_yield_us: Option<u64>,
+    /// its core after each further one (0: never;
+    /// `spindle_views::config::Config::busy_yield_us`).
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
+    busy_yield_us: u64,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -223,10 +223,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
         Some(us) => b.spin(Duration::from_micros(us)),
         None => b,
     };
-    let b = match args.busy_yield_us {
-        Some(us) => b.busy_yield(Duration::from_micros(us)),
-        None => b,
-    };
+    let b = b.busy_yield(Duration::from_micros(args.busy_yield_us));
     let mut cfg = DdsConfig::new(b.latency_first(args.latency_first).build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;

@@ -89,9 +89,9 @@ pub(crate) struct Args {
     spin_us: Option<u64>,
     /// After this many µs of predicate passes that all did work, each member's
     /// predicate thread yields its core after each further one (its
-    /// `busy_yield_us`; 0: never). Left out: the group's default.
-    #[arg(long)]
-    busy_yield_us: Option<u64>,
+    /// `busy_yield_us`; 0: never).
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
+    busy_yield_us: u64,
     /// How the backups' stores apply the log in the replicated configurations:
     /// `eager` (as it commits, every member's store follows) or `lazy`
     /// (`kvstore::Apply::Lazy`: only when read there or once primary; for `rpc`,
