@@ -62,6 +62,30 @@ fn tcp() {
     matrix("tcp");
 }
 
+/// `--fill --read full` (every byte written and copied out) delivers what the
+/// Derecho-shaped run does: the same delivery digest, read from the copy.
+#[test]
+fn full_reads_deliver_the_same_sequence() {
+    let digests: Vec<serde_json::Value> = [&[][..], &["--fill", "--read", "full"][..]]
+        .iter()
+        .map(|extra| {
+            let out = Command::new(env!("CARGO_BIN_EXE_bandwidth"))
+                .args(["--transport", "shm", "--nodes", "2", "--senders", "one", "--size", "1024"])
+                .args(["--count", "2000", "--window", "16", "--json"])
+                .args(*extra)
+                .output()
+                .expect("run bandwidth");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(out.status.success(), "{extra:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+            let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+            assert_eq!((v["digest_agree"].as_bool(), v["complete"].as_bool()), (Some(true), Some(true)), "{v}");
+            v["digests"].clone()
+        })
+        .collect();
+    assert!(digests[0].is_array(), "{digests:?}");
+    assert_eq!(digests[0], digests[1]);
+}
+
 /// With a group secret every tcp link is sealed: small and large (arena) messages,
 /// three nodes, digests agree. A secret is refused by name on shm, where nothing is
 /// sealed, and a missing file is a bad argument.

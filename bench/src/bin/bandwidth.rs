@@ -49,6 +49,11 @@ struct Args {
     /// word (the counter), as Derecho's bandwidth test does.
     #[arg(long)]
     fill: bool,
+    /// How receivers read each message: `word` its first word (as Derecho's bandwidth
+    /// test does), `full` copies every byte out, as `dds_perf --read full` does (with
+    /// `--fill`, the bytes a DDS sample's writer and reader move).
+    #[arg(long, default_value = "word", value_parser = ["word", "full"])]
+    read: String,
 }
 
 #[derive(Default)]
@@ -60,7 +65,7 @@ struct Seen {
     last: Option<Instant>,
 }
 
-fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> {
+fn node(c: &Common, fill: bool, full: bool, t: Arc<dyn Transport>) -> Result<Value, String> {
     let me = t.local_id();
     let senders = c.sender_ids();
     let per_subgroup = c.count * senders.len() as u64;
@@ -72,12 +77,19 @@ fn node(c: &Common, fill: bool, t: Arc<dyn Transport>) -> Result<Value, String> 
         .iter()
         .map(|s| {
             let s = s.clone();
+            let mut copy = vec![0u8; if full { c.size } else { 0 }];
             Box::new(move |b: &spindle_smc::Batch| {
                 let mut s = s.lock().unwrap();
                 for m in b.iter() {
+                    let w0 = if full && m.len() == copy.len() && m.len() >= 8 {
+                        m.read(&mut copy);
+                        u64::from_le_bytes(copy[..8].try_into().expect("8 bytes"))
+                    } else {
+                        m.word(0)
+                    };
                     let d = if ordered { &mut s.digests[0] } else { &mut s.digests[m.sender()] };
                     d.add(m.sender() as u64);
-                    d.add(m.word(0));
+                    d.add(w0);
                     s.bytes += m.len() as u64;
                 }
                 s.msgs += b.len() as u64;
@@ -286,7 +298,7 @@ fn main() {
     if let Err(e) = c.validate() {
         bench::usage("bandwidth", &e);
     }
-    if mcast::child_main(c, |t| node(c, args.fill, t)) {
+    if mcast::child_main(c, |t| node(c, args.fill, args.read == "full", t)) {
         return;
     }
     if args.baseline && c.link_mbit.is_some() {
@@ -298,7 +310,7 @@ fn main() {
         }
         baseline(c.transport, c.size, 1.0)
     });
-    let results = match mcast::run_nodes(c, |t| node(c, args.fill, t)) {
+    let results = match mcast::run_nodes(c, |t| node(c, args.fill, args.read == "full", t)) {
         Ok(r) => r,
         Err(e) => bench::finish("bandwidth", Err(e)),
     };
@@ -338,6 +350,7 @@ fn main() {
         "relay": c.relay,
         "pack": c.pack,
         "fill": args.fill,
+        "read": args.read,
         "count": c.count,
         "window": c.window(),
         "mode": if c.mode == ModeArg::Ordered { "ordered" } else { "unordered" },
@@ -346,6 +359,7 @@ fn main() {
         "gb_per_s": round(gb_per_s, 4),
         "receiver_gb_per_s": receiver_gb_per_s.map(|g| round(g, 4)),
         "digest_agree": digest_agree && complete,
+        "digests": results.first().map(|r| r["digests"].clone()),
         "complete": complete,
         "nulls": nulls,
         "push_bytes_per_msg": round(push_bytes_per_msg, 1),
