@@ -5,18 +5,24 @@
 use std::process::Command;
 
 fn run(transport: &str, nodes: usize, senders: &str, mode: &str, size: usize) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_bandwidth"))
-        .args(["--transport", transport, "--nodes", &nodes.to_string(), "--senders", senders, "--mode", mode])
-        .args(["--size", &size.to_string(), "--count", "300", "--window", "16", "--subgroups", "2", "--json"])
-        .output()
-        .expect("run bandwidth");
+    let (nodes, size) = (nodes.to_string(), size.to_string());
+    let head = ["--transport", transport, "--nodes", &nodes, "--senders", senders, "--mode", mode];
+    let tail = ["--size", &size, "--count", "300", "--window", "16", "--subgroups", "2", "--json"];
+    bandwidth(&[&head[..], &tail[..]].concat())
+}
+
+/// One run of the bandwidth program with `args` (which hold `--json`): it must
+/// succeed; its one JSON line.
+fn bandwidth(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_bandwidth")).args(args).output().expect("run bandwidth");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{transport} n={nodes} {senders} {mode} {size}B failed: {stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{args:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(stdout.trim()).expect("one JSON line")
+}
+
+/// Asserts that every node delivered every message in the same order.
+fn assert_agreed(v: &serde_json::Value) {
+    assert_eq!((v["digest_agree"].as_bool(), v["complete"].as_bool()), (Some(true), Some(true)), "{v}");
 }
 
 fn matrix(transport: &str) {
@@ -66,19 +72,12 @@ fn tcp() {
 /// Derecho-shaped run does: the same delivery digest, read from the copy.
 #[test]
 fn full_reads_deliver_the_same_sequence() {
+    let base = ["--transport", "shm", "--nodes", "2", "--senders", "one", "--size", "1024", "--count", "2000"];
     let digests: Vec<serde_json::Value> = [&[][..], &["--fill", "--read", "full"][..]]
         .iter()
         .map(|extra| {
-            let out = Command::new(env!("CARGO_BIN_EXE_bandwidth"))
-                .args(["--transport", "shm", "--nodes", "2", "--senders", "one", "--size", "1024"])
-                .args(["--count", "2000", "--window", "16", "--json"])
-                .args(*extra)
-                .output()
-                .expect("run bandwidth");
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert!(out.status.success(), "{extra:?} failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
-            let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
-            assert_eq!((v["digest_agree"].as_bool(), v["complete"].as_bool()), (Some(true), Some(true)), "{v}");
+            let v = bandwidth(&[&base[..], &["--window", "16", "--json"][..], *extra].concat());
+            assert_agreed(&v);
             v["digests"].clone()
         })
         .collect();
@@ -98,16 +97,9 @@ fn tcp_sealed_and_the_secret_flag_checked() {
     spindle_views::auth::Secret::generate(&key).unwrap();
     let key_s = key.to_str().unwrap();
     for (size, extra) in [(64, vec![]), (200_000, vec!["--slot", "1024"])] {
-        let out = Command::new(env!("CARGO_BIN_EXE_bandwidth"))
-            .args(["--transport", "tcp", "--nodes", "3", "--senders", "all", "--size", &size.to_string()])
-            .args(["--count", "200", "--json", "--secret-file", key_s])
-            .args(extra)
-            .output()
-            .expect("run bandwidth");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "sealed {size} B failed: {stdout}{}", String::from_utf8_lossy(&out.stderr));
-        let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
-        assert_eq!((v["digest_agree"].as_bool(), v["complete"].as_bool()), (Some(true), Some(true)), "{v}");
+        let size = size.to_string();
+        let args = ["--transport", "tcp", "--nodes", "3", "--senders", "all", "--size", &size, "--count", "200"];
+        assert_agreed(&bandwidth(&[&args[..], &["--json", "--secret-file", key_s][..], &extra[..]].concat()));
     }
     for (args, says) in [
         (vec!["--transport", "shm", "--secret-file", key_s], "only tcp links are sealed"),
