@@ -3,9 +3,10 @@
 //! Ports come from below the kernel's ephemeral range when it leaves room: a
 //! port the kernel hands to `bind(0)` or to an outgoing connection is one it may
 //! hand to another test's connection a moment later, before the member that was
-//! given it binds. Below that range only another caller of [`free_ports`] could
-//! take it, and each process starts at a random place of its own and hands out
-//! each candidate once.
+//! given it binds. Below that range the kernel hands out nothing by itself: only
+//! a program binding a fixed port or another caller of [`free_ports`] could take
+//! one, and each process starts at a random place of its own and hands out each
+//! candidate once.
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::{SocketAddr, TcpListener};
