@@ -10,7 +10,7 @@
 
 use std::hash::{BuildHasher, Hasher};
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU32, Ordering};
+use spindle_sst::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// How many ports below the ephemeral range are candidates.
