@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# One writer -> one reader on shm against Aeron IPC, each measurement bracketed by the
+# vCPUs' cache-line round trip (`core_rtt`), so that rounds are compared within one
+# placement of the guest's CPUs on the host. Per round and size: core_rtt, Aeron IPC
+# (../shared/bench/aeron-perf.sh), core_rtt, `bandwidth --transport shm --nodes 2
+# --senders one`, core_rtt, `dds_perf --transport shm --read full`, core_rtt.
+# A round's placement at a size is "near" if all four probes are below THRESHOLD_NS,
+# "far" if all are above, "mixed" otherwise; the summary gives raw/Aeron and DDS/Aeron
+# per round and their medians per placement.
+# usage: bash scripts/aeron-by-placement.sh [ROUNDS] [SECONDS] [OUT]
+#   env: SIZES (default "128 1024"), THRESHOLD_NS (default 200), AERON (the script,
+#   default ../shared/bench/aeron-perf.sh), AERON_BUILD (passed on), WAIT_NEAR=S: before
+#   each size of a round, probe every half second for up to S seconds until the placement
+#   is near (the near placement came in short stretches here; this catches them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-6}
+T=${2:-2}
+OUT=${3:-bench/results/aeron-by-placement.jsonl}
+SIZES=${SIZES:-128 1024}
+THRESHOLD_NS=${THRESHOLD_NS:-200}
+AERON=${AERON:-../shared/bench/aeron-perf.sh}
+[ -f "$AERON" ] || { echo "no Aeron script at $AERON (set AERON)" >&2; exit 2; }
+cargo build --release -q -p bench --bin bandwidth --bin dds_perf --bin core_rtt
+B=target/release
+mkdir -p "$(dirname "$OUT")"
+: > "$OUT"
+rtt() { "$B/core_rtt" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rtt_ns"])'; }
+num() { python3 -c 'import json,sys
+for l in sys.stdin:
+    l = l.strip()
+    if l.startswith("{"):
+        d = json.loads(l)
+        if sys.argv[1] in d: print(d[sys.argv[1]]); break' "$1"; }
+
+for round in $(seq "$ROUNDS"); do
+  for size in $SIZES; do
+    echo "== round $round of $ROUNDS, $size B" >&2
+    if [ -n "${WAIT_NEAR:-}" ]; then
+      until_t=$((SECONDS + WAIT_NEAR))
+      while [ $SECONDS -lt $until_t ] &&
+        python3 -c 'import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))' \
+          "$("$B/core_rtt" --json --probes 2 --round-trips 5000 | num rtt_ns)" "$THRESHOLD_NS"; do
+        sleep 0.5
+      done
+    fi
+    r1=$(rtt)
+    a=$(CHANNELS=ipc bash "$AERON" "$T" "$size" 2>/dev/null | num msgs_per_s || true)
+    r2=$(rtt)
+    raw=$("$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
+      --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true)
+    r3=$(rtt)
+    dds=$("$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
+      num samples_per_s_per_sub || true)
+    r4=$(rtt)
+    python3 -c 'import json,sys
+r, s, a, raw, dds = sys.argv[1:6]
+rtts = [float(x) for x in sys.argv[6:10]]
+f = lambda x: float(x) if x else None
+print(json.dumps({"round": int(r), "size": int(s), "aeron": f(a), "raw": f(raw), "dds": f(dds), "rtt_ns": rtts}))' \
+      "$round" "$size" "$a" "$raw" "$dds" "$r1" "$r2" "$r3" "$r4" | tee -a "$OUT"
+  done
+done
+
+python3 - "$OUT" "$THRESHOLD_NS" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+limit = float(sys.argv[2])
+# Each measurement is bracketed by two probes: Aeron by the 1st and 2nd, raw by the
+# 2nd and 3rd, DDS by the 3rd and 4th.
+BRACKET = {"aeron": (0, 1), "raw": (1, 2), "dds": (2, 3)}
+def placement(r, system):
+    a, b = (r["rtt_ns"][i] for i in BRACKET[system])
+    return "near" if max(a, b) < limit else "far" if min(a, b) > limit else "mixed"
+print(f"placement of a measurement: near if both core_rtt probes around it are < {limit:.0f} ns, "
+      "far if both are above, else mixed")
+med = lambda v: statistics.median(v) if v else None
+for size in sorted({r["size"] for r in rows}):
+    for p in ("near", "far"):
+        rate = {k: [r[k] for r in rows if r["size"] == size and r[k] and placement(r, k) == p] for k in BRACKET}
+        if not any(rate.values()):
+            continue
+        parts = [f"{k} {med(v) / 1e6:.2f} M ({len(v)})" for k, v in rate.items() if v]
+        line = f"{size} B {p}: medians " + ", ".join(parts)
+        if rate["aeron"]:
+            for k in ("raw", "dds"):
+                if rate[k]:
+                    line += f"; {k}/Aeron {med(rate[k]) / med(rate['aeron']):.2f}"
+        print(line)
+    # Rounds whose three measurements all fell in one placement, ratio per round.
+    for p in ("near", "far"):
+        same = [r for r in rows if r["size"] == size and r["aeron"] and all(placement(r, k) == p for k in BRACKET)]
+        if same:
+            show = lambda k: " ".join(f"{r[k] / r['aeron']:.2f}" for r in same if r[k])
+            print(f"{size} B, rounds wholly {p} ({len(same)}): raw/Aeron {show('raw')}; DDS/Aeron {show('dds')}")
+EOF
