@@ -6,7 +6,9 @@
 //!
 //! Two threads, pinned to the first two CPUs this process may use, hand one atomic
 //! word back and forth (each waits, spinning, for the other's store), N round trips
-//! a probe; the figure is the time of one round trip, the lowest of P probes.
+//! a probe; the figure is the time of one round trip, the lowest of P probes. It needs
+//! two CPUs: with one, every round trip waits for a time slice, and a probe that runs
+//! past its deadline (20 s) is left out (none finishing is an error).
 //!
 //! Why it is a benchmark of its own: on a virtual machine the host decides where the
 //! guest's CPUs run. On the 2-vCPU machine our figures come from, one round trip took
