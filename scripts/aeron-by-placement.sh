@@ -4,14 +4,15 @@
 # placement of the guest's CPUs on the host. Per round and size: core_rtt, Aeron IPC
 # (../shared/bench/aeron-perf.sh), core_rtt, `bandwidth --transport shm --nodes 2
 # --senders one`, core_rtt, `dds_perf --transport shm --read full`, core_rtt.
-# A round's placement at a size is "near" if all four probes are below THRESHOLD_NS,
-# "far" if all are above, "mixed" otherwise; the summary gives raw/Aeron and DDS/Aeron
-# per round and their medians per placement.
+# A measurement's placement is "near" if both probes around it are below THRESHOLD_NS,
+# "far" if both are above, "mixed" otherwise; the summary gives each system's median
+# per placement with the ratios of those medians, and raw/Aeron and DDS/Aeron per
+# round for the rounds whose three measurements share one placement.
 # usage: bash scripts/aeron-by-placement.sh [ROUNDS] [SECONDS] [OUT]
 #   env: SIZES (default "128 1024"), THRESHOLD_NS (default 200), AERON (the script,
 #   default ../shared/bench/aeron-perf.sh), AERON_BUILD (passed on), WAIT_NEAR=S: before
 #   each size of a round, probe every half second for up to S seconds until the placement
-#   is near (the near placement came in short stretches here; this catches them).
+#   is near (the near placement came in short stretches here; this catches their start).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-6}

@@ -12,9 +12,9 @@
 //!
 //! Why it is a benchmark of its own: on a virtual machine the host decides where the
 //! guest's CPUs run. On the 2-vCPU machine our figures come from, one round trip took
-//! 55-65 ns in some periods and 390-500 ns in others, and the shm path's rate followed
-//! it (about 15 M against 5 M msgs/s at 128 B) while Aeron's hardly moved; see
-//! docs/benchmarks.md, "Two placements of the two vCPUs". The comparison scripts run
+//! 55-70 ns in some stretches and 400-900 ns in others, and the shm path's rate
+//! followed it (about 15 M against 5.5 M msgs/s at 128 B, Aeron IPC's about 27 M
+//! against 18 M); see docs/benchmarks.md, "Two placements of the two vCPUs". The comparison scripts run
 //! this before and after each measurement and tag it with the figure, so that rounds
 //! are compared within one placement.
 #![forbid(unsafe_code)]
