@@ -26,13 +26,13 @@ cargo build --release -q -p bench --bin bandwidth --bin dds_perf --bin core_rtt
 B=target/release
 mkdir -p "$(dirname "$OUT")"
 : > "$OUT"
-rtt() { "$B/core_rtt" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["rtt_ns"])'; }
 num() { python3 -c 'import json,sys
 for l in sys.stdin:
     l = l.strip()
     if l.startswith("{"):
         d = json.loads(l)
         if sys.argv[1] in d: print(d[sys.argv[1]]); break' "$1"; }
+rtt() { "$B/core_rtt" --json "$@" | num rtt_ns; }
 
 for round in $(seq "$ROUNDS"); do
   for size in $SIZES; do
@@ -41,7 +41,7 @@ for round in $(seq "$ROUNDS"); do
       until_t=$((SECONDS + WAIT_NEAR))
       while [ $SECONDS -lt $until_t ] &&
         python3 -c 'import sys; sys.exit(float(sys.argv[1]) < float(sys.argv[2]))' \
-          "$("$B/core_rtt" --json --probes 2 --round-trips 5000 | num rtt_ns)" "$THRESHOLD_NS"; do
+          "$(rtt --probes 2 --round-trips 5000)" "$THRESHOLD_NS"; do
         sleep 0.5
       done
     fi

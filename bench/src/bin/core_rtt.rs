@@ -47,6 +47,19 @@ const PROBE_DEADLINE: Duration = Duration::from_secs(20);
 #[repr(align(128))]
 struct Line(AtomicU64);
 
+/// Spins until `line` holds `value` (true) or `deadline` has passed (false); the
+/// clock is read once every 2^32 spins.
+fn wait_for(line: &Line, value: u64, deadline: Instant) -> bool {
+    let mut spins = 0u32;
+    while line.0.load(Ordering::Acquire) != value {
+        spins = spins.wrapping_add(1);
+        if spins == 0 && Instant::now() > deadline {
+            return false;
+        }
+    }
+    true
+}
+
 /// One probe: ns per round trip, or `None` if it ran past the deadline. `cpus`:
 /// where this thread and its partner run (unpinned where the process may use only
 /// one CPU).
@@ -63,12 +76,8 @@ fn probe(n: u64, cpus: Option<(core_affinity::CoreId, core_affinity::CoreId)>) -
             }
             let deadline = Instant::now() + PROBE_DEADLINE;
             for i in 0..n {
-                let mut spins = 0u32;
-                while line.0.load(Ordering::Acquire) != 2 * i + 1 {
-                    spins = spins.wrapping_add(1);
-                    if spins == 0 && Instant::now() > deadline {
-                        return;
-                    }
+                if !wait_for(&line, 2 * i + 1, deadline) {
+                    return;
                 }
                 line.0.store(2 * i + 2, Ordering::Release);
             }
@@ -76,18 +85,10 @@ fn probe(n: u64, cpus: Option<(core_affinity::CoreId, core_affinity::CoreId)>) -
     };
     let deadline = Instant::now() + PROBE_DEADLINE;
     let start = Instant::now();
-    let mut done = true;
-    'trips: for i in 0..n {
+    let done = (0..n).all(|i| {
         line.0.store(2 * i + 1, Ordering::Release);
-        let mut spins = 0u32;
-        while line.0.load(Ordering::Acquire) != 2 * i + 2 {
-            spins = spins.wrapping_add(1);
-            if spins == 0 && Instant::now() > deadline {
-                done = false;
-                break 'trips;
-            }
-        }
-    }
+        wait_for(&line, 2 * i + 2, deadline)
+    });
     let took = start.elapsed();
     let _ = partner.join();
     done.then(|| took.as_nanos() as f64 / n as f64)
