@@ -110,6 +110,46 @@ impl MemberArgs {
     }
 }
 
+/// The predicate thread's two settings, as every benchmark program that runs a group
+/// takes them. Flatten them into a program's arguments.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Polling {
+    /// Predicate-thread spin budget after the last work (µs). Left out: chosen from
+    /// the host as a group chooses it (`spindle_sst::spin::auto_spin_us`: the default
+    /// while this host's members have a core each, none past that; docs/benchmarks.md
+    /// has what the budget did to Tailwind over tcp).
+    #[arg(long)]
+    pub spin_us: Option<u64>,
+    /// After this many µs of passes that all did work, the predicate thread gives its
+    /// core away after each further one (`spindle_sst::predicate::PollConfig::busy_yield`;
+    /// 0: never).
+    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
+    pub busy_yield_us: u64,
+}
+
+impl Polling {
+    /// The busy-yield threshold as a duration.
+    pub fn busy_yield(&self) -> Duration {
+        Duration::from_micros(self.busy_yield_us)
+    }
+
+    /// A group config builder with both settings (the spin budget only if given).
+    pub fn apply(&self, b: spindle_views::config::ConfigBuilder) -> spindle_views::config::ConfigBuilder {
+        let b = match self.spin_us {
+            Some(us) => b.spin(Duration::from_micros(us)),
+            None => b,
+        };
+        b.busy_yield(self.busy_yield())
+    }
+
+    /// A built group config given both settings (the spin budget left to the group
+    /// when not given).
+    pub fn set(&self, g: &mut spindle_views::config::Config) {
+        g.spin_us = self.spin_us;
+        g.busy_yield_us = self.busy_yield_us;
+    }
+}
+
 /// The `main` of a program that runs either as the parent of a run or, with
 /// `--child ID`, as one of its members (dying with the parent): runs the right
 /// one and exits as [`finish`] does.

@@ -89,16 +89,9 @@ pub struct Common {
     /// Subgroups over the same nodes, each with its own table and sender threads.
     #[arg(long, default_value_t = 1)]
     pub subgroups: usize,
-    /// Predicate-thread spin budget after the last work (µs). Left out: chosen
-    /// from the host as the Group runtime does (`spindle_sst::spin`: the default
-    /// while the nodes, all on this host, have a core each; none past that).
-    #[arg(long)]
-    pub spin_us: Option<u64>,
-    /// After this many µs of passes that all did work, the predicate thread gives
-    /// its core away after each further one
-    /// (`spindle_sst::predicate::PollConfig::busy_yield`; 0: never).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
-    pub busy_yield_us: u64,
+    /// The predicate thread's settings.
+    #[command(flatten)]
+    pub polling: crate::Polling,
     /// tcp only, needs root: run every node in a network namespace of its own on a
     /// bridge, its link shaped to this many Mbit/s each way: separate hosts with
     /// links of that speed, emulated on one machine.
@@ -228,7 +221,9 @@ impl Common {
     /// The spin budget in µs: the one given, or the host's choice for this many
     /// nodes on it.
     pub fn spin(&self) -> u64 {
-        self.spin_us.unwrap_or_else(|| spindle_sst::spin::auto_spin_us(self.nodes, spindle_sst::spin::host_cores()))
+        self.polling
+            .spin_us
+            .unwrap_or_else(|| spindle_sst::spin::auto_spin_us(self.nodes, spindle_sst::spin::host_cores()))
     }
 
     /// The predicate thread's configuration.
@@ -236,7 +231,7 @@ impl Common {
         PollConfig {
             spin: Duration::from_micros(self.spin()),
             name: format!("smc-pred-{}", me.0),
-            busy_yield: Duration::from_micros(self.busy_yield_us),
+            busy_yield: self.polling.busy_yield(),
             ..PollConfig::default()
         }
     }

@@ -368,7 +368,7 @@ fn main() {
         "recv_batch_mean": mean("recv_batch_mean"),
         "deliver_batch_mean": mean("deliver_batch_mean"),
         "spin_us": c.spin(),
-        "busy_yield_us": c.busy_yield_us,
+        "busy_yield_us": c.polling.busy_yield_us,
         // Predicate passes and yields after a working one, all nodes, per message delivered.
         "passes_per_msg": round(f("passes").iter().sum::<f64>() / f("msgs").iter().sum::<f64>().max(1.0), 4),
         "busy_yields_per_msg": round(f("busy_yields").iter().sum::<f64>() / f("msgs").iter().sum::<f64>().max(1.0), 4),

@@ -47,11 +47,9 @@ struct Args {
     /// Payload bytes per message (the subgroup's max_msg; at least 8).
     #[arg(long, default_value_t = 1024)]
     size: usize,
-    /// After this many µs of predicate passes that all did work, each member's
-    /// predicate thread yields its core after each further one (its
-    /// `busy_yield_us`; 0: never).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
-    busy_yield_us: u64,
+    /// The predicate thread's settings.
+    #[command(flatten)]
+    polling: bench::Polling,
     /// Messages per sender.
     #[arg(long, default_value_t = 200_000)]
     count: u64,
@@ -153,7 +151,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     // (The parent's line after READY, the peer list of the bare-transport
     // protocol, is not used.)
     let b = args.member.group_builder(id, &args.transport)?.max_msg(args.size).window(args.window());
-    let b = b.busy_yield(Duration::from_micros(args.busy_yield_us));
+    let b = args.polling.apply(b);
     let cfg = b.build().map_err(|e| e.to_string())?;
     let k = args.senders();
     let layout = Shards {

@@ -173,7 +173,7 @@ fn main() {
                 "spin_us": c.spin(),
         "gap_us": args.gap_us,
         "lend": args.lend,
-        "busy_yield_us": c.busy_yield_us,
+        "busy_yield_us": c.polling.busy_yield_us,
         // Yields after a working pass (`PollConfig::busy_yield`), all nodes.
         "busy_yields": results.iter().map(|r| r["busy_yields"].as_u64().unwrap_or(0)).sum::<u64>(),
     });

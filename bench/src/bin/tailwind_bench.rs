@@ -73,18 +73,9 @@ struct Args {
     /// equal load.
     #[arg(long, default_value_t = 0)]
     rate: u64,
-    /// The predicate-thread spin budget of each member's group, in µs (its
-    /// `spin_us`). Left out: the group's choice from the host (none while this
-    /// host's members outnumber its cores, as three do on a 2-core machine, where
-    /// Tailwind over tcp at 100 B did 20.5 K appends/s at p50 43 µs with 0, 8.0 K
-    /// with 20 and 3.6 K at p50 304 µs with 100).
-    #[arg(long)]
-    spin_us: Option<u64>,
-    /// After this many µs of predicate passes that all did work, each member's
-    /// predicate thread yields its core after each further one (its
-    /// `busy_yield_us`; 0: never).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
-    busy_yield_us: u64,
+    /// The predicate thread's settings.
+    #[command(flatten)]
+    polling: bench::Polling,
     /// Tailwind buffer (segment) bytes.
     #[arg(long, default_value_t = spindle_tailwind::backup::DEFAULT_BUFFER)]
     buffer: usize,
@@ -154,8 +145,7 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
     } else {
         let mut g =
             args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
-        g.spin_us = args.spin_us;
-        g.busy_yield_us = args.busy_yield_us;
+        args.polling.set(&mut g);
         let mut cfg = TailwindConfig::new(dir_of(&group, id));
         cfg.buffer = args.buffer;
         let log = TailwindLog::start(g, cfg).map_err(|e| e.to_string())?;
@@ -290,7 +280,7 @@ fn run_mode(args: &Args, mode: &str) -> Result<Vec<Value>, String> {
             row["replicas"] = json!(N);
             row["backup_cpu_pct"] = json!(pct);
             if mode == "tailwind" {
-                row["spin_us"] = json!(args.spin_us); // null: the group chose it from the host
+                row["spin_us"] = json!(args.polling.spin_us); // null: the group chose it from the host
             }
             if mode == "rpc" {
                 row["rpc_spin_us"] = json!(args.rpc_spin_us);

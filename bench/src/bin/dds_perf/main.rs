@@ -100,15 +100,9 @@ struct Args {
     /// waiting thread (`spindle_views::config::Config::latency_first`).
     #[arg(long)]
     latency_first: bool,
-    /// Predicate-thread spin budget after the last work (µs); left out, chosen
-    /// from the host as the group does (`spindle_views::config::Config::spin_us`).
-    #[arg(long)]
-    spin_us: Option<u64>,
-    /// After this many µs of passes that all did work, the predicate thread yields
-    /// its core after each further one (0: never;
-    /// `spindle_views::config::Config::busy_yield_us`).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
-    busy_yield_us: u64,
+    /// The predicate thread's settings.
+    #[command(flatten)]
+    polling: bench::Polling,
     /// Print JSON lines only.
     #[arg(long)]
     json: bool,
@@ -219,11 +213,7 @@ fn participant<T: bytemuck::Pod + Send>(args: &Args, id: u32, child: bool) -> Re
             None => b,
         }
     };
-    let b = match args.spin_us {
-        Some(us) => b.spin(Duration::from_micros(us)),
-        None => b,
-    };
-    let b = b.busy_yield(Duration::from_micros(args.busy_yield_us));
+    let b = args.polling.apply(b);
     let mut cfg = DdsConfig::new(b.latency_first(args.latency_first).build().map_err(|e| e.to_string())?);
     cfg.log_dir = log_dir();
     let p = DomainParticipant::new(cfg).map_err(|e| e.to_string())?;

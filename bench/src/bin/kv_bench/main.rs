@@ -80,18 +80,9 @@ pub(crate) struct Args {
     /// (internal) the configuration a member runs.
     #[arg(long, hide = true, default_value = "memory")]
     mode: String,
-    /// The predicate-thread spin budget of each member's group, in µs (its
-    /// `spin_us`). Left out: the group's choice from the host (none while this
-    /// host's members outnumber its cores, as three do on a 2-core machine, where
-    /// Tailwind over tcp at 100 B did 20.5 K appends/s at p50 43 µs with 0, 8.0 K
-    /// with 20 and 3.6 K at p50 304 µs with 100).
-    #[arg(long)]
-    spin_us: Option<u64>,
-    /// After this many µs of predicate passes that all did work, each member's
-    /// predicate thread yields its core after each further one (its
-    /// `busy_yield_us`; 0: never).
-    #[arg(long, default_value_t = spindle_sst::predicate::DEFAULT_BUSY_YIELD_US)]
-    busy_yield_us: u64,
+    /// The predicate thread's settings.
+    #[command(flatten)]
+    polling: bench::Polling,
     /// How the backups' stores apply the log in the replicated configurations:
     /// `eager` (as it commits, every member's store follows) or `lazy`
     /// (`kvstore::Apply::Lazy`: only when read there or once primary; for `rpc`,
@@ -254,8 +245,7 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
     }
     let mut g =
         args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
-    g.spin_us = args.spin_us;
-    g.busy_yield_us = args.busy_yield_us;
+    args.polling.set(&mut g);
     let mut cfg = TailwindConfig::new(dir.join("log"));
     cfg.ack = if args.mode == "disk" { Ack::Disk } else { Ack::Memory };
     let log = Arc::new(TailwindLog::start(g, cfg).map_err(|e| e.to_string())?);
