@@ -13,6 +13,9 @@
 #   default ../shared/bench/aeron-perf.sh), AERON_BUILD (passed on), WAIT_NEAR=S: before
 #   each size of a round, probe every half second for up to S seconds until the placement
 #   is near (the near placement came in short stretches here; this catches their start).
+#   ONE_CPU=1: after the four probes, the same three runs again with every thread on CPU 0
+#   (`taskset -c 0`), where no cache line crosses between the vCPUs whatever the
+#   placement: the summary adds their medians and their ratios to Aeron on both CPUs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-6}
@@ -54,12 +57,21 @@ for round in $(seq "$ROUNDS"); do
     dds=$("$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
       num samples_per_s_per_sub || true)
     r4=$(rtt)
+    a1="" raw1="" dds1=""
+    if [ -n "${ONE_CPU:-}" ]; then
+      a1=$(CHANNELS=ipc taskset -c 0 bash "$AERON" "$T" "$size" 2>/dev/null | num msgs_per_s || true)
+      raw1=$(taskset -c 0 "$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
+        --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true)
+      dds1=$(taskset -c 0 "$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
+        num samples_per_s_per_sub || true)
+    fi
     python3 -c 'import json,sys
-r, s, a, raw, dds = sys.argv[1:6]
-rtts = [float(x) for x in sys.argv[6:10]]
+r, s, a, raw, dds, a1, raw1, dds1 = sys.argv[1:9]
+rtts = [float(x) for x in sys.argv[9:13]]
 f = lambda x: float(x) if x else None
-print(json.dumps({"round": int(r), "size": int(s), "aeron": f(a), "raw": f(raw), "dds": f(dds), "rtt_ns": rtts}))' \
-      "$round" "$size" "$a" "$raw" "$dds" "$r1" "$r2" "$r3" "$r4" | tee -a "$OUT"
+print(json.dumps({"round": int(r), "size": int(s), "aeron": f(a), "raw": f(raw), "dds": f(dds),
+                  "aeron_one": f(a1), "raw_one": f(raw1), "dds_one": f(dds1), "rtt_ns": rtts}))' \
+      "$round" "$size" "$a" "$raw" "$dds" "$a1" "$raw1" "$dds1" "$r1" "$r2" "$r3" "$r4" | tee -a "$OUT"
   done
 done
 
@@ -94,4 +106,18 @@ for size in sorted({r["size"] for r in rows}):
         if same:
             show = lambda k: " ".join(f"{r[k] / r['aeron']:.2f}" for r in same if r[k])
             print(f"{size} B, rounds wholly {p} ({len(same)}): raw/Aeron {show('raw')}; DDS/Aeron {show('dds')}")
+    # Every thread on CPU 0 (ONE_CPU=1): no placement to tell apart.
+    one = {k: [r[k + "_one"] for r in rows if r["size"] == size and r.get(k + "_one")] for k in BRACKET}
+    if any(one.values()):
+        parts = [f"{k} {med(v) / 1e6:.2f} M ({len(v)})" for k, v in one.items() if v]
+        line = f"{size} B on CPU 0: medians " + ", ".join(parts)
+        if one["aeron"]:
+            line += "; against Aeron on CPU 0: " + ", ".join(
+                f"{k} {med(one[k]) / med(one['aeron']):.2f}" for k in ("raw", "dds") if one[k])
+        print(line)
+        for p in ("near", "far"):
+            both = [r for r in rows if r["size"] == size and r["aeron"] and placement(r, "aeron") == p]
+            show = lambda k: " ".join(f"{r[k + '_one'] / r['aeron']:.2f}" for r in both if r.get(k + "_one"))
+            if both and (show("raw") or show("dds")):
+                print(f"{size} B on CPU 0 against Aeron on both CPUs ({p}), per round: raw {show('raw')}; DDS {show('dds')}")
 EOF
