@@ -36,6 +36,17 @@ for l in sys.stdin:
         d = json.loads(l)
         if sys.argv[1] in d: print(d[sys.argv[1]]); break' "$1"; }
 rtt() { "$B/core_rtt" --json "$@" | num rtt_ns; }
+# The three systems at $size for $T seconds, each run under "$@" (nothing, or
+# `taskset -c 0`); each prints its rate, or nothing if the run gave none.
+aeron_run() { CHANNELS=ipc "$@" bash "$AERON" "$T" "$size" 2>/dev/null | num msgs_per_s || true; }
+raw_run() {
+  "$@" "$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
+    --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true
+}
+dds_run() {
+  "$@" "$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
+    num samples_per_s_per_sub || true
+}
 
 for round in $(seq "$ROUNDS"); do
   for size in $SIZES; do
@@ -49,21 +60,17 @@ for round in $(seq "$ROUNDS"); do
       done
     fi
     r1=$(rtt)
-    a=$(CHANNELS=ipc bash "$AERON" "$T" "$size" 2>/dev/null | num msgs_per_s || true)
+    a=$(aeron_run)
     r2=$(rtt)
-    raw=$("$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
-      --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true)
+    raw=$(raw_run)
     r3=$(rtt)
-    dds=$("$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
-      num samples_per_s_per_sub || true)
+    dds=$(dds_run)
     r4=$(rtt)
     a1="" raw1="" dds1=""
     if [ -n "${ONE_CPU:-}" ]; then
-      a1=$(CHANNELS=ipc taskset -c 0 bash "$AERON" "$T" "$size" 2>/dev/null | num msgs_per_s || true)
-      raw1=$(taskset -c 0 "$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
-        --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true)
-      dds1=$(taskset -c 0 "$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
-        num samples_per_s_per_sub || true)
+      a1=$(aeron_run taskset -c 0)
+      raw1=$(raw_run taskset -c 0)
+      dds1=$(dds_run taskset -c 0)
     fi
     python3 -c 'import json,sys
 r, s, a, raw, dds, a1, raw1, dds1 = sys.argv[1:9]
