@@ -141,13 +141,6 @@ impl Polling {
         };
         b.busy_yield(self.busy_yield())
     }
-
-    /// A built group config given both settings (the spin budget left to the group
-    /// when not given).
-    pub fn set(&self, g: &mut spindle_views::config::Config) {
-        g.spin_us = self.spin_us;
-        g.busy_yield_us = self.busy_yield_us;
-    }
 }
 
 /// The `main` of a program that runs either as the parent of a run or, with

@@ -143,9 +143,9 @@ fn child(args: &Args, id: u32) -> Result<(), String> {
             handler = Some(std::thread::spawn(move || rpclog::handler(t, id as usize, spin, segment, dir, s, |_| {})));
         }
     } else {
-        let mut g =
-            args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
-        args.polling.set(&mut g);
+        let b = args.member.group_builder(id, &args.transport)?;
+        let b = args.polling.apply(b.timeouts(Duration::from_millis(100), Duration::from_millis(1000)));
+        let g = b.build().map_err(|e| e.to_string())?;
         let mut cfg = TailwindConfig::new(dir_of(&group, id));
         cfg.buffer = args.buffer;
         let log = TailwindLog::start(g, cfg).map_err(|e| e.to_string())?;

@@ -243,9 +243,9 @@ fn member(args: &Args, id: u32) -> Result<(), String> {
         let _ = std::fs::remove_dir_all(&dir);
         return r;
     }
-    let mut g =
-        args.member.group_config(id, &args.transport, Duration::from_millis(100), Duration::from_millis(1000))?;
-    args.polling.set(&mut g);
+    let b = args.member.group_builder(id, &args.transport)?;
+    let b = args.polling.apply(b.timeouts(Duration::from_millis(100), Duration::from_millis(1000)));
+    let g = b.build().map_err(|e| e.to_string())?;
     let mut cfg = TailwindConfig::new(dir.join("log"));
     cfg.ack = if args.mode == "disk" { Ack::Disk } else { Ack::Memory };
     let log = Arc::new(TailwindLog::start(g, cfg).map_err(|e| e.to_string())?);
