@@ -163,23 +163,59 @@ impl ReaderCore {
         self.taken_by_listener.load(Ordering::Relaxed)
     }
 
+    /// True if this reader's samples may go straight to its listener (see
+    /// [`ReaderCore::offer`]): unkeyed, with no deadline or filter to track.
+    pub(crate) fn untracked(&self) -> bool {
+        !(self.keyed || self.deadline.is_some() || self.filter.is_some())
+    }
+
+    /// This reader's listener, locked, for a run of [`ReaderCore::offer_held`]
+    /// calls (a delivered batch takes it once, not once per sample). While it is
+    /// held, `listening` cannot change.
+    pub(crate) fn hold_listener(&self) -> std::sync::MutexGuard<'_, Listening> {
+        lock(&self.listener)
+    }
+
     /// A sample for this reader: to its listener, or into its queue.
     pub(crate) fn offer(&self, info: &SampleInfo, src: Src<'_>) {
-        // The header's length, from what the info says of the writer (no read).
-        let mut at = if info.writer.client.is_some() { CLIENT_HEADER } else { HEADER };
         // The fast path: an unkeyed reader with nothing to track, whose listener
         // takes the sample in place (no copy, no queue lock, the info as it came).
-        let tracked = self.keyed || self.deadline.is_some() || self.filter.is_some();
-        if !tracked && self.listening.load(Ordering::Acquire) {
+        if self.untracked() && self.listening.load(Ordering::Acquire) {
             let mut l = lock(&self.listener);
-            let Listening { f, taken } = &mut *l;
-            if let Some(f) = f.as_mut() {
-                *taken += 1;
-                self.taken_by_listener.store(*taken, Ordering::Relaxed);
-                f(info, &src, at);
+            if self.to_listener(&mut l, info, &src) {
                 return;
             }
         }
+        self.enqueue(info, src)
+    }
+
+    /// [`ReaderCore::offer`] with the listener's lock already held (`l`, from
+    /// [`ReaderCore::hold_listener`] of this reader, which must be untracked).
+    pub(crate) fn offer_held(&self, l: &mut Listening, info: &SampleInfo, src: Src<'_>) {
+        debug_assert!(self.untracked());
+        if !self.to_listener(l, info, &src) {
+            // No listener: `listening` is false while the lock is held, so the
+            // queue's path takes no listener lock.
+            self.enqueue(info, src)
+        }
+    }
+
+    /// Hands the sample to the listener in place, if one is set.
+    #[inline]
+    fn to_listener(&self, l: &mut Listening, info: &SampleInfo, src: &Src<'_>) -> bool {
+        let Listening { f, taken } = l;
+        let Some(f) = f.as_mut() else { return false };
+        *taken += 1;
+        self.taken_by_listener.store(*taken, Ordering::Relaxed);
+        // The header's length, from what the info says of the writer (no read).
+        f(info, src, if info.writer.client.is_some() { CLIENT_HEADER } else { HEADER });
+        true
+    }
+
+    /// The sample, copied out, into the queue (or, for a tracked reader, to its
+    /// listener once its instance and filter are seen to).
+    fn enqueue(&self, info: &SampleInfo, src: Src<'_>) {
+        let mut at = if info.writer.client.is_some() { CLIENT_HEADER } else { HEADER };
         let mut info = *info;
         let mut kind = Kind::Data;
         if self.keyed {

@@ -12,7 +12,7 @@ use crate::error::CatchUpError;
 pub(crate) use crate::history::Entry;
 use crate::log::{Fsync, SampleLog};
 use crate::qos::{Level, Qos};
-use crate::queue::ReaderCore;
+use crate::queue::{Listening, ReaderCore};
 use crate::sample::{SampleInfo, WriterId};
 use crate::serve::relay::ClientOut;
 use crate::sink::Src;
@@ -25,7 +25,7 @@ use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// What the topic's lock guards: the engine, and what its effects go to that
@@ -89,25 +89,59 @@ pub(crate) struct Apply<'a> {
     appended: bool,
     /// Samples of local writers this input delivered (counted once, after it).
     own: u64,
+    /// A delivered batch's local readers (cloned before it; empty for other
+    /// inputs), and the listener of one of them held locked across a run of
+    /// offers to it: one lock per run, not one per sample. Only one is held at a
+    /// time, so a listener runs holding its own reader's lock alone, as it would
+    /// sample by sample; any other effect on a reader lets go of it first.
+    batch_readers: &'a [Arc<ReaderCore>],
+    held: Option<(*const ReaderCore, MutexGuard<'a, Listening>)>,
+}
+
+impl<'a> Apply<'a> {
+    /// Reader `r`'s listener, locked until the next other effect or reader (`None`
+    /// if `r` is not one of the batch's readers).
+    fn hold(&mut self, r: &Arc<ReaderCore>) -> Option<&mut Listening> {
+        let key = Arc::as_ptr(r);
+        if self.held.as_ref().is_some_and(|(k, _)| *k != key) {
+            self.held = None; // unlocked before the next one is locked
+        }
+        if self.held.is_none() {
+            let mine = self.batch_readers.iter().find(|x| Arc::ptr_eq(x, r))?;
+            self.held = Some((key, mine.hold_listener()));
+        }
+        self.held.as_mut().map(|(_, g)| &mut **g)
+    }
 }
 
 impl Effects<Arc<ReaderCore>> for Apply<'_> {
     fn offer(&mut self, r: &Arc<ReaderCore>, info: &SampleInfo, src: Src<'_>) {
+        if r.untracked() {
+            if let Some(l) = self.hold(r) {
+                return r.offer_held(l, info, src);
+            }
+        }
+        self.held = None;
         r.offer(info, src);
     }
     fn reject(&mut self, r: &Arc<ReaderCore>, why: &Rejection) {
+        self.held = None;
         r.reject(why.clone());
     }
     fn writers_now(&mut self, r: &Arc<ReaderCore>, alive: &[(u64, u32, bool)], lost: usize, tell: bool) {
+        self.held = None;
         r.writers_now(alive, lost, tell);
     }
     fn missed(&mut self, r: &Arc<ReaderCore>, n: u64) {
+        self.held = None;
         r.missed(n);
     }
     fn incompatible(&mut self, r: &Arc<ReaderCore>, writer: WriterId, offered: Level) {
+        self.held = None;
         r.note_incompatible(writer, offered);
     }
     fn set_incompatible(&mut self, r: &Arc<ReaderCore>, bad: Vec<(WriterId, Level)>) {
+        self.held = None;
         r.set_incompatible(bad);
     }
     fn writer_incompatible(&mut self, writer: u32, bad: Vec<(WriterId, Level)>) {
@@ -207,11 +241,22 @@ impl TopicState {
     /// effects (records for the log go to its writer, which reports them durable,
     /// or the log failed, as inputs of their own).
     pub(crate) fn run<T>(&self, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
+        self.run_input(false, f)
+    }
+
+    /// [`TopicState::run`]; with `batch`, the effects hold a reader's listener
+    /// across a run of offers to it (see [`Apply`]).
+    fn run_input<T>(&self, batch: bool, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
         let mut g = lock(&self.inner);
         let TopicInner { engine, out, log } = &mut *g;
-        let mut fx = Apply { t: self, out, log, appended: false, own: 0 };
+        let readers: Vec<Arc<ReaderCore>> = match batch {
+            true => engine.readers().iter().map(|r| r.handle.clone()).collect(),
+            false => Vec::new(),
+        };
+        let mut fx = Apply { t: self, out, log, appended: false, own: 0, batch_readers: &readers, held: None };
         let r = f(engine, &mut fx);
         let (appended, own) = (fx.appended, fx.own);
+        drop(fx); // the listener it holds, before anything is woken
         if appended {
             if let Some(w) = log {
                 w.kick();
@@ -255,7 +300,7 @@ impl TopicState {
     /// A delivered batch of the topic's subgroup, under one lock.
     pub(crate) fn deliver_batch(&self, view: ViewId, batch: &spindle_views::group::InPlaceBatch<'_>) {
         let now = Now::real();
-        self.run(|e, fx| {
+        self.run_input(true, |e, fx| {
             if e.lean() {
                 deliver_lean(e, view, batch, now, fx);
             } else {
