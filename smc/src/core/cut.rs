@@ -116,6 +116,16 @@ impl SmcCore {
         out
     }
 
+    /// After [`SmcCore::wedge`]: true once every entry a sender claimed is taken
+    /// in (takes in what was published since). A sender that claimed before the
+    /// wedge publishes without waiting for anything, so this comes true soon; until
+    /// it does, [`SmcCore::own_messages_from`] would miss that message and the ones
+    /// after it.
+    pub fn claims_settled(&mut self) -> bool {
+        self.absorb();
+        self.send.as_ref().map_or(true, |s| s.claimed() == self.committed)
+    }
+
     /// True while a delivery batch is out (between take and finish).
     pub fn is_delivering(&self) -> bool {
         self.delivering

@@ -409,6 +409,11 @@ impl SendState {
         self.claim.fetch_or(REVOKED, Ordering::AcqRel);
     }
 
+    /// How many entries senders claimed (published or not).
+    pub(crate) fn claimed(&self) -> u64 {
+        self.next_claim().0
+    }
+
     /// True if a sender could claim now (lease standing, slot free).
     pub(crate) fn can_claim(&self) -> bool {
         let (entry, revoked) = self.next_claim();

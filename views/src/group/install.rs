@@ -88,8 +88,13 @@ fn install(
     let me = NodeId(inner.cfg.node_id);
     let mut cur = spindle_sst::sync::write(&inner.current);
     let mut old = cur.take().ok_or("no view to leave")?;
-    // No send is in flight now (senders hold the read lock): take what the trim
-    // discarded, including anything published since the engine looked.
+    // No locked send is in flight now (they hold the read lock); a send that took
+    // no lock (`Group::send_cached`) and claimed before the wedge is waited for.
+    // Then take what the trim discarded, including anything published since the
+    // engine looked.
+    for s in old.subs.iter().flatten() {
+        settle_claims(s);
+    }
     let mut resend: Vec<(usize, Vec<Vec<u8>>)> = next
         .my_cuts
         .iter()
@@ -166,4 +171,28 @@ fn install(
     inner.status.bump();
     inner.hooks.view_started(&next.view, &transport);
     Ok(())
+}
+
+/// Waits until every claim of wedged subgroup `s` is published and taken in (see
+/// [`spindle_smc::SmcCore::claims_settled`]). A claim's sender publishes it without
+/// waiting on anything, so this is short; a thread descheduled mid-send makes it
+/// longer, which is said once a second.
+fn settle_claims(s: &spindle_smc::runtime::Subgroup) {
+    let began = Instant::now();
+    let mut said = began;
+    let backoff = crossbeam_utils::Backoff::new();
+    while !s.with_core(|c| c.claims_settled()) {
+        if said.elapsed() >= Duration::from_secs(1) {
+            said = Instant::now();
+            tracing::warn!(
+                waited_ms = began.elapsed().as_millis() as u64,
+                "a send claimed before the wedge is not published yet"
+            );
+        }
+        if backoff.is_completed() {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            backoff.snooze();
+        }
+    }
 }

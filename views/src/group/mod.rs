@@ -84,7 +84,7 @@ pub use error::{RequestError, SendError, StartError};
 pub use hooks::{BatchCallback, DeliverFactory, StateHook};
 pub use metrics::Metrics;
 pub use removal::{NoMajority, Removal};
-pub use send::SubgroupHandle;
+pub use send::{SendCache, SubgroupHandle};
 
 /// A protocol of a layer above on the members' point-to-point requests
 /// ([`Group::request_service`], [`GroupBuilder::serve`]): each request carries its

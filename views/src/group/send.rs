@@ -85,6 +85,52 @@ impl Group {
         }
     }
 
+    /// [`Group::send_where_within`] for a sender that keeps `cache` from send to
+    /// send (one cache per sending thread, or under the caller's own lock): it
+    /// sends into the subgroup its last send used without the view's lock, and
+    /// takes the locked path on the first send, after a view change, a rejoin or
+    /// a stop, and whenever that subgroup takes no claim now (wedged for a view
+    /// change, window full: the locked path waits as `send_where_within` does).
+    /// `pick` must name the same subgroup for the same view, as in
+    /// [`Group::send_where`].
+    ///
+    /// Why this needs no lock: a subgroup's claims end for good when its view is
+    /// wedged, with a locked write to the word a claim is taken with; a claim
+    /// taken before that is published by its sender without waiting, and a view is
+    /// installed only once every claim of its wedged subgroups is taken in (see
+    /// `install`), so the trimmed messages it sends again include it.
+    #[inline]
+    pub fn send_cached(
+        &self,
+        cache: &mut SendCache,
+        pick: impl Fn(&View) -> Option<usize>,
+        len: usize,
+        build: impl Fn(&mut spindle_smc::runtime::SendSlot<'_>),
+        room: Option<Duration>,
+        view: Option<Duration>,
+    ) -> Result<(), SendError> {
+        // Plain loads: a view installed, a rejoin or a stop moves the generation,
+        // and the handle of the view before is let go of at the next send.
+        let gen = self.inner.status.generation();
+        if let Some(s) = cache.sub.as_ref().filter(|_| cache.gen == gen && !self.inner.status.is_stopped()) {
+            if let Ok(mut slot) = s.try_reserve(len) {
+                build(&mut slot);
+                slot.commit();
+                return Ok(());
+            }
+        }
+        cache.sub = None;
+        self.send_where_within(&pick, len, &build, room, view)?;
+        // The subgroup of the view the next send is likely to happen in (if the view
+        // changed since, its subgroup is wedged or the generation moved on, and the
+        // next send comes back here).
+        let gen = self.inner.status.generation();
+        let cur = spindle_sst::sync::read(&self.inner.current);
+        cache.sub = cur.as_ref().and_then(|e| e.sub(pick(&e.view)?)).cloned();
+        cache.gen = gen;
+        Ok(())
+    }
+
     /// One try of a send in the current view: sent, or why not (see [`Unsent`]).
     #[inline]
     fn attempt(
@@ -185,6 +231,15 @@ impl Group {
             self.inner.status.wait_change(gen, left.min(Duration::from_millis(20)));
         }
     }
+}
+
+/// What [`Group::send_cached`] keeps between sends: the subgroup the last one
+/// went to, and the group's generation then. It holds that subgroup's view (its
+/// memory and links) until the next send after a view change, or its drop.
+#[derive(Debug, Default)]
+pub struct SendCache {
+    sub: Option<spindle_smc::runtime::Subgroup>,
+    gen: u64,
 }
 
 /// Why one try of a send sent nothing.
