@@ -33,14 +33,21 @@ pub struct DataWriter<T> {
     pub(crate) codec: Codec<T>,
     pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
-    /// Held while a sample is sent (its number is taken only once it is); it
-    /// keeps the writer's clock for the samples' source timestamps.
-    sending: Mutex<crate::stamp::Stamp>,
+    /// Held while a sample is sent (its number is taken only once it is).
+    sending: Mutex<Sending>,
     /// `write_batch`'s samples, laid out (its buffers kept from call to call).
     batch: Mutex<batch::Encoded>,
     max_block: Duration,
     /// With an offered deadline: each instance's last write, and periods counted.
     deadline: Option<(Duration, Mutex<Offered>)>,
+}
+
+/// What a writer's send lock keeps: the clock for the samples' source
+/// timestamps, and the subgroup the last send went to (a send into it takes no
+/// lock of the group's; see `spindle_views::group::Group::send_cached`).
+struct Sending {
+    clock: crate::stamp::Stamp,
+    cache: spindle_views::group::SendCache,
 }
 
 /// A writer's offered-deadline bookkeeping.
@@ -73,7 +80,7 @@ impl<T> DataWriter<T> {
             codec,
             seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
-            sending: Mutex::new(crate::stamp::Stamp::new()),
+            sending: Mutex::new(Sending { clock: crate::stamp::Stamp::new(), cache: Default::default() }),
             batch: Mutex::default(),
             max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
             deadline: qos.deadline.map(|d| (d, Mutex::default())),
@@ -97,10 +104,12 @@ impl<T> DataWriter<T> {
         }
         // The number is taken only once the sample is sent: a write that found no
         // room leaves no gap in the writer's sequence.
-        let mut clock = lock(&self.sending);
+        let mut one = lock(&self.sending);
+        let Sending { clock, cache } = &mut *one;
         let seq = self.seq.load(Ordering::Relaxed) + 1;
         let (h0, h1) = (header_word(self.id, seq), clock.now_ns());
-        self.p.group.send_where_within(
+        self.p.group.send_cached(
+            cache,
             |v| self.topic.subgroup_in(v),
             HEADER + len,
             |slot| {

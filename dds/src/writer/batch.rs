@@ -57,7 +57,7 @@ impl<T> DataWriter<T> {
         let mut numbers: Option<Range<u64>> = None;
         let budget = self.topic.qos.max_msg();
         // The writer's clock, as `write` stamps (its lock is taken again per pack).
-        let now = lock(&self.sending).now_ns();
+        let now = lock(&self.sending).clock.now_ns();
         let mut i = 0;
         while i < enc.parts.len() {
             // As many as fit one slot, from `i` on.
@@ -119,7 +119,7 @@ impl<T> DataWriter<T> {
     /// last number, stamped `now` (nanoseconds since the epoch); returns their
     /// numbers.
     fn send_pack(&self, enc: &mut Encoded, which: Range<usize>, now: u64) -> Result<Range<u64>, DdsError> {
-        let _one = lock(&self.sending);
+        let mut one = lock(&self.sending);
         let first = self.seq.load(Ordering::Relaxed) + 1;
         for (k, p) in enc.parts[which.clone()].iter().enumerate() {
             let h = p.at.start + WORD;
@@ -129,7 +129,8 @@ impl<T> DataWriter<T> {
         let parts = &enc.bytes[enc.parts[which.start].at.start..enc.parts[which.end - 1].at.end];
         let n = which.len();
         let wait = self.waits();
-        self.p.group.send_where_within(
+        self.p.group.send_cached(
+            &mut one.cache,
             |v| self.topic.subgroup_in(v),
             WORD + parts.len(),
             |slot| {
