@@ -17,6 +17,7 @@ use crate::sample::{SampleInfo, WriterId};
 use crate::serve::relay::ClientOut;
 use crate::sink::Src;
 use crate::table::TopicEntry;
+use crate::writer::Sending;
 use crossbeam_utils::CachePadded;
 use log_writer::{Durability, LogWriter};
 use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -25,7 +26,7 @@ use spindle_sst::transport::NodeId;
 use spindle_views::view::ViewId;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// What the topic's lock guards: the engine, and what its effects go to that
@@ -67,6 +68,8 @@ pub(crate) struct TopicState {
     /// delivery thread beside it would move between the cores at every batch.
     own: CachePadded<OwnDelivered>,
     room_wakers: Mutex<Vec<std::task::Waker>>,
+    /// The local writers' send state, to empty their caches when a view starts.
+    senders: Mutex<Vec<Weak<Mutex<Sending>>>>,
 }
 
 /// Local writers' samples delivered here, and who waits for them.
@@ -229,6 +232,7 @@ impl TopicState {
                 pick: AtomicU64::new(0),
                 own: CachePadded::default(),
                 room_wakers: Mutex::new(Vec::new()),
+                senders: Mutex::new(Vec::new()),
             }
         });
         if let Some(source) = no_thread {
@@ -369,6 +373,27 @@ impl TopicState {
     /// A view starts (see [`TopicEngine::view_started`]).
     pub(crate) fn view_started(&self, entry: &TopicEntry, members: &[NodeId]) {
         self.run(|e, fx| e.view_started(entry, members, fx))
+    }
+
+    /// Notes a local writer's send state (see [`TopicState::let_go_of_views`]).
+    pub(crate) fn note_sender(&self, s: &Arc<Mutex<Sending>>) {
+        let mut v = lock(&self.senders);
+        v.retain(|w| w.strong_count() > 0);
+        v.push(Arc::downgrade(s));
+    }
+
+    /// A view started: every local writer lets go of the subgroup its last send
+    /// went to (an idle writer would hold the view before until its next write).
+    /// A writer in the middle of a send is skipped: its send either goes into the
+    /// new view (and caches that) or finds the old subgroup wedged and lets go of
+    /// it before it waits.
+    pub(crate) fn let_go_of_views(&self) {
+        let senders: Vec<Arc<Mutex<Sending>>> = lock(&self.senders).iter().filter_map(Weak::upgrade).collect();
+        for s in senders {
+            if let Ok(mut s) = s.try_lock() {
+                s.let_go();
+            }
+        }
     }
 
     /// This participant was removed from the domain and is back (see

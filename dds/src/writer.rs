@@ -33,8 +33,9 @@ pub struct DataWriter<T> {
     pub(crate) codec: Codec<T>,
     pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
-    /// Held while a sample is sent (its number is taken only once it is).
-    sending: Mutex<Sending>,
+    /// Held while a sample is sent (its number is taken only once it is). Shared
+    /// with the topic, which empties its cache when a view starts.
+    sending: Arc<Mutex<Sending>>,
     /// `write_batch`'s samples, laid out (its buffers kept from call to call).
     batch: Mutex<batch::Encoded>,
     max_block: Duration,
@@ -45,9 +46,18 @@ pub struct DataWriter<T> {
 /// What a writer's send lock keeps: the clock for the samples' source
 /// timestamps, and the subgroup the last send went to (a send into it takes no
 /// lock of the group's; see `spindle_views::group::Group::send_cached`).
-struct Sending {
+pub(crate) struct Sending {
     clock: crate::stamp::Stamp,
     cache: spindle_views::group::SendCache,
+}
+
+impl Sending {
+    /// Lets go of the cached subgroup, and with it the view it belongs to (its
+    /// memory, its links, its file in /dev/shm), which an idle writer would
+    /// otherwise hold until its next write.
+    pub(crate) fn let_go(&mut self) {
+        self.cache = Default::default();
+    }
 }
 
 /// A writer's offered-deadline bookkeeping.
@@ -72,6 +82,8 @@ impl<T> std::fmt::Debug for DataWriter<T> {
 
 impl<T> DataWriter<T> {
     pub(crate) fn new(p: Arc<Participant>, topic: Arc<TopicState>, id: u32, qos: Qos, codec: Codec<T>) -> Self {
+        let sending = Arc::new(Mutex::new(Sending { clock: crate::stamp::Stamp::new(), cache: Default::default() }));
+        topic.note_sender(&sending);
         DataWriter {
             p,
             topic,
@@ -80,7 +92,7 @@ impl<T> DataWriter<T> {
             codec,
             seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
-            sending: Mutex::new(Sending { clock: crate::stamp::Stamp::new(), cache: Default::default() }),
+            sending,
             batch: Mutex::default(),
             max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
             deadline: qos.deadline.map(|d| (d, Mutex::default())),

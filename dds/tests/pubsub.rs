@@ -354,3 +354,38 @@ fn participants_without_ids_get_them_from_the_domain() {
     assert_eq!(got[0].info.writer.node, ps[2].node(), "samples name the given id");
     assert_eq!(ps[0].matched("auto").map(|m| (m.writers, m.readers)), Some((1, 1)));
 }
+
+#[test]
+fn an_idle_writer_lets_go_of_the_view_before() {
+    let name = format!("ddsidle{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let topic = ps[0].topic::<Msg>("idle", Qos::ordered()).unwrap();
+    let w = ps[0].create_writer(&topic, topic.qos()).unwrap();
+    // A write keeps the subgroup it went to for the next one (and its view).
+    w.write(&Msg { from: 0, n: 0, text: "first".into() }).unwrap();
+    // Node 0's shm files, one per view it holds (`spindle-<domain>-v<view>-0`).
+    let files = || {
+        let prefix = format!("spindle-{name}-v");
+        std::fs::read_dir("/dev/shm")
+            .map(|d| {
+                d.filter_map(|e| e.ok()?.file_name().into_string().ok())
+                    .filter(|f| f.starts_with(&prefix) && f.ends_with("-0"))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert!(!files().is_empty(), "node 0 has a file for its view");
+    // A third member joins: a view change while the writer is idle. Once it is
+    // over, node 0 holds the file of its current view alone.
+    let p2 = participant(&name, 2, Some(ps[0].group().listen_addr()), Transport::Shm);
+    assert!(ps[0].group().wait_for_members(3, WAIT));
+    let one = poll_until(WAIT, Duration::from_millis(10), || files().len() == 1);
+    assert!(one, "the idle writer let go of the views before: {:?}", files());
+    // And it writes on, in the new view.
+    let r = p2.create_reader(&p2.topic::<Msg>("idle", Qos::ordered()).unwrap(), Qos::ordered()).unwrap();
+    assert!(p2.wait_for_matched("idle", 1, 1, WAIT).is_ok());
+    w.write(&Msg { from: 0, n: 1, text: "second".into() }).unwrap();
+    let got = r.take_n(1, WAIT);
+    assert_eq!(keys(&got), vec![(0, 1)]);
+    drop((w, r));
+}

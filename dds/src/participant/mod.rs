@@ -297,7 +297,8 @@ pub(crate) fn deliverer(shared: &Arc<Shared>, view: &View, k: usize) -> Option<D
 }
 
 /// A view starts: every topic this participant has learns which writers are
-/// alive (see [`TopicState::view_started`]).
+/// alive (see [`TopicState::view_started`]), and its local writers let go of the
+/// views before ([`TopicState::let_go_of_views`]).
 pub(crate) fn view_started(shared: &Shared, view: &View) {
     let Ok(table) = TopicTable::decode(view.layout().bytes()) else { return };
     let topics: Vec<Arc<TopicState>> = lock(&shared.topics).values().cloned().collect();
@@ -305,5 +306,6 @@ pub(crate) fn view_started(shared: &Shared, view: &View) {
         if let Some(entry) = table.topic(&t.name) {
             t.view_started(entry, view.members());
         }
+        t.let_go_of_views();
     }
 }
