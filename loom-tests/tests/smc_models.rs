@@ -264,22 +264,27 @@ fn solo_pass(core: &mut SmcCore, out: &mut Vec<(u64, u64)>) {
     }
 }
 
+/// The core of a one-member subgroup whose member sends: window 2, 8-byte messages.
+fn solo_core() -> SmcCore {
+    let spec = SubgroupSpec {
+        members: vec![NodeId(0)],
+        senders: vec![NodeId(0)],
+        window: 2,
+        max_msg: 8,
+        arena: 0,
+        mode: Mode::Ordered,
+        relay: false,
+    };
+    let lay = SmcLayout::new(&spec);
+    let region = Arc::new(Region::new(lay.table_bytes()));
+    let row = Table::create(lay.table_layout().clone(), &[NodeId(0)], NodeId(0), R, region).unwrap();
+    SmcCore::new(spec, row)
+}
+
 fn lease_race(faults: Faults) -> u64 {
     RACED.with(|c| c.set(0));
     loom::model(move || {
-        let spec = SubgroupSpec {
-            members: vec![NodeId(0)],
-            senders: vec![NodeId(0)],
-            window: 2,
-            max_msg: 8,
-            arena: 0,
-            mode: Mode::Ordered,
-            relay: false,
-        };
-        let lay = SmcLayout::new(&spec);
-        let region = Arc::new(Region::new(lay.table_bytes()));
-        let row = Table::create(lay.table_layout().clone(), &[NodeId(0)], NodeId(0), R, region).unwrap();
-        let mut core = SmcCore::new(spec, row);
+        let mut core = solo_core();
         core.set_faults(faults);
         let sender = core.sender().expect("a sender");
         let app = thread::spawn(move || match sender.try_reserve(8) {
@@ -346,19 +351,7 @@ std::thread_local! {
 fn claim_across_wedge(settle: bool) -> u64 {
     LATE.with(|c| c.set(0));
     loom::model(move || {
-        let spec = SubgroupSpec {
-            members: vec![NodeId(0)],
-            senders: vec![NodeId(0)],
-            window: 2,
-            max_msg: 8,
-            arena: 0,
-            mode: Mode::Ordered,
-            relay: false,
-        };
-        let lay = SmcLayout::new(&spec);
-        let region = Arc::new(Region::new(lay.table_bytes()));
-        let row = Table::create(lay.table_layout().clone(), &[NodeId(0)], NodeId(0), R, region).unwrap();
-        let mut core = SmcCore::new(spec, row);
+        let mut core = solo_core();
         let sender = core.sender().expect("a sender");
         let app = thread::spawn(move || match sender.try_reserve(8) {
             Ok(r) => {
