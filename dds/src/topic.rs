@@ -17,7 +17,7 @@ use crate::sample::{SampleInfo, WriterId};
 use crate::serve::relay::ClientOut;
 use crate::sink::Src;
 use crate::table::TopicEntry;
-use crate::writer::Sending;
+use crate::writer::sending::Sending;
 use crossbeam_utils::CachePadded;
 use log_writer::{Durability, LogWriter};
 use spindle_sst::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

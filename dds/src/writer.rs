@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 mod batch;
 mod common;
 mod room;
+pub(crate) mod sending;
 
 pub use common::Writer;
+use sending::Sending;
 
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
 /// Dropping it waits (up to 5 s) until its samples are delivered here, then
@@ -41,23 +43,6 @@ pub struct DataWriter<T> {
     max_block: Duration,
     /// With an offered deadline: each instance's last write, and periods counted.
     deadline: Option<(Duration, Mutex<Offered>)>,
-}
-
-/// What a writer's send lock keeps: the clock for the samples' source
-/// timestamps, and the subgroup the last send went to (a send into it takes no
-/// lock of the group's; see `spindle_views::group::Group::send_cached`).
-pub(crate) struct Sending {
-    clock: crate::stamp::Stamp,
-    cache: spindle_views::group::SendCache,
-}
-
-impl Sending {
-    /// Lets go of the cached subgroup, and with it the view it belongs to (its
-    /// memory, its links, its file in /dev/shm), which an idle writer would
-    /// otherwise hold until its next write.
-    pub(crate) fn let_go(&mut self) {
-        self.cache = Default::default();
-    }
 }
 
 /// A writer's offered-deadline bookkeeping.
@@ -82,7 +67,7 @@ impl<T> std::fmt::Debug for DataWriter<T> {
 
 impl<T> DataWriter<T> {
     pub(crate) fn new(p: Arc<Participant>, topic: Arc<TopicState>, id: u32, qos: Qos, codec: Codec<T>) -> Self {
-        let sending = Arc::new(Mutex::new(Sending { clock: crate::stamp::Stamp::new(), cache: Default::default() }));
+        let sending = Arc::new(Mutex::new(Sending::new()));
         topic.note_sender(&sending);
         DataWriter {
             p,
