@@ -301,3 +301,33 @@ fn an_rdma_group_without_a_device_is_refused_with_the_reason() {
         },
     }
 }
+
+/// A view hook that holds the last handle of its group and drops it (as an
+/// application does that keeps its group behind a weak reference and drops it
+/// meanwhile): the group stops, and the hook returns instead of its thread waiting
+/// to join itself.
+#[test]
+fn the_last_handle_dropped_in_a_view_hook_stops_the_group() {
+    let name = format!("gd{}", std::process::id());
+    let slot: Arc<Mutex<Option<Group>>> = Arc::default();
+    let returned = Arc::new(spindle_sst::sync::atomic::AtomicBool::new(false));
+    let (s, r) = (slot.clone(), returned.clone());
+    let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
+        .on_view(move |_| {
+            if let Some(g) = s.lock().unwrap().take() {
+                drop(g);
+                r.store(true, spindle_sst::sync::atomic::Ordering::SeqCst);
+            }
+        })
+        .start()
+        .unwrap();
+    let contact = g0.listen_addr();
+    *slot.lock().unwrap() = Some(g0);
+    // A join makes node 0 install a view, whose hook drops node 0's group. The
+    // joiner may or may not get going before node 0 is gone.
+    let g1 = GroupBuilder::new(config(&name, 1, Some(contact), Transport::Shm)).start();
+    wait("the hook to drop its group and return", || returned.load(spindle_sst::sync::atomic::Ordering::SeqCst));
+    if let Ok(g1) = g1 {
+        g1.shutdown();
+    }
+}

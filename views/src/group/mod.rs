@@ -466,12 +466,17 @@ impl Group {
         false
     }
 
-    /// Stops this node (without leaving: the others will see it fail).
+    /// Stops this node (without leaving: the others will see it fail). Called (or
+    /// the last handle dropped) on one of the group's own threads, in a hook that
+    /// held a handle, it does not wait for that thread: it ends by itself.
     pub fn shutdown(&self) {
         self.inner.status.shut_down();
         self.inner.end("shut down".into());
+        let me = std::thread::current().id();
         for t in lock(&self.threads).drain(..) {
-            let _ = t.join();
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
         }
     }
 }
