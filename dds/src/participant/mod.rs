@@ -242,6 +242,10 @@ impl Drop for Participant {
     fn drop(&mut self) {
         // Before the group goes: the logs' workers stop while it still runs.
         self.shared.logs.stop("the participant is gone");
+        // The group stops here and now, not wherever its last handle goes: a view
+        // hook or a catch-up holds one for a moment, and the participant's end
+        // would then not wait for the group's (its logs written, its files gone).
+        self.group.shutdown();
     }
 }
 
