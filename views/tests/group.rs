@@ -331,3 +331,33 @@ fn the_last_handle_dropped_in_a_view_hook_stops_the_group() {
         g1.shutdown();
     }
 }
+
+/// A delivery callback that holds the last handle of its group and drops it: the
+/// group stops, and the callback returns instead of its thread waiting to join
+/// itself.
+#[test]
+fn the_last_handle_dropped_in_a_delivery_stops_the_group() {
+    use spindle_sst::sync::atomic::{AtomicBool, Ordering};
+    let name = format!("gl{}", std::process::id());
+    let slot: Arc<Mutex<Option<Arc<Group>>>> = Arc::default();
+    let returned = Arc::new(AtomicBool::new(false));
+    let (s, r) = (slot.clone(), returned.clone());
+    let g0 = GroupBuilder::new(config(&name, 0, None, Transport::Shm))
+        .on_deliver(0, move |_| {
+            let Some(g) = s.lock().unwrap().take() else { return };
+            // Until the sender's handle is gone: this one is the last.
+            let deadline = std::time::Instant::now() + WAIT;
+            while Arc::strong_count(&g) > 1 && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            drop(g);
+            r.store(true, Ordering::SeqCst);
+        })
+        .start()
+        .unwrap();
+    let g0 = Arc::new(g0);
+    *slot.lock().unwrap() = Some(g0.clone());
+    g0.send(0, b"x").unwrap();
+    drop(g0);
+    wait("the callback to drop its group and return", || returned.load(Ordering::SeqCst));
+}

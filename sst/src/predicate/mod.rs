@@ -367,6 +367,13 @@ fn halt<S>(inner: &Inner<S>, thread: Option<std::thread::JoinHandle<()>>) {
     // The thread may be stepping aside for a borrower: wake it to see the stop.
     drop(lock(&inner.lent));
     inner.lent_cv.notify_all();
+    // Stopped from its own thread, inside a pass (a callback that dropped the last
+    // handle of what owns it): it ends by itself once the pass returns and it sees
+    // the stop, and a borrower sees the stop once the pass lets go of the working
+    // set's lock, which this thread holds.
+    if inner.thread.get() == Some(&std::thread::current().id()) {
+        return;
+    }
     if let Some(t) = thread {
         let _ = t.join();
     }
