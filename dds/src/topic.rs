@@ -253,8 +253,9 @@ impl TopicState {
     fn run_input<T>(&self, batch: bool, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
         let mut g = lock(&self.inner);
         let TopicInner { engine, out, log } = &mut *g;
+        // Only an untracked reader's listener is held (a keyed one's is not).
         let readers: Vec<Arc<ReaderCore>> = match batch {
-            true => engine.readers().iter().map(|r| r.handle.clone()).collect(),
+            true => engine.readers().iter().filter(|r| r.handle.untracked()).map(|r| r.handle.clone()).collect(),
             false => Vec::new(),
         };
         let mut fx = Apply { t: self, out, log, appended: false, own: 0, batch_readers: &readers, held: None };

@@ -112,7 +112,7 @@ impl Group {
         // Plain loads: a view installed, a rejoin or a stop moves the generation,
         // and the handle of the view before is let go of at the next send.
         let gen = self.inner.status.generation();
-        if let Some(s) = cache.sub.as_ref().filter(|_| cache.gen == gen && !self.inner.status.is_stopped()) {
+        if let Some(s) = cache.sub.as_ref().filter(|_| cache.gen == gen && self.stopped().is_none()) {
             if let Ok(mut slot) = s.try_reserve(len) {
                 build(&mut slot);
                 slot.commit();

@@ -49,12 +49,6 @@ impl Status {
         self.is_stopped.store(true, Ordering::Release);
     }
 
-    /// True once the node stopped (a load, for the send path).
-    #[inline]
-    pub(crate) fn is_stopped(&self) -> bool {
-        self.is_stopped.load(Ordering::Acquire)
-    }
-
     /// Why this node stopped, if it did (no lock while it runs: the send path asks,
     /// and inlined, a running node costs it one load).
     #[inline]
