@@ -8,9 +8,9 @@
 //! one, and each process starts at a random place of its own and hands out each
 //! candidate once.
 
+use spindle_sst::sync::atomic::{AtomicU32, Ordering};
 use std::hash::{BuildHasher, Hasher};
 use std::net::{SocketAddr, TcpListener};
-use spindle_sst::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 /// How many ports below the ephemeral range are candidates.
@@ -68,7 +68,6 @@ fn ephemeral_low() -> Option<u32> {
 fn free(p: u16) -> bool {
     TcpListener::bind(("127.0.0.1", p)).is_ok()
 }
-
 
 /// One loopback control address whose port and the next are free (see
 /// [`free_ports`]); panics if there is none, for tests.
