@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 mod batch;
 mod common;
+mod pending;
 mod room;
 pub(crate) mod sending;
 
@@ -24,9 +25,9 @@ pub use common::Writer;
 use sending::Sending;
 
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
-/// Dropping it waits (up to 5 s) until its samples are delivered here, then
-/// removes it from the domain (a table edit, up to 2 s more); its instances then
-/// have no writer of it at every reader.
+/// Dropping it sends what writer batching holds and waits (up to 5 s) until its
+/// samples are delivered here, then removes it from the domain (a table edit, up
+/// to 2 s more); its instances then have no writer of it at every reader.
 pub struct DataWriter<T> {
     pub(crate) p: Arc<Participant>,
     pub(crate) topic: Arc<TopicState>,
@@ -90,19 +91,56 @@ impl<T> DataWriter<T> {
 
     /// Sends `payload` (already serialized) as this writer's next sample.
     fn send_bytes(&self, payload: &[u8], wait: Wait) -> Result<u64, DdsError> {
-        self.send_built(payload.len(), wait, |s| s.write(0, payload))
+        self.send_body(None, payload, wait)
+    }
+
+    /// Sends `body` (behind `prefix` on a keyed topic) as this writer's next
+    /// sample, or adds it to the open pack if batching is on.
+    fn send_body(&self, prefix: Option<[u64; 2]>, body: &[u8], wait: Wait) -> Result<u64, DdsError> {
+        let mut one = lock(&self.sending);
+        if one.batching {
+            if let Some(seq) = self.join_pack(&mut one, prefix, body, wait)? {
+                return Ok(seq);
+            }
+        }
+        let at = if prefix.is_some() { PREFIX } else { 0 };
+        self.send_built_in(&mut one, at + body.len(), wait, |s| {
+            if let Some([p0, p1]) = prefix {
+                s.write_word(0, p0);
+                s.write_word(1, p1);
+            }
+            s.write(at, body);
+        })
+    }
+
+    /// The send lock, taken after what batching holds is sent (so that whatever
+    /// is sent under it goes out, and is numbered, after those samples).
+    fn sending(&self, wait: Wait) -> Result<std::sync::MutexGuard<'_, Sending>, DdsError> {
+        let mut one = lock(&self.sending);
+        self.flush_held(&mut one, wait)?;
+        Ok(one)
     }
 
     /// Sends a `len`-byte serialized sample that `build` writes in place.
     fn send_built(&self, len: usize, wait: Wait, build: impl Fn(&mut SampleSlot<'_, '_>)) -> Result<u64, DdsError> {
+        self.send_built_in(&mut *self.sending(wait)?, len, wait, build)
+    }
+
+    /// [`DataWriter::send_built`] under the send lock, `one`, with no pack open.
+    fn send_built_in(
+        &self,
+        one: &mut Sending,
+        len: usize,
+        wait: Wait,
+        build: impl Fn(&mut SampleSlot<'_, '_>),
+    ) -> Result<u64, DdsError> {
         let max = self.topic.qos.max_sample_bytes as usize;
         if len > max {
             return Err(DdsError::TooLarge { len, max });
         }
         // The number is taken only once the sample is sent: a write that found no
         // room leaves no gap in the writer's sequence.
-        let mut one = lock(&self.sending);
-        let Sending { clock, cache } = &mut *one;
+        let Sending { clock, cache, .. } = one;
         let seq = self.seq.load(Ordering::Relaxed) + 1;
         let (h0, h1) = (header_word(self.id, seq), clock.now_ns());
         self.p.group.send_cached(
@@ -135,12 +173,7 @@ impl<T> DataWriter<T> {
 
     /// Sends `body` behind a keyed prefix naming instance `h` and `kind`.
     fn send_keyed(&self, h: InstanceHandle, kind: Kind, body: &[u8], wait: Wait) -> Result<u64, DdsError> {
-        let [p0, p1] = prefix(h, kind);
-        let seq = self.send_built(PREFIX + body.len(), wait, |s| {
-            s.write_word(0, p0);
-            s.write_word(1, p1);
-            s.write(PREFIX, body);
-        })?;
+        let seq = self.send_body(Some(prefix(h, kind)), body, wait)?;
         self.noted(h);
         Ok(seq)
     }
@@ -231,8 +264,13 @@ impl<T> DataWriter<T> {
     }
 
     /// Waits up to `timeout` until every sample written so far is delivered at this
-    /// participant (for ordered levels: stable and delivered everywhere it goes).
+    /// participant (for ordered levels: stable and delivered everywhere it goes),
+    /// sending first what writer batching holds ([`DataWriter::set_batching`];
+    /// false if that fails).
     pub fn wait_for_delivery(&self, timeout: Duration) -> bool {
+        if self.flush().is_err() {
+            return false;
+        }
         let last = self.seq.load(Ordering::Relaxed);
         self.topic.wait_own(
             timeout,

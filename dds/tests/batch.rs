@@ -125,3 +125,87 @@ fn a_keyed_batch_keeps_each_instance_and_a_too_large_sample_sends_nothing() {
     values.sort_unstable();
     assert_eq!(values, vec![24, 25, 26, 27, 28, 29]);
 }
+
+/// Writer batching: single writes join the writer's open pack and go out as one
+/// message when the next does not fit, at `flush`, or before another kind of send;
+/// readers get each sample alone, numbered as written, in the order written.
+#[test]
+fn batched_writes_go_out_in_packs_when_full_or_flushed() {
+    let name = format!("ddsbw{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let qos = Qos::volatile(History::KeepAll);
+    let t0 = ps[0].topic::<Msg>("batching", qos).unwrap();
+    let t1 = ps[1].topic::<Msg>("batching", qos).unwrap();
+    let r = ps[1].create_reader(&t1, qos).unwrap();
+    let w = ps[0].create_writer(&t0, qos).unwrap();
+    assert!(ps[1].wait_for_matched("batching", 1, 1, WAIT).is_ok());
+    w.set_batching(true).unwrap();
+    const N: u32 = 100;
+    let sent_before = ps[0].group().metrics().sent;
+    for n in 0..N {
+        assert_eq!(w.write(&msg(0, n)).unwrap(), n as u64 + 1, "numbered as it joins the pack");
+    }
+    let held = w.unsent();
+    assert!(held > 0, "the last pack is still open");
+    let sent = (N as usize) - held;
+    let early = r.take_n(sent, WAIT);
+    assert_eq!(early.len(), sent, "the full packs went out");
+    // The open pack goes nowhere until something sends it.
+    assert!(r.take_n(1, std::time::Duration::from_millis(300)).is_empty(), "a held sample was delivered");
+    w.flush().unwrap();
+    assert_eq!(w.unsent(), 0);
+    let late = r.take_n(held, WAIT);
+    let got: Vec<&Sample<Msg>> = early.iter().chain(&late).collect();
+    assert!(got.iter().map(|s| s.data.n).eq(0..N), "each sample once, in the order written");
+    assert!(got.iter().all(|s| s.info.seq == s.data.n as u64 + 1 && s.data == msg(0, s.data.n)));
+    let messages = ps[0].group().metrics().sent - sent_before;
+    assert!(messages <= N as u64 / 4, "{N} batched samples went in {messages} messages");
+    // Other sends go out after the open pack: a batch, a sample too large for a
+    // pack, and writes once batching is off.
+    for n in N..N + 3 {
+        w.write(&msg(0, n)).unwrap();
+    }
+    assert_eq!(w.write_batch(&[msg(0, N + 3), msg(0, N + 4)]).unwrap(), N as u64 + 4..N as u64 + 6);
+    w.write(&msg(0, N + 5)).unwrap();
+    let big = Msg { from: 0, n: N + 6, text: "y".repeat(3000) };
+    assert_eq!(w.write(&big).unwrap(), N as u64 + 7, "a sample larger than a slot goes alone");
+    w.write(&msg(0, N + 7)).unwrap();
+    w.set_batching(false).unwrap();
+    assert_eq!(w.unsent(), 0, "turning batching off sends the pack");
+    assert_eq!(w.write(&msg(0, N + 8)).unwrap(), N as u64 + 9);
+    let rest = r.take_n(9, WAIT);
+    assert!(rest.iter().map(|s| s.data.n).eq(N..N + 9), "in the order written");
+    assert!(rest.iter().all(|s| s.info.seq == s.data.n as u64 + 1));
+    assert_eq!(rest[6].data, big);
+}
+
+/// A batching writer's held samples are sent when it waits for delivery and when
+/// it is dropped; on a keyed topic its disposals join the pack like its writes.
+#[test]
+fn a_batching_writer_sends_what_it_holds_when_it_waits_or_drops() {
+    let name = format!("ddsbd{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let qos = Qos::volatile(History::KeepAll);
+    let t0 = ps[0].keyed_topic::<Reading>("held", qos).unwrap();
+    let w = ps[0].create_writer(&t0, qos).unwrap();
+    let t1 = ps[1].find_keyed_topic::<Reading>("held").unwrap();
+    let r = ps[1].create_reader(&t1, qos).unwrap();
+    assert!(ps[1].wait_for_matched("held", 1, 1, WAIT).is_ok());
+    w.set_batching(true).unwrap();
+    let reading = |sensor: &str, value| Reading { sensor: sensor.into(), value };
+    w.write(&reading("a", 1)).unwrap();
+    w.write(&reading("b", 2)).unwrap();
+    w.dispose(&reading("a", 0)).unwrap();
+    assert_eq!(w.unsent(), 3);
+    assert!(w.wait_for_delivery(WAIT), "waiting for delivery sends the held samples");
+    let got = r.take_n(3, WAIT);
+    assert_eq!(got.len(), 3);
+    assert_eq!((got[0].data.value, got[1].data.value), (1, 2));
+    assert!(!got[2].info.valid_data && got[2].info.instance == got[0].info.instance, "a's disposal");
+    for v in 3..8 {
+        w.write(&reading("c", v)).unwrap();
+    }
+    drop(w);
+    let last = r.take_n(5, WAIT);
+    assert!(last.iter().map(|s| s.data.value).eq(3..8), "the writer's drop sent what it held");
+}

@@ -119,7 +119,8 @@ impl<T> DataWriter<T> {
     /// last number, stamped `now` (nanoseconds since the epoch); returns their
     /// numbers.
     fn send_pack(&self, enc: &mut Encoded, which: Range<usize>, now: u64) -> Result<Range<u64>, DdsError> {
-        let mut one = lock(&self.sending);
+        let wait = self.waits();
+        let mut one = self.sending(wait)?;
         let first = self.seq.load(Ordering::Relaxed) + 1;
         for (k, p) in enc.parts[which.clone()].iter().enumerate() {
             let h = p.at.start + WORD;
@@ -128,7 +129,6 @@ impl<T> DataWriter<T> {
         }
         let parts = &enc.bytes[enc.parts[which.start].at.start..enc.parts[which.end - 1].at.end];
         let n = which.len();
-        let wait = self.waits();
         self.p.group.send_cached(
             &mut one.cache,
             |v| self.topic.subgroup_in(v),

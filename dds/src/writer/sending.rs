@@ -7,11 +7,19 @@
 pub(crate) struct Sending {
     pub(super) clock: crate::stamp::Stamp,
     pub(super) cache: spindle_views::group::SendCache,
+    /// Writer batching: on, and the samples it holds (see `super::pending`).
+    pub(super) batching: bool,
+    pub(super) pending: super::pending::Pending,
 }
 
 impl Sending {
     pub(super) fn new() -> Sending {
-        Sending { clock: crate::stamp::Stamp::new(), cache: Default::default() }
+        Sending {
+            clock: crate::stamp::Stamp::new(),
+            cache: Default::default(),
+            batching: false,
+            pending: Default::default(),
+        }
     }
 
     /// Lets go of the cached subgroup, and with it the view it belongs to (its
