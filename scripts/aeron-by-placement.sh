@@ -16,6 +16,9 @@
 #   ONE_CPU=1: after the four probes, the same three runs again with every thread on CPU 0
 #   (`taskset -c 0`), where no cache line crosses between the vCPUs whatever the
 #   placement: the summary adds their medians and their ratios to Aeron on both CPUs.
+#   DDS_BATCHING=1: a fourth run after the DDS one (and a fifth probe): `dds_perf
+#   --batching` (the writer's batching on), "ddsb" in the output; with ONE_CPU, on CPU 0
+#   as well.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-6}
@@ -43,8 +46,10 @@ raw_run() {
   "$@" "$B/bandwidth" --transport shm --nodes 2 --senders one --size "$size" \
     --count $((T * (size > 512 ? 3000000 : 5000000))) --json 2>/dev/null | num msgs_per_s || true
 }
+# DDS_X: extra arguments of dds_perf (set for the batching run).
+DDS_X=""
 dds_run() {
-  "$@" "$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json 2>/dev/null |
+  "$@" "$B/dds_perf" --transport shm --size "$size" --read full --seconds "$T" --json $DDS_X 2>/dev/null |
     num samples_per_s_per_sub || true
 }
 
@@ -66,19 +71,35 @@ for round in $(seq "$ROUNDS"); do
     r3=$(rtt)
     dds=$(dds_run)
     r4=$(rtt)
-    a1="" raw1="" dds1=""
+    ddsb="" r5=""
+    if [ -n "${DDS_BATCHING:-}" ]; then
+      DDS_X=--batching
+      ddsb=$(dds_run)
+      DDS_X=""
+      r5=$(rtt)
+    fi
+    a1="" raw1="" dds1="" ddsb1=""
     if [ -n "${ONE_CPU:-}" ]; then
       a1=$(aeron_run taskset -c 0)
       raw1=$(raw_run taskset -c 0)
       dds1=$(dds_run taskset -c 0)
+      if [ -n "${DDS_BATCHING:-}" ]; then
+        DDS_X=--batching
+        ddsb1=$(dds_run taskset -c 0)
+        DDS_X=""
+      fi
     fi
     python3 -c 'import json,sys
-r, s, a, raw, dds, a1, raw1, dds1 = sys.argv[1:9]
-rtts = [float(x) for x in sys.argv[9:13]]
+r, s, a, raw, dds, ddsb, a1, raw1, dds1, ddsb1 = sys.argv[1:11]
+rtts = [float(x) for x in sys.argv[11:] if x]
 f = lambda x: float(x) if x else None
-print(json.dumps({"round": int(r), "size": int(s), "aeron": f(a), "raw": f(raw), "dds": f(dds),
-                  "aeron_one": f(a1), "raw_one": f(raw1), "dds_one": f(dds1), "rtt_ns": rtts}))' \
-      "$round" "$size" "$a" "$raw" "$dds" "$a1" "$raw1" "$dds1" "$r1" "$r2" "$r3" "$r4" | tee -a "$OUT"
+row = {"round": int(r), "size": int(s), "aeron": f(a), "raw": f(raw), "dds": f(dds),
+       "aeron_one": f(a1), "raw_one": f(raw1), "dds_one": f(dds1), "rtt_ns": rtts}
+if ddsb or ddsb1:
+    row.update({"ddsb": f(ddsb), "ddsb_one": f(ddsb1)})
+print(json.dumps(row))' \
+      "$round" "$size" "$a" "$raw" "$dds" "$ddsb" "$a1" "$raw1" "$dds1" "$ddsb1" "$r1" "$r2" "$r3" "$r4" "$r5" |
+      tee -a "$OUT"
   done
 done
 
@@ -87,8 +108,10 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 limit = float(sys.argv[2])
 # Each measurement is bracketed by two probes: Aeron by the 1st and 2nd, raw by the
-# 2nd and 3rd, DDS by the 3rd and 4th.
+# 2nd and 3rd, DDS by the 3rd and 4th, DDS with batching (if run) by the 4th and 5th.
 BRACKET = {"aeron": (0, 1), "raw": (1, 2), "dds": (2, 3)}
+if any(r.get("ddsb") for r in rows):
+    BRACKET["ddsb"] = (3, 4)
 def placement(r, system):
     a, b = (r["rtt_ns"][i] for i in BRACKET[system])
     return "near" if max(a, b) < limit else "far" if min(a, b) > limit else "mixed"
@@ -97,13 +120,13 @@ print(f"placement of a measurement: near if both core_rtt probes around it are <
 med = lambda v: statistics.median(v) if v else None
 for size in sorted({r["size"] for r in rows}):
     for p in ("near", "far"):
-        rate = {k: [r[k] for r in rows if r["size"] == size and r[k] and placement(r, k) == p] for k in BRACKET}
+        rate = {k: [r[k] for r in rows if r["size"] == size and r.get(k) and placement(r, k) == p] for k in BRACKET}
         if not any(rate.values()):
             continue
         parts = [f"{k} {med(v) / 1e6:.2f} M ({len(v)})" for k, v in rate.items() if v]
         line = f"{size} B {p}: medians " + ", ".join(parts)
         if rate["aeron"]:
-            for k in ("raw", "dds"):
+            for k in [k for k in BRACKET if k != "aeron"]:
                 if rate[k]:
                     line += f"; {k}/Aeron {med(rate[k]) / med(rate['aeron']):.2f}"
         print(line)
@@ -111,8 +134,9 @@ for size in sorted({r["size"] for r in rows}):
     for p in ("near", "far"):
         same = [r for r in rows if r["size"] == size and r["aeron"] and all(placement(r, k) == p for k in BRACKET)]
         if same:
-            show = lambda k: " ".join(f"{r[k] / r['aeron']:.2f}" for r in same if r[k])
-            print(f"{size} B, rounds wholly {p} ({len(same)}): raw/Aeron {show('raw')}; DDS/Aeron {show('dds')}")
+            show = lambda k: " ".join(f"{r[k] / r['aeron']:.2f}" for r in same if r.get(k))
+            print(f"{size} B, rounds wholly {p} ({len(same)}): " +
+                  "; ".join(f"{k}/Aeron {show(k)}" for k in BRACKET if k != "aeron"))
     # Every thread on CPU 0 (ONE_CPU=1): no placement to tell apart.
     one = {k: [r[k + "_one"] for r in rows if r["size"] == size and r.get(k + "_one")] for k in BRACKET}
     if any(one.values()):
@@ -120,11 +144,12 @@ for size in sorted({r["size"] for r in rows}):
         line = f"{size} B on CPU 0: medians " + ", ".join(parts)
         if one["aeron"]:
             line += "; against Aeron on CPU 0: " + ", ".join(
-                f"{k} {med(one[k]) / med(one['aeron']):.2f}" for k in ("raw", "dds") if one[k])
+                f"{k} {med(one[k]) / med(one['aeron']):.2f}" for k in BRACKET if k != "aeron" and one[k])
         print(line)
         for p in ("near", "far"):
             both = [r for r in rows if r["size"] == size and r["aeron"] and placement(r, "aeron") == p]
             show = lambda k: " ".join(f"{r[k + '_one'] / r['aeron']:.2f}" for r in both if r.get(k + "_one"))
-            if both and (show("raw") or show("dds")):
-                print(f"{size} B on CPU 0 against Aeron on both CPUs ({p}), per round: raw {show('raw')}; DDS {show('dds')}")
+            if both and any(show(k) for k in BRACKET if k != "aeron"):
+                print(f"{size} B on CPU 0 against Aeron on both CPUs ({p}), per round: " +
+                      "; ".join(f"{k} {show(k)}" for k in BRACKET if k != "aeron"))
 EOF

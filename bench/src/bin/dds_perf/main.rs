@@ -91,6 +91,11 @@ struct Args {
     /// message (0: one `write` of a loan per sample). Samples up to 64 KiB.
     #[arg(long, default_value_t = 0)]
     batch: usize,
+    /// Throughput runs: the writer's batching on (`DataWriter::set_batching`): each
+    /// single write joins an open pack, sent when full (the topic's slots are then
+    /// 1 KB at least, as with `--batch`); the last is flushed at the end.
+    #[arg(long)]
+    batching: bool,
     /// Payload bytes of a ring slot (at least the sample size). Without it: the
     /// sample size, or with `--batch` at least the default 1 KB so that packs fit.
     /// `--slot 1008` measures with the slots a topic has by default.
@@ -145,8 +150,8 @@ fn main() {
     if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
         bench::usage("dds_perf", "--subscribers must be 1..=32, --seconds and --count positive");
     }
-    if args.batch > 0 && (large || args.latency) {
-        bench::usage("dds_perf", "--batch is for throughput runs of samples up to 64 KiB");
+    if (args.batch > 0 || args.batching) && (large || args.latency) {
+        bench::usage("dds_perf", "--batch and --batching are for throughput runs of samples up to 64 KiB");
     }
     if args.clients > 256 || (args.clients > 0 && args.latency) {
         bench::usage("dds_perf", "--clients must be at most 256, and with throughput runs only");
@@ -178,13 +183,13 @@ fn dispatch(args: &Args, id: u32, child: bool) -> Result<(), String> {
 
 /// The topic's QoS: samples of `--size`; below 64 KiB they go in ring slots sized for
 /// them (as before the arena existed), from 64 KiB on through the writer's arena.
-/// With `--batch`, slots of the default 1 KB at least, so that packs of small
+/// With `--batch` or `--batching`, slots of the default 1 KB at least, so that packs of small
 /// samples fit.
 fn level_qos(args: &Args, size: usize) -> Qos {
     let base = Qos { level: args.qos, history: History::KeepLast(1024), window: args.window, ..Qos::default() };
     let slot = match args.slot {
         Some(s) => size.max(s as usize),
-        None if args.batch > 0 => size.max(Qos::default().slot_sample_bytes as usize),
+        None if args.batch > 0 || args.batching => size.max(Qos::default().slot_sample_bytes as usize),
         None => size,
     };
     let q = base.max_sample_bytes(slot as u32);
@@ -281,6 +286,7 @@ fn throughput_pub<T: bytemuck::Pod>(
     let t0 = Instant::now();
     let w = p.create_writer(topic, topic.qos()).map_err(|e| e.to_string())?;
     let writer_ms = t0.elapsed().as_secs_f64() * 1e3;
+    w.set_batching(args.batching).map_err(|e| e.to_string())?;
     wait_for_endpoints(p, "perf", args.subscribers, 1)?;
     joined(child)?;
     let run = if args.clients > 0 { Some(clients::MemberRun::start(p, child)?) } else { None };
@@ -473,7 +479,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
-        "read": args.read, "batch": args.batch, "slot": args.slot,
+        "read": args.read, "batch": args.batch, "batching": args.batching, "slot": args.slot,
         "latency_first": args.latency_first,
     });
     if args.clients > 0 && args.latency {
