@@ -39,7 +39,7 @@ pub use logs::{members_of as log_members, LogQos, ReplicatedLog, MAX_LOGS};
 pub use reader::SampleStream;
 pub use reader::{DataReader, SampleRef};
 pub use waitset::{Condition, GuardCondition, ReadCondition, StatusCondition, StatusKind, WaitSet};
-pub use writer::{DataWriter, Loan, SampleSlot, Writer};
+pub use writer::{Batching, DataWriter, Loan, SampleSlot, Writer};
 // QoS.
 pub use log::Fsync;
 pub use logs::Ack as LogAck;

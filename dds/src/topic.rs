@@ -250,6 +250,7 @@ impl TopicState {
 
     /// [`TopicState::run`]; with `batch`, the effects hold a reader's listener
     /// across a run of offers to it (see [`Apply`]).
+    #[inline]
     fn run_input<T>(&self, batch: bool, f: impl FnOnce(&mut TopicEngine<Arc<ReaderCore>>, &mut Apply<'_>) -> T) -> T {
         let mut g = lock(&self.inner);
         let TopicInner { engine, out, log } = &mut *g;
@@ -303,6 +304,7 @@ impl TopicState {
     }
 
     /// A delivered batch of the topic's subgroup, under one lock.
+    #[inline]
     pub(crate) fn deliver_batch(&self, view: ViewId, batch: &spindle_views::group::InPlaceBatch<'_>) {
         let now = Now::real();
         self.run_input(true, |e, fx| {

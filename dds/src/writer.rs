@@ -9,7 +9,6 @@ use crate::sample::{header_word, Codec, HEADER};
 use crate::status::DeadlineMissed;
 use crate::topic::TopicState;
 use crate::{DdsError, IncompatibleQos};
-use spindle_sst::sync::atomic::{AtomicU64, Ordering};
 use spindle_sst::sync::lock;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -17,11 +16,13 @@ use std::time::{Duration, Instant};
 
 mod batch;
 mod common;
+mod flusher;
 mod pending;
 mod room;
 pub(crate) mod sending;
 
 pub use common::Writer;
+pub use sending::Batching;
 use sending::Sending;
 
 /// Writes samples of one topic (see [`crate::DomainParticipant::create_writer`]).
@@ -34,11 +35,12 @@ pub struct DataWriter<T> {
     pub(crate) id: u32,
     pub(crate) level: Level,
     pub(crate) codec: Codec<T>,
-    pub(crate) seq: AtomicU64,
     pub(crate) buf: Mutex<Vec<u8>>,
     /// Held while a sample is sent (its number is taken only once it is). Shared
     /// with the topic, which empties its cache when a view starts.
     sending: Arc<Mutex<Sending>>,
+    /// What the pack flusher's reminders point at (made at the first one).
+    flush_target: std::sync::OnceLock<Arc<flusher::Target>>,
     /// `write_batch`'s samples, laid out (its buffers kept from call to call).
     batch: Mutex<batch::Encoded>,
     max_block: Duration,
@@ -76,9 +78,9 @@ impl<T> DataWriter<T> {
             id,
             level: qos.level,
             codec,
-            seq: AtomicU64::new(0),
             buf: Mutex::new(Vec::new()),
             sending,
+            flush_target: Default::default(),
             batch: Mutex::default(),
             max_block: qos.max_blocking_time.unwrap_or(DEFAULT_MAX_BLOCKING),
             deadline: qos.deadline.map(|d| (d, Mutex::default())),
@@ -98,7 +100,7 @@ impl<T> DataWriter<T> {
     /// sample, or adds it to the open pack if batching is on.
     fn send_body(&self, prefix: Option<[u64; 2]>, body: &[u8], wait: Wait) -> Result<u64, DdsError> {
         let mut one = lock(&self.sending);
-        if one.batching {
+        if one.batching != Batching::Off {
             if let Some(seq) = self.join_pack(&mut one, prefix, body, wait)? {
                 return Ok(seq);
             }
@@ -140,8 +142,8 @@ impl<T> DataWriter<T> {
         }
         // The number is taken only once the sample is sent: a write that found no
         // room leaves no gap in the writer's sequence.
-        let Sending { clock, cache, .. } = one;
-        let seq = self.seq.load(Ordering::Relaxed) + 1;
+        let Sending { sent, clock, cache, .. } = one;
+        let seq = *sent + 1;
         let (h0, h1) = (header_word(self.id, seq), clock.now_ns());
         self.p.group.send_cached(
             cache,
@@ -154,7 +156,7 @@ impl<T> DataWriter<T> {
             wait.room,
             wait.view,
         )?;
-        self.seq.store(seq, Ordering::Relaxed);
+        *sent = seq;
         Ok(seq)
     }
 
@@ -268,10 +270,13 @@ impl<T> DataWriter<T> {
     /// sending first what writer batching holds ([`DataWriter::set_batching`];
     /// false if that fails).
     pub fn wait_for_delivery(&self, timeout: Duration) -> bool {
-        if self.flush().is_err() {
-            return false;
-        }
-        let last = self.seq.load(Ordering::Relaxed);
+        let last = {
+            let mut one = lock(&self.sending);
+            if self.flush_held(&mut one, self.waits()).is_err() {
+                return false;
+            }
+            one.sent
+        };
         self.topic.wait_own(
             timeout,
             Duration::from_millis(100),

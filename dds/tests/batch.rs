@@ -4,7 +4,7 @@
 //! one process over shm and tcp; every wait has a deadline.
 
 use serde::{Deserialize, Serialize};
-use spindle_dds::{DdsError, History, Keyed, Qos, Sample};
+use spindle_dds::{Batching, DdsError, History, Keyed, Qos, Sample};
 use spindle_views::config::Transport;
 
 mod common;
@@ -139,7 +139,7 @@ fn batched_writes_go_out_in_packs_when_full_or_flushed() {
     let r = ps[1].create_reader(&t1, qos).unwrap();
     let w = ps[0].create_writer(&t0, qos).unwrap();
     assert!(ps[1].wait_for_matched("batching", 1, 1, WAIT).is_ok());
-    w.set_batching(true).unwrap();
+    w.set_batching(Batching::UntilFlushed).unwrap();
     const N: u32 = 100;
     let sent_before = ps[0].group().metrics().sent;
     for n in 0..N {
@@ -170,7 +170,7 @@ fn batched_writes_go_out_in_packs_when_full_or_flushed() {
     let big = Msg { from: 0, n: N + 6, text: "y".repeat(3000) };
     assert_eq!(w.write(&big).unwrap(), N as u64 + 7, "a sample larger than a slot goes alone");
     w.write(&msg(0, N + 7)).unwrap();
-    w.set_batching(false).unwrap();
+    w.set_batching(Batching::Off).unwrap();
     assert_eq!(w.unsent(), 0, "turning batching off sends the pack");
     assert_eq!(w.write(&msg(0, N + 8)).unwrap(), N as u64 + 9);
     let rest = r.take_n(9, WAIT);
@@ -191,7 +191,7 @@ fn a_batching_writer_sends_what_it_holds_when_it_waits_or_drops() {
     let t1 = ps[1].find_keyed_topic::<Reading>("held").unwrap();
     let r = ps[1].create_reader(&t1, qos).unwrap();
     assert!(ps[1].wait_for_matched("held", 1, 1, WAIT).is_ok());
-    w.set_batching(true).unwrap();
+    w.set_batching(Batching::UntilFlushed).unwrap();
     let reading = |sensor: &str, value| Reading { sensor: sensor.into(), value };
     w.write(&reading("a", 1)).unwrap();
     w.write(&reading("b", 2)).unwrap();
@@ -208,4 +208,33 @@ fn a_batching_writer_sends_what_it_holds_when_it_waits_or_drops() {
     drop(w);
     let last = r.take_n(5, WAIT);
     assert!(last.iter().map(|s| s.data.value).eq(3..8), "the writer's drop sent what it held");
+}
+
+/// With a delay, a pack nothing else sends goes out by itself: samples written and
+/// then left alone reach the reader without a flush, packed.
+#[test]
+fn a_pack_goes_out_by_itself_once_its_delay_has_passed() {
+    let name = format!("ddsbt{}", std::process::id());
+    let ps = domain(&name, 2, Transport::Shm);
+    let qos = Qos::volatile(History::KeepAll);
+    let t0 = ps[0].topic::<Msg>("delay", qos).unwrap();
+    let t1 = ps[1].topic::<Msg>("delay", qos).unwrap();
+    let r = ps[1].create_reader(&t1, qos).unwrap();
+    let w = ps[0].create_writer(&t0, qos).unwrap();
+    assert!(ps[1].wait_for_matched("delay", 1, 1, WAIT).is_ok());
+    w.set_batching(Batching::Within(std::time::Duration::from_millis(20))).unwrap();
+    for round in 0..3u32 {
+        for n in 0..4 {
+            w.write(&msg(round, n)).unwrap();
+        }
+        let got = r.take_n(4, WAIT);
+        assert!(got.iter().map(|s| (s.data.from, s.data.n)).eq((0..4).map(|n| (round, n))), "round {round}");
+        assert_eq!(w.unsent(), 0, "round {round}: the pack went out");
+    }
+    // A delay no clock reaches: the pack waits for a flush.
+    w.set_batching(Batching::Within(std::time::Duration::MAX)).unwrap();
+    w.write(&msg(3, 0)).unwrap();
+    assert!(r.take_n(1, std::time::Duration::from_millis(300)).is_empty());
+    w.flush().unwrap();
+    assert_eq!(r.take_n(1, WAIT)[0].data, msg(3, 0));
 }

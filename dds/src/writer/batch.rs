@@ -6,7 +6,6 @@ use super::DataWriter;
 use crate::instance::{prefix, InstanceHandle, Kind};
 use crate::sample::{header_word, pack_word, HEADER};
 use crate::DdsError;
-use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use std::ops::Range;
 
@@ -82,7 +81,7 @@ impl<T> DataWriter<T> {
             i = j;
         }
         Ok(numbers.unwrap_or_else(|| {
-            let next = self.seq.load(Ordering::Relaxed) + 1;
+            let next = lock(&self.sending).sent + 1;
             next..next
         }))
     }
@@ -121,7 +120,7 @@ impl<T> DataWriter<T> {
     fn send_pack(&self, enc: &mut Encoded, which: Range<usize>, now: u64) -> Result<Range<u64>, DdsError> {
         let wait = self.waits();
         let mut one = self.sending(wait)?;
-        let first = self.seq.load(Ordering::Relaxed) + 1;
+        let first = one.sent + 1;
         for (k, p) in enc.parts[which.clone()].iter().enumerate() {
             let h = p.at.start + WORD;
             enc.bytes[h..h + 8].copy_from_slice(&header_word(self.id, first + k as u64).to_le_bytes());
@@ -140,7 +139,7 @@ impl<T> DataWriter<T> {
             wait.room,
             wait.view,
         )?;
-        self.seq.store(first + n as u64 - 1, Ordering::Relaxed);
+        one.sent = first + n as u64 - 1;
         Ok(first..first + n as u64)
     }
 }

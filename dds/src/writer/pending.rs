@@ -2,72 +2,52 @@
 //! the writer's open pack (see [`crate::sample`]), numbered and stamped as it
 //! joins, and the pack goes out as one multicast message when the next sample
 //! does not fit it, at [`DataWriter::flush`], before any other send of the
-//! writer, and when the writer waits for delivery or is dropped.
+//! writer, when the writer waits for delivery or is dropped, and, with a delay,
+//! by the process's flusher thread once the delay has passed (`super::flusher`).
 
-use super::{DataWriter, Sending, Wait};
-use crate::sample::{header_word, pack_word, HEADER};
+use super::sending::{Batching, Sending, WORD};
+use super::{flusher, DataWriter, Wait};
+use crate::sample::{header_word, HEADER};
 use crate::DdsError;
-use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
-
-/// A pack's first word, and each sample's length word.
-const WORD: usize = 8;
-
-/// The samples written since the last send, laid out as their pack holds them:
-/// each one's length word, its header and its body, padded to a whole word.
-#[derive(Debug, Default)]
-pub(crate) struct Pending {
-    bytes: Vec<u8>,
-    n: u32,
-}
-
-impl Pending {
-    fn push(&mut self, header: [u64; 2], prefix: Option<[u64; 2]>, body: &[u8]) {
-        let [h0, h1] = header;
-        let words = match prefix {
-            Some([p0, p1]) => [HEADER as u64 + 2 * WORD as u64 + body.len() as u64, h0, h1, p0, p1],
-            None => [(HEADER + body.len()) as u64, h0, h1, 0, 0],
-        };
-        let words = &words[..if prefix.is_some() { 5 } else { 3 }];
-        let at = self.bytes.len();
-        let head = at + words.len() * WORD;
-        // Sized once (the padding zeroed with it), then filled.
-        self.bytes.resize((head + body.len()).div_ceil(WORD) * WORD, 0);
-        for (i, w) in words.iter().enumerate() {
-            self.bytes[at + i * WORD..at + (i + 1) * WORD].copy_from_slice(&w.to_le_bytes());
-        }
-        self.bytes[head..head + body.len()].copy_from_slice(body);
-        self.n += 1;
-    }
-}
+use std::sync::Arc;
+use std::time::Instant;
 
 impl<T> DataWriter<T> {
-    /// Turns writer batching on or off (off by default). With it on, [`write`] and
-    /// a [`Loan`]'s write (and, on a keyed topic, `dispose` and `unregister`) do
-    /// not send: each sample joins the writer's open pack, which goes out as one
-    /// message of the topic once the next sample does not fit in a slot beside
-    /// it, at [`DataWriter::flush`], before any other send of this writer
-    /// ([`write_batch`], [`write_in_place`], a sample too large for a pack), and
-    /// when the writer waits for delivery or is dropped. Small samples then cost
-    /// the multicast one message per pack instead of one each (a 1 KB slot holds
-    /// six samples of 128 B), at the price of latency: **a sample waits in the
-    /// writer until something above sends its pack**; no timer does. For bursts
-    /// of small samples whose writer flushes at the end of each.
+    /// Sets how this writer batches (off by default). With batching, [`write`]
+    /// and a [`Loan`]'s write (and, on a keyed topic, `dispose` and
+    /// `unregister`) do not send: each sample joins the writer's open pack,
+    /// which goes out as one message of the topic once the next sample does not
+    /// fit in a slot beside it, at [`DataWriter::flush`], before any other send
+    /// of this writer ([`write_batch`], [`write_in_place`], a sample too large
+    /// for a pack), when the writer waits for delivery or is dropped, and with
+    /// [`Batching::Within`] once its delay has passed (a thread of the process
+    /// looks at packs whose delay is up; it sleeps while no pack waits). Small
+    /// samples then cost the multicast one message per pack instead of one each
+    /// (a 1 KB slot holds six samples of 128 B), at the price of latency: a
+    /// sample waits in the writer up to the delay, or with
+    /// [`Batching::UntilFlushed`] **until something above sends its pack**.
     ///
     /// A write returns the sample's number when it joins the pack (numbers stay
     /// dense and in the order of the writes). Sending a full pack waits for room
     /// as `write` does; if that fails (no room within the writer's wait, the
     /// group stopped), the write that needed the room fails and takes no number,
-    /// and the pack stays, to go out at the next send that succeeds. Turning
-    /// batching off sends the pack first (and fails, still on, if that fails).
+    /// and the pack stays, to go out at the next send that succeeds
+    /// ([`DataWriter::try_write`] and [`DataWriter::write_async`] join the pack
+    /// too, and find no room only when a full pack cannot be sent at once; the
+    /// flusher thread never waits for room, and tries again a delay later).
+    /// A change of the setting sends the open pack first (and fails, with the
+    /// setting unchanged, if that fails). Clients' writers do not batch.
     ///
     /// ```no_run
     /// # fn f(w: &spindle_dds::DataWriter<u64>) -> Result<(), spindle_dds::DdsError> {
-    /// w.set_batching(true)?;
+    /// use spindle_dds::Batching;
+    /// use std::time::Duration;
+    /// w.set_batching(Batching::Within(Duration::from_millis(1)))?;
     /// for t in 0..1_000u64 {
     ///     w.write(&t)?;
     /// }
-    /// w.flush()?;
+    /// w.flush()?; // the last pack now, not within the millisecond
     /// # Ok(()) }
     /// ```
     ///
@@ -75,12 +55,13 @@ impl<T> DataWriter<T> {
     /// [`Loan`]: crate::Loan
     /// [`write_batch`]: DataWriter::write_batch
     /// [`write_in_place`]: DataWriter::write_in_place
-    pub fn set_batching(&self, on: bool) -> Result<(), DdsError> {
+    pub fn set_batching(&self, batching: Batching) -> Result<(), DdsError> {
         let mut one = lock(&self.sending);
-        if !on {
-            self.flush_held(&mut one, self.waits())?;
+        self.flush_held(&mut one, self.waits())?;
+        if let Batching::Within(_) = batching {
+            flusher::start()?;
         }
-        one.batching = on;
+        one.batching = batching;
         Ok(())
     }
 
@@ -122,7 +103,23 @@ impl<T> DataWriter<T> {
         if WORD + one.pending.bytes.len() + part > budget {
             self.flush_held(one, wait)?;
         }
-        let seq = self.seq.load(Ordering::Relaxed) + one.pending.n as u64 + 1;
+        if one.pending.n == 0 {
+            if let Batching::Within(delay) = one.batching {
+                let now = Instant::now();
+                one.pending.opened_at = Some(now);
+                if !one.reminded {
+                    let target = self.flush_target.get_or_init(|| {
+                        Arc::new(flusher::Target {
+                            p: Arc::downgrade(&self.p),
+                            topic: Arc::downgrade(&self.topic),
+                            sending: Arc::downgrade(&self.sending),
+                        })
+                    });
+                    one.reminded = flusher::remind(now, delay, target);
+                }
+            }
+        }
+        let seq = one.sent + one.pending.n as u64 + 1;
         let header = [header_word(self.id, seq), one.clock.now_ns()];
         one.pending.push(header, prefix, body);
         Ok(Some(seq))
@@ -130,26 +127,6 @@ impl<T> DataWriter<T> {
 
     /// Sends the open pack, if any: its samples become this writer's last sent.
     pub(super) fn flush_held(&self, one: &mut Sending, wait: Wait) -> Result<(), DdsError> {
-        let Sending { cache, pending, .. } = one;
-        let n = pending.n;
-        if n == 0 {
-            return Ok(());
-        }
-        let bytes = &pending.bytes;
-        self.p.group.send_cached(
-            cache,
-            |v| self.topic.subgroup_in(v),
-            WORD + bytes.len(),
-            |slot| {
-                slot.write_word(0, pack_word(n));
-                slot.write(WORD, bytes);
-            },
-            wait.room,
-            wait.view,
-        )?;
-        self.seq.store(self.seq.load(Ordering::Relaxed) + n as u64, Ordering::Relaxed);
-        pending.bytes.clear();
-        pending.n = 0;
-        Ok(())
+        Ok(one.send_pack(&self.p.group, |v| self.topic.subgroup_in(v), wait.room, wait.view)?)
     }
 }
