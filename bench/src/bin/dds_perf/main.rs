@@ -35,7 +35,7 @@ use bench::{out, round};
 use clap::Parser;
 use serde_json::{json, Value};
 use spindle_dds::DdsConfig;
-use spindle_dds::{DataReader, DataWriter, DomainParticipant};
+use spindle_dds::{Batching, DataReader, DataWriter, DomainParticipant};
 use spindle_dds::{History, Level, Qos};
 use spindle_sst::sync::atomic::{AtomicU64, Ordering};
 use spindle_sst::sync::lock;
@@ -91,11 +91,15 @@ struct Args {
     /// message (0: one `write` of a loan per sample). Samples up to 64 KiB.
     #[arg(long, default_value_t = 0)]
     batch: usize,
-    /// Throughput runs: the writer's batching on (`DataWriter::set_batching`): each
-    /// single write joins an open pack, sent when full (the topic's slots are then
-    /// 1 KB at least, as with `--batch`); the last is flushed at the end.
+    /// Throughput runs: the writer's batching on (`DataWriter::set_batching`,
+    /// `Batching::UntilFlushed`): each single write joins an open pack, sent when
+    /// full (the topic's slots are then 1 KB at least, as with `--batch`); the last
+    /// is flushed at the end.
     #[arg(long)]
     batching: bool,
+    /// As `--batching`, with `Batching::Within` this many microseconds.
+    #[arg(long)]
+    batching_within_us: Option<u64>,
     /// Payload bytes of a ring slot (at least the sample size). Without it: the
     /// sample size, or with `--batch` at least the default 1 KB so that packs fit.
     /// `--slot 1008` measures with the slots a topic has by default.
@@ -150,7 +154,7 @@ fn main() {
     if args.subscribers == 0 || args.subscribers > 32 || args.seconds <= 0.0 || args.count == 0 {
         bench::usage("dds_perf", "--subscribers must be 1..=32, --seconds and --count positive");
     }
-    if (args.batch > 0 || args.batching) && (large || args.latency) {
+    if (args.batch > 0 || args.batching || args.batching_within_us.is_some()) && (large || args.latency) {
         bench::usage("dds_perf", "--batch and --batching are for throughput runs of samples up to 64 KiB");
     }
     if args.clients > 256 || (args.clients > 0 && args.latency) {
@@ -189,7 +193,9 @@ fn level_qos(args: &Args, size: usize) -> Qos {
     let base = Qos { level: args.qos, history: History::KeepLast(1024), window: args.window, ..Qos::default() };
     let slot = match args.slot {
         Some(s) => size.max(s as usize),
-        None if args.batch > 0 || args.batching => size.max(Qos::default().slot_sample_bytes as usize),
+        None if args.batch > 0 || args.batching || args.batching_within_us.is_some() => {
+            size.max(Qos::default().slot_sample_bytes as usize)
+        }
         None => size,
     };
     let q = base.max_sample_bytes(slot as u32);
@@ -286,7 +292,12 @@ fn throughput_pub<T: bytemuck::Pod>(
     let t0 = Instant::now();
     let w = p.create_writer(topic, topic.qos()).map_err(|e| e.to_string())?;
     let writer_ms = t0.elapsed().as_secs_f64() * 1e3;
-    w.set_batching(args.batching).map_err(|e| e.to_string())?;
+    let batching = match (args.batching_within_us, args.batching) {
+        (Some(us), _) => Batching::Within(Duration::from_micros(us)),
+        (None, true) => Batching::UntilFlushed,
+        (None, false) => Batching::Off,
+    };
+    w.set_batching(batching).map_err(|e| e.to_string())?;
     wait_for_endpoints(p, "perf", args.subscribers, 1)?;
     joined(child)?;
     let run = if args.clients > 0 { Some(clients::MemberRun::start(p, child)?) } else { None };
@@ -479,7 +490,7 @@ fn parent(args: &Args) -> Result<bool, String> {
     let mut summary = json!({
         "bench": "dds_perf", "transport": args.transport, "qos": args.qos.name(), "size": args.size,
         "subscribers": args.subscribers, "mode": if args.latency { "latency" } else { "throughput" },
-        "read": args.read, "batch": args.batch, "batching": args.batching, "slot": args.slot,
+        "read": args.read, "batch": args.batch, "batching": args.batching, "batching_within_us": args.batching_within_us, "slot": args.slot,
         "latency_first": args.latency_first,
     });
     if args.clients > 0 && args.latency {
