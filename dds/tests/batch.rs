@@ -4,7 +4,7 @@
 //! one process over shm and tcp; every wait has a deadline.
 
 use serde::{Deserialize, Serialize};
-use spindle_dds::{Batching, DdsError, History, Keyed, Qos, Sample};
+use spindle_dds::{Batching, DataReader, DataWriter, DdsError, DomainParticipant, History, Keyed, Qos, Sample};
 use spindle_views::config::Transport;
 
 mod common;
@@ -126,19 +126,25 @@ fn a_keyed_batch_keeps_each_instance_and_a_too_large_sample_sends_nothing() {
     assert_eq!(values, vec![24, 25, 26, 27, 28, 29]);
 }
 
+/// Two participants over shm (domain `prefix` and this process's id), a writer of
+/// `topic` at the first and a reader of it (KeepAll) at the second, matched.
+fn writer_and_reader(prefix: &str, topic: &str) -> (Vec<DomainParticipant>, DataWriter<Msg>, DataReader<Msg>) {
+    let ps = domain(&format!("{prefix}{}", std::process::id()), 2, Transport::Shm);
+    let qos = Qos::volatile(History::KeepAll);
+    let t0 = ps[0].topic::<Msg>(topic, qos).unwrap();
+    let t1 = ps[1].topic::<Msg>(topic, qos).unwrap();
+    let r = ps[1].create_reader(&t1, qos).unwrap();
+    let w = ps[0].create_writer(&t0, qos).unwrap();
+    assert!(ps[1].wait_for_matched(topic, 1, 1, WAIT).is_ok());
+    (ps, w, r)
+}
+
 /// Writer batching: single writes join the writer's open pack and go out as one
 /// message when the next does not fit, at `flush`, or before another kind of send;
 /// readers get each sample alone, numbered as written, in the order written.
 #[test]
 fn batched_writes_go_out_in_packs_when_full_or_flushed() {
-    let name = format!("ddsbw{}", std::process::id());
-    let ps = domain(&name, 2, Transport::Shm);
-    let qos = Qos::volatile(History::KeepAll);
-    let t0 = ps[0].topic::<Msg>("batching", qos).unwrap();
-    let t1 = ps[1].topic::<Msg>("batching", qos).unwrap();
-    let r = ps[1].create_reader(&t1, qos).unwrap();
-    let w = ps[0].create_writer(&t0, qos).unwrap();
-    assert!(ps[1].wait_for_matched("batching", 1, 1, WAIT).is_ok());
+    let (ps, w, r) = writer_and_reader("ddsbw", "batching");
     w.set_batching(Batching::UntilFlushed).unwrap();
     const N: u32 = 100;
     let sent_before = ps[0].group().metrics().sent;
@@ -211,17 +217,10 @@ fn a_batching_writer_sends_what_it_holds_when_it_waits_or_drops() {
 }
 
 /// With a delay, a pack nothing else sends goes out by itself: samples written and
-/// then left alone reach the reader without a flush, packed.
+/// then left alone reach the reader without a flush.
 #[test]
 fn a_pack_goes_out_by_itself_once_its_delay_has_passed() {
-    let name = format!("ddsbt{}", std::process::id());
-    let ps = domain(&name, 2, Transport::Shm);
-    let qos = Qos::volatile(History::KeepAll);
-    let t0 = ps[0].topic::<Msg>("delay", qos).unwrap();
-    let t1 = ps[1].topic::<Msg>("delay", qos).unwrap();
-    let r = ps[1].create_reader(&t1, qos).unwrap();
-    let w = ps[0].create_writer(&t0, qos).unwrap();
-    assert!(ps[1].wait_for_matched("delay", 1, 1, WAIT).is_ok());
+    let (_ps, w, r) = writer_and_reader("ddsbt", "delay");
     w.set_batching(Batching::Within(std::time::Duration::from_millis(20))).unwrap();
     for round in 0..3u32 {
         for n in 0..4 {
