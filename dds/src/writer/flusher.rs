@@ -25,6 +25,10 @@ pub(crate) struct Target {
     pub(super) sending: Weak<Mutex<Sending>>,
 }
 
+/// How soon a reminder that found its writer's send lock taken looks again (at
+/// most: its delay, if shorter).
+const BUSY: Duration = Duration::from_millis(1);
+
 /// `target`'s open pack is to be looked at `at`.
 struct Reminder {
     at: Instant,
@@ -121,16 +125,13 @@ impl Reminder {
         // The writer's state first: a writer already gone is seen before anything
         // else of it is held here.
         let t = &self.target;
-        let (Some(sending), Some(topic), Some(p)) = (t.sending.upgrade(), t.topic.upgrade(), t.p.upgrade()) else {
-            return None;
-        };
+        let sending = t.sending.upgrade()?;
+        let (Some(topic), Some(p)) = (t.topic.upgrade(), t.p.upgrade()) else { return None };
         let mut one = match sending.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            // A write holds it, and may be sending the pack.
-            Err(TryLockError::WouldBlock) => {
-                return Some(Reminder { at: now.checked_add(self.delay).unwrap_or(now), ..self })
-            }
+            // A write holds it, and may be sending the pack: soon again.
+            Err(TryLockError::WouldBlock) => return Some(Reminder { at: now + self.delay.min(BUSY), ..self }),
         };
         // The writer's setting now (it may have changed since the reminder was left).
         let (Batching::Within(delay), Some(opened)) = (one.batching, one.pending.opened_at()) else {
