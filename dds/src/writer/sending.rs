@@ -79,7 +79,7 @@ impl Sending {
     }
 }
 
-/// How a writer batches its writes (see [`DataWriter::set_batching`]).
+/// How a writer batches its writes (see [`crate::DataWriter::set_batching`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Batching {
     /// Every write is sent at once (the default).
