@@ -89,8 +89,9 @@ pub enum Batching {
     /// after its first sample joined (by a thread of the process's, if nothing
     /// sent it sooner).
     Within(Duration),
-    /// Writes join the open pack, which is sent only when full, flushed, or
-    /// before another send of the writer: nothing sends it on a timer.
+    /// Writes join the open pack, which is sent only when full, flushed, before
+    /// another send of the writer, or when the writer waits for delivery or is
+    /// dropped: nothing sends it on a timer.
     UntilFlushed,
 }
 
