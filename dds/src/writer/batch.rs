@@ -2,15 +2,13 @@
 //! multicast message (a pack; see [`crate::sample`]), so the multicast's cost per
 //! message is paid once for all of them.
 
+use super::sending::WORD;
 use super::DataWriter;
 use crate::instance::{prefix, InstanceHandle, Kind};
-use crate::sample::{header_word, pack_word, HEADER};
+use crate::sample::{header_word, HEADER};
 use crate::DdsError;
 use spindle_sst::sync::lock;
 use std::ops::Range;
-
-/// The pack's first word, and each sample's length word.
-const WORD: usize = 8;
 
 /// The samples of one call laid out as a pack holds them, one after the other:
 /// each one's length word, its header (filled in when it is sent) and its body
@@ -128,18 +126,7 @@ impl<T> DataWriter<T> {
         }
         let parts = &enc.bytes[enc.parts[which.start].at.start..enc.parts[which.end - 1].at.end];
         let n = which.len();
-        self.p.group.send_cached(
-            &mut one.cache,
-            |v| self.topic.subgroup_in(v),
-            WORD + parts.len(),
-            |slot| {
-                slot.write_word(0, pack_word(n as u32));
-                slot.write(WORD, parts);
-            },
-            wait.room,
-            wait.view,
-        )?;
-        one.sent = first + n as u64 - 1;
+        one.send_parts(&self.p.group, |v| self.topic.subgroup_in(v), n as u32, parts, wait.room, wait.view)?;
         Ok(first..first + n as u64)
     }
 }

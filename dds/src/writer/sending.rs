@@ -54,27 +54,46 @@ impl Sending {
         room: Option<Duration>,
         view: Option<Duration>,
     ) -> Result<(), SendError> {
-        let Sending { sent, cache, pending, .. } = self;
-        let n = pending.n;
+        let n = self.pending.n;
         if n == 0 {
             return Ok(());
         }
-        let bytes = &pending.bytes;
+        // Out of the send state while it sends (kept, with its buffer, either way).
+        let bytes = std::mem::take(&mut self.pending.bytes);
+        let sent = self.send_parts(group, pick, n, &bytes, room, view);
+        self.pending.bytes = bytes;
+        sent?;
+        self.pending.bytes.clear();
+        self.pending.n = 0;
+        self.pending.opened_at = None;
+        Ok(())
+    }
+
+    /// Sends `n` samples laid out as a pack holds them (`parts`: each one's length
+    /// word, header and body, padded), behind the pack's first word, into the
+    /// subgroup `pick` names: they become the writer's last sent. The one send of
+    /// a pack, whether batching or `write_batch` laid it out.
+    pub(super) fn send_parts(
+        &mut self,
+        group: &Group,
+        pick: impl Fn(&View) -> Option<usize>,
+        n: u32,
+        parts: &[u8],
+        room: Option<Duration>,
+        view: Option<Duration>,
+    ) -> Result<(), SendError> {
         group.send_cached(
-            cache,
+            &mut self.cache,
             pick,
-            WORD + bytes.len(),
+            WORD + parts.len(),
             |slot| {
                 slot.write_word(0, pack_word(n));
-                slot.write(WORD, bytes);
+                slot.write(WORD, parts);
             },
             room,
             view,
         )?;
-        *sent += n as u64;
-        pending.bytes.clear();
-        pending.n = 0;
-        pending.opened_at = None;
+        self.sent += n as u64;
         Ok(())
     }
 }
