@@ -183,6 +183,12 @@ impl LayoutBuilder {
     /// counter pushed after it was written, and not written again until every reader
     /// is done with it (smc's slot ring: `sent` publishes a slot, and a slot is reused
     /// only once every member delivered its message). Elsewhere it is a plain area.
+    ///
+    /// On `shm` the owner's [`Row::write_bytes`](crate::Row::write_bytes) into such an
+    /// area is a plain copy, not word stores, and its soundness rests on that
+    /// contract: in this process, a part's earlier readers must be ordered before its
+    /// next write by a counter the writer reads with `Acquire` after they stored it
+    /// with `Release`, and its readers after the write by the publishing counter.
     pub fn bytes_in_place(&mut self, name: &str, len: usize) -> Bytes {
         Bytes { in_place: true, ..self.bytes(name, len) }
     }

@@ -80,10 +80,17 @@ impl LocalRow {
         assert!((word + values.len()) * WORD <= b.len, "words outside a {}-byte area", b.len);
         self.table.region.store_words(self.my(b.off + word * WORD), values);
     }
-    /// Writes `data` at `at` (word-aligned) in byte area `b` of this row (`Relaxed`).
+    /// Writes `data` at `at` (word-aligned) in byte area `b` of this row (`Relaxed`
+    /// word stores; in an in-place area on `shm`, a plain copy, for which the area's
+    /// contract orders every other access of this process: see
+    /// [`LayoutBuilder::bytes_in_place`](crate::LayoutBuilder::bytes_in_place)).
     pub fn write_bytes(&self, b: Bytes, at: usize, data: &[u8]) {
         assert!(at % WORD == 0 && at + data.len() <= b.len, "write outside a {}-byte area", b.len);
-        self.table.region.write_bytes(self.my(b.off + at), data);
+        if b.in_place {
+            self.table.region.write_in_place(self.my(b.off + at), data);
+        } else {
+            self.table.region.write_bytes(self.my(b.off + at), data);
+        }
     }
     /// Reads back `out.len()` bytes of this row's byte area `b` from `at`.
     pub fn read_bytes(&self, b: Bytes, at: usize, out: &mut [u8]) {
