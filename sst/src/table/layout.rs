@@ -184,7 +184,7 @@ impl LayoutBuilder {
     /// is done with it (smc's slot ring: `sent` publishes a slot, and a slot is reused
     /// only once every member delivered its message). Elsewhere it is a plain area.
     ///
-    /// On `shm` the owner's [`Row::write_bytes`](crate::Row::write_bytes) into such an
+    /// On `shm` the owner's [`LocalRow::write_bytes`](crate::table::LocalRow::write_bytes) into such an
     /// area is a plain copy, not word stores, and its soundness rests on that
     /// contract: in this process, a part's earlier readers must be ordered before its
     /// next write by a counter the writer reads with `Acquire` after they stored it
