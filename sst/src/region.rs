@@ -21,6 +21,10 @@
 //! it reads a stable write's data, which nothing writes until the peer has applied
 //! the write, through a `&[u8]` that lives while it seals one record
 //! (`Region::stable_bytes`, an `unsafe fn` whose caller answers for that promise).
+//! And one plain write: on `shm`, the owner's writes into an in-place area (smc's
+//! slots and arena) are a `memcpy` into its own mapping (`Region::write_in_place`),
+//! which that area's publishing and freeing counters order against every other
+//! access of this process.
 
 use crate::sync::atomic::{fence, AtomicU64, Ordering};
 use thiserror::Error;
@@ -87,8 +91,10 @@ mod segment {
         _backing: Backing,
     }
 
-    // SAFETY: the segment is plain memory that is only ever accessed through atomic
-    // operations (see `words` and `u32_at`), so sharing it between threads is sound.
+    // SAFETY: the segment is plain memory that is accessed through atomic operations
+    // (see `words` and `u32_at`), and otherwise only by `Region::write_in_place`'s
+    // plain copies, which the caller's protocol orders against every other access
+    // of this process, so sharing it between threads is sound.
     unsafe impl Send for Segment {}
     // SAFETY: as above: every access is atomic.
     unsafe impl Sync for Segment {}
@@ -167,10 +173,11 @@ mod segment {
             assert!(end.is_some_and(|e| e <= self.len), "segment range out of bounds");
             // SAFETY: the range is inside the allocation and 8-byte aligned (the base is
             // page-aligned, the offset a multiple of 8). `AtomicU64` has the size and
-            // alignment of `u64`, and the memory is only accessed atomically (by this
-            // process through these references, by peers through their own atomic
-            // mappings), so a shared slice of atomics over it is sound for the
-            // segment's lifetime, which bounds the returned borrow.
+            // alignment of `u64`, and the memory is accessed atomically (by this
+            // process through these references, by peers through their own
+            // mappings), but for `Region::write_in_place`'s plain copies, which no
+            // atomic access of this process overlaps, so a shared slice of atomics
+            // over it is sound for the segment's lifetime, which bounds the borrow.
             unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().add(byte_off).cast::<AtomicU64>(), n) }
         }
 
@@ -212,7 +219,8 @@ pub struct Region {
 }
 
 // SAFETY: `ptr` points into the segment that `_seg` keeps alive, and that memory is
-// only accessed through atomics, so the region may move to and be shared by threads.
+// accessed through atomics (and by `write_in_place`'s plain copies, ordered against
+// every other access: see there), so the region may move to and be shared by threads.
 #[cfg(not(loom))]
 unsafe impl Send for Region {}
 // SAFETY: as above.
@@ -277,8 +285,9 @@ impl Region {
         {
             // SAFETY: `ptr` and `len_words` describe a range that `Segment::words`
             // validated (in bounds, aligned) when the region was made; `_seg` keeps the
-            // memory alive as long as `self`, which bounds the borrow; all access to it
-            // is atomic.
+            // memory alive as long as `self`, which bounds the borrow; access to it is
+            // atomic, but for `write_in_place`'s plain copies, which no atomic access
+            // of this process overlaps (see there).
             unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len_words) }
         }
         #[cfg(loom)]
