@@ -30,6 +30,8 @@ const PAGE_POLL: Duration = Duration::from_millis(20);
 pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
     let fail = |why: StoreError| {
+        // Rare, and every later wait on this store answers with it: said once.
+        tracing::error!(error = %why, "the store's applier stopped");
         *lock(&s.error) = Some(why);
         s.applied_cv.notify_all();
     };
