@@ -2,15 +2,22 @@
 //! own copy of the log or, at a member without one, from pages it asks of the
 //! replicas; a store older than the log's trim point first takes a checkpoint of
 //! another member's store ([`super::transfer`]).
+//!
+//! A failover can make a read fail for a while (a new replica still being
+//! re-seeded, a segment not on disk yet, the member asked for a checkpoint
+//! stopping or behind): the applier reads again from what it applied, with
+//! pauses growing to half a second, for up to 30 s of failures in a row; only
+//! then, or at once where its own store failed or the log stopped, it stops, and
+//! every wait on the store answers with the error.
 
-use super::{Inner, StoreError, Update, APPLIED};
+use super::{Inner, StoreError, TransferError, Update, APPLIED};
 use crate::shard::rules;
 use crate::table::StoreTable;
 use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_tailwind::service::{LogService, Lsn, ReadError};
 use std::ops::Deref;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where the applier reads the committed log: its own copy (a replica's tailing
 /// reader), or pages asked of the replicas (a member that does not hold the log,
@@ -24,11 +31,54 @@ enum Source {
 /// nothing new (it has no copy to wait on; asked of a replica, bounded).
 const PAGE_POLL: Duration = Duration::from_millis(20);
 
+/// How long the applier keeps trying again after a read of the log or a
+/// checkpoint failed (a failover under way: a replica being re-seeded, the member
+/// asked for a checkpoint stopping or still behind) before it gives up and every
+/// wait on the store answers with the error.
+const RETRY_FOR: Duration = Duration::from_secs(30);
+/// The first pause between such tries (doubling to [`RETRY_PAUSE_MAX`]).
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+const RETRY_PAUSE_MAX: Duration = Duration::from_millis(500);
+
+/// A run of failed reads of the log (or checkpoints): when it began, and the
+/// next pause.
+struct Trouble {
+    run: Option<(Instant, Duration)>,
+    limit: Duration,
+}
+
+impl Trouble {
+    fn new(limit: Duration) -> Trouble {
+        Trouble { run: None, limit }
+    }
+
+    /// Another failure: pauses and says to try again, or, once the run has lasted
+    /// its limit, hands the error back.
+    fn again(&mut self, why: StoreError) -> Result<(), StoreError> {
+        let (since, pause) = self.run.get_or_insert_with(|| {
+            tracing::warn!(error = %why, "reading the log failed: trying again");
+            (Instant::now(), RETRY_PAUSE)
+        });
+        if since.elapsed() >= self.limit {
+            return Err(why);
+        }
+        std::thread::sleep(*pause);
+        *pause = (*pause * 2).min(RETRY_PAUSE_MAX);
+        Ok(())
+    }
+
+    /// A read or checkpoint went through: the run is over.
+    fn clear(&mut self) {
+        self.run = None;
+    }
+}
+
 /// The applier: follows the committed log and applies it in batches (with
 /// [`Apply::Lazy`] at a member that is not the primary, only while a waiter
 /// needs more).
 pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
     let mut src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
+    let mut trouble = Trouble::new(RETRY_FOR);
     let fail = |why: StoreError| {
         // Rare, and every later wait on this store answers with it: said once.
         tracing::error!(error = %why, "the store's applier stopped");
@@ -50,20 +100,39 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
         match &mut src {
             Source::Copy(tail) => {
                 match tail.next_within(Duration::from_millis(50)) {
-                    None => continue,
+                    None => {
+                        trouble.clear();
+                        continue;
+                    }
                     Some(Err(ReadError::NotReplica)) => {
                         // Not holding the log (now): read it from the replicas.
                         src = Source::Pages;
                         continue;
                     }
-                    Some(Err(ReadError::Gap(floor))) => match catch_up(s, floor.0) {
-                        Ok(a) => {
-                            src = Source::Copy(s.log.subscribe(Lsn(a)));
-                            continue;
+                    Some(Err(ReadError::Gap(floor))) => {
+                        match catch_up(s, floor.0) {
+                            Ok(a) => {
+                                trouble.clear();
+                                src = Source::Copy(s.log.subscribe(Lsn(a)));
+                            }
+                            Err(e @ StoreError::Behind { why: TransferError::Store(_), .. }) => return fail(e),
+                            Err(e) => match trouble.again(e) {
+                                Ok(()) => src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied)))),
+                                Err(e) => return fail(e),
+                            },
                         }
-                        Err(e) => return fail(e),
-                    },
-                    Some(Err(e)) => return fail(StoreError::Read(std::sync::Arc::new(e))),
+                        continue;
+                    }
+                    Some(Err(e @ ReadError::Stopped(_))) => return fail(StoreError::Read(std::sync::Arc::new(e))),
+                    Some(Err(e)) => {
+                        // Read afresh from what is applied (the copy may be
+                        // re-seeded meanwhile).
+                        match trouble.again(StoreError::Read(std::sync::Arc::new(e))) {
+                            Ok(()) => src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied)))),
+                            Err(e) => return fail(e),
+                        }
+                        continue;
+                    }
                     Some(Ok(r)) => recs.push(r),
                 }
                 while recs.len() < 4096 {
@@ -92,8 +161,14 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                     }
                     Ok(page) => recs = page,
                     Err(ReadError::Gap(floor)) => {
-                        if let Err(e) = catch_up(s, floor.0) {
-                            return fail(e);
+                        match catch_up(s, floor.0) {
+                            Ok(_) => trouble.clear(),
+                            Err(e @ StoreError::Behind { why: TransferError::Store(_), .. }) => return fail(e),
+                            Err(e) => {
+                                if let Err(e) = trouble.again(e) {
+                                    return fail(e);
+                                }
+                            }
                         }
                         continue;
                     }
@@ -134,6 +209,7 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
             return fail(e.into());
         }
         drop(state);
+        trouble.clear();
         *lock(&s.applied) = next;
         s.applied_cv.notify_all();
     }
@@ -153,5 +229,22 @@ fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u
             Ok(a)
         }
         Err(why) => Err(StoreError::Behind { applied, floor, why }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_failures_is_tried_again_with_growing_pauses_until_its_limit() {
+        let why = || StoreError::NoPrimary;
+        let mut t = Trouble::new(Duration::from_secs(3600));
+        assert!(t.again(why()).is_ok(), "tried again within the limit");
+        assert_eq!(t.run.map(|r| r.1), Some(RETRY_PAUSE * 2), "the next pause doubled");
+        t.clear();
+        assert!(t.run.is_none(), "a success ends the run");
+        let mut t = Trouble::new(Duration::ZERO);
+        assert!(matches!(t.again(why()), Err(StoreError::NoPrimary)), "past the limit the error comes back");
     }
 }
