@@ -44,7 +44,9 @@ fn a_rejoined_participant_reads_on_without_a_gap_or_counts_what_it_lost() {
         let v = parent(&args).unwrap_or_else(|e| panic!("{transport} {qos:?}: {e}"));
         let r = v.as_array().unwrap();
         assert!(r.iter().all(|x| x["ended"] == true), "{v}");
-        assert_eq!(r[VICTIM]["rejoins"], 1, "{v}");
+        // Once at least: on a loaded machine the 400 ms failure timeout can remove
+        // it again after it came back, and each rejoin is held to the same checks.
+        assert!(r[VICTIM]["rejoins"].as_u64().is_some_and(|n| n >= 1), "it rejoined: {v}");
         assert_eq!(r[0]["digest"], r[1]["digest"], "the members that stayed agree: {v}");
         assert_eq!(r[0]["lost"], 0, "{v}");
         let (all, got, lost) = (

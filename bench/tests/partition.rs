@@ -84,8 +84,13 @@ fn majority_goes_on_minority_rejoins_when_healed_nothing_diverges() {
         let json = l.strip_prefix("RESULT").unwrap_or_else(|| panic!("member {i}: {l}"));
         let r: serde_json::Value = serde_json::from_str(json.trim()).unwrap();
         assert_eq!(r["members"].as_array().map(|a| a.len()), Some(N), "member {i}: {r}");
-        let rejoins = if MINORITY.contains(i) { 1 } else { 0 };
-        assert_eq!(r["rejoins"], rejoins, "member {i}: {r}");
+        // The minority once at least (a loaded machine can remove a member once
+        // more after it came back); the majority never, which its logs check too.
+        let rejoins = r["rejoins"].as_u64().unwrap_or(u64::MAX);
+        match MINORITY.contains(i) {
+            true => assert!((1..u64::MAX).contains(&rejoins), "member {i}: {r}"),
+            false => assert_eq!(rejoins, 0, "member {i}: {r}"),
+        }
     }
     drop(m);
     let reference = read_log(&logs[0]);

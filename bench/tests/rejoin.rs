@@ -20,7 +20,8 @@ fn a_stalled_member_rejoins_by_itself_over_shm_and_tcp() {
         let args = [&args[..], &["--size", "32", "--json"]].concat();
         let v = common::run_json(env!("CARGO_BIN_EXE_chaos"), &args, Duration::from_secs(120)).pop().expect("JSON");
         assert_eq!(v["logs_agree"], true, "{v}");
-        assert_eq!(v["rejoins"], 2, "{v}");
+        // Each stall at least (a loaded machine can remove it once more).
+        assert!(v["rejoins"].as_u64().is_some_and(|n| n >= 2), "{v}");
         assert!(v["delivered"].as_u64().is_some_and(|d| d > 0), "{v}");
         let changes = v["view_changes_per_round_p50"].as_f64().unwrap_or(0.0);
         assert!(changes >= 2.0, "at least one change out and one back in: {v}");

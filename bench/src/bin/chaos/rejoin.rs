@@ -143,7 +143,9 @@ pub(crate) fn stop_rounds(args: &Args, rounds: usize) -> Result<bool, String> {
         }
     };
     let rejoins = parsed[victim]["rejoins"].as_u64().unwrap_or(0);
-    if rejoins != rounds as u64 {
+    // One rejoin per stall at least; more where a loaded machine let the failure
+    // timeout remove it again after it came back (each held to the checks above).
+    if rejoins < rounds as u64 {
         problems.push(format!("member {victim} counted {rejoins} rejoins in {rounds} rounds"));
     }
     let (p50, max) = median_max(back_ms.clone());
