@@ -52,9 +52,18 @@ impl Trouble {
         Trouble { run: None, limit }
     }
 
-    /// Another failure: pauses and says to try again, or, once the run has lasted
-    /// its limit, hands the error back.
+    /// Another failure: pauses and says to try again, or hands the error back:
+    /// at once if it is final (this store's own writes failed, or the log
+    /// stopped), else once the run has lasted its limit.
     fn again(&mut self, why: StoreError) -> Result<(), StoreError> {
+        let fin = match &why {
+            StoreError::Behind { why: TransferError::Store(_), .. } => true,
+            StoreError::Read(e) => matches!(**e, ReadError::Stopped(_)),
+            _ => false,
+        };
+        if fin {
+            return Err(why);
+        }
         let (since, pause) = self.run.get_or_insert_with(|| {
             tracing::warn!(error = %why, "reading the log failed: trying again");
             (Instant::now(), RETRY_PAUSE)
@@ -65,6 +74,18 @@ impl Trouble {
         std::thread::sleep(*pause);
         *pause = (*pause * 2).min(RETRY_PAUSE_MAX);
         Ok(())
+    }
+
+    /// The outcome of a try: a success ends the run, a failure is
+    /// [`Trouble::again`].
+    fn after(&mut self, tried: Result<(), StoreError>) -> Result<(), StoreError> {
+        match tried {
+            Ok(()) => {
+                self.clear();
+                Ok(())
+            }
+            Err(e) => self.again(e),
+        }
     }
 
     /// A read or checkpoint went through: the run is over.
@@ -109,28 +130,17 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                         src = Source::Pages;
                         continue;
                     }
-                    Some(Err(ReadError::Gap(floor))) => {
-                        match catch_up(s, floor.0) {
-                            Ok(a) => {
-                                trouble.clear();
-                                src = Source::Copy(s.log.subscribe(Lsn(a)));
-                            }
-                            Err(e @ StoreError::Behind { why: TransferError::Store(_), .. }) => return fail(e),
-                            Err(e) => match trouble.again(e) {
-                                Ok(()) => src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied)))),
-                                Err(e) => return fail(e),
-                            },
-                        }
-                        continue;
-                    }
-                    Some(Err(e @ ReadError::Stopped(_))) => return fail(StoreError::Read(std::sync::Arc::new(e))),
                     Some(Err(e)) => {
-                        // Read afresh from what is applied (the copy may be
-                        // re-seeded meanwhile).
-                        match trouble.again(StoreError::Read(std::sync::Arc::new(e))) {
-                            Ok(()) => src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied)))),
-                            Err(e) => return fail(e),
+                        let tried = match e {
+                            ReadError::Gap(floor) => catch_up(s, floor.0),
+                            e => Err(StoreError::Read(std::sync::Arc::new(e))),
+                        };
+                        if let Err(e) = trouble.after(tried) {
+                            return fail(e);
                         }
+                        // Read afresh from what is applied (a checkpoint, or a copy
+                        // re-seeded meanwhile).
+                        src = Source::Copy(s.log.subscribe(Lsn(*lock(&s.applied))));
                         continue;
                     }
                     Some(Ok(r)) => recs.push(r),
@@ -161,14 +171,8 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
                     }
                     Ok(page) => recs = page,
                     Err(ReadError::Gap(floor)) => {
-                        match catch_up(s, floor.0) {
-                            Ok(_) => trouble.clear(),
-                            Err(e @ StoreError::Behind { why: TransferError::Store(_), .. }) => return fail(e),
-                            Err(e) => {
-                                if let Err(e) = trouble.again(e) {
-                                    return fail(e);
-                                }
-                            }
+                        if let Err(e) = trouble.after(catch_up(s, floor.0)) {
+                            return fail(e);
                         }
                         continue;
                     }
@@ -216,9 +220,9 @@ pub(super) fn apply_loop<L: Deref<Target = LogService>>(s: &Inner<L>) {
 }
 
 /// The log no longer holds the records this store needs (it starts at `floor`):
-/// takes a checkpoint of another member's store ([`super::transfer`]); returns the
-/// record it reaches, now applied here.
-fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u64, StoreError> {
+/// takes a checkpoint of another member's store ([`super::transfer`]), and what
+/// it reaches is applied here.
+fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<(), StoreError> {
     let applied = *lock(&s.applied);
     tracing::warn!(applied, floor, "this store is older than the log: taking a checkpoint of another member's");
     match super::transfer::fetch(s, floor) {
@@ -226,7 +230,7 @@ fn catch_up<L: Deref<Target = LogService>>(s: &Inner<L>, floor: u64) -> Result<u
             *lock(&s.applied) = a;
             s.applied_cv.notify_all();
             tracing::info!(applied = a, "checkpoint taken");
-            Ok(a)
+            Ok(())
         }
         Err(why) => Err(StoreError::Behind { applied, floor, why }),
     }
@@ -246,5 +250,9 @@ mod tests {
         assert!(t.run.is_none(), "a success ends the run");
         let mut t = Trouble::new(Duration::ZERO);
         assert!(matches!(t.again(why()), Err(StoreError::NoPrimary)), "past the limit the error comes back");
+        let stopped = StoreError::Read(std::sync::Arc::new(ReadError::Stopped("stopped".into())));
+        let mut t = Trouble::new(Duration::from_secs(3600));
+        assert!(t.again(stopped).is_err(), "a stopped log is final at once");
+        assert!(t.run.is_none(), "and starts no run");
     }
 }

@@ -115,6 +115,18 @@ struct Inner<L> {
     synced: AtomicU64,
 }
 
+impl<L> Inner<L> {
+    /// At a lazy store: apply up to record `next` (a waiter or a checkpoint asks
+    /// for it). Raised under the applied lock, which the applier holds from its
+    /// look at the demand to its wait, so the wake-up is not lost.
+    fn ask_applied(&self, next: u64) {
+        let a = lock(&self.applied);
+        if self.lazy && *a < next && self.demand.fetch_max(next, Ordering::SeqCst) < next {
+            self.demand_cv.notify_all();
+        }
+    }
+}
+
 /// A member's replicated store (see the module docs).
 pub struct Store<L: Deref<Target = LogService> + Send + Sync + 'static> {
     inner: Arc<Inner<L>>,
@@ -266,12 +278,7 @@ impl<L: Deref<Target = LogService> + Send + Sync + 'static> Store<L> {
 
     /// Waits (up to `within`) until this store applied every record before `next`.
     pub fn wait_applied(&self, next: u64, within: Duration) -> Result<(), StoreError> {
-        {
-            let a = lock(&self.inner.applied);
-            if self.inner.lazy && *a < next && self.inner.demand.fetch_max(next, Ordering::SeqCst) < next {
-                self.inner.demand_cv.notify_all();
-            }
-        }
+        self.inner.ask_applied(next);
         self.wait_applier(within, |a| a >= next)
             .map_err(|w| w.or_timeout(|_| StoreError::NotApplied(Lsn(next.saturating_sub(1)))))
     }

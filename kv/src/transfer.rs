@@ -20,7 +20,6 @@ use super::{Inner, Refusal, TransferError, APPLIED};
 use crate::table::ShardState;
 use fjall::Readable;
 use serde::{Deserialize, Serialize};
-use spindle_sst::sync::atomic::Ordering;
 use spindle_sst::sync::lock;
 use spindle_sst::transport::NodeId;
 use spindle_tailwind::service::LogService;
@@ -91,10 +90,8 @@ pub(super) fn serve<L: Deref<Target = LogService>>(s: &Inner<L>, body: &[u8]) ->
             // A lazy store applies only what is asked of it: one that is asked
             // for a checkpoint catches up to the log's commit point, so that an
             // asker its checkpoint was too old for finds it newer next time.
-            if let Some(c) = s.log.committed().filter(|_| s.lazy) {
-                if s.demand.fetch_max(c.0, Ordering::SeqCst) < c.0 {
-                    s.demand_cv.notify_all();
-                }
+            if let Some(c) = s.log.committed() {
+                s.ask_applied(c.0);
             }
             let snapshot = s.db.snapshot();
             let applied = match snapshot.get(&s.meta, APPLIED) {
