@@ -101,6 +101,11 @@ fn a_member_of_two_started_again_restores_the_group_with_its_state() {
         g0.removal()
     );
     assert_eq!(*c1.lock().unwrap(), 7, "the state came from node 0");
+    // Node 1 came back on another control port: node 0 knows it there (a later
+    // view's setup asks that address whether node 1 is gone).
+    let status = spindle_views::group::report::ask(g0.listen_addr(), WAIT, None).expect("node 0's status");
+    let at: Vec<_> = status.members.iter().map(|m| (m.node, m.addr)).collect();
+    assert_eq!(at, [(0, Some(g0.listen_addr())), (1, Some(g1.listen_addr()))], "node 0 knows node 1's new address");
     g0.send(0, &[1]).unwrap();
     let both = || *c0.lock().unwrap() == 8 && *c1.lock().unwrap() == 8;
     assert!(testkit::poll_until(WAIT, Duration::from_millis(5), both), "one group delivers to both");

@@ -136,6 +136,13 @@ fn handle(inner: &Arc<Inner>, stream: TcpStream) -> Result<(), String> {
             }),
             None => None,
         };
+        if let Some((_, Reply::Counted | Reply::Restored, _)) = &reply {
+            // A member counted here may have been started again, with another
+            // control port: the restarted view's welcome names it, and its setup's
+            // gone probe asks it, at the address it asks from, not the one the last
+            // view knew (there a refused connection would leave it out of the view).
+            inner.directory.learn(std::slice::from_ref(&member));
+        }
         return match reply {
             Some((_, Reply::Counted, _)) => refuse(&mut stream, RESTORING.into()),
             // Counted, and the view is restarted with it: it starts that view too.
