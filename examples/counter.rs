@@ -27,6 +27,9 @@
 //! everyone, `leave` to leave gracefully. Press Ctrl-C in one terminal (or `kill -9`
 //! it) and watch the others install a view without it. A member that joins later
 //! receives the counter as state before it takes part.
+//!
+//! `RUST_LOG=spindle_views=info` prints the library's own account on stderr (view
+//! changes, a member removed and taken back, a view restored).
 
 use clap::Parser;
 use spindle::views::config::{Config, Transport};
@@ -73,6 +76,12 @@ struct Args {
 
 fn main() {
     let args = Args::parse();
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     if let Err(e) = run(&args) {
         eprintln!("counter: {e}");
         std::process::exit(1);

@@ -48,11 +48,22 @@ fn kill_and_restart(victim: usize) {
     m[victim].expect("running as itself", WAIT, |l| l.starts_with(&format!("n{victim} at ")));
     // The restarted one printed its view before its "running" line.
     assert!(m[victim].seen.iter().any(|l| view_of_two(l)), "{:?}", m[victim].seen);
-    m[survivor].expect("of a view of both again", WAIT, view_of_two);
-    m[victim].tell("2");
-    for h in m.iter_mut() {
-        h.expect("counter 7", WAIT, |l| l.ends_with("counter = 7"));
+    if m[survivor].wait_for(WAIT, view_of_two).is_none() {
+        fail(&m, "no view of both again at the survivor");
     }
+    m[victim].tell("2");
+    for i in 0..m.len() {
+        if m[i].wait_for(WAIT, |l| l.ends_with("counter = 7")).is_none() {
+            fail(&m, &format!("no line counter 7 at n{i}"));
+        }
+    }
+}
+
+/// Panics with `what` and everything each member printed (a member's own lines
+/// alone do not say what the other one saw).
+fn fail(m: &[LineChild], what: &str) -> ! {
+    let out: Vec<String> = m.iter().enumerate().map(|(i, h)| format!("-- n{i} printed:\n{}", h.seen.join("\n"))).collect();
+    panic!("{what} within {WAIT:?}\n{}", out.join("\n"))
 }
 
 #[test]
